@@ -1,0 +1,1 @@
+"""Core data model: quantities, resource vectors, nodes, workloads, instance catalog."""

@@ -1,0 +1,87 @@
+"""Kubernetes resource quantities, parsed exactly.
+
+Every amount is kept as an integer number of *milli-units* (Kubernetes' ``MilliValue``):
+``"500m"`` cpu is 500, ``"2"`` GPUs are 2000, ``"16Gi"`` memory is 16 * 2**30 * 1000.
+Integers make the quota arithmetic exact; sub-milli amounts round up, as Kubernetes does.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
+
+MILLI = 1000
+
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal(10**3),
+    "M": Decimal(10**6),
+    "G": Decimal(10**9),
+    "T": Decimal(10**12),
+    "P": Decimal(10**15),
+    "E": Decimal(10**18),
+}
+_QUANTITY = re.compile(
+    r"^(?P<num>[+-]?(?:\d+\.?\d*|\.\d+))(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$"
+)
+
+
+class QuantityError(ValueError):
+    """A string that is not a Kubernetes quantity."""
+
+
+def parse_quantity(value: str | int | float) -> int:
+    """Parse a Kubernetes quantity (``"500m"``, ``"16Gi"``, ``1.5``) into milli-units.
+
+    >>> parse_quantity("500m"), parse_quantity("1.5"), parse_quantity("1Ki")
+    (500, 1500, 1024000)
+    """
+    if isinstance(value, bool):
+        raise QuantityError(f"not a quantity: {value!r}")
+    if isinstance(value, int):
+        return value * MILLI
+    text = repr(value) if isinstance(value, float) else str(value).strip()
+    match = _QUANTITY.match(text)
+    if not match:
+        raise QuantityError(f"not a Kubernetes quantity: {value!r} (examples: 500m, 2, 1.5, 16Gi)")
+    try:
+        number = Decimal(match["num"])
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
+        raise QuantityError(f"not a Kubernetes quantity: {value!r}") from exc
+    suffix = match["suffix"] or ""
+    if suffix in _BINARY:
+        scaled = number * _BINARY[suffix]
+    elif suffix in _DECIMAL:
+        scaled = number * _DECIMAL[suffix]
+    else:  # exponent form, e.g. 1e3
+        scaled = number * (Decimal(10) ** int(suffix[1:]))
+    if scaled < 0:
+        raise QuantityError(f"quantity must not be negative: {value!r}")
+    return int((scaled * MILLI).to_integral_value(rounding=ROUND_CEILING))
+
+
+def to_number(milli: int) -> int | float:
+    """Milli-units as a plain number in base units: an int when whole, else a float."""
+    whole, frac = divmod(milli, MILLI)
+    return whole if frac == 0 else milli / MILLI
+
+
+def format_quantity(milli: int, resource: str = "") -> str:
+    """Render milli-units for people: ``16Gi`` for memory, ``500m`` or ``2`` otherwise."""
+    if resource in ("memory", "ephemeral-storage") or resource.endswith("memory"):
+        value = milli / MILLI
+        for suffix in ("Ti", "Gi", "Mi", "Ki"):
+            unit = _BINARY[suffix]
+            if value >= unit:
+                amount = value / unit
+                return f"{amount:g}{suffix}" if amount == int(amount) else f"{amount:.2f}{suffix}"
+        return f"{value:g}"
+    if milli % MILLI == 0:
+        return str(milli // MILLI)
+    if milli < MILLI:
+        return f"{milli}m"
+    return f"{milli / MILLI:g}"

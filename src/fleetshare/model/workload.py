@@ -1,0 +1,51 @@
+"""Workloads: gangs of pods admitted all-or-nothing on behalf of a team."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from fleetshare.model.node import Toleration
+from fleetshare.model.resources import Resources, scale, total
+
+
+@dataclass(frozen=True, slots=True)
+class PodSet:
+    """``count`` identical pods, each requesting ``requests``."""
+
+    name: str
+    count: int
+    requests: Resources
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+
+    def total(self) -> Resources:
+        """What all pods of the set request together."""
+        return scale(self.requests, self.count)
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A job: one or more pod sets admitted together (gang), queued for one team.
+
+    ``priority`` is the resolved weight of ``priority_class``; ``duration`` (seconds) is known
+    only in simulation.
+    """
+
+    name: str
+    team: str
+    podsets: tuple[PodSet, ...]
+    submit_time: float = 0.0
+    priority: int = 0
+    priority_class: str | None = None
+    duration: float | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def total_requests(self) -> Resources:
+        """Everything the gang requests."""
+        return total(ps.total() for ps in self.podsets)
+
+    @property
+    def pod_count(self) -> int:
+        """Number of pods in the gang."""
+        return sum(ps.count for ps in self.podsets)

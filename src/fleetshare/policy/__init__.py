@@ -1,0 +1,1 @@
+"""Governance policy: fleetshare's own schema and importers for Kueue and SageMaker HyperPod."""

@@ -1,0 +1,338 @@
+"""fleetshare's policy format, validated with pydantic.
+
+A :class:`Policy` is what an admin writes (or what an importer produces): cluster-wide
+settings, optional groups (nested cohorts) and teams with their guaranteed quotas, sharing
+strategy and limits. Quantities stay as strings/numbers here; :mod:`fleetshare.governance.quota`
+resolves them against the nodes and the instance catalog.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from fleetshare.model.quantity import QuantityError, parse_quantity
+
+Quantity = str | int | float
+DEFAULT_FLAVOR = "default"
+
+
+class PolicyError(ValueError):
+    """An invalid policy; ``problems`` lists ``(field path, reason)`` pairs."""
+
+    def __init__(self, problems: list[tuple[str, str]], source: str = "policy") -> None:
+        self.problems = problems
+        lines = "\n".join(f"  {path}: {reason}" for path, reason in problems)
+        super().__init__(f"invalid {source}:\n{lines}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+def _check_quantity(value: Quantity | None) -> Quantity | None:
+    if value is not None:
+        try:
+            parse_quantity(value)
+        except QuantityError as exc:
+            raise ValueError(str(exc)) from None
+    return value
+
+
+class SharingStrategy(StrEnum):
+    """HyperPod's ResourceSharingConfig.Strategy.
+
+    LendAndBorrow lends unused quota and borrows idle capacity; Lend only lends; DontLend
+    neither lends nor borrows (to borrow without lending, use LendAndBorrow with a lending
+    limit of 0).
+    """
+
+    LEND = "Lend"
+    DONT_LEND = "DontLend"
+    LEND_AND_BORROW = "LendAndBorrow"
+
+
+class PreemptTeamTasks(StrEnum):
+    """Whether a team's work may preempt the team's own lower-priority work."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+
+
+class ReclaimPolicy(StrEnum):
+    """Which borrowers a team may preempt to get its lent quota back (Kueue reclaimWithinCohort)."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+    ANY = "Any"
+
+
+class PriorityClass(_Strict):
+    """A named priority; higher weight is admitted first and may preempt lower."""
+
+    name: str = Field(min_length=1)
+    weight: int = Field(ge=0, le=100)
+    default: bool = False
+
+
+class Flavor(_Strict):
+    """A kind of node quotas are counted on; a node belongs to the most specific matching flavor."""
+
+    name: str = Field(min_length=1)
+    node_labels: dict[str, str] = Field(default_factory=dict)
+
+
+class PreemptionSettings(_Strict):
+    """Guards against preemption thrashing."""
+
+    min_runtime_seconds: float = Field(
+        default=0, ge=0, description="work younger than this is never preempted for priority or "
+        "fair share"
+    )
+    reclaim_grace_seconds: float = Field(
+        default=0, ge=0, description="borrowed work younger than this is not reclaimed"
+    )
+
+
+class ClusterPolicy(_Strict):
+    """Cluster-wide settings (HyperPod's cluster scheduler config, plus fleetshare's own)."""
+
+    priority_classes: list[PriorityClass] = Field(default_factory=list, max_length=10)
+    fair_share: bool = True
+    idle_resource_sharing: bool = True
+    flavors: list[Flavor] = Field(default_factory=list)
+    preemption: PreemptionSettings = Field(default_factory=PreemptionSettings)
+    starvation_guard_seconds: float | None = Field(
+        default=600,
+        ge=0,
+        description="a workload pending longer than this holds back the resources it needs from "
+        "later, not-higher-priority work (null: never)",
+    )
+
+    @field_validator("priority_classes")
+    @classmethod
+    def _unique_classes(cls, value: list[PriorityClass]) -> list[PriorityClass]:
+        names = [pc.name for pc in value]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"priority class names must be unique; repeated: {', '.join(dupes)}")
+        if sum(pc.default for pc in value) > 1:
+            raise ValueError("at most one priority class may be the default")
+        return value
+
+
+class AcceleratorPartition(_Strict):
+    """A MIG profile and how many partitions of it."""
+
+    type: str = Field(min_length=1, description="MIG profile, e.g. mig-1g.10gb")
+    count: int = Field(ge=0)
+
+
+class QuotaEntry(_Strict):
+    """Guaranteed quota on one flavor (instance type).
+
+    Either ``count`` whole instances, or any of accelerators / vcpu / memory_gib /
+    accelerator_partition / explicit ``resources``. When only accelerators are given, vCPU and
+    memory follow the same fraction of the instance.
+    """
+
+    flavor: str = Field(
+        default=DEFAULT_FLAVOR,
+        min_length=1,
+        validation_alias=AliasChoices("flavor", "instance_type"),
+    )
+    count: int | None = Field(default=None, ge=0)
+    accelerators: int | None = Field(default=None, ge=0)
+    vcpu: float | None = Field(default=None, ge=0)
+    memory_gib: float | None = Field(default=None, ge=0)
+    accelerator_partition: AcceleratorPartition | None = None
+    resources: dict[str, Quantity] = Field(default_factory=dict)
+
+    @field_validator("resources")
+    @classmethod
+    def _quantities(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
+        for name, amount in value.items():
+            try:
+                parse_quantity(amount)
+            except QuantityError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> QuotaEntry:
+        others = [
+            self.accelerators is not None,
+            self.vcpu is not None,
+            self.memory_gib is not None,
+            self.accelerator_partition is not None,
+            bool(self.resources),
+        ]
+        if self.count is not None and any(others):
+            raise ValueError("count gives whole instances; do not combine it with other amounts")
+        if self.count is None and not any(others):
+            raise ValueError(
+                "give count, accelerators, vcpu, memory_gib, accelerator_partition or resources"
+            )
+        return self
+
+
+class LimitScope(_Strict):
+    """Which (flavor, resource) pairs a limit covers; ``*`` or absent means all."""
+
+    resource: str = "*"
+    flavor: str = Field(default="*", validation_alias=AliasChoices("flavor", "instance_type"))
+
+
+class BorrowLimit(LimitScope):
+    """How much a team may borrow; every given bound applies and the tightest wins."""
+
+    absolute: Quantity | None = None
+    percent_of_quota: float | None = Field(default=None, ge=0, le=10000)
+    percent_of_idle: float | None = Field(default=None, ge=0, le=100)
+
+    _abs = field_validator("absolute")(_check_quantity)
+
+    @model_validator(mode="after")
+    def _some_bound(self) -> BorrowLimit:
+        if self.absolute is None and self.percent_of_quota is None and self.percent_of_idle is None:
+            raise ValueError("give absolute, percent_of_quota or percent_of_idle")
+        return self
+
+
+class LendingLimit(LimitScope):
+    """At most this much of the team's unused quota may be lent; the rest stays private."""
+
+    absolute: Quantity
+
+    _abs = field_validator("absolute")(_check_quantity)
+
+
+class Group(_Strict):
+    """A group of teams (a cohort); may nest, hold quota of its own and limit its borrowing."""
+
+    name: str = Field(min_length=1)
+    parent: str | None = None
+    quota: list[QuotaEntry] = Field(default_factory=list)
+    borrow_limits: list[BorrowLimit] = Field(default_factory=list)
+    lending_limits: list[LendingLimit] = Field(default_factory=list)
+
+
+class Team(_Strict):
+    """A team: its guaranteed quota and how it shares."""
+
+    name: str = Field(min_length=1)
+    group: str | None = None
+    quota: list[QuotaEntry] = Field(default_factory=list)
+    sharing: SharingStrategy = SharingStrategy.LEND_AND_BORROW
+    borrow_limits: list[BorrowLimit] = Field(default_factory=list)
+    lending_limits: list[LendingLimit] = Field(default_factory=list)
+    fair_share_weight: float = Field(default=1.0, ge=0)
+    preempt_team_tasks: PreemptTeamTasks = PreemptTeamTasks.LOWER_PRIORITY
+    reclaim: ReclaimPolicy = ReclaimPolicy.ANY
+    enabled: bool = True
+    local_queues: list[str] = Field(
+        default_factory=list,
+        description="queue names (Kueue LocalQueue 'namespace/name') whose jobs belong to this team",
+    )
+
+
+class Policy(_Strict):
+    """The whole governance policy."""
+
+    cluster: ClusterPolicy = Field(default_factory=ClusterPolicy)
+    groups: list[Group] = Field(default_factory=list)
+    teams: list[Team] = Field(default_factory=list)
+    notes: list[str] = Field(
+        default_factory=list, description="what an importer mapped or could not map"
+    )
+
+    @model_validator(mode="after")
+    def _references(self) -> Policy:
+        problems: list[str] = []
+        group_names = [g.name for g in self.groups]
+        team_names = [t.name for t in self.teams]
+        for kind, names in (("group", group_names), ("team", team_names)):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                problems.append(f"{kind} names must be unique; repeated: {', '.join(dupes)}")
+        known = set(group_names)
+        for g in self.groups:
+            if g.parent is not None and g.parent not in known:
+                problems.append(f"group {g.name}: parent {g.parent!r} is not a group")
+        for t in self.teams:
+            if t.group is not None and t.group not in known:
+                problems.append(f"team {t.name}: group {t.group!r} is not a group")
+        parents = {g.name: g.parent for g in self.groups}
+        for start in parents:
+            seen, node = set(), start
+            while node is not None:
+                if node in seen:
+                    problems.append(f"group {start}: parent chain forms a cycle")
+                    break
+                seen.add(node)
+                node = parents.get(node)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def priority_of(self, class_name: str | None) -> int:
+        """Weight of a priority class; no class means the default class (or 0)."""
+        classes = self.cluster.priority_classes
+        if class_name is None:
+            return next((pc.weight for pc in classes if pc.default), 0)
+        for pc in classes:
+            if pc.name == class_name:
+                return pc.weight
+        known = ", ".join(pc.name for pc in classes) or "none defined"
+        raise KeyError(f"unknown priority class {class_name!r} (known: {known})")
+
+    def team(self, name: str) -> Team:
+        """The team called ``name``."""
+        for t in self.teams:
+            if t.name == name:
+                return t
+        raise KeyError(f"unknown team {name!r}")
+
+
+def _path(loc: tuple[int | str, ...], data: Any) -> str:
+    """``teams[0](a).quota[1].count`` — a location people can find in their file."""
+    out, node = "", data
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+            node = node[part] if isinstance(node, list) and part < len(node) else None
+            if isinstance(node, dict) and isinstance(node.get("name"), str):
+                out += f"({node['name']})"
+        else:
+            out += f".{part}" if out else str(part)
+            node = node.get(part) if isinstance(node, dict) else None
+    return out or "(top level)"
+
+
+def validation_problems(exc: ValidationError, data: Any) -> list[tuple[str, str]]:
+    """Turn a pydantic error into ``(field path, reason)`` pairs."""
+    problems = []
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        reason = err["msg"].removeprefix("Value error, ")
+        problems.append((_path(loc, data), reason))
+    return problems
+
+
+def load_policy(data: Any, source: str = "policy") -> Policy:
+    """Validate a policy document, raising :class:`PolicyError` with field paths and reasons."""
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as exc:
+        raise PolicyError(validation_problems(exc, data), source) from None
