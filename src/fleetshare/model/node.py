@@ -75,9 +75,20 @@ class Node:
             out.setdefault(ZONE_LABEL, self.zone)
         return out
 
-    def with_state(self, **changes: bool) -> Node:
-        """A copy with ``ready``/``unschedulable``/``healthy`` changed."""
-        return replace(self, **changes)
+    def with_state(
+        self,
+        *,
+        ready: bool | None = None,
+        unschedulable: bool | None = None,
+        healthy: bool | None = None,
+    ) -> Node:
+        """A copy with ``ready``/``unschedulable``/``healthy`` changed where given."""
+        return replace(
+            self,
+            ready=self.ready if ready is None else ready,
+            unschedulable=self.unschedulable if unschedulable is None else unschedulable,
+            healthy=self.healthy if healthy is None else healthy,
+        )
 
     def admits(self, node_selector: Mapping[str, str], tolerations: tuple[Toleration, ...]) -> bool:
         """True when a pod with this selector and these tolerations may run here."""

@@ -97,8 +97,9 @@ class PreemptionSettings(_Strict):
     """Guards against preemption thrashing."""
 
     min_runtime_seconds: float = Field(
-        default=0, ge=0, description="work younger than this is never preempted for priority or "
-        "fair share"
+        default=0,
+        ge=0,
+        description="work younger than this is never preempted for priority or fair share",
     )
     reclaim_grace_seconds: float = Field(
         default=0, ge=0, description="borrowed work younger than this is not reclaimed"
@@ -275,7 +276,8 @@ class Policy(_Strict):
                 problems.append(f"team {t.name}: group {t.group!r} is not a group")
         parents = {g.name: g.parent for g in self.groups}
         for start in parents:
-            seen, node = set(), start
+            seen: set[str] = set()
+            node: str | None = start
             while node is not None:
                 if node in seen:
                     problems.append(f"group {start}: parent chain forms a cycle")

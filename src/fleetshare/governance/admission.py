@@ -1,0 +1,315 @@
+"""The admission cycle: which pending workloads to admit, where, and whom to preempt.
+
+Order. Each team's queue is ordered by priority, then submit time (FIFO). Across teams, the
+heads are merged by: work that fits within its team's own quota first, then (with fair
+sharing) the lowest dominant resource share, then priority, then submit time. Every pending
+workload is considered in one cycle — not one head per queue as in Kueue — and one that does
+not fit is skipped, so a large job never blocks smaller ones behind it (no head-of-line
+blocking).
+
+Starvation. A workload pending longer than ``starvation_guard_seconds`` that could fit in an
+empty cluster *reserves* what it asks for: later work of the same or lower priority that would
+compete for the same (flavor, resource) — its own team's work, or anyone's borrowing — is held
+back until it fits. Work within another team's own quota is never held back.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from fleetshare.governance.preemption import Victim, find_victims
+from fleetshare.governance.quota import FR, QuotaModel, compile_policy
+from fleetshare.governance.snapshot import (
+    Admission,
+    Assignment,
+    CycleResult,
+    Pending,
+    Preemption,
+    Snapshot,
+)
+from fleetshare.governance.state import Admitted, CycleState, amount, usage_of
+from fleetshare.model.catalog import Catalog
+from fleetshare.model.quantity import to_number
+from fleetshare.model.workload import Workload
+from fleetshare.placement.fit import NoFit, PlacementPlan
+from fleetshare.policy.schema import Policy
+
+_NOMINAL, _BORROW, _SHORT = 0, 1, 2
+
+
+@dataclass(slots=True)
+class _Option:
+    """One way to run a workload: a flavor per pod set, and its quota standing."""
+
+    flavors: tuple[str, ...]
+    usage: dict[FR, int]
+    mode: int
+    problem: str | None
+
+
+@dataclass(slots=True)
+class _Reservation:
+    workload: Workload
+    frs: frozenset[FR]
+
+
+class Engine:
+    """Governance for one policy: call :meth:`cycle` with a snapshot, get decisions back."""
+
+    def __init__(self, policy: Policy, catalog: Catalog | None = None) -> None:
+        self.policy = policy
+        self.model: QuotaModel = compile_policy(policy, catalog)
+
+    def cycle(self, snapshot: Snapshot) -> CycleResult:
+        """Run one admission cycle; the snapshot is not modified."""
+        return _Cycle(self.model, self.policy, snapshot).run()
+
+
+def queue_key(wl: Workload) -> tuple[int, float, str]:
+    """Order within a team's queue: priority, then FIFO."""
+    return (-wl.priority, wl.submit_time, wl.name)
+
+
+class _Cycle:
+    def __init__(self, model: QuotaModel, policy: Policy, snapshot: Snapshot) -> None:
+        self.model = model
+        self.policy = policy
+        self.snapshot = snapshot
+        self.state = CycleState(model, policy.cluster, snapshot)
+        self.result = CycleResult(warnings=list(self.state.warnings))
+        self.reservations: list[_Reservation] = []
+        self.failed_preemption: dict[tuple[object, ...], list[dict[FR, int]]] = {}
+        queues: dict[str, list[Workload]] = {}
+        for wl in snapshot.pending:
+            queues.setdefault(wl.team, []).append(wl)
+        for queue in queues.values():
+            queue.sort(key=queue_key)
+        self.queues = queues
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def run(self) -> CycleResult:
+        heap: list[tuple[tuple[object, ...], str]] = []
+        heads = dict.fromkeys(self.queues, 0)
+        for team in self.queues:
+            heapq.heappush(heap, (self._key(self.queues[team][0]), team))
+        while heap:
+            key, team = heapq.heappop(heap)
+            wl = self.queues[team][heads[team]]
+            fresh = self._key(wl)
+            if fresh != key and heap and fresh > heap[0][0]:
+                heapq.heappush(heap, (fresh, team))
+                continue
+            self._consider(wl)
+            heads[team] += 1
+            if heads[team] < len(self.queues[team]):
+                heapq.heappush(heap, (self._key(self.queues[team][heads[team]]), team))
+        self._positions()
+        return self.result
+
+    def _key(self, wl: Workload) -> tuple[object, ...]:
+        if wl.team not in self.model.teams:
+            return (0, 0.0, -wl.priority, wl.submit_time, wl.name)
+        option = next(self._options(wl), None)
+        borrows = 0
+        share = 0.0
+        if option is not None and not self.state.within_nominal(wl.team, option.usage):
+            borrows = 1
+            if self.policy.cluster.fair_share:
+                tree = self.state.tree
+                tree.add(wl.team, option.usage)
+                share = self.state.dominant_share(wl.team)
+                tree.add(wl.team, option.usage, -1)
+        return (borrows, share, -wl.priority, wl.submit_time, wl.name)
+
+    def _positions(self) -> None:
+        for queue in self.queues.values():
+            position = 0
+            for wl in queue:
+                pending = self.result.pending.get(wl.name)
+                if pending is not None:
+                    position += 1
+                    self.result.pending[wl.name] = Pending(wl, pending.reason, position)
+
+    # -- one workload ----------------------------------------------------------------------
+
+    def _pend(self, wl: Workload, reason: str) -> None:
+        self.result.pending[wl.name] = Pending(wl, reason, 0)
+
+    def _consider(self, wl: Workload) -> None:
+        rules = self.model.teams.get(wl.team)
+        if rules is None:
+            self._pend(wl, f"team {wl.team!r} has no quota policy")
+            return
+        if not rules.enabled:
+            self._pend(wl, f"team {wl.team}'s quota is disabled")
+            return
+        options = list(self._options(wl))
+        if not options:
+            self._pend(wl, self._no_flavor(wl))
+            return
+        held = self._held_by(wl, options[0])
+        if held is not None:
+            self._pend(wl, held)
+            return
+        problems: list[str] = []
+        for mode in (_NOMINAL, _BORROW):
+            for option in (o for o in options if o.mode == mode):
+                plan = self.state.fit.place(option.flavors, wl.podsets)
+                if not isinstance(plan, NoFit):
+                    self._admit(wl, option, plan)
+                    return
+                problems.append(plan.message)
+        for option in options:
+            if option.problem:
+                problems.append(option.problem)
+            if self._try_preemption(wl, option):
+                return
+        reason = "; ".join(dict.fromkeys(problems)) or "does not fit"
+        self._pend(wl, reason)
+        self._maybe_reserve(wl, options[0])
+
+    def _options(self, wl: Workload) -> Iterator[_Option]:
+        """Flavor choices, the team's own flavors first; all pod sets on one flavor each."""
+        rules = self.model.teams[wl.team]
+        order = list(rules.flavor_order)
+        order += sorted(self.state.flavors_with_nodes - set(order))
+        for flavor in order:
+            if flavor not in self.state.flavors_with_nodes:
+                continue
+            if any(len(self.state.fit.eligible(flavor, ps)) == 0 for ps in wl.podsets):
+                continue
+            flavors = (flavor,) * len(wl.podsets)
+            usage = usage_of(wl, flavors)
+            problem = self.state.quota_problem(wl.team, usage)
+            if problem is not None:
+                mode = _SHORT
+            elif self.state.within_nominal(wl.team, usage):
+                mode = _NOMINAL
+            else:
+                mode = _BORROW
+            yield _Option(flavors, usage, mode, problem)
+
+    def _no_flavor(self, wl: Workload) -> str:
+        selectors = {k: v for ps in wl.podsets for k, v in ps.node_selector.items()}
+        if not self.state.flavors_with_nodes:
+            return "no Ready, schedulable nodes in the cluster"
+        wanted = f" matching {selectors}" if selectors else ""
+        return f"no Ready, schedulable node{wanted} admits every pod set (labels, taints)"
+
+    # -- admission and preemption ----------------------------------------------------------
+
+    def _admit(
+        self,
+        wl: Workload,
+        option: _Option,
+        plan: PlacementPlan,
+        victims: list[Victim] = (),  # type: ignore[assignment]
+    ) -> None:
+        tree = self.state.tree
+        before = {fr: tree.borrowed(wl.team, fr) for fr in option.usage}
+        entry = Admitted(wl, option.flavors, option.usage, plan, self.snapshot.now, True)
+        self.state.admit(entry)
+        borrowed: dict[str, int] = {}
+        for fr in option.usage:
+            extra = tree.borrowed(wl.team, fr) - before[fr]
+            if extra > 0:
+                borrowed[fr[1]] = borrowed.get(fr[1], 0) + extra
+        for victim in victims:
+            self.result.preemptions.append(
+                Preemption(victim.entry.workload, wl.name, victim.reason, self._why(victim, wl))
+            )
+        assignment = Assignment(option.flavors, self.state.fit.names(plan))
+        self.result.admissions.append(Admission(wl, assignment, borrowed))
+
+    def _why(self, victim: Victim, by: Workload) -> str:
+        v = victim.entry.workload
+        if victim.reason == "reclaim":
+            return f"{by.team} reclaims its lent quota for {by.name}; {v.team} was borrowing"
+        if victim.reason == "priority":
+            return f"{by.name} (priority {by.priority}) preempts {v.name} (priority {v.priority})"
+        return f"fair share: {by.team} borrows less than {v.team} (weighted dominant share)"
+
+    def _try_preemption(self, wl: Workload, option: _Option) -> bool:
+        cache_key = (wl.team, wl.priority, option.flavors)
+        for failed in self.failed_preemption.get(cache_key, ()):
+            if all(option.usage.get(fr, 0) >= v for fr, v in failed.items()):
+                return False
+        state = self.state
+        plans: list[PlacementPlan] = []
+
+        def fits() -> bool:
+            if state.quota_problem(wl.team, option.usage) is not None:
+                return False
+            plan = state.fit.place(option.flavors, wl.podsets)
+            if isinstance(plan, NoFit):
+                return False
+            plans.append(plan)
+            return True
+
+        victims = find_victims(state, wl, option.usage, fits)
+        if victims is None:
+            self.failed_preemption.setdefault(cache_key, []).append(option.usage)
+            return False
+        plan = state.fit.place(option.flavors, wl.podsets)
+        assert not isinstance(plan, NoFit), "victims were chosen so that the workload fits"
+        self.failed_preemption.clear()
+        self._admit(wl, option, plan, victims)
+        return True
+
+    # -- starvation guard ------------------------------------------------------------------
+
+    def _held_by(self, wl: Workload, option: _Option) -> str | None:
+        if not self.reservations:
+            return None
+        within = self.state.within_nominal(wl.team, option.usage)
+        frs = {fr for fr, v in option.usage.items() if v > 0}
+        for res in self.reservations:
+            other = res.workload
+            if wl.priority > other.priority:
+                continue
+            if (other.team == wl.team or not within) and frs & res.frs:
+                waited = self.snapshot.now - other.submit_time
+                return (
+                    f"held back for {other.name}, pending {waited:.0f}s, which needs "
+                    + ", ".join(
+                        amount(fr, v) for fr, v in sorted(option.usage.items()) if fr in res.frs
+                    )
+                    + " first (starvation guard)"
+                )
+        return None
+
+    def _maybe_reserve(self, wl: Workload, option: _Option) -> None:
+        guard = self.policy.cluster.starvation_guard_seconds
+        if guard is None or self.snapshot.now - wl.submit_time < guard:
+            return
+        if not self._could_ever_fit(wl, option):
+            return
+        frs = frozenset(fr for fr, v in option.usage.items() if v > 0)
+        self.reservations.append(_Reservation(wl, frs))
+
+    def _could_ever_fit(self, wl: Workload, option: _Option) -> bool:
+        """Would the workload fit in an empty cluster, within its team's limits?"""
+        node = self.model.nodes[wl.team]
+        for fr, value in option.usage.items():
+            if fr not in self.model.governed:
+                continue
+            ceiling = node.quota.get(fr, 0)
+            limit = node.borrowing_limit.get(fr)
+            ceiling += self.state.capacity.get(fr, 0) if limit is None else limit.amount
+            if value > min(ceiling, self.state.capacity.get(fr, 0)):
+                return False
+        fit = self.state.fit
+        saved = fit.free
+        fit.free = fit.allocatable
+        try:
+            return not isinstance(fit.place(option.flavors, wl.podsets), NoFit)
+        finally:
+            fit.free = saved
+
+
+def borrowed_numbers(borrowed: dict[str, int]) -> dict[str, int | float]:
+    """Borrowed amounts in base units, for reports."""
+    return {name: to_number(value) for name, value in sorted(borrowed.items())}

@@ -1,0 +1,291 @@
+"""Compile a :class:`Policy` into per-(flavor, resource) quotas and limits.
+
+The result, a :class:`QuotaModel`, is what the quota tree and the admission cycle read: every
+team's and group's guaranteed quota, borrowing limit (absolute amounts and percentages of the
+quota folded into one number), percent-of-idle limit and lending limit, keyed by
+``(flavor, resource)``. HyperPod-style entries (Count, Accelerators, VCpu, MemoryInGiB,
+AcceleratorPartition) are resolved against the instance catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from fleetshare.model.catalog import Catalog, InstanceType, normalize_mig_profile
+from fleetshare.model.node import Node
+from fleetshare.model.quantity import MILLI, format_quantity, parse_quantity
+from fleetshare.model.resources import CPU, MEMORY
+from fleetshare.policy.schema import (
+    DEFAULT_FLAVOR,
+    BorrowLimit,
+    Flavor,
+    Group,
+    LendingLimit,
+    Policy,
+    PolicyError,
+    PreemptTeamTasks,
+    QuotaEntry,
+    ReclaimPolicy,
+    SharingStrategy,
+    Team,
+)
+
+FR = tuple[str, str]
+"""A (flavor, resource) pair: the unit quotas are counted in."""
+
+GiB = 2**30
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """A bound and where it came from, for messages ("50% of quota 2")."""
+
+    amount: int
+    why: str
+
+
+@dataclass(frozen=True)
+class QuotaNode:
+    """A team or group in the quota tree; ``parent`` None means the cluster root."""
+
+    name: str
+    parent: str | None
+    is_team: bool
+    quota: dict[FR, int] = field(default_factory=dict)
+    borrowing_limit: dict[FR, Limit] = field(default_factory=dict)
+    idle_percent: dict[FR, float] = field(default_factory=dict)
+    lending_limit: dict[FR, int] = field(default_factory=dict)
+    can_borrow: bool = True
+    can_lend: bool = True
+
+
+@dataclass(frozen=True)
+class TeamRules:
+    """A team's non-quota settings."""
+
+    name: str
+    weight: float
+    preempt_team_tasks: PreemptTeamTasks
+    reclaim: ReclaimPolicy
+    enabled: bool
+    sharing: SharingStrategy
+    flavor_order: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class QuotaModel:
+    """Quotas and limits of every team and group, per (flavor, resource)."""
+
+    flavors: tuple[Flavor, ...]
+    implicit_flavors: bool
+    nodes: dict[str, QuotaNode]
+    teams: dict[str, TeamRules]
+    governed: frozenset[FR]
+
+    def flavor_of(self, node: Node) -> str | None:
+        """The flavor a node's capacity counts in (None: none matches)."""
+        if self.implicit_flavors:
+            if len(self.flavors) == 1 and self.flavors[0].name == DEFAULT_FLAVOR:
+                return DEFAULT_FLAVOR
+            name = node.instance_type or DEFAULT_FLAVOR
+            for flavor in self.flavors:
+                if _same_instance_type(flavor.name, name):
+                    return flavor.name
+            return name
+        labels = node.all_labels()
+        best: Flavor | None = None
+        for flavor in self.flavors:
+            matches = all(labels.get(k) == v for k, v in flavor.node_labels.items())
+            if matches and (best is None or len(flavor.node_labels) > len(best.node_labels)):
+                best = flavor
+        return best.name if best else None
+
+
+def _same_instance_type(a: str, b: str) -> bool:
+    return a.removeprefix("ml.") == b.removeprefix("ml.")
+
+
+def _instance_for(flavor: str, catalog: Catalog | None, nodes: Sequence[Node]) -> InstanceType:
+    if catalog is not None and flavor in catalog:
+        return catalog.get(flavor)
+    raise KeyError(f"flavor {flavor!r} is not a known instance type")
+
+
+def resolve_entry(
+    entry: QuotaEntry, catalog: Catalog | None, nodes: Sequence[Node] = ()
+) -> dict[str, int]:
+    """The resources (milli-units, zeros kept) that one quota entry guarantees."""
+    out: dict[str, int] = {name: parse_quantity(v) for name, v in entry.resources.items()}
+    needs_instance = entry.count is not None or entry.accelerators is not None
+    instance = _instance_for(entry.flavor, catalog, nodes) if needs_instance else None
+    if entry.count is not None and instance is not None:
+        for name, amount in instance.allocatable.items():
+            if name != "pods":
+                out[name] = out.get(name, 0) + amount * entry.count
+        return out
+    if entry.accelerators is not None and instance is not None:
+        accel = instance.accelerator_resource
+        per_instance = instance.allocatable.get(accel or "", 0) // MILLI
+        if accel is None or per_instance == 0:
+            raise ValueError(f"instance type {entry.flavor} has no accelerators")
+        out[accel] = out.get(accel, 0) + entry.accelerators * MILLI
+        if entry.vcpu is None:
+            out[CPU] = (
+                out.get(CPU, 0) + instance.allocatable[CPU] * entry.accelerators // per_instance
+            )
+        if entry.memory_gib is None:
+            share = instance.allocatable[MEMORY] * entry.accelerators // per_instance
+            out[MEMORY] = out.get(MEMORY, 0) + share
+    if entry.vcpu is not None:
+        out[CPU] = out.get(CPU, 0) + round(entry.vcpu * MILLI)
+    if entry.memory_gib is not None:
+        out[MEMORY] = out.get(MEMORY, 0) + round(entry.memory_gib * GiB) * MILLI
+    if entry.accelerator_partition is not None:
+        name = normalize_mig_profile(entry.accelerator_partition.type)
+        out[name] = out.get(name, 0) + entry.accelerator_partition.count * MILLI
+    return out
+
+
+def _quotas(
+    entries: Iterable[QuotaEntry],
+    catalog: Catalog | None,
+    path: str,
+    problems: list[tuple[str, str]],
+) -> dict[FR, int]:
+    quota: dict[FR, int] = {}
+    for i, entry in enumerate(entries):
+        try:
+            resolved = resolve_entry(entry, catalog)
+        except (KeyError, ValueError) as exc:
+            problems.append((f"{path}.quota[{i}]", str(exc).strip("'\"")))
+            continue
+        for resource, amount in resolved.items():
+            key = (entry.flavor, resource)
+            quota[key] = quota.get(key, 0) + amount
+    return quota
+
+
+def _matches(scope: BorrowLimit | LendingLimit, fr: FR) -> bool:
+    flavor, resource = fr
+    flavor_ok = scope.flavor in ("*", flavor) or _same_instance_type(scope.flavor, flavor)
+    return flavor_ok and scope.resource in ("*", resource)
+
+
+def _borrow_limits(
+    limits: Sequence[BorrowLimit], quota: Mapping[FR, int], governed: Iterable[FR]
+) -> tuple[dict[FR, Limit], dict[FR, float]]:
+    absolute: dict[FR, Limit] = {}
+    idle: dict[FR, float] = {}
+    for fr in governed:
+        for limit in (lim for lim in limits if _matches(lim, fr)):
+            bounds: list[Limit] = []
+            if limit.absolute is not None:
+                amount = parse_quantity(limit.absolute)
+                bounds.append(Limit(amount, f"absolute {format_quantity(amount, fr[1])}"))
+            if limit.percent_of_quota is not None:
+                own = quota.get(fr, 0)
+                amount = int(own * limit.percent_of_quota) // 100
+                why = f"{limit.percent_of_quota:g}% of quota {format_quantity(own, fr[1])}"
+                bounds.append(Limit(amount, why))
+            for bound in bounds:
+                if fr not in absolute or bound.amount < absolute[fr].amount:
+                    absolute[fr] = bound
+            if limit.percent_of_idle is not None:
+                idle[fr] = min(idle.get(fr, 100.0), limit.percent_of_idle)
+    return absolute, idle
+
+
+def _lending_limits(limits: Sequence[LendingLimit], governed: Iterable[FR]) -> dict[FR, int]:
+    out: dict[FR, int] = {}
+    for fr in governed:
+        for limit in (lim for lim in limits if _matches(lim, fr)):
+            amount = parse_quantity(limit.absolute)
+            out[fr] = min(out.get(fr, amount), amount)
+    return out
+
+
+def _scoped_frs(owners: Sequence[Team | Group]) -> set[FR]:
+    out: set[FR] = set()
+    for owner in owners:
+        for lim in [*owner.borrow_limits, *owner.lending_limits]:
+            if lim.flavor != "*" and lim.resource != "*":
+                out.add((lim.flavor, lim.resource))
+    return out
+
+
+def _flavors(policy: Policy, quota_flavors: set[str]) -> tuple[tuple[Flavor, ...], bool]:
+    if policy.cluster.flavors:
+        return tuple(policy.cluster.flavors), False
+    if quota_flavors <= {DEFAULT_FLAVOR}:
+        return (Flavor(name=DEFAULT_FLAVOR),), True
+    if DEFAULT_FLAVOR in quota_flavors:
+        raise PolicyError(
+            [
+                (
+                    "teams[*].quota[*].instance_type",
+                    "some quotas name an instance type and others do not; give every quota an "
+                    "instance_type, or define cluster.flavors",
+                )
+            ]
+        )
+    return tuple(Flavor(name=name) for name in sorted(quota_flavors)), True
+
+
+def compile_policy(policy: Policy, catalog: Catalog | None) -> QuotaModel:
+    """Resolve a policy into a :class:`QuotaModel`; raises PolicyError naming bad fields."""
+    problems: list[tuple[str, str]] = []
+    group_quota = {
+        g.name: _quotas(g.quota, catalog, f"groups[{i}]({g.name})", problems)
+        for i, g in enumerate(policy.groups)
+    }
+    team_quota = {
+        t.name: _quotas(t.quota, catalog, f"teams[{i}]({t.name})", problems)
+        for i, t in enumerate(policy.teams)
+    }
+    if problems:
+        raise PolicyError(problems)
+    all_quota = [*group_quota.values(), *team_quota.values()]
+    governed = {fr for quota in all_quota for fr in quota}
+    governed |= _scoped_frs([*policy.teams, *policy.groups])
+    flavors, implicit = _flavors(policy, {f for f, _ in governed})
+    known = {f.name for f in flavors}
+    if not implicit:
+        unknown = sorted({f for f, _ in governed} - known)
+        if unknown:
+            raise PolicyError([("cluster.flavors", f"quotas name undefined flavors: {unknown}")])
+
+    nodes: dict[str, QuotaNode] = {}
+    for g in policy.groups:
+        borrow, idle = _borrow_limits(g.borrow_limits, group_quota[g.name], governed)
+        lend = _lending_limits(g.lending_limits, governed)
+        nodes[g.name] = QuotaNode(g.name, g.parent, False, group_quota[g.name], borrow, idle, lend)
+    teams: dict[str, TeamRules] = {}
+    for t in policy.teams:
+        quota = team_quota[t.name]
+        borrow, idle = _borrow_limits(t.borrow_limits, quota, governed)
+        lend = _lending_limits(t.lending_limits, governed)
+        can_borrow = t.sharing == SharingStrategy.LEND_AND_BORROW
+        can_lend = t.sharing != SharingStrategy.DONT_LEND
+        if not can_borrow:
+            borrow = {
+                fr: Limit(0, f"strategy {t.sharing.value} does not borrow") for fr in governed
+            }
+            idle = {}
+        if not can_lend:
+            lend = dict.fromkeys(governed, 0)
+        nodes[t.name] = QuotaNode(
+            t.name, t.group, True, quota, borrow, idle, lend, can_borrow, can_lend
+        )
+        own_order = list(dict.fromkeys(e.flavor for e in t.quota))
+        rest = sorted(known - set(own_order))
+        teams[t.name] = TeamRules(
+            name=t.name,
+            weight=t.fair_share_weight,
+            preempt_team_tasks=t.preempt_team_tasks,
+            reclaim=t.reclaim,
+            enabled=t.enabled,
+            sharing=t.sharing,
+            flavor_order=tuple(own_order + rest),
+        )
+    return QuotaModel(flavors, implicit, nodes, teams, frozenset(governed))

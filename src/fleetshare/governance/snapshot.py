@@ -1,0 +1,81 @@
+"""What the engine reads (a snapshot) and what it decides (admissions, preemptions, reasons)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from fleetshare.model.node import Node
+from fleetshare.model.resources import Resources
+from fleetshare.model.workload import Workload
+
+PreemptionReason = Literal["reclaim", "priority", "fair-share"]
+
+PodPlacement = tuple[tuple[str, int], ...]
+"""(node name, pod count) pairs for one pod set."""
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """Where an admitted workload runs: a flavor and a node placement per pod set."""
+
+    flavors: tuple[str, ...]
+    placement: tuple[PodPlacement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """An admitted workload."""
+
+    workload: Workload
+    assignment: Assignment
+    admitted_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one admission cycle looks at."""
+
+    now: float
+    nodes: Sequence[Node]
+    running: Sequence[Running]
+    pending: Sequence[Workload]
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Admit ``workload`` with ``assignment``; ``borrowed`` is what it takes beyond quota."""
+
+    workload: Workload
+    assignment: Assignment
+    borrowed: Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """Evict ``workload`` so that ``by`` can run."""
+
+    workload: Workload
+    by: str
+    reason: PreemptionReason
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """Why a workload still waits, and where it stands in its team's queue (1 = next)."""
+
+    workload: Workload
+    reason: str
+    position: int
+
+
+@dataclass(slots=True)
+class CycleResult:
+    """The decisions of one admission cycle, in the order they were taken."""
+
+    admissions: list[Admission] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
+    pending: dict[str, Pending] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)

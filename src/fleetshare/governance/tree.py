@@ -1,0 +1,195 @@
+"""The quota tree: guaranteed quota, lending and borrowing, per (flavor, resource).
+
+Teams are leaves; groups (cohorts) are inner nodes; the cluster is the root. With idle
+resource sharing on, the root holds the *unallocated* capacity (capacity minus all quotas)
+as quota of its own, so it is borrowable like lent quota.
+
+For a node ``n`` and a (flavor, resource) pair:
+
+- ``subtree(n)`` = own quota + what its children lend up (their subtree minus what they keep).
+- ``kept(n)`` = ``max(0, subtree(n) - lending_limit(n))`` when a lending limit is set, else 0:
+  the part of ``n``'s quota its parent never sees.
+- ``usage(n)`` = a team's admitted requests; for a group, what its children use beyond kept.
+- ``available(n)`` = what ``n`` may still take: ``max(0, kept - usage)`` locally plus what
+  its parent has available, the latter capped by ``n``'s borrowing limit.
+
+This is Kueue's resource-node arithmetic; on top of it, the percent-of-idle limit compares a
+team's borrowing with the *idle pool*: unallocated capacity plus every other team's unused,
+lendable quota.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fleetshare.governance.quota import FR, QuotaModel
+
+ROOT = ""
+
+
+class _Node:
+    __slots__ = (
+        "borrowing_limit",
+        "children",
+        "is_team",
+        "lending_limit",
+        "name",
+        "parent",
+        "quota",
+        "subtree",
+        "usage",
+    )
+
+    def __init__(self, name: str, parent: _Node | None, is_team: bool) -> None:
+        self.name = name
+        self.parent = parent
+        self.is_team = is_team
+        self.children: list[_Node] = []
+        self.quota: dict[FR, int] = {}
+        self.subtree: dict[FR, int] = {}
+        self.usage: dict[FR, int] = {}
+        self.borrowing_limit: dict[FR, int] = {}
+        self.lending_limit: dict[FR, int] = {}
+
+    def kept(self, fr: FR) -> int:
+        limit = self.lending_limit.get(fr)
+        return 0 if limit is None else max(0, self.subtree.get(fr, 0) - limit)
+
+
+class QuotaTree:
+    """Mutable usage over a :class:`QuotaModel` for one admission cycle."""
+
+    def __init__(self, model: QuotaModel, capacity: Mapping[FR, int], idle_sharing: bool) -> None:
+        self.model = model
+        self.capacity = dict(capacity)
+        self._nodes: dict[str, _Node] = {ROOT: _Node(ROOT, None, False)}
+        for name in model.nodes:
+            self._build(name)
+        allocated: dict[FR, int] = {}
+        for qn in model.nodes.values():
+            for fr, amount in qn.quota.items():
+                allocated[fr] = allocated.get(fr, 0) + amount
+        self.allocated = allocated
+        self.unallocated = {
+            fr: max(0, self.capacity.get(fr, 0) - allocated.get(fr, 0)) for fr in model.governed
+        }
+        root = self._nodes[ROOT]
+        if idle_sharing:
+            root.quota = dict(self.unallocated)
+        self._subtree(root)
+        self._group_quota: dict[FR, int] = {}
+        for qn in model.nodes.values():
+            if not qn.is_team:
+                for fr, amount in qn.quota.items():
+                    self._group_quota[fr] = self._group_quota.get(fr, 0) + amount
+        self._idle_sharing = idle_sharing
+        self._lendable: dict[FR, int] = {}
+        for qn in model.nodes.values():
+            if qn.is_team:
+                for fr in qn.quota:
+                    self._lendable[fr] = self._lendable.get(fr, 0) + self._lendable_unused(
+                        qn.name, fr
+                    )
+
+    def _build(self, name: str) -> _Node:
+        if name in self._nodes:
+            return self._nodes[name]
+        qn = self.model.nodes[name]
+        parent = self._build(qn.parent) if qn.parent is not None else self._nodes[ROOT]
+        node = _Node(name, parent, qn.is_team)
+        node.quota = dict(qn.quota)
+        node.borrowing_limit = {fr: lim.amount for fr, lim in qn.borrowing_limit.items()}
+        node.lending_limit = dict(qn.lending_limit)
+        parent.children.append(node)
+        self._nodes[name] = node
+        return node
+
+    def _subtree(self, node: _Node) -> None:
+        subtree = dict(node.quota)
+        for child in node.children:
+            self._subtree(child)
+            for fr, amount in child.subtree.items():
+                subtree[fr] = subtree.get(fr, 0) + amount - child.kept(fr)
+        node.subtree = subtree
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def quota(self, team: str, fr: FR) -> int:
+        """A team's guaranteed quota."""
+        return self._nodes[team].quota.get(fr, 0)
+
+    def usage(self, team: str, fr: FR) -> int:
+        """What a team's admitted work requests."""
+        return self._nodes[team].usage.get(fr, 0)
+
+    def borrowed(self, team: str, fr: FR) -> int:
+        """How far a team is above its own quota."""
+        node = self._nodes[team]
+        return max(0, node.usage.get(fr, 0) - node.subtree.get(fr, 0))
+
+    def available(self, name: str, fr: FR) -> int:
+        """What ``name`` may still take of ``fr``, counting lent and borrowable quota."""
+        node = self._nodes[name]
+        usage = node.usage.get(fr, 0)
+        if node.parent is None:
+            return node.subtree.get(fr, 0) - usage
+        kept = node.kept(fr)
+        local = max(0, kept - usage)
+        from_parent = self.available(node.parent.name, fr)
+        limit = node.borrowing_limit.get(fr)
+        if limit is not None:
+            stored_in_parent = node.subtree.get(fr, 0) - kept
+            used_in_parent = max(0, usage - kept)
+            from_parent = min(from_parent, stored_in_parent - used_in_parent + limit)
+        return local + max(0, from_parent)
+
+    def pool_available(self, fr: FR) -> int:
+        """What the cluster root still has to lend."""
+        return self.available(ROOT, fr)
+
+    def lendable_pool(self, fr: FR) -> int:
+        """Everything borrowable in the cluster: the root's subtree quota (fair-share base)."""
+        return self._nodes[ROOT].subtree.get(fr, 0)
+
+    def used_frs(self, team: str) -> list[FR]:
+        """The (flavor, resource) pairs a team has usage on."""
+        return [fr for fr, value in self._nodes[team].usage.items() if value > 0]
+
+    def idle_for(self, team: str, fr: FR) -> int:
+        """The idle pool a team's percent-of-idle limit refers to.
+
+        Unallocated capacity (with idle resource sharing on), group quota, and the unused,
+        lendable quota of every *other* team.
+        """
+        own = self._lendable_unused(team, fr) if fr in self._nodes[team].quota else 0
+        base = self.unallocated.get(fr, 0) if self._idle_sharing else 0
+        return base + self._group_quota.get(fr, 0) + self._lendable.get(fr, 0) - own
+
+    def _lendable_unused(self, team: str, fr: FR) -> int:
+        node = self._nodes[team]
+        unused = max(0, node.quota.get(fr, 0) - node.usage.get(fr, 0))
+        limit = node.lending_limit.get(fr)
+        return unused if limit is None else min(unused, limit)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def add(self, team: str, request: Mapping[FR, int], sign: int = 1) -> None:
+        """Add (``sign=1``) or remove (``-1``) a team's usage, propagating to its ancestors."""
+        leaf = self._nodes[team]
+        for fr, amount in request.items():
+            if fr not in self.model.governed:
+                continue
+            tracked = fr in leaf.quota
+            if tracked:
+                self._lendable[fr] -= self._lendable_unused(team, fr)
+            node: _Node | None = leaf
+            delta = sign * amount
+            while node is not None and delta:
+                before = node.usage.get(fr, 0)
+                after = before + delta
+                node.usage[fr] = after
+                kept = node.kept(fr)
+                delta = max(0, after - kept) - max(0, before - kept)
+                node = node.parent
+            if tracked:
+                self._lendable[fr] += self._lendable_unused(team, fr)

@@ -1,0 +1,1 @@
+"""Placement: pods onto nodes (shared by governance, autoscaling and the simulator)."""

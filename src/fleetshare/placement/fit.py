@@ -1,0 +1,183 @@
+"""Fit gangs of pods onto nodes: all pods of a workload, or none.
+
+Free capacity is one integer matrix (nodes x resources, milli-units) so that "how many of
+these pods fit on each node" is a single vectorised step. A pod set that fits on one node goes
+to the tightest such node (best fit); a larger one is spread over the roomiest nodes first so
+that a gang uses as few nodes as possible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from fleetshare.model.node import Node
+from fleetshare.model.workload import PodSet
+
+IntArray = npt.NDArray[np.int64]
+PlacementPlan = list[list[tuple[int, int]]]
+"""Per pod set, (node index, pod count) pairs."""
+
+_BIG = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True, slots=True)
+class NoFit:
+    """Why a pod set does not fit."""
+
+    podset: str
+    message: str
+
+
+class NodeFit:
+    """Free resources of the schedulable nodes, with gang placement."""
+
+    def __init__(self, nodes: Sequence[Node], flavor_of: Mapping[str, str | None]) -> None:
+        self.nodes = [n for n in nodes if n.schedulable]
+        self.index = {n.name: i for i, n in enumerate(self.nodes)}
+        names: dict[str, int] = {}
+        for node in self.nodes:
+            for resource in node.allocatable:
+                names.setdefault(resource, len(names))
+        self.resources = names
+        self.allocatable: IntArray = np.zeros((len(self.nodes), max(1, len(names))), np.int64)
+        for i, node in enumerate(self.nodes):
+            for resource, amount in node.allocatable.items():
+                self.allocatable[i, names[resource]] = amount
+        self.free: IntArray = self.allocatable.copy()
+        self.flavor = [flavor_of.get(n.name) for n in self.nodes]
+        by_flavor: dict[str | None, list[int]] = {}
+        for i, flavor in enumerate(self.flavor):
+            by_flavor.setdefault(flavor, []).append(i)
+        self._by_flavor = {f: np.array(ix, np.int64) for f, ix in by_flavor.items()}
+        self._eligible: dict[tuple[object, ...], IntArray] = {}
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def eligible(self, flavor: str, podset: PodSet) -> IntArray:
+        """Indices of the flavor's nodes whose labels and taints admit the pod set."""
+        key = (flavor, tuple(sorted(podset.node_selector.items())), podset.tolerations)
+        found = self._eligible.get(key)
+        if found is None:
+            candidates = self._by_flavor.get(flavor, np.zeros(0, np.int64))
+            ok = [
+                i
+                for i in candidates.tolist()
+                if self.nodes[i].admits(podset.node_selector, podset.tolerations)
+            ]
+            found = np.array(ok, np.int64)
+            self._eligible[key] = found
+        return found
+
+    def _vector(self, requests: Mapping[str, int]) -> tuple[IntArray, IntArray] | None:
+        cols, amounts = [], []
+        for resource, amount in requests.items():
+            if amount <= 0:
+                continue
+            col = self.resources.get(resource)
+            if col is None:
+                return None
+            cols.append(col)
+            amounts.append(amount)
+        return np.array(cols, np.int64), np.array(amounts, np.int64)
+
+    def _per_node(self, rows: IntArray, vec: tuple[IntArray, IntArray], free: IntArray) -> IntArray:
+        cols, amounts = vec
+        if len(cols) == 0:
+            return np.full(len(rows), _BIG, np.int64)
+        block = free[np.ix_(rows, cols)]
+        counts: IntArray = (block // amounts).min(axis=1)
+        return counts
+
+    def place(self, flavors: Sequence[str], podsets: Sequence[PodSet]) -> PlacementPlan | NoFit:
+        """A placement of every pod set on its flavor's nodes, or why there is none."""
+        plan: PlacementPlan = []
+        touched: dict[int, IntArray] = {}
+        for flavor, podset in zip(flavors, podsets, strict=True):
+            rows = self.eligible(flavor, podset)
+            if len(rows) == 0:
+                return NoFit(
+                    podset.name,
+                    f"no schedulable {flavor} node admits pod set "
+                    f"{podset.name!r} (node selector / taints)",
+                )
+            vec = self._vector(podset.requests)
+            if vec is None:
+                missing = [r for r in podset.requests if r not in self.resources]
+                return NoFit(podset.name, f"no node offers {', '.join(missing)}")
+            free = self.free
+            if touched:
+                free = self.free.copy()
+                for i, used in touched.items():
+                    free[i] -= used
+            counts = self._per_node(rows, vec, free)
+            chosen = _choose(rows, counts, podset.count)
+            if chosen is None:
+                return NoFit(podset.name, self._why_not(flavor, podset, rows, vec, counts))
+            full = np.zeros(self.free.shape[1], np.int64)
+            full[vec[0]] = vec[1]
+            for i, n in chosen:
+                touched[i] = touched.get(i, np.zeros_like(full)) + full * n
+            plan.append(chosen)
+        return plan
+
+    def _why_not(
+        self,
+        flavor: str,
+        podset: PodSet,
+        rows: IntArray,
+        vec: tuple[IntArray, IntArray],
+        counts: IntArray,
+    ) -> str:
+        room = int(np.minimum(counts, podset.count).sum())
+        empty = self._per_node(rows, vec, self.allocatable)
+        if int(empty.max(initial=0)) == 0:
+            return f"a pod of {podset.name!r} is larger than any {flavor} node ({len(rows)} nodes)"
+        return f"{flavor} nodes have room for {room} of {podset.count} pods of {podset.name!r} now"
+
+    # -- changes ---------------------------------------------------------------------------
+
+    def apply(
+        self, podsets: Sequence[PodSet], plan: Iterable[Sequence[tuple[int, int]]], sign: int
+    ) -> None:
+        """Take (``sign=1``) or give back (``-1``) the resources of a placement."""
+        for podset, pairs in zip(podsets, plan, strict=True):
+            vec = self._vector(podset.requests)
+            if vec is None:
+                continue
+            cols, amounts = vec
+            for i, n in pairs:
+                self.free[i, cols] -= sign * amounts * n
+
+    def plan_of(self, placement: Sequence[Sequence[tuple[str, int]]]) -> PlacementPlan:
+        """Node names to indices, dropping nodes that are no longer schedulable."""
+        return [[(self.index[name], n) for name, n in ps if name in self.index] for ps in placement]
+
+    def names(self, plan: PlacementPlan) -> tuple[tuple[tuple[str, int], ...], ...]:
+        """Indices back to node names."""
+        return tuple(tuple((self.nodes[i].name, n) for i, n in ps) for ps in plan)
+
+
+def _choose(rows: IntArray, counts: IntArray, wanted: int) -> list[tuple[int, int]] | None:
+    """Best fit for a pod set that fits one node; else fewest nodes, roomiest first."""
+    if int(np.minimum(counts, wanted).sum()) < wanted:
+        return None
+    single = np.flatnonzero(counts >= wanted)
+    if len(single):
+        best = single[int(np.argmin(counts[single]))]
+        return [(int(rows[best]), wanted)]
+    order = np.argsort(-counts, kind="stable")
+    chosen: list[tuple[int, int]] = []
+    left = wanted
+    for j in order.tolist():
+        take = min(int(counts[j]), left)
+        if take <= 0:
+            break
+        chosen.append((int(rows[j]), take))
+        left -= take
+        if left == 0:
+            break
+    return chosen

@@ -1,0 +1,641 @@
+"""Import Kueue objects (multi-document YAML) into a fleetshare :class:`Policy`.
+
+Mapping, Kueue -> fleetshare:
+
+- ``ResourceFlavor`` -> :class:`Flavor` (name, ``spec.nodeLabels``).
+- ``Cohort`` -> :class:`Group`: parent (``spec.parent`` in v1alpha1/v1beta1, ``spec.parentName``
+  in v1beta2), its own quota from ``spec.resourceGroups`` and the borrowingLimit / lendingLimit
+  it has towards its parent. A cohort that is named (by a ClusterQueue or as a parent) but not
+  declared becomes a group with no quota, as Kueue treats it.
+- ``ClusterQueue`` -> :class:`Team`: group = ``spec.cohort`` / ``spec.cohortName``; one
+  :class:`QuotaEntry` per flavor with ``resources = {name: nominalQuota}``; borrowingLimit and
+  lendingLimit -> absolute :class:`BorrowLimit` / :class:`LendingLimit` on (resource, flavor); a
+  queue without a cohort can neither lend nor borrow (``DontLend``);
+  ``preemption.withinClusterQueue`` -> ``preempt_team_tasks`` and ``reclaimWithinCohort`` ->
+  ``reclaim`` (both ``Never`` when absent, Kueue's default); ``fairSharing.weight`` ->
+  ``fair_share_weight``.
+- ``LocalQueue`` -> ``"namespace/name"`` in its ClusterQueue's ``local_queues``.
+- ``WorkloadPriorityClass`` -> :class:`PriorityClass` (weight = value, rescaled into 0–100 when
+  a value falls outside it, keeping order and distinctness).
+- kueue ``Configuration`` ``fairSharing`` -> ``cluster.fair_share`` (off without it). In Kueue only
+  quota that queues lend can be borrowed, so ``cluster.idle_resource_sharing`` is off.
+
+Whatever is present but not supported is listed in ``Policy.notes``, naming object and field;
+invalid input raises :class:`PolicyError` with ``(field path, reason)`` pairs such as
+``("ClusterQueue/team-a.spec.resourceGroups[0].flavors[0].resources[1].nominalQuota",
+"not a Kubernetes quantity: 'abc' ...")``. ``status`` and metadata other than name and namespace
+are not policy and are skipped without a note.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import ValidationError
+
+from fleetshare.model.quantity import MILLI, QuantityError, parse_quantity
+from fleetshare.policy.schema import (
+    BorrowLimit,
+    ClusterPolicy,
+    Flavor,
+    Group,
+    LendingLimit,
+    Policy,
+    PolicyError,
+    PreemptTeamTasks,
+    PriorityClass,
+    Quantity,
+    QuotaEntry,
+    ReclaimPolicy,
+    SharingStrategy,
+    Team,
+    validation_problems,
+)
+
+__all__ = ["import_kueue", "rescale_priorities"]
+
+SOURCE = "Kueue objects"
+MAX_PRIORITY_CLASSES = 10  # what ClusterPolicy accepts
+KUEUE_GROUPS = ("kueue.x-k8s.io", "config.kueue.x-k8s.io")
+
+_E = TypeVar("_E", bound=StrEnum)
+
+_OBJECT_FIELDS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
+_TOP_FIELDS: dict[str, frozenset[str]] = {
+    "ResourceFlavor": _OBJECT_FIELDS,
+    "Cohort": _OBJECT_FIELDS,
+    "ClusterQueue": _OBJECT_FIELDS,
+    "LocalQueue": _OBJECT_FIELDS,
+    "WorkloadPriorityClass": frozenset({"apiVersion", "kind", "metadata", "value", "description"}),
+}
+_NOT_SUPPORTED = "not supported; ignored"
+_FLAVOR_UNSUPPORTED = {
+    "nodeTaints": "flavor taints are not supported (any workload may use the flavor); ignored",
+    "tolerations": "flavor tolerations are not supported; ignored",
+    "topologyName": "topology-aware scheduling is not supported; ignored",
+    "resourceWeights": "per-resource fair-sharing weights are not supported; ignored",
+}
+_QUEUE_UNSUPPORTED = {
+    "admissionChecks": "admission checks are not supported; ignored",
+    "admissionChecksStrategy": "admission checks are not supported; ignored",
+    "namespaceSelector": "namespace selectors are not supported (jobs reach a team through its "
+    "local queues); ignored",
+    "flavorFungibility": "flavor fungibility is not supported; ignored",
+    "stopPolicy": "stop policies are not supported (the team stays enabled); ignored",
+    "queueingStrategy": "fleetshare always queues best-effort FIFO with a starvation guard; "
+    "ignored",
+    "admissionScope": "admission fair sharing is not supported; ignored",
+    "concurrentAdmissionPolicy": _NOT_SUPPORTED,
+}
+_LOCAL_QUEUE_UNSUPPORTED = {
+    "stopPolicy": "stop policies are not supported; ignored",
+    "fairSharing": "admission fair sharing is not supported; ignored",
+    "wallTimePolicy": "wall-time limits are not supported; ignored",
+}
+
+
+@dataclass
+class _Report:
+    """Notes (what could not be mapped) and problems (why the input is invalid)."""
+
+    notes: list[str] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+    def note(self, where: str, text: str) -> None:
+        self.notes.append(f"{where}: {text}")
+
+    def problem(self, where: str, reason: str) -> None:
+        self.problems.append((where, reason))
+
+
+@dataclass(frozen=True)
+class _Object:
+    """One Kueue object; ``ref`` (``Kind/name``) starts every path that points into it."""
+
+    kind: str
+    name: str
+    ref: str
+    doc: dict[str, Any]
+    namespace: str = ""
+
+
+@dataclass
+class _Quotas:
+    entries: list[QuotaEntry] = field(default_factory=list)
+    borrow: list[BorrowLimit] = field(default_factory=list)
+    lend: list[LendingLimit] = field(default_factory=list)
+    limit_paths: list[str] = field(default_factory=list)
+
+
+def import_kueue(source: str | list[dict[str, Any]]) -> Policy:
+    """Turn Kueue objects (YAML text or parsed documents) into a fleetshare policy.
+
+    Raises :class:`PolicyError` listing every invalid field; ``Policy.notes`` lists what was
+    present but could not be mapped.
+    """
+    report = _Report()
+    objects = _objects(_documents(source), report)
+    by_kind = {kind: _unique(objects, kind, report) for kind in _TOP_FIELDS}
+    flavors = [_flavor(obj, report) for obj in by_kind["ResourceFlavor"].values()]
+    flavor_names = set(by_kind["ResourceFlavor"])
+    groups = [_group(obj, flavor_names, report) for obj in by_kind["Cohort"].values()]
+    queues = _local_queues(by_kind["LocalQueue"].values(), set(by_kind["ClusterQueue"]), report)
+    teams = [
+        _team(obj, flavor_names, queues.get(name, []), report)
+        for name, obj in by_kind["ClusterQueue"].items()
+    ]
+    groups += _undeclared_groups(groups, teams, report)
+    classes = _priority_classes(by_kind["WorkloadPriorityClass"].values(), report)
+    configurations = [obj for obj in objects if obj.kind == "Configuration"]
+    fair_share = _fair_share(configurations, report)
+    report.notes.append(_cluster_note(fair_share, bool(configurations)))
+    if report.problems:
+        raise PolicyError(report.problems, SOURCE)
+    try:
+        cluster = ClusterPolicy(
+            priority_classes=classes,
+            fair_share=fair_share,
+            idle_resource_sharing=False,
+            flavors=flavors,
+        )
+        return Policy(cluster=cluster, groups=groups, teams=teams, notes=report.notes)
+    except ValidationError as exc:
+        raise PolicyError(validation_problems(exc, {}), SOURCE) from None
+
+
+# --- documents and objects ---------------------------------------------------------------------
+
+
+def _documents(source: str | list[dict[str, Any]]) -> list[Any]:
+    """Parse YAML text (or take parsed documents), flattening ``kind: List`` wrappers."""
+    if isinstance(source, str):
+        try:
+            loaded = [doc for doc in yaml.safe_load_all(source) if doc is not None]
+        except yaml.YAMLError as exc:
+            raise PolicyError([("(top level)", f"not valid YAML: {exc}")], SOURCE) from None
+    else:
+        loaded = list(source)
+    return list(_flatten_lists(loaded))
+
+
+def _flatten_lists(docs: Iterable[Any]) -> Iterator[Any]:
+    """Yield the items of ``kind: List`` / ``kind: ClusterQueueList`` (``kubectl get -o yaml``)."""
+    for doc in docs:
+        is_list = isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List")
+        if is_list and isinstance(doc.get("items"), list):
+            yield from _flatten_lists(doc["items"])
+        else:
+            yield doc
+
+
+def _objects(docs: list[Any], report: _Report) -> list[_Object]:
+    """Identify each document; unsupported kinds become notes, nameless objects problems."""
+    objects = []
+    for index, doc in enumerate(docs):
+        where = f"document {index + 1}"
+        if not isinstance(doc, dict):
+            report.problem(where, "not a mapping (expected a Kubernetes object)")
+            continue
+        kind = doc.get("kind")
+        if not isinstance(kind, str) or not kind:
+            report.problem(f"{where}.kind", "required")
+            continue
+        metadata = doc.get("metadata")
+        metadata = metadata if isinstance(metadata, dict) else {}
+        name = metadata.get("name")
+        name = name if isinstance(name, str) and name else ""
+        label = f"{kind}/{name}" if name else f"{kind} ({where})"
+        api_version = str(doc.get("apiVersion", ""))
+        group = api_version.split("/")[0] if "/" in api_version else ""
+        if group and group not in KUEUE_GROUPS:
+            report.note(label, f"{api_version} {kind} is not a Kueue object; ignored")
+        elif kind == "Configuration":
+            objects.append(_Object(kind, name, f"{kind}/{name}" if name else kind, doc))
+        elif kind not in _TOP_FIELDS:
+            report.note(label, f"kind {kind} is not supported; ignored")
+        elif not name:
+            report.problem(f"{label}.metadata.name", "required")
+        else:
+            objects.append(_named_object(kind, name, doc, metadata, report))
+    return objects
+
+
+def _named_object(
+    kind: str, name: str, doc: dict[str, Any], metadata: dict[str, Any], report: _Report
+) -> _Object:
+    """A supported object; a LocalQueue's ref carries its namespace (``default`` when absent)."""
+    namespace = ""
+    ref = f"{kind}/{name}"
+    if kind == "LocalQueue":
+        namespace = metadata.get("namespace") or ""
+        if not isinstance(namespace, str) or not namespace:
+            namespace = "default"
+            report.note(ref, "no metadata.namespace; assumed 'default'")
+        ref = f"{kind}/{namespace}/{name}"
+    _unknown_fields(doc, ref, _TOP_FIELDS[kind], {}, report)
+    return _Object(kind, name, ref, doc, namespace)
+
+
+def _unique(objects: list[_Object], kind: str, report: _Report) -> dict[str, _Object]:
+    """Objects of one kind by name (namespace/name for LocalQueues); repeats are problems."""
+    out: dict[str, _Object] = {}
+    for obj in objects:
+        if obj.kind != kind:
+            continue
+        key = f"{obj.namespace}/{obj.name}" if obj.namespace else obj.name
+        if key in out:
+            report.problem(f"{obj.ref}.metadata.name", f"{kind} {key!r} is declared twice")
+        out[key] = obj
+    return out
+
+
+# --- value helpers -----------------------------------------------------------------------------
+
+
+def _unknown_fields(
+    doc: Mapping[str, Any],
+    where: str,
+    handled: Iterable[str],
+    unsupported: Mapping[str, str],
+    report: _Report,
+) -> None:
+    """Note every field that is neither mapped (``handled``) nor silently irrelevant."""
+    handled = set(handled)
+    for key, value in doc.items():
+        if key in handled:
+            continue
+        shown = f" = {value}" if isinstance(value, str | int | float) else ""
+        report.note(f"{where}.{key}{shown}", unsupported.get(key, "unknown field; ignored"))
+
+
+def _mapping(value: Any, where: str, report: _Report) -> dict[str, Any]:
+    """``value`` as a mapping (``{}`` when absent); anything else is a problem."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        report.problem(where, f"expected a mapping, got {type(value).__name__}")
+        return {}
+    return value
+
+
+def _list(value: Any, where: str, report: _Report) -> list[Any]:
+    """``value`` as a list (``[]`` when absent); anything else is a problem."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        report.problem(where, f"expected a list, got {type(value).__name__}")
+        return []
+    return value
+
+
+def _quantity(value: Any, where: str, report: _Report) -> Quantity | None:
+    """A Kubernetes quantity kept as written, or ``None`` (with a problem when invalid)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        report.problem(where, f"not a Kubernetes quantity: {value!r}")
+        return None
+    try:
+        parse_quantity(value)
+    except QuantityError as exc:
+        report.problem(where, str(exc))
+        return None
+    return value
+
+
+def _enum(enum: type[_E], value: Any, default: _E, where: str, report: _Report) -> _E:
+    """One of ``enum``'s values (``default`` when absent or invalid, with a problem if invalid)."""
+    if value is None:
+        return default
+    try:
+        return enum(value)
+    except ValueError:
+        report.problem(where, f"must be one of {', '.join(e.value for e in enum)}")
+        return default
+
+
+def _reference(
+    spec: Mapping[str, Any], keys: tuple[str, str], where: str, report: _Report
+) -> str | None:
+    """A cohort name given under either of two field names (older and newer API versions)."""
+    given = {key: spec[key] for key in keys if spec.get(key) not in (None, "")}
+    if len(set(map(str, given.values()))) > 1:
+        report.problem(f"{where}.{keys[1]}", f"{keys[0]} and {keys[1]} name different cohorts")
+    for key, value in given.items():
+        if not isinstance(value, str):
+            report.problem(f"{where}.{key}", "must be a cohort name")
+            return None
+        return value
+    return None
+
+
+# --- resource groups ---------------------------------------------------------------------------
+
+
+@dataclass
+class _QuotaReader:
+    """Reads ``resourceGroups`` (the same shape in ClusterQueue and Cohort)."""
+
+    flavors: set[str]
+    report: _Report
+    quotas: _Quotas = field(default_factory=_Quotas)
+    seen: dict[str, str] = field(default_factory=dict)
+
+    def read(self, groups: Any, where: str) -> _Quotas:
+        """Quota entries (one per flavor) and limits from every resource group."""
+        for gi, group in enumerate(_list(groups, where, self.report)):
+            gpath = f"{where}[{gi}]"
+            group = _mapping(group, gpath, self.report)
+            _unknown_fields(group, gpath, ("coveredResources", "flavors"), {}, self.report)
+            covered = _list(group.get("coveredResources"), f"{gpath}.coveredResources", self.report)
+            if not group.get("coveredResources"):
+                self.report.problem(f"{gpath}.coveredResources", "required (at least one resource)")
+            if not group.get("flavors"):
+                self.report.problem(f"{gpath}.flavors", "required (at least one flavor)")
+            for fi, flavor in enumerate(
+                _list(group.get("flavors"), f"{gpath}.flavors", self.report)
+            ):
+                self._flavor(
+                    _mapping(flavor, f"{gpath}.flavors[{fi}]", self.report), covered, fi, gpath
+                )
+        return self.quotas
+
+    def forbid_limits(self, reason: str) -> None:
+        """Borrowing and lending limits need something to borrow from / lend to."""
+        for path in self.quotas.limit_paths:
+            self.report.problem(path, reason)
+
+    def _flavor(self, flavor: dict[str, Any], covered: list[Any], fi: int, gpath: str) -> None:
+        where = f"{gpath}.flavors[{fi}]"
+        _unknown_fields(flavor, where, ("name", "resources"), {}, self.report)
+        name = flavor.get("name")
+        if not isinstance(name, str) or not name:
+            self.report.problem(f"{where}.name", "required")
+            return
+        if name not in self.flavors:
+            self.report.problem(f"{where}.name", f"ResourceFlavor {name!r} is not declared")
+        if name in self.seen:
+            self.report.problem(
+                f"{where}.name", f"flavor {name!r} already appears at {self.seen[name]}"
+            )
+        self.seen[name] = where
+        nominal: dict[str, Quantity] = {}
+        resources = _list(flavor.get("resources"), f"{where}.resources", self.report)
+        if not resources:
+            self.report.problem(f"{where}.resources", "required (at least one resource)")
+        for ri, resource in enumerate(resources):
+            rpath = f"{where}.resources[{ri}]"
+            self._resource(_mapping(resource, rpath, self.report), rpath, name, covered, nominal)
+        if nominal:
+            self.quotas.entries.append(QuotaEntry(flavor=name, resources=nominal))
+
+    def _resource(
+        self,
+        resource: dict[str, Any],
+        where: str,
+        flavor: str,
+        covered: list[Any],
+        nominal: dict[str, Quantity],
+    ) -> None:
+        fields = ("name", "nominalQuota", "borrowingLimit", "lendingLimit")
+        _unknown_fields(resource, where, fields, {}, self.report)
+        name = resource.get("name")
+        if not isinstance(name, str) or not name:
+            self.report.problem(f"{where}.name", "required")
+            return
+        if covered and name not in covered:
+            self.report.problem(f"{where}.name", f"{name!r} is not listed in coveredResources")
+        amount = _quantity(resource.get("nominalQuota"), f"{where}.nominalQuota", self.report)
+        if amount is not None:
+            nominal[name] = amount
+        if "borrowingLimit" in resource:
+            limit = _quantity(resource["borrowingLimit"], f"{where}.borrowingLimit", self.report)
+            self.quotas.limit_paths.append(f"{where}.borrowingLimit")
+            if limit is not None:
+                self.quotas.borrow.append(BorrowLimit(resource=name, flavor=flavor, absolute=limit))
+        if "lendingLimit" in resource:
+            self._lending_limit(
+                resource["lendingLimit"], f"{where}.lendingLimit", name, flavor, amount
+            )
+
+    def _lending_limit(
+        self, value: Any, where: str, resource: str, flavor: str, nominal: Quantity | None
+    ) -> None:
+        limit = _quantity(value, where, self.report)
+        self.quotas.limit_paths.append(where)
+        if limit is None:
+            return
+        if nominal is not None and parse_quantity(limit) > parse_quantity(nominal):
+            self.report.problem(where, f"must not exceed nominalQuota ({nominal})")
+        self.quotas.lend.append(LendingLimit(resource=resource, flavor=flavor, absolute=limit))
+
+
+# --- kinds -------------------------------------------------------------------------------------
+
+
+def _spec(obj: _Object, report: _Report) -> dict[str, Any]:
+    return _mapping(obj.doc.get("spec"), f"{obj.ref}.spec", report)
+
+
+def _flavor(obj: _Object, report: _Report) -> Flavor:
+    """ResourceFlavor -> Flavor; node labels must be string to string."""
+    spec, where = _spec(obj, report), f"{obj.ref}.spec"
+    _unknown_fields(spec, where, ("nodeLabels",), _FLAVOR_UNSUPPORTED, report)
+    labels = _mapping(spec.get("nodeLabels"), f"{where}.nodeLabels", report)
+    for key, value in labels.items():
+        if not isinstance(value, str):
+            report.problem(f"{where}.nodeLabels.{key}", f"label values are strings, got {value!r}")
+    return Flavor(name=obj.name, node_labels={str(k): str(v) for k, v in labels.items()})
+
+
+def _group(obj: _Object, flavors: set[str], report: _Report) -> Group:
+    """Cohort -> Group with its parent, own quota and limits towards the parent."""
+    spec, where = _spec(obj, report), f"{obj.ref}.spec"
+    unsupported = {"fairSharing": "cohort fair-sharing weights are not supported; ignored"}
+    handled = ("parent", "parentName", "resourceGroups")
+    _unknown_fields(spec, where, handled, unsupported, report)
+    parent = _reference(spec, ("parent", "parentName"), where, report)
+    reader = _QuotaReader(flavors, report)
+    quotas = reader.read(spec.get("resourceGroups"), f"{where}.resourceGroups")
+    if parent is None:
+        reader.forbid_limits("only allowed when the Cohort has a parent")
+    return Group(
+        name=obj.name,
+        parent=parent,
+        quota=quotas.entries,
+        borrow_limits=quotas.borrow,
+        lending_limits=quotas.lend,
+    )
+
+
+def _team(obj: _Object, flavors: set[str], local_queues: list[str], report: _Report) -> Team:
+    """ClusterQueue -> Team."""
+    spec, where = _spec(obj, report), f"{obj.ref}.spec"
+    handled = ("cohort", "cohortName", "resourceGroups", "preemption", "fairSharing")
+    _unknown_fields(spec, where, handled, _QUEUE_UNSUPPORTED, report)
+    cohort = _reference(spec, ("cohort", "cohortName"), where, report)
+    reader = _QuotaReader(flavors, report)
+    quotas = reader.read(spec.get("resourceGroups"), f"{where}.resourceGroups")
+    sharing = SharingStrategy.LEND_AND_BORROW
+    if cohort is None:
+        reader.forbid_limits("only allowed when the ClusterQueue has a cohort")
+        sharing = SharingStrategy.DONT_LEND
+        report.note(obj.ref, "no cohort, so it can neither lend nor borrow: sharing DontLend")
+    within, reclaim = _preemption(spec.get("preemption"), f"{where}.preemption", report)
+    return Team(
+        name=obj.name,
+        group=cohort,
+        quota=quotas.entries,
+        sharing=sharing,
+        borrow_limits=quotas.borrow,
+        lending_limits=quotas.lend,
+        fair_share_weight=_weight(spec.get("fairSharing"), f"{where}.fairSharing", report),
+        preempt_team_tasks=within,
+        reclaim=reclaim,
+        local_queues=local_queues,
+    )
+
+
+def _preemption(value: Any, where: str, report: _Report) -> tuple[PreemptTeamTasks, ReclaimPolicy]:
+    """withinClusterQueue and reclaimWithinCohort; both default to Never, as in Kueue."""
+    spec = _mapping(value, where, report)
+    unsupported = {
+        "borrowWithinCohort": "preempting other queues' work while borrowing is not "
+        "supported; ignored"
+    }
+    _unknown_fields(spec, where, ("withinClusterQueue", "reclaimWithinCohort"), unsupported, report)
+    within = _enum(
+        PreemptTeamTasks,
+        spec.get("withinClusterQueue"),
+        PreemptTeamTasks.NEVER,
+        f"{where}.withinClusterQueue",
+        report,
+    )
+    reclaim = _enum(
+        ReclaimPolicy,
+        spec.get("reclaimWithinCohort"),
+        ReclaimPolicy.NEVER,
+        f"{where}.reclaimWithinCohort",
+        report,
+    )
+    return within, reclaim
+
+
+def _weight(value: Any, where: str, report: _Report) -> float:
+    """``fairSharing.weight`` (a quantity such as ``2`` or ``500m``); 1 when absent."""
+    spec = _mapping(value, where, report)
+    _unknown_fields(spec, where, ("weight",), {}, report)
+    if spec.get("weight") is None:
+        return 1.0
+    amount = _quantity(spec["weight"], f"{where}.weight", report)
+    return parse_quantity(amount) / MILLI if amount is not None else 1.0
+
+
+def _local_queues(
+    objects: Iterable[_Object], cluster_queues: set[str], report: _Report
+) -> dict[str, list[str]]:
+    """ClusterQueue name -> its LocalQueues as ``namespace/name``."""
+    out: dict[str, list[str]] = {}
+    for obj in objects:
+        spec, where = _spec(obj, report), f"{obj.ref}.spec"
+        _unknown_fields(spec, where, ("clusterQueue",), _LOCAL_QUEUE_UNSUPPORTED, report)
+        target = spec.get("clusterQueue")
+        if not isinstance(target, str) or not target:
+            report.problem(f"{where}.clusterQueue", "required")
+        elif target not in cluster_queues:
+            report.note(
+                f"{where}.clusterQueue", f"ClusterQueue {target!r} is not declared; ignored"
+            )
+        else:
+            out.setdefault(target, []).append(f"{obj.namespace}/{obj.name}")
+    return out
+
+
+def _undeclared_groups(groups: list[Group], teams: list[Team], report: _Report) -> list[Group]:
+    """Groups for cohorts that are named (by a queue or as a parent) but not declared."""
+    declared = {g.name for g in groups}
+    referrers = [(g.parent, f"Cohort/{g.name}") for g in groups]
+    referrers += [(t.group, f"ClusterQueue/{t.name}") for t in teams]
+    added: dict[str, Group] = {}
+    for name, referrer in referrers:
+        if name is None or name in declared or name in added:
+            continue
+        added[name] = Group(name=name)
+        note = f"named by {referrer} but not declared; imported as a group with no quota"
+        report.note(f"Cohort/{name}", note)
+    return list(added.values())
+
+
+def _priority_classes(objects: Iterable[_Object], report: _Report) -> list[PriorityClass]:
+    """WorkloadPriorityClasses; values outside 0–100 are rescaled (noted with the mapping)."""
+    values: dict[str, int] = {}
+    for obj in objects:
+        value = obj.doc.get("value")
+        if isinstance(value, bool) or not isinstance(value, int):
+            report.problem(f"{obj.ref}.value", f"required integer, got {value!r}")
+        else:
+            values[obj.name] = value
+    if len(values) > MAX_PRIORITY_CLASSES:
+        reason = f"fleetshare allows at most {MAX_PRIORITY_CLASSES} classes; found {len(values)}"
+        report.problem("WorkloadPriorityClass", reason)
+    weights = values
+    if any(not 0 <= v <= 100 for v in values.values()):
+        weights = rescale_priorities(values)
+        mapping = ", ".join(
+            f"{n} {values[n]}→{w}" for n, w in sorted(weights.items(), key=lambda i: -values[i[0]])
+        )
+        report.notes.append(
+            "WorkloadPriorityClass: values fall outside fleetshare's 0–100 weights; rescaled "
+            f"keeping their order: {mapping} (work without a class keeps priority 0)"
+        )
+    return [PriorityClass(name=name, weight=weight) for name, weight in weights.items()]
+
+
+def rescale_priorities(values: Mapping[str, int]) -> dict[str, int]:
+    """Spread priority values evenly over 0–100 by rank, keeping order and distinctness.
+
+    Kueue gives work without a priority class priority 0, so 0 takes part in the ranking and
+    keeps weight 0 whenever no value is negative: ``{"high": 1000, "medium": 100, "low": 10}``
+    -> ``{"high": 100, "medium": 67, "low": 33}``.
+    """
+    levels = sorted(set(values.values()) | {0})
+    step = 100 / max(len(levels) - 1, 1)
+    weight = {level: round(rank * step) for rank, level in enumerate(levels)}
+    return {name: weight[value] for name, value in values.items()}
+
+
+def _fair_share(objects: list[_Object], report: _Report) -> bool:
+    """Configuration ``fairSharing``: on when present (``enable: false`` turns it off)."""
+    if len(objects) > 1:
+        report.problem(objects[1].ref, "only one kueue Configuration may be given")
+    if not objects:
+        return False
+    obj = objects[0]
+    setting = "Kueue controller setting with no fleetshare equivalent; ignored"
+    for key in obj.doc:
+        if key not in ("apiVersion", "kind", "metadata", "fairSharing"):
+            report.note(f"{obj.ref}.{key}", setting)
+    if obj.doc.get("fairSharing") is None:
+        return False
+    where = f"{obj.ref}.fairSharing"
+    spec = _mapping(obj.doc["fairSharing"], where, report)
+    unsupported = {
+        "preemptionStrategies": "fleetshare's fair-sharing preemption rules are fixed; ignored"
+    }
+    _unknown_fields(spec, where, ("enable",), unsupported, report)
+    enable = spec.get("enable", True)  # config v1beta2 dropped `enable`: the section turns it on
+    if not isinstance(enable, bool):
+        report.problem(f"{where}.enable", "must be true or false")
+        return False
+    return enable
+
+
+def _cluster_note(fair_share: bool, configured: bool) -> str:
+    """How the cluster-wide settings were chosen."""
+    source = "from the kueue Configuration" if configured else "no kueue Configuration given"
+    return (
+        f"cluster: fair_share {'on' if fair_share else 'off'} ({source}); idle_resource_sharing "
+        "off (in Kueue only quota that queues lend is borrowable)"
+    )

@@ -1,0 +1,1 @@
+"""Scenarios: a cluster, a policy and workloads replayed on a virtual clock."""

@@ -1,0 +1,206 @@
+"""Turn a scenario file into nodes, a policy and workloads."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from fleetshare.model.catalog import Catalog, load_catalog, mig_profiles, normalize_mig_profile
+from fleetshare.model.node import Node, Taint, Toleration
+from fleetshare.model.quantity import MILLI
+from fleetshare.model.resources import GPU, parse_resources
+from fleetshare.model.workload import PodSet, Workload
+from fleetshare.policy.schema import Policy, PolicyError, load_policy, validation_problems
+from fleetshare.scenario.schema import NodeEvent, NodeSpec, ScenarioSpec, TolerationSpec
+
+
+class ScenarioError(ValueError):
+    """A scenario file that cannot be run; the message names the field and the reason."""
+
+
+@dataclass
+class Scenario:
+    """A loaded scenario, ready to run."""
+
+    name: str
+    description: str
+    nodes: list[Node]
+    events: list[NodeEvent]
+    policy: Policy
+    workloads: list[Workload]
+    until: float | None
+    expect: dict[str, Any]
+    catalog: Catalog
+    spec: ScenarioSpec = field(repr=False)
+
+
+def build_nodes(spec: NodeSpec, catalog: Catalog, start: int = 0) -> list[Node]:
+    """Expand one node spec (``count`` nodes) into :class:`Node` objects."""
+    allocatable: dict[str, int] = {}
+    if spec.instance_type is not None:
+        allocatable.update(catalog.get(spec.instance_type).allocatable)
+    allocatable.update(parse_resources(spec.allocatable))
+    if spec.mig is not None:
+        if spec.instance_type is None:
+            raise ScenarioError("mig needs an instance_type with MIG-capable GPUs")
+        profiles = mig_profiles(catalog.get(spec.instance_type))
+        profile = normalize_mig_profile(spec.mig.profile)
+        if profile not in profiles:
+            known = ", ".join(sorted(profiles)) or "none"
+            raise ScenarioError(
+                f"{spec.instance_type} GPUs do not offer {profile} (offer: {known})"
+            )
+        gpus = allocatable.pop(GPU, 0) // MILLI
+        allocatable[profile] = gpus * profiles[profile] * MILLI
+    base = spec.name or (spec.instance_type or "node").removeprefix("ml.")
+    taints = tuple(Taint(t.key, t.value, t.effect) for t in spec.taints)
+    out = []
+    for i in range(spec.count):
+        name = base if spec.count == 1 and spec.name else f"{base}-{start + i}"
+        out.append(
+            Node(
+                name=name,
+                allocatable=dict(allocatable),
+                instance_type=spec.instance_type,
+                zone=spec.zone,
+                labels=dict(spec.labels),
+                taints=taints,
+                capacity_type=spec.capacity_type,
+            )
+        )
+    return out
+
+
+def _tolerations(specs: list[TolerationSpec]) -> tuple[Toleration, ...]:
+    return tuple(Toleration(t.key, t.operator, t.value, t.effect) for t in specs)
+
+
+def _read(ref: str, base: Path) -> str:
+    """Inline text, or the contents of a file named relative to the scenario."""
+    if "\n" not in ref and (base / ref).is_file():
+        return (base / ref).read_text()
+    return ref
+
+
+def build_policy(spec: ScenarioSpec, base: Path) -> Policy:
+    """The scenario's policy, from fleetshare's format or an imported Kueue/HyperPod one."""
+    if spec.policy is not None:
+        data: dict[str, Any] = dict(spec.policy)
+    elif spec.kueue is not None:
+        from fleetshare.policy.kueue import import_kueue
+
+        source = _read(spec.kueue, base) if isinstance(spec.kueue, str) else spec.kueue
+        data = import_kueue(source).model_dump(mode="json")
+    else:
+        from fleetshare.policy.hyperpod import import_hyperpod
+
+        raw = spec.hyperpod
+        source_hp = _read(raw, base) if isinstance(raw, str) else raw
+        assert source_hp is not None
+        imported = import_hyperpod(source_hp, borrow_limit_reading=spec.hyperpod_borrow_limit)
+        data = imported.model_dump(mode="json")
+    for section, changes in spec.policy_overrides.items():
+        if isinstance(changes, dict) and isinstance(data.get(section), dict):
+            data[section] = {**data[section], **changes}
+        else:
+            data[section] = changes
+    return load_policy(data, "policy")
+
+
+def build_workloads(spec: ScenarioSpec, policy: Policy) -> list[Workload]:
+    """Workloads with priorities resolved against the policy's priority classes."""
+    out = []
+    for i, w in enumerate(spec.workloads):
+        try:
+            priority = policy.priority_of(w.priority)
+        except KeyError as exc:
+            raise ScenarioError(f"workloads[{i}]({w.name}).priority: {exc.args[0]}") from None
+        if w.podsets:
+            podsets = tuple(
+                PodSet(
+                    ps.name,
+                    ps.count,
+                    parse_resources(ps.requests),
+                    dict(ps.node_selector),
+                    _tolerations(ps.tolerations),
+                )
+                for ps in w.podsets
+            )
+        else:
+            podsets = (
+                PodSet(
+                    "main",
+                    w.pods,
+                    parse_resources(w.requests),
+                    dict(w.node_selector),
+                    _tolerations(w.tolerations),
+                ),
+            )
+        out.append(
+            Workload(
+                name=w.name,
+                team=w.team,
+                podsets=podsets,
+                submit_time=w.submit_at,
+                priority=priority,
+                priority_class=w.priority,
+                duration=w.duration,
+                labels=dict(w.labels),
+            )
+        )
+    return out
+
+
+def load_scenario_data(data: Any, base: Path, source: str = "scenario") -> Scenario:
+    """Validate and build a scenario from parsed YAML."""
+    try:
+        spec = ScenarioSpec.model_validate(data)
+    except ValidationError as exc:
+        lines = "\n".join(f"  {p}: {r}" for p, r in validation_problems(exc, data))
+        raise ScenarioError(f"invalid {source}:\n{lines}") from None
+    catalog = load_catalog()
+    try:
+        policy = build_policy(spec, base)
+    except PolicyError as exc:
+        raise ScenarioError(f"{source}: {exc}") from None
+    nodes: list[Node] = []
+    try:
+        for node_spec in spec.cluster.nodes:
+            nodes.extend(build_nodes(node_spec, catalog, _next_index(nodes, node_spec)))
+    except KeyError as exc:
+        raise ScenarioError(f"{source}: cluster.nodes: {exc.args[0]}") from None
+    names = [n.name for n in nodes]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ScenarioError(f"{source}: cluster.nodes: duplicate node names {dupes}")
+    workloads = build_workloads(spec, policy)
+    return Scenario(
+        name=spec.name,
+        description=spec.description,
+        nodes=nodes,
+        events=sorted(spec.cluster.events, key=lambda e: e.at),
+        policy=policy,
+        workloads=workloads,
+        until=spec.until,
+        expect=spec.expect,
+        catalog=catalog,
+        spec=spec,
+    )
+
+
+def _next_index(nodes: list[Node], spec: NodeSpec) -> int:
+    base = spec.name or (spec.instance_type or "node").removeprefix("ml.")
+    return sum(1 for n in nodes if n.name.startswith(f"{base}-"))
+
+
+def load_scenario(path: Path) -> Scenario:
+    """Read a scenario YAML file."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{path}: not valid YAML: {exc}") from None
+    return load_scenario_data(data, path.parent, str(path))

@@ -1,0 +1,135 @@
+"""Render a run: the JSON contract scripts rely on, and a readable timeline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from fleetshare.governance.snapshot import Snapshot
+from fleetshare.governance.state import CycleState
+from fleetshare.model.quantity import format_quantity, to_number
+from fleetshare.scenario.runner import RunResult
+
+
+def _numbers(vector: dict[str, int]) -> dict[str, int | float]:
+    return {name: to_number(value) for name, value in sorted(vector.items()) if value}
+
+
+def team_summary(result: RunResult) -> dict[str, Any]:
+    """Per team at the end of the run: quota, used and borrowed, in total and per flavor."""
+    snapshot = Snapshot(
+        result.end_time, list(result.nodes.values()), list(result.running.values()), []
+    )
+    state = CycleState(result.engine.model, result.engine.policy.cluster, snapshot)
+    tree = state.tree
+    out: dict[str, Any] = {}
+    frs = sorted(result.engine.model.governed)
+    for team in result.engine.model.teams:
+        totals: dict[str, dict[str, int]] = {"quota": {}, "used": {}, "borrowed": {}}
+        by_flavor: dict[str, dict[str, dict[str, int]]] = {}
+        for fr in frs:
+            flavor, resource = fr
+            values = {
+                "quota": tree.quota(team, fr),
+                "used": tree.usage(team, fr),
+                "borrowed": tree.borrowed(team, fr),
+            }
+            for kind, value in values.items():
+                if value:
+                    totals[kind][resource] = totals[kind].get(resource, 0) + value
+                    by_flavor.setdefault(flavor, {}).setdefault(kind, {})[resource] = value
+        out[team] = {kind: _numbers(v) for kind, v in totals.items()}
+        out[team]["by_flavor"] = {
+            flavor: {kind: _numbers(v) for kind, v in kinds.items()}
+            for flavor, kinds in sorted(by_flavor.items())
+        }
+    return out
+
+
+def to_json(result: RunResult) -> dict[str, Any]:
+    """The scenario runner's JSON contract."""
+    workloads = {}
+    for name, rec in result.records.items():
+        workloads[name] = {
+            "state": rec.state,
+            "team": rec.workload.team,
+            "priority": rec.workload.priority,
+            "submitted_at": rec.workload.submit_time,
+            "admitted_at": rec.admitted_at,
+            "finished_at": rec.finished_at,
+            "preemptions": rec.preemptions,
+            "borrowed": _numbers(rec.borrowed),
+            "pending_reason": rec.pending_reason,
+            "queue_position": rec.queue_position,
+            "flavors": list(dict.fromkeys(rec.flavors)),
+        }
+    return {
+        "scenario": result.scenario.name,
+        "end_time": result.end_time,
+        "workloads": workloads,
+        "teams": team_summary(result),
+        "events": result.events,
+        "warnings": result.warnings,
+        "policy_notes": list(result.scenario.policy.notes),
+    }
+
+
+def _event_line(event: dict[str, Any]) -> str:
+    kind = event["event"]
+    wl = event.get("workload", "")
+    if kind == "submit":
+        return f"[cyan]submit[/]   {wl} (team {event['team']}, {event['pods']} pods)"
+    if kind == "admit":
+        borrowed = ", ".join(f"{k}={v}" for k, v in event["borrowed"].items())
+        extra = f", borrowing {borrowed}" if borrowed else ""
+        return f"[green]admit[/]    {wl} on {', '.join(event['flavors'])}{extra}"
+    if kind == "preempt":
+        why = f": {event['message']}" if event.get("message") else ""
+        return f"[red]preempt[/]  {wl} by {event['by']} ({event['reason']}){why}"
+    if kind == "pending":
+        return f"[yellow]pending[/]  {wl} #{event['position']} in queue: {event['reason']}"
+    if kind == "finish":
+        return f"[blue]finish[/]   {wl}"
+    return f"[magenta]node[/]     {event['node']} {event['action']}"
+
+
+def print_text(result: RunResult, console: Console) -> None:
+    """A readable timeline, then the final state of workloads and teams."""
+    scenario = result.scenario
+    console.print(f"[bold]{scenario.name}[/]  {scenario.description}".rstrip())
+    for note in scenario.policy.notes:
+        console.print(f"[dim]policy note: {note}[/]")
+    for warning in result.warnings:
+        console.print(f"[yellow]warning:[/] {warning}")
+    for event in result.events:
+        console.print(f"t={event['at']:>7}  " + _event_line(event), highlight=False)
+    table = Table(title="workloads", title_justify="left")
+    for column in ("workload", "team", "state", "admitted", "finished", "preempted", "why pending"):
+        table.add_column(column)
+    for name, rec in result.records.items():
+        table.add_row(
+            name,
+            rec.workload.team,
+            rec.state,
+            "" if rec.admitted_at is None else f"{rec.admitted_at:g}",
+            "" if rec.finished_at is None else f"{rec.finished_at:g}",
+            str(len(rec.preemptions) or ""),
+            rec.pending_reason or "",
+        )
+    console.print(table)
+    teams = Table(title="teams at the end", title_justify="left")
+    for column in ("team", "quota", "used", "borrowed"):
+        teams.add_column(column)
+    for team, summary in team_summary(result).items():
+        teams.add_row(team, *(_fmt(summary[k]) for k in ("quota", "used", "borrowed")))
+    console.print(teams)
+
+
+def _fmt(vector: dict[str, int | float]) -> str:
+    parts = []
+    for name, value in vector.items():
+        milli = round(value * 1000)
+        parts.append(f"{name}={format_quantity(milli, name)}")
+    return ", ".join(parts)

@@ -1,0 +1,236 @@
+"""Replay a scenario on a virtual clock with the governance engine.
+
+At each moment something happens (a workload is submitted or finishes, a node changes), the
+runner applies it and runs admission cycles until nothing more changes at that moment.
+Preempted and evicted workloads go back to their queue with their original submit time and,
+when admitted again, run their whole duration again (no checkpointing).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetshare.governance.admission import Engine
+from fleetshare.governance.snapshot import CycleResult, Running, Snapshot
+from fleetshare.model.node import Node
+from fleetshare.model.quantity import to_number
+from fleetshare.model.workload import Workload
+from fleetshare.scenario.loader import Scenario, build_nodes
+from fleetshare.scenario.schema import NodeEvent
+
+MAX_CYCLES_PER_INSTANT = 20
+
+
+@dataclass
+class WorkloadRecord:
+    """What happened to one workload."""
+
+    workload: Workload
+    state: str = "pending"
+    submitted: bool = False
+    admitted_at: float | None = None
+    finished_at: float | None = None
+    preemptions: list[dict[str, Any]] = field(default_factory=list)
+    borrowed: dict[str, int] = field(default_factory=dict)
+    pending_reason: str | None = None
+    queue_position: int | None = None
+    flavors: tuple[str, ...] = ()
+    nodes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunResult:
+    """The outcome of a run: per-workload records, the event log, the final cluster."""
+
+    scenario: Scenario
+    records: dict[str, WorkloadRecord]
+    events: list[dict[str, Any]]
+    nodes: dict[str, Node]
+    running: dict[str, Running]
+    end_time: float
+    engine: Engine
+    warnings: list[str]
+
+
+_SUBMIT, _FINISH, _NODE = 2, 0, 1  # at one instant: finishes, then node changes, then submits
+
+
+class Runner:
+    """Drives the engine over a scenario's events."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.engine = Engine(scenario.policy, scenario.catalog)
+        self.nodes: dict[str, Node] = {n.name: n for n in scenario.nodes}
+        self.records = {w.name: WorkloadRecord(w) for w in scenario.workloads}
+        self.pending: dict[str, Workload] = {}
+        self.running: dict[str, Running] = {}
+        self.events: list[dict[str, Any]] = []
+        self.warnings: list[str] = []
+        self._queue: list[tuple[float, int, int, Any]] = []
+        self._seq = 0
+        self._finish_version: dict[str, int] = {}
+        for wl in scenario.workloads:
+            self._push(wl.submit_time, _SUBMIT, wl)
+        for event in scenario.events:
+            self._push(event.at, _NODE, event)
+
+    def _push(self, at: float, kind: int, payload: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, (at, kind, self._seq, payload))
+
+    def _log(self, at: float, event: str, **details: Any) -> None:
+        self.events.append({"at": to_number_time(at), "event": event, **details})
+
+    # -- the clock -------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        """Process every event (up to ``until``) and return the result."""
+        now = 0.0
+        until = self.scenario.until
+        while self._queue:
+            now = self._queue[0][0]
+            if until is not None and now > until:
+                now = until
+                break
+            while self._queue and self._queue[0][0] == now:
+                _, kind, _, payload = heapq.heappop(self._queue)
+                self._apply(now, kind, payload)
+            self._settle(now)
+        return RunResult(
+            self.scenario,
+            self.records,
+            self.events,
+            self.nodes,
+            self.running,
+            now,
+            self.engine,
+            list(dict.fromkeys(self.warnings)),
+        )
+
+    def _apply(self, now: float, kind: int, payload: Any) -> None:
+        if kind == _SUBMIT:
+            wl: Workload = payload
+            self.pending[wl.name] = wl
+            self.records[wl.name].submitted = True
+            self._log(now, "submit", workload=wl.name, team=wl.team, pods=wl.pod_count)
+        elif kind == _FINISH:
+            name, version = payload
+            if self._finish_version.get(name) == version and name in self.running:
+                del self.running[name]
+                record = self.records[name]
+                record.state, record.finished_at = "finished", now
+                self._log(now, "finish", workload=name)
+        else:
+            self._node_event(now, payload)
+
+    def _node_event(self, now: float, event: NodeEvent) -> None:
+        if event.action == "add":
+            assert event.add is not None
+            start = sum(1 for n in self.nodes if n.startswith(event.add.name or ""))
+            for node in build_nodes(event.add, self.scenario.catalog, start):
+                self.nodes[node.name] = node
+                self._log(now, "node", action="add", node=node.name)
+            return
+        for name in event.nodes:
+            node = self.nodes.get(name)
+            if node is None:
+                self.warnings.append(f"t={now:g}: node event {event.action} names unknown {name}")
+                continue
+            self._log(now, "node", action=event.action, node=name)
+            if event.action == "cordon":
+                self.nodes[name] = node.with_state(unschedulable=True)
+            elif event.action == "uncordon":
+                self.nodes[name] = node.with_state(unschedulable=False)
+            elif event.action == "recover":
+                self.nodes[name] = node.with_state(ready=True, healthy=True)
+            else:  # fail or remove: the node's workloads are evicted and requeued
+                if event.action == "fail":
+                    self.nodes[name] = node.with_state(ready=False)
+                else:
+                    del self.nodes[name]
+                self._evict_from(now, name, event.action)
+
+    def _evict_from(self, now: float, node: str, action: str) -> None:
+        for wl_name, running in list(self.running.items()):
+            on_node = any(n == node for ps in running.assignment.placement for n, _ in ps)
+            if on_node:
+                reason = "node-failure" if action == "fail" else "node-removed"
+                self._requeue(now, running.workload, by=node, reason=reason)
+
+    def _requeue(self, now: float, wl: Workload, by: str, reason: str, message: str = "") -> None:
+        del self.running[wl.name]
+        self._finish_version[wl.name] = self._finish_version.get(wl.name, 0) + 1
+        self.pending[wl.name] = wl
+        record = self.records[wl.name]
+        record.state = "preempted"
+        record.preemptions.append({"at": to_number_time(now), "by": by, "reason": reason})
+        self._log(now, "preempt", workload=wl.name, by=by, reason=reason, message=message)
+
+    # -- admission -------------------------------------------------------------------------
+
+    def _settle(self, now: float) -> None:
+        for _ in range(MAX_CYCLES_PER_INSTANT):
+            result = self.engine.cycle(
+                Snapshot(
+                    now,
+                    list(self.nodes.values()),
+                    list(self.running.values()),
+                    list(self.pending.values()),
+                )
+            )
+            self.warnings.extend(f"t={now:g}: {w}" for w in result.warnings)
+            self._apply_cycle(now, result)
+            if not result.admissions and not result.preemptions:
+                break
+
+    def _apply_cycle(self, now: float, result: CycleResult) -> None:
+        for preemption in result.preemptions:
+            self._requeue(
+                now, preemption.workload, preemption.by, preemption.reason, preemption.message
+            )
+        for admission in result.admissions:
+            wl = admission.workload
+            del self.pending[wl.name]
+            self.running[wl.name] = Running(wl, admission.assignment, now)
+            record = self.records[wl.name]
+            record.state, record.admitted_at = "admitted", now
+            record.borrowed = dict(admission.borrowed)
+            record.pending_reason = record.queue_position = None
+            record.flavors = admission.assignment.flavors
+            record.nodes = [n for ps in admission.assignment.placement for n, _ in ps]
+            borrowed = {k: to_number(v) for k, v in sorted(admission.borrowed.items())}
+            self._log(
+                now,
+                "admit",
+                workload=wl.name,
+                flavors=list(dict.fromkeys(admission.assignment.flavors)),
+                borrowed=borrowed,
+            )
+            if wl.duration is not None:
+                version = self._finish_version.get(wl.name, 0) + 1
+                self._finish_version[wl.name] = version
+                self._push(now + wl.duration, _FINISH, (wl.name, version))
+        for name, pending in result.pending.items():
+            record = self.records[name]
+            if record.pending_reason != pending.reason:
+                self._log(
+                    now, "pending", workload=name, reason=pending.reason, position=pending.position
+                )
+            record.pending_reason = pending.reason
+            record.queue_position = pending.position
+
+
+def to_number_time(t: float) -> int | float:
+    """Times print as ints when whole."""
+    return int(t) if float(t).is_integer() else t
+
+
+def run_scenario(scenario: Scenario) -> RunResult:
+    """Run a loaded scenario to the end."""
+    return Runner(scenario).run()
+
+
+__all__ = ["RunResult", "Runner", "WorkloadRecord", "run_scenario", "to_number", "to_number_time"]

@@ -1,0 +1,135 @@
+"""The scenario file format (YAML), validated with pydantic."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+
+Quantity = str | int | float
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class TaintSpec(_Strict):
+    key: str
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+class TolerationSpec(_Strict):
+    key: str = ""
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+class MigSpec(_Strict):
+    """Partition every GPU of the node into as many ``profile`` slices as fit."""
+
+    profile: str
+
+
+class NodeSpec(_Strict):
+    """Nodes of one kind: an instance type from the catalog and/or explicit allocatable."""
+
+    name: str | None = None
+    instance_type: str | None = None
+    count: int = Field(default=1, ge=1)
+    allocatable: dict[str, Quantity] = Field(default_factory=dict)
+    zone: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[TaintSpec] = Field(default_factory=list)
+    capacity_type: str = "on-demand"
+    mig: MigSpec | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> NodeSpec:
+        if self.instance_type is None and not self.allocatable:
+            raise ValueError("give instance_type or allocatable")
+        if self.instance_type is None and self.name is None:
+            raise ValueError("nodes without an instance_type need a name")
+        return self
+
+
+class NodeEvent(_Strict):
+    """Something that happens to nodes at a time: cordon, uncordon, fail, recover, remove, add."""
+
+    at: float = Field(ge=0)
+    action: Literal["cordon", "uncordon", "fail", "recover", "remove", "add"]
+    nodes: list[str] = Field(default_factory=list)
+    add: NodeSpec | None = None
+
+    @model_validator(mode="after")
+    def _target(self) -> NodeEvent:
+        if self.action == "add" and self.add is None:
+            raise ValueError("action add needs 'add: {node spec}'")
+        if self.action != "add" and not self.nodes:
+            raise ValueError(f"action {self.action} needs 'nodes: [names]'")
+        return self
+
+
+class ClusterSpec(_Strict):
+    nodes: list[NodeSpec] = Field(default_factory=list)
+    events: list[NodeEvent] = Field(default_factory=list)
+
+
+class PodSetSpec(_Strict):
+    name: str = "main"
+    count: int = Field(default=1, ge=1)
+    requests: dict[str, Quantity]
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[TolerationSpec] = Field(default_factory=list)
+
+
+class WorkloadSpec(_Strict):
+    """A job. Either ``pods`` + ``requests`` (one pod set) or a list of ``podsets``."""
+
+    name: str = Field(min_length=1)
+    team: str = Field(min_length=1, validation_alias=AliasChoices("team", "queue"))
+    priority: str | None = None
+    submit_at: float = Field(default=0, ge=0, validation_alias=AliasChoices("submit_at", "at"))
+    duration: float | None = Field(default=None, gt=0)
+    pods: int = Field(default=1, ge=1)
+    requests: dict[str, Quantity] = Field(default_factory=dict)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[TolerationSpec] = Field(default_factory=list)
+    podsets: list[PodSetSpec] = Field(default_factory=list)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _shape(self) -> WorkloadSpec:
+        if self.podsets and self.requests:
+            raise ValueError("give either requests (one pod set) or podsets, not both")
+        if not self.podsets and not self.requests:
+            raise ValueError("give requests or podsets")
+        return self
+
+
+class ScenarioSpec(_Strict):
+    """A whole scenario file."""
+
+    name: str = "scenario"
+    description: str = ""
+    cluster: ClusterSpec
+    policy: dict[str, Any] | None = None
+    kueue: str | list[dict[str, Any]] | None = None
+    hyperpod: str | dict[str, Any] | list[Any] | None = None
+    hyperpod_borrow_limit: Literal["quota", "idle"] = "quota"
+    policy_overrides: dict[str, Any] = Field(default_factory=dict)
+    workloads: list[WorkloadSpec] = Field(default_factory=list)
+    until: float | None = Field(default=None, ge=0)
+    expect: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_policy(self) -> ScenarioSpec:
+        given = [k for k in ("policy", "kueue", "hyperpod") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of policy, kueue, hyperpod")
+        names = [w.name for w in self.workloads]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"workload names must be unique; repeated: {', '.join(dupes)}")
+        return self
