@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from importlib.resources import files
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -50,10 +51,12 @@ def _resolve(name: str) -> Path:
 
 @scenario_app.command("run")
 def run(
-    files_: list[str] = typer.Argument(None, metavar="FILE...", help="scenario files or names"),
-    as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
-    all_bundled: bool = typer.Option(False, "--all", help="run every bundled scenario"),
-    check: bool = typer.Option(True, help="check the scenario's expect block"),
+    files_: Annotated[
+        list[str] | None, typer.Argument(metavar="FILE...", help="scenario files or names")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+    all_bundled: Annotated[bool, typer.Option("--all", help="run every bundled scenario")] = False,
+    check: Annotated[bool, typer.Option(help="check the scenario's expect block")] = True,
 ) -> None:
     """Run scenarios and print a timeline (or JSON); exit 1 if an expectation fails."""
     console = Console()

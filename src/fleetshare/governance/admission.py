@@ -107,7 +107,28 @@ class _Cycle:
             if heads[team] < len(self.queues[team]):
                 heapq.heappush(heap, (self._key(self.queues[team][heads[team]]), team))
         self._positions()
+        self.result.wake_at = self._wake_at()
         return self.result
+
+    def _wake_at(self) -> float | None:
+        if not self.result.pending:
+            return None
+        now = self.snapshot.now
+        settings = self.policy.cluster.preemption
+        times = [
+            entry.admitted_at + guard
+            for entry in self.state.admitted.values()
+            for guard in (settings.min_runtime_seconds, settings.reclaim_grace_seconds)
+            if entry.admitted_at + guard > now
+        ]
+        guard = self.policy.cluster.starvation_guard_seconds
+        if guard is not None:
+            times += [
+                p.workload.submit_time + guard
+                for p in self.result.pending.values()
+                if p.workload.submit_time + guard > now
+            ]
+        return min(times, default=None)
 
     def _key(self, wl: Workload) -> tuple[object, ...]:
         if wl.team not in self.model.teams:

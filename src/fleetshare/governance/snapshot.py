@@ -79,3 +79,6 @@ class CycleResult:
     preemptions: list[Preemption] = field(default_factory=list)
     pending: dict[str, Pending] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    wake_at: float | None = None
+    """When a time-based guard (minimum runtime, reclaim grace, starvation guard) next expires:
+    a cycle then may decide differently even if nothing else changes."""

@@ -244,7 +244,7 @@ class Team(_Strict):
     enabled: bool = True
     local_queues: list[str] = Field(
         default_factory=list,
-        description="queue names (Kueue LocalQueue 'namespace/name') whose jobs belong to this team",
+        description="queues (Kueue LocalQueue 'namespace/name') whose jobs belong to this team",
     )
 
 

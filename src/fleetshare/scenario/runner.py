@@ -54,7 +54,8 @@ class RunResult:
     warnings: list[str]
 
 
-_SUBMIT, _FINISH, _NODE = 2, 0, 1  # at one instant: finishes, then node changes, then submits
+# at one instant: finishes, then node changes, then submits, then wake-ups
+_FINISH, _NODE, _SUBMIT, _WAKE = 0, 1, 2, 3
 
 
 class Runner:
@@ -111,6 +112,8 @@ class Runner:
         )
 
     def _apply(self, now: float, kind: int, payload: Any) -> None:
+        if kind == _WAKE:
+            return
         if kind == _SUBMIT:
             wl: Workload = payload
             self.pending[wl.name] = wl
@@ -135,10 +138,11 @@ class Runner:
                 self._log(now, "node", action="add", node=node.name)
             return
         for name in event.nodes:
-            node = self.nodes.get(name)
-            if node is None:
+            found = self.nodes.get(name)
+            if found is None:
                 self.warnings.append(f"t={now:g}: node event {event.action} names unknown {name}")
                 continue
+            node = found
             self._log(now, "node", action=event.action, node=name)
             if event.action == "cordon":
                 self.nodes[name] = node.with_state(unschedulable=True)
@@ -154,7 +158,7 @@ class Runner:
                 self._evict_from(now, name, event.action)
 
     def _evict_from(self, now: float, node: str, action: str) -> None:
-        for wl_name, running in list(self.running.items()):
+        for running in list(self.running.values()):
             on_node = any(n == node for ps in running.assignment.placement for n, _ in ps)
             if on_node:
                 reason = "node-failure" if action == "fail" else "node-removed"
@@ -185,6 +189,9 @@ class Runner:
             self._apply_cycle(now, result)
             if not result.admissions and not result.preemptions:
                 break
+        if result.wake_at is not None and result.wake_at > now:
+            if not self._queue or self._queue[0][0] > result.wake_at:
+                self._push(result.wake_at, _WAKE, None)
 
     def _apply_cycle(self, now: float, result: CycleResult) -> None:
         for preemption in result.preemptions:

@@ -1,0 +1,606 @@
+"""Import SageMaker HyperPod task governance (JSON) into a fleetshare :class:`Policy`.
+
+Accepted input, as JSON text or parsed: a ``CreateClusterSchedulerConfig`` request or
+``DescribeClusterSchedulerConfig`` response, a ``CreateComputeQuota`` request or
+``DescribeComputeQuota`` response (or a ``ListComputeQuotas`` summary), a list of any of those,
+or a bundle ``{"SchedulerConfig" | "ClusterSchedulerConfig": ..., "ComputeQuotas": [...]}``.
+
+Mapping, HyperPod -> fleetshare:
+
+- ``SchedulerConfig.PriorityClasses[{Name, Weight}]`` -> ``cluster.priority_classes``;
+  ``FairShare`` (default Enabled) -> ``cluster.fair_share``; ``IdleResourceSharing`` (default
+  Disabled) -> ``cluster.idle_resource_sharing``.
+- One compute quota -> one :class:`Team`: ``ComputeQuotaTarget.TeamName`` and
+  ``FairShareWeight`` (default 0, HyperPod's lowest); each ``ComputeQuotaResources`` entry ->
+  :class:`QuotaEntry` on flavor = ``InstanceType`` (Count / Accelerators / VCpu / MemoryInGiB /
+  AcceleratorPartition kept as given; the engine resolves them against the catalog);
+  ``ResourceSharingConfig.Strategy`` (default LendAndBorrow) -> ``sharing``; ``BorrowLimit``
+  (default 50 for LendAndBorrow) -> ``BorrowLimit(percent_of_quota=...)``, or with
+  ``borrow_limit_reading="idle"`` ``percent_of_idle`` clamped to 100; ``AbsoluteBorrowLimits`` ->
+  absolute limits per (resource, instance type); ``PreemptTeamTasks`` (default LowerPriority);
+  ``ActivationState`` Disabled -> ``enabled=False``; local queue
+  ``hyperpod-ns-<team>/hyperpod-ns-<team>-localqueue``.
+- An absolute borrow limit given as ``Count`` (whole instances) is *not* resolved here — that
+  needs the instance catalog — and is reported in ``Policy.notes`` instead.
+
+Unknown fields go to ``Policy.notes``; invalid values raise :class:`PolicyError` with JSON paths,
+e.g. ``("ComputeQuotas[1].ComputeQuotaConfig.ResourceSharingConfig.Strategy",
+"must be one of Lend, DontLend, LendAndBorrow")``. Bookkeeping fields (names, ARNs, ids,
+versions, times, tags) carry no policy and are skipped without a note.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from fleetshare.model.resources import CPU, GPU, MEMORY, MIG_PREFIX, NEURON
+from fleetshare.policy.schema import (
+    AcceleratorPartition,
+    BorrowLimit,
+    ClusterPolicy,
+    Policy,
+    PolicyError,
+    PreemptTeamTasks,
+    PriorityClass,
+    QuotaEntry,
+    SharingStrategy,
+    Team,
+    validation_problems,
+)
+
+__all__ = ["BorrowLimitReading", "accelerator_resource", "import_hyperpod", "local_queue_name"]
+
+BorrowLimitReading = Literal["quota", "idle"]
+SOURCE = "HyperPod task governance config"
+DEFAULT_BORROW_LIMIT = 50
+MAX_PRIORITY_CLASSES = 10
+MAX_QUOTA_RESOURCES = 15
+
+_STATES = ("Enabled", "Disabled")
+_STRATEGIES = tuple(s.value for s in SharingStrategy)
+_PREEMPT = ("Never", "LowerPriority")
+_BOOKKEEPING = frozenset(
+    {
+        "Name",
+        "Description",
+        "ClusterArn",
+        "Tags",
+        "Status",
+        "FailureReason",
+        "CreationTime",
+        "CreatedBy",
+        "LastModifiedTime",
+        "LastModifiedBy",
+        "TargetVersion",
+        "ResponseMetadata",
+        "NextToken",
+        "ComputeQuotaArn",
+        "ComputeQuotaId",
+        "ComputeQuotaVersion",
+        "ClusterSchedulerConfigArn",
+        "ClusterSchedulerConfigId",
+        "ClusterSchedulerConfigVersion",
+    }
+)
+_SETTINGS = ("PriorityClasses", "FairShare", "IdleResourceSharing")
+_QUOTA_FIELDS = ("ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState")
+_BUNDLE_QUOTAS = ("ComputeQuotas", "ComputeQuotaSummaries")
+_BUNDLE_SCHEDULER = ("SchedulerConfig", "ClusterSchedulerConfig")
+_AMOUNTS = ("Count", "Accelerators", "VCpu", "MemoryInGiB", "AcceleratorPartition")
+_MIG_PROFILE = re.compile(r"^(?:nvidia\.com/)?(?:mig-)?([1-9]\d*g\.[1-9]\d*gb)$")
+
+
+@dataclass
+class _Report:
+    """Notes (what could not be mapped) and problems (why the input is invalid)."""
+
+    notes: list[str] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+    def note(self, where: str, text: str) -> None:
+        self.notes.append(f"{where}: {text}")
+
+    def problem(self, where: str, reason: str) -> None:
+        self.problems.append((where, reason))
+
+
+@dataclass
+class _Sources:
+    """The documents found in the input, each with its JSON path."""
+
+    schedulers: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    quotas: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Amounts:
+    """One ComputeQuotaResourceConfig, validated."""
+
+    instance_type: str
+    count: int | None = None
+    accelerators: int | None = None
+    vcpu: float | None = None
+    memory_gib: float | None = None
+    partition: AcceleratorPartition | None = None
+
+
+def import_hyperpod(
+    source: str | dict[str, Any] | list[Any],
+    *,
+    borrow_limit_reading: BorrowLimitReading = "quota",
+) -> Policy:
+    """Turn HyperPod cluster scheduler config and compute quotas into a fleetshare policy.
+
+    ``borrow_limit_reading`` says how to read BorrowLimit: ``"quota"`` (default) as a percentage
+    of the team's own quota, which reproduces HyperPod's public walkthrough; ``"idle"`` as a
+    percentage of idle compute, as the API reference words it.
+    """
+    if borrow_limit_reading not in ("quota", "idle"):
+        raise ValueError(
+            f"borrow_limit_reading must be 'quota' or 'idle', not {borrow_limit_reading!r}"
+        )
+    report = _Report()
+    sources = _Sources()
+    _collect(_parse(source), "", sources, report)
+    cluster = _cluster(sources.schedulers, report)
+    teams = _teams(sources.quotas, borrow_limit_reading, report)
+    if report.problems:
+        raise PolicyError(report.problems, SOURCE)
+    try:
+        return Policy(cluster=cluster, teams=teams, notes=report.notes)
+    except ValidationError as exc:
+        raise PolicyError(validation_problems(exc, {}), SOURCE) from None
+
+
+def local_queue_name(team: str) -> str:
+    """The LocalQueue HyperPod creates for a team, as ``namespace/name``."""
+    return f"hyperpod-ns-{team}/hyperpod-ns-{team}-localqueue"
+
+
+# --- input shapes ------------------------------------------------------------------------------
+
+
+def _parse(source: str | dict[str, Any] | list[Any]) -> Any:
+    if not isinstance(source, str):
+        return source
+    try:
+        return json.loads(source)
+    except json.JSONDecodeError as exc:
+        raise PolicyError([("(top level)", f"not valid JSON: {exc}")], SOURCE) from None
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _collect(data: Any, path: str, sources: _Sources, report: _Report) -> None:
+    """Sort the input's documents into scheduler configs and compute quotas."""
+    if isinstance(data, list):
+        for index, item in enumerate(data):
+            _collect(item, f"{path}[{index}]", sources, report)
+    elif not isinstance(data, dict):
+        report.problem(path or "(top level)", f"expected a JSON object, got {type(data).__name__}")
+    elif any(key in data for key in _QUOTA_FIELDS):
+        sources.quotas.append((path, data))
+    elif any(key in data for key in (*_BUNDLE_QUOTAS, "ClusterSchedulerConfig")):
+        _collect_bundle(data, path, sources, report)
+    elif "SchedulerConfig" in data or any(key in data for key in _SETTINGS):
+        sources.schedulers.append((path, data))
+    else:
+        report.problem(
+            path or "(top level)",
+            "not a cluster scheduler config, compute quota or bundle of them",
+        )
+
+
+def _collect_bundle(data: dict[str, Any], path: str, sources: _Sources, report: _Report) -> None:
+    """``{"SchedulerConfig" | "ClusterSchedulerConfig": ..., "ComputeQuotas": [...]}``."""
+    _unknown_fields(data, path, (*_BUNDLE_SCHEDULER, *_BUNDLE_QUOTAS), report)
+    for key in _BUNDLE_SCHEDULER:
+        if key in data:
+            sources.schedulers.append(
+                (_join(path, key), _object(data[key], _join(path, key), report))
+            )
+    for key in _BUNDLE_QUOTAS:
+        if key in data:
+            where = _join(path, key)
+            if not isinstance(data[key], list):
+                report.problem(where, "expected a list of compute quotas")
+                continue
+            for index, quota in enumerate(data[key]):
+                item = f"{where}[{index}]"
+                sources.quotas.append((item, _object(quota, item, report)))
+
+
+# --- value helpers -----------------------------------------------------------------------------
+
+
+def _unknown_fields(
+    doc: Mapping[str, Any], path: str, handled: Iterable[str], report: _Report
+) -> None:
+    """Note every field that is neither mapped nor bookkeeping."""
+    known = set(handled) | _BOOKKEEPING
+    for key in doc:
+        if key not in known:
+            report.note(_join(path, key), "unknown field; ignored")
+
+
+def _object(value: Any, path: str, report: _Report) -> dict[str, Any]:
+    """``value`` as a JSON object (``{}`` when absent); anything else is a problem."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        report.problem(path, f"expected a JSON object, got {type(value).__name__}")
+        return {}
+    return value
+
+
+def _integer(value: Any, path: str, low: int, high: int, report: _Report) -> int | None:
+    """An integer in ``[low, high]``, or ``None`` with a problem."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        report.problem(path, f"must be an integer from {low} to {high}, got {value!r}")
+        return None
+    if not low <= value <= high:
+        report.problem(path, f"must be from {low} to {high}, got {value}")
+        return None
+    return value
+
+
+def _number(value: Any, path: str, report: _Report) -> float | None:
+    """A non-negative number, or ``None`` with a problem."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        report.problem(path, f"must be a non-negative number, got {value!r}")
+        return None
+    return float(value)
+
+
+def _choice(value: Any, default: str, choices: tuple[str, ...], path: str, report: _Report) -> str:
+    """One of ``choices`` (``default`` when absent or invalid, with a problem if invalid)."""
+    if value is None:
+        return default
+    if value not in choices:
+        report.problem(path, f"must be one of {', '.join(choices)}")
+        return default
+    return str(value)
+
+
+def _name(value: Any, path: str, report: _Report) -> str | None:
+    if not isinstance(value, str) or not value:
+        report.problem(path, "required (a non-empty name)")
+        return None
+    return value
+
+
+# --- cluster scheduler config ------------------------------------------------------------------
+
+
+def _cluster(schedulers: list[tuple[str, dict[str, Any]]], report: _Report) -> ClusterPolicy:
+    """The cluster policy; HyperPod's defaults when no scheduler config is given."""
+    for path, _ in schedulers[1:]:
+        report.problem(
+            path,
+            f"only one cluster scheduler config is allowed ({schedulers[0][0]!r} is the first)",
+        )
+    if not schedulers:
+        report.notes.append(
+            "cluster: no cluster scheduler config given; HyperPod's defaults used (FairShare "
+            "Enabled, IdleResourceSharing Disabled, no priority classes)"
+        )
+        return ClusterPolicy(fair_share=True, idle_resource_sharing=False)
+    path, settings = _unwrap_scheduler(*schedulers[0], report)
+    _unknown_fields(settings, path, _SETTINGS, report)
+    fair = _choice(settings.get("FairShare"), "Enabled", _STATES, _join(path, "FairShare"), report)
+    idle_path = _join(path, "IdleResourceSharing")
+    idle = _choice(settings.get("IdleResourceSharing"), "Disabled", _STATES, idle_path, report)
+    return ClusterPolicy(
+        priority_classes=_priority_classes(settings.get("PriorityClasses"), path, report),
+        fair_share=fair == "Enabled",
+        idle_resource_sharing=idle == "Enabled",
+    )
+
+
+def _unwrap_scheduler(
+    path: str, doc: dict[str, Any], report: _Report
+) -> tuple[str, dict[str, Any]]:
+    """Step into Create/Describe shapes (and a bundle entry holding one) down to SchedulerConfig."""
+    while "SchedulerConfig" in doc:
+        _unknown_fields(doc, path, ("SchedulerConfig",), report)
+        _status_note(doc, path, report)
+        path = _join(path, "SchedulerConfig")
+        doc = _object(doc["SchedulerConfig"], path, report)
+    return path, doc
+
+
+def _priority_classes(value: Any, path: str, report: _Report) -> list[PriorityClass]:
+    """``PriorityClasses[{Name, Weight}]``: at most 10, names unique, weights 0–100."""
+    where = _join(path, "PriorityClasses")
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        report.problem(where, "expected a list of {Name, Weight}")
+        return []
+    if len(value) > MAX_PRIORITY_CLASSES:
+        report.problem(where, f"at most {MAX_PRIORITY_CLASSES} priority classes, got {len(value)}")
+    classes: dict[str, PriorityClass] = {}
+    for index, item in enumerate(value):
+        item_path = f"{where}[{index}]"
+        item = _object(item, item_path, report)
+        _unknown_fields(item, item_path, ("Name", "Weight"), report)
+        name = _name(item.get("Name"), f"{item_path}.Name", report)
+        weight = _integer(item.get("Weight"), f"{item_path}.Weight", 0, 100, report)
+        if name in classes:
+            report.problem(f"{item_path}.Name", f"priority class {name!r} is defined twice")
+        elif name is not None and weight is not None:
+            classes[name] = PriorityClass(name=name, weight=weight)
+    return list(classes.values())
+
+
+# --- compute quotas ----------------------------------------------------------------------------
+
+
+def _teams(
+    quotas: list[tuple[str, dict[str, Any]]], reading: BorrowLimitReading, report: _Report
+) -> list[Team]:
+    """One team per compute quota; a team named twice is a problem."""
+    teams: dict[str, tuple[str, Team]] = {}
+    for path, doc in quotas:
+        team = _team(path, doc, reading, report)
+        if team is None:
+            continue
+        if team.name in teams:
+            first = teams[team.name][0]
+            where = _join(path, "ComputeQuotaTarget.TeamName")
+            report.problem(where, f"team {team.name!r} already has a compute quota at {first}")
+        teams[team.name] = (path, team)
+    if any(team.sharing is SharingStrategy.LEND_AND_BORROW for _, team in teams.values()):
+        report.notes.append(_reading_note(reading))
+    return [team for _, team in teams.values()]
+
+
+def _reading_note(reading: BorrowLimitReading) -> str:
+    if reading == "quota":
+        return (
+            "BorrowLimit: read as a percentage of each team's own quota (as HyperPod's "
+            "walkthrough behaves); pass borrow_limit_reading='idle' to read it as a percentage "
+            "of idle compute"
+        )
+    return "BorrowLimit: read as a percentage of idle compute (borrow_limit_reading='idle')"
+
+
+def _team(
+    path: str, doc: dict[str, Any], reading: BorrowLimitReading, report: _Report
+) -> Team | None:
+    """One compute quota -> a Team (``None`` when it has no usable team name)."""
+    _unknown_fields(doc, path, _QUOTA_FIELDS, report)
+    _status_note(doc, path, report)
+    name, weight = _target(doc.get("ComputeQuotaTarget"), _join(path, "ComputeQuotaTarget"), report)
+    where = _join(path, "ComputeQuotaConfig")
+    config = _object(doc.get("ComputeQuotaConfig"), where, report)
+    handled = ("ComputeQuotaResources", "ResourceSharingConfig", "PreemptTeamTasks")
+    _unknown_fields(config, where, handled, report)
+    quota = _quota(config.get("ComputeQuotaResources"), f"{where}.ComputeQuotaResources", report)
+    sharing, limits = _sharing(config.get("ResourceSharingConfig"), where, reading, report)
+    preempt_path = f"{where}.PreemptTeamTasks"
+    preempt = _choice(
+        config.get("PreemptTeamTasks"), "LowerPriority", _PREEMPT, preempt_path, report
+    )
+    state_path = _join(path, "ActivationState")
+    state = _choice(doc.get("ActivationState"), "Enabled", _STATES, state_path, report)
+    if name is None:
+        return None
+    return Team(
+        name=name,
+        quota=quota,
+        sharing=sharing,
+        borrow_limits=limits,
+        fair_share_weight=weight,
+        preempt_team_tasks=PreemptTeamTasks(preempt),
+        enabled=state == "Enabled",
+        local_queues=[local_queue_name(name)],
+    )
+
+
+def _target(value: Any, path: str, report: _Report) -> tuple[str | None, int]:
+    """``ComputeQuotaTarget``: team name and fair-share weight (0–100, HyperPod's default 0)."""
+    target = _object(value, path, report)
+    _unknown_fields(target, path, ("TeamName", "FairShareWeight"), report)
+    name = _name(target.get("TeamName"), f"{path}.TeamName", report)
+    weight = target.get("FairShareWeight")
+    if weight is None:
+        return name, 0
+    return name, _integer(weight, f"{path}.FairShareWeight", 0, 100, report) or 0
+
+
+def _status_note(doc: Mapping[str, Any], path: str, report: _Report) -> None:
+    """Describe responses of failed or deleted configs are imported, but say so."""
+    status = doc.get("Status")
+    if isinstance(status, str) and ("Failed" in status or status.startswith("Delet")):
+        reason = f" ({doc['FailureReason']})" if doc.get("FailureReason") else ""
+        report.note(_join(path, "Status"), f"{status}{reason}; imported as written")
+
+
+def _quota(value: Any, path: str, report: _Report) -> list[QuotaEntry]:
+    """``ComputeQuotaResources`` -> quota entries, one per entry, on flavor = InstanceType."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        report.problem(path, "expected a list of ComputeQuotaResourceConfig")
+        return []
+    if len(value) > MAX_QUOTA_RESOURCES:
+        report.problem(path, f"at most {MAX_QUOTA_RESOURCES} entries, got {len(value)}")
+    entries = []
+    for index, item in enumerate(value):
+        amounts = _amounts(item, f"{path}[{index}]", report)
+        if amounts is not None:
+            entries.append(
+                QuotaEntry(
+                    flavor=amounts.instance_type,
+                    count=amounts.count,
+                    accelerators=amounts.accelerators,
+                    vcpu=amounts.vcpu,
+                    memory_gib=amounts.memory_gib,
+                    accelerator_partition=amounts.partition,
+                )
+            )
+    return entries
+
+
+def _amounts(value: Any, path: str, report: _Report) -> _Amounts | None:
+    """A ComputeQuotaResourceConfig: InstanceType plus Count, or any of the finer amounts."""
+    item = _object(value, path, report)
+    _unknown_fields(item, path, ("InstanceType", *_AMOUNTS), report)
+    before = len(report.problems)
+    instance_type = _name(item.get("InstanceType"), f"{path}.InstanceType", report)
+    given = [key for key in _AMOUNTS if item.get(key) is not None]
+    if not given:
+        report.problem(path, "give Count, Accelerators, VCpu, MemoryInGiB or AcceleratorPartition")
+    elif "Count" in given and len(given) > 1:
+        reason = "Count gives whole instances; do not combine it with other amounts"
+        report.problem(f"{path}.Count", reason)
+    amounts = _Amounts(
+        instance_type=instance_type or "",
+        count=_optional_int(item.get("Count"), f"{path}.Count", report),
+        accelerators=_optional_int(item.get("Accelerators"), f"{path}.Accelerators", report),
+        vcpu=_optional_number(item.get("VCpu"), f"{path}.VCpu", report),
+        memory_gib=_optional_number(item.get("MemoryInGiB"), f"{path}.MemoryInGiB", report),
+        partition=_partition(
+            item.get("AcceleratorPartition"), f"{path}.AcceleratorPartition", report
+        ),
+    )
+    return amounts if len(report.problems) == before else None
+
+
+def _optional_int(value: Any, path: str, report: _Report) -> int | None:
+    return None if value is None else _integer(value, path, 0, 2**31 - 1, report)
+
+
+def _optional_number(value: Any, path: str, report: _Report) -> float | None:
+    return None if value is None else _number(value, path, report)
+
+
+def _partition(value: Any, path: str, report: _Report) -> AcceleratorPartition | None:
+    """``{Type, Count}`` with Type a MIG profile (``mig-1g.5gb`` or ``1g.5gb``)."""
+    if value is None:
+        return None
+    item = _object(value, path, report)
+    _unknown_fields(item, path, ("Type", "Count"), report)
+    profile = _mig_profile(item.get("Type"), f"{path}.Type", report)
+    count = _integer(item.get("Count"), f"{path}.Count", 0, 2**31 - 1, report)
+    if profile is None or count is None:
+        return None
+    return AcceleratorPartition(type=f"mig-{profile}", count=count)
+
+
+def _mig_profile(value: Any, path: str, report: _Report) -> str | None:
+    """``"mig-1g.5gb"`` / ``"1g.5gb"`` -> ``"1g.5gb"``."""
+    match = _MIG_PROFILE.match(value.strip().lower()) if isinstance(value, str) else None
+    if match is None:
+        report.problem(path, f"not a MIG profile: {value!r} (examples: mig-1g.5gb, 3g.40gb)")
+        return None
+    return match[1]
+
+
+# --- resource sharing --------------------------------------------------------------------------
+
+
+def _sharing(
+    value: Any, config_path: str, reading: BorrowLimitReading, report: _Report
+) -> tuple[SharingStrategy, list[BorrowLimit]]:
+    """Strategy and borrow limits; only LendAndBorrow teams borrow, so only they get limits."""
+    path = _join(config_path, "ResourceSharingConfig")
+    config = _object(value, path, report)
+    _unknown_fields(config, path, ("Strategy", "BorrowLimit", "AbsoluteBorrowLimits"), report)
+    strategy = SharingStrategy(
+        _choice(config.get("Strategy"), "LendAndBorrow", _STRATEGIES, f"{path}.Strategy", report)
+    )
+    given = config.get("BorrowLimit")
+    percent = _integer(
+        DEFAULT_BORROW_LIMIT if given is None else given, f"{path}.BorrowLimit", 0, 10000, report
+    )
+    absolute = _absolute_limits(
+        config.get("AbsoluteBorrowLimits"), f"{path}.AbsoluteBorrowLimits", report
+    )
+    if strategy is not SharingStrategy.LEND_AND_BORROW:
+        if given is not None or absolute:
+            report.note(
+                path,
+                f"strategy {strategy.value} does not borrow, so its borrow limits have no effect",
+            )
+        return strategy, []
+    limits = [] if percent is None else [_percent_limit(percent, path, reading, report)]
+    if absolute and limits:
+        report.note(
+            f"{path}.AbsoluteBorrowLimits",
+            "applies together with BorrowLimit; the tighter bound wins",
+        )
+    return strategy, limits + absolute
+
+
+def _percent_limit(
+    percent: int, path: str, reading: BorrowLimitReading, report: _Report
+) -> BorrowLimit:
+    """BorrowLimit as a percentage of the team's quota, or of idle compute (clamped to 100)."""
+    if reading == "quota":
+        return BorrowLimit(percent_of_quota=percent)
+    if percent > 100:
+        report.note(f"{path}.BorrowLimit", f"{percent}% of idle compute clamped to 100%")
+    return BorrowLimit(percent_of_idle=min(percent, 100))
+
+
+def _absolute_limits(value: Any, path: str, report: _Report) -> list[BorrowLimit]:
+    """``AbsoluteBorrowLimits``: one absolute limit per amount given, on its instance type."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        report.problem(path, "expected a list of ComputeQuotaResourceConfig")
+        return []
+    limits = []
+    for index, item in enumerate(value):
+        amounts = _amounts(item, f"{path}[{index}]", report)
+        if amounts is not None:
+            limits += _limits_for(amounts, f"{path}[{index}]", report)
+    return limits
+
+
+def _limits_for(amounts: _Amounts, path: str, report: _Report) -> list[BorrowLimit]:
+    """Per-resource absolute limits for one AbsoluteBorrowLimits entry."""
+    flavor = amounts.instance_type
+    limits = []
+    if amounts.count is not None:
+        report.note(
+            f"{path}.Count",
+            f"a limit of {amounts.count} whole {flavor} instances needs the instance catalog to "
+            "become per-resource amounts; not imported (give Accelerators, VCpu or MemoryInGiB)",
+        )
+    if amounts.accelerators is not None:
+        resource = accelerator_resource(flavor)
+        limits.append(BorrowLimit(resource=resource, flavor=flavor, absolute=amounts.accelerators))
+    if amounts.vcpu is not None:
+        limits.append(BorrowLimit(resource=CPU, flavor=flavor, absolute=_plain(amounts.vcpu)))
+    if amounts.memory_gib is not None:
+        memory = f"{_plain(amounts.memory_gib)}Gi"
+        limits.append(BorrowLimit(resource=MEMORY, flavor=flavor, absolute=memory))
+    if amounts.partition is not None:
+        resource = MIG_PREFIX + amounts.partition.type.removeprefix("mig-")
+        limits.append(
+            BorrowLimit(resource=resource, flavor=flavor, absolute=amounts.partition.count)
+        )
+    return limits
+
+
+def accelerator_resource(instance_type: str) -> str:
+    """Kubernetes resource of an instance type's accelerators: Neuron for trn*/inf*, else GPU."""
+    family = instance_type.removeprefix("ml.").split(".")[0]
+    return NEURON if family.startswith(("trn", "inf")) else GPU
+
+
+def _plain(number: float) -> str:
+    """``2.0`` -> ``"2"``, ``0.5`` -> ``"0.5"``: a number a Kubernetes quantity accepts."""
+    return format(Decimal(repr(number)).normalize(), "f")

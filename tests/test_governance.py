@@ -1,0 +1,368 @@
+"""Admission, borrowing, reclaim, priority and fair-share preemption: named cases.
+
+Each case is a small cluster, a policy and a stream of workloads; the assertions are what a
+platform admin or an ML engineer relies on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.conftest import run_case
+
+CPU_NODE = [{"name": "n", "allocatable": {"cpu": 12, "memory": "64Gi"}}]
+PRIORITIES = [
+    {"name": "low", "weight": 10},
+    {"name": "incoming", "weight": 15},
+    {"name": "mid", "weight": 20},
+    {"name": "high", "weight": 30},
+]
+
+
+def cpu_job(name: str, team: str, cpu: float, at: float = 0, **kw: Any) -> dict[str, Any]:
+    return {"name": name, "team": team, "at": at, "requests": {"cpu": cpu}, **kw}
+
+
+def state(result: dict[str, Any], name: str) -> str:
+    return str(result["workloads"][name]["state"])
+
+
+def preempted_by(result: dict[str, Any]) -> dict[str, list[tuple[str, str]]]:
+    return {
+        name: [(p["by"], p["reason"]) for p in wl["preemptions"]]
+        for name, wl in result["workloads"].items()
+        if wl["preemptions"]
+    }
+
+
+def test_reclaim_preempts_exactly_the_lowest_priority_borrower() -> None:
+    """Kueue's public reclaim case: c1 gets its quota back with one preemption, c2's mid job."""
+    team = {"quota": [{"resources": {"cpu": 6}}], "borrow_limits": [{"absolute": 6}]}
+    policy = {
+        "cluster": {"priority_classes": PRIORITIES, "fair_share": False},
+        "teams": [{"name": "c1", **team}, {"name": "c2", **team}],
+    }
+    result = run_case(
+        policy,
+        CPU_NODE,
+        [
+            cpu_job("low", "c1", 3, priority="low"),
+            cpu_job("mid", "c2", 3, priority="mid"),
+            cpu_job("high", "c2", 6, priority="high"),
+            cpu_job("incoming", "c1", 3, at=10, priority="incoming"),
+        ],
+    )
+    assert preempted_by(result) == {"mid": [("incoming", "reclaim")]}
+    assert state(result, "incoming") == "admitted"
+    assert result["workloads"]["mid"]["borrowed"] == {"cpu": 3}
+
+
+def test_weighted_fair_share_preemption_takes_only_what_is_needed() -> None:
+    """Kueue's public fair-sharing case: a (weight 2) takes 2 CPU back from b, the top borrower."""
+    policy = {
+        "cluster": {"fair_share": True},
+        "teams": [
+            {"name": "a", "quota": [{"resources": {"cpu": 3}}], "fair_share_weight": 2},
+            {"name": "b", "quota": [{"resources": {"cpu": 3}}]},
+            {"name": "c", "quota": [{"resources": {"cpu": 3}}]},
+        ],
+    }
+    jobs = [cpu_job(f"a{i}", "a", 1) for i in (1, 2, 3)]
+    jobs += [cpu_job(f"b{i}", "b", 1) for i in range(1, 7)]
+    jobs.append(cpu_job("a-big", "a", 2, at=10))
+    result = run_case(policy, [{"name": "n", "allocatable": {"cpu": 9}}], jobs)
+    assert preempted_by(result) == {
+        "b1": [("a-big", "fair-share")],
+        "b2": [("a-big", "fair-share")],
+    }
+    assert state(result, "a-big") == "admitted"
+
+
+def test_fair_share_does_not_preempt_a_team_that_borrows_less() -> None:
+    """No ping-pong: once shares are even, the other team cannot take the capacity back."""
+    policy = {
+        "cluster": {"fair_share": True},
+        "teams": [
+            {"name": "a", "quota": [{"resources": {"cpu": 2}}]},
+            {"name": "b", "quota": [{"resources": {"cpu": 2}}]},
+            {"name": "c", "quota": [{"resources": {"cpu": 4}}]},
+        ],
+    }
+    jobs = [cpu_job("a-borrow", "a", 4), cpu_job("b-borrow", "b", 4, at=5)]
+    result = run_case(policy, [{"name": "n", "allocatable": {"cpu": 8}}], jobs)
+    # a borrows 2 of c's idle 4 and b borrows the other 2: equal shares, no preemption.
+    assert state(result, "a-borrow") == "admitted"
+    assert state(result, "b-borrow") == "admitted"
+    jobs.append(cpu_job("a-more", "a", 1, at=10))
+    result = run_case(policy, [{"name": "n", "allocatable": {"cpu": 8}}], jobs)
+    assert not preempted_by(result)
+    assert "not enough idle cpu" in result["workloads"]["a-more"]["pending_reason"]
+
+
+def test_priority_preemption_stays_within_the_team_and_respects_never() -> None:
+    policy = {
+        "cluster": {"priority_classes": PRIORITIES},
+        "teams": [
+            {"name": "a", "quota": [{"resources": {"cpu": 6}}], "sharing": "DontLend"},
+            {
+                "name": "b",
+                "quota": [{"resources": {"cpu": 6}}],
+                "sharing": "DontLend",
+                "preempt_team_tasks": "Never",
+            },
+        ],
+    }
+    jobs = [
+        cpu_job("a-low", "a", 6, priority="low"),
+        cpu_job("b-low", "b", 6, priority="low"),
+        cpu_job("a-high", "a", 6, at=10, priority="high"),
+        cpu_job("b-high", "b", 6, at=10, priority="high"),
+    ]
+    result = run_case(policy, CPU_NODE, jobs)
+    assert preempted_by(result) == {"a-low": [("a-high", "priority")]}
+    assert state(result, "b-high") == "pending"
+    assert state(result, "b-low") == "admitted"
+
+
+def test_lend_and_dont_lend_strategies() -> None:
+    policy = {
+        "cluster": {"idle_resource_sharing": False},
+        "teams": [
+            {"name": "lender", "quota": [{"resources": {"cpu": 4}}], "sharing": "Lend"},
+            {"name": "hoarder", "quota": [{"resources": {"cpu": 4}}], "sharing": "DontLend"},
+            {"name": "borrower", "quota": [{"resources": {"cpu": 4}}]},
+        ],
+    }
+    jobs = [
+        cpu_job("lender-big", "lender", 5),
+        cpu_job("borrower-big", "borrower", 8, at=1),
+        cpu_job("borrower-more", "borrower", 1, at=2),
+    ]
+    result = run_case(policy, CPU_NODE, jobs)
+    # Lend never borrows; the borrower gets the lender's 4 but never the hoarder's.
+    assert "strategy Lend does not borrow" in result["workloads"]["lender-big"]["pending_reason"]
+    assert state(result, "borrower-big") == "admitted"
+    assert result["workloads"]["borrower-big"]["borrowed"] == {"cpu": 4}
+    assert state(result, "borrower-more") == "pending"
+
+
+def test_idle_resource_sharing_makes_unallocated_capacity_borrowable() -> None:
+    def policy(sharing: bool) -> dict[str, Any]:
+        return {
+            "cluster": {"idle_resource_sharing": sharing},
+            "teams": [{"name": "a", "quota": [{"resources": {"cpu": 4}}]}],
+        }
+
+    jobs = [cpu_job("big", "a", 10)]
+    assert state(run_case(policy(True), CPU_NODE, jobs), "big") == "admitted"
+    off = run_case(policy(False), CPU_NODE, jobs)
+    assert state(off, "big") == "pending"
+    assert "not enough idle cpu" in off["workloads"]["big"]["pending_reason"]
+
+
+def test_percent_of_idle_limit_is_explained_with_numbers() -> None:
+    policy = {
+        "cluster": {"idle_resource_sharing": False},
+        "teams": [
+            {
+                "name": "a",
+                "quota": [{"resources": {"nvidia.com/gpu": 2}}],
+                "borrow_limits": [{"resource": "nvidia.com/gpu", "percent_of_idle": 50}],
+            },
+            {"name": "b", "quota": [{"resources": {"nvidia.com/gpu": 2}}]},
+        ],
+    }
+    nodes = [{"name": "g", "count": 4, "allocatable": {"cpu": 8, "nvidia.com/gpu": 1}}]
+    gpu = {"nvidia.com/gpu": 1}
+    jobs = [
+        {"name": "fits", "team": "a", "pods": 3, "requests": gpu},  # borrows 1 <= 50% of 2
+        {"name": "too-much", "team": "a", "pods": 1, "requests": gpu, "at": 5},
+    ]
+    result = run_case(policy, nodes, jobs)
+    assert state(result, "fits") == "admitted"
+    assert result["workloads"]["too-much"]["pending_reason"] == (
+        "borrow limit for nvidia.com/gpu on default: would borrow 2, limit 1 (50% of 2 idle)"
+    )
+
+
+def test_absolute_and_percent_of_quota_limits_the_tightest_wins() -> None:
+    policy = {
+        "teams": [
+            {
+                "name": "a",
+                "quota": [{"resources": {"cpu": 4}}],
+                "borrow_limits": [{"absolute": 3, "percent_of_quota": 50}],
+            }
+        ]
+    }
+    result = run_case(policy, CPU_NODE, [cpu_job("j", "a", 7)])
+    assert result["workloads"]["j"]["pending_reason"] == (
+        "borrow limit for cpu on default: would borrow 3, limit 2 (50% of quota 4)"
+    )
+
+
+def test_lending_limit_keeps_part_of_the_quota_private() -> None:
+    """Kueue docs: with B's lendingLimit 1, A (9 CPU) can reach 10 while B idles."""
+    policy = {
+        "cluster": {"idle_resource_sharing": False},
+        "teams": [
+            {"name": "a", "quota": [{"resources": {"cpu": 9}}]},
+            {
+                "name": "b",
+                "quota": [{"resources": {"cpu": 12}}],
+                "lending_limits": [{"absolute": 1}],
+            },
+        ],
+    }
+    nodes = [{"name": "n", "allocatable": {"cpu": 21}}]
+    ok = run_case(policy, nodes, [cpu_job("a10", "a", 10)])
+    assert state(ok, "a10") == "admitted"
+    too_much = run_case(policy, nodes, [cpu_job("a11", "a", 11)])
+    assert state(too_much, "a11") == "pending"
+
+
+def test_large_job_does_not_block_smaller_ones_behind_it() -> None:
+    policy = {"teams": [{"name": "a", "quota": [{"resources": {"cpu": 12}}]}]}
+    policy["cluster"] = {"starvation_guard_seconds": None}
+    jobs = [
+        cpu_job("running", "a", 8),
+        cpu_job("large", "a", 8, at=1),
+        cpu_job("small", "a", 2, at=2),
+    ]
+    result = run_case(policy, CPU_NODE, jobs)
+    assert state(result, "small") == "admitted"
+    assert state(result, "large") == "pending"
+    assert result["workloads"]["large"]["queue_position"] == 1
+
+
+def test_starvation_guard_holds_back_later_work_until_the_large_job_fits() -> None:
+    policy = {
+        "cluster": {"starvation_guard_seconds": 60},
+        "teams": [{"name": "a", "quota": [{"resources": {"cpu": 12}}]}],
+    }
+    jobs = [
+        cpu_job("running", "a", 8, duration=100),
+        cpu_job("large", "a", 8, at=1, duration=10),
+        cpu_job("small-early", "a", 2, at=2, duration=1000),
+        cpu_job("small-late", "a", 2, at=70, duration=1000),
+    ]
+    result = run_case(policy, CPU_NODE, jobs)
+    wl = result["workloads"]
+    assert wl["small-early"]["admitted_at"] == 2  # before the guard: no blocking
+    assert wl["small-late"]["admitted_at"] == 100  # held at t=70 although 2 CPU were free
+    assert wl["large"]["admitted_at"] == 100
+    held = [
+        e for e in result["events"] if e["event"] == "pending" and e["workload"] == "small-late"
+    ]
+    assert "held back for large" in held[0]["reason"]
+
+
+def test_minimum_runtime_delays_priority_preemption() -> None:
+    policy = {
+        "cluster": {"priority_classes": PRIORITIES, "preemption": {"min_runtime_seconds": 100}},
+        "teams": [{"name": "a", "quota": [{"resources": {"cpu": 12}}], "sharing": "DontLend"}],
+    }
+    jobs = [cpu_job("low", "a", 12, priority="low"), cpu_job("high", "a", 12, 30, priority="high")]
+    result = run_case(policy, CPU_NODE, jobs)
+    assert result["workloads"]["low"]["preemptions"] == [
+        {"at": 100, "by": "high", "reason": "priority"}
+    ]
+    assert result["workloads"]["high"]["admitted_at"] == 100
+
+
+def test_node_failure_requeues_its_workloads_and_capacity_shrinks() -> None:
+    policy = {"teams": [{"name": "a", "quota": [{"resources": {"nvidia.com/gpu": 2}}]}]}
+    nodes = [{"name": "g", "count": 2, "allocatable": {"cpu": 8, "nvidia.com/gpu": 1}}]
+    jobs = [
+        {"name": "j1", "team": "a", "requests": {"nvidia.com/gpu": 1}},
+        {"name": "j2", "team": "a", "requests": {"nvidia.com/gpu": 1}},
+    ]
+    events = [{"at": 50, "action": "fail", "nodes": ["g-0"]}]
+    result = run_case(policy, nodes, jobs, events=events)
+    victims = {n for n, w in result["workloads"].items() if w["preemptions"]}
+    assert len(victims) == 1
+    (victim,) = victims
+    assert result["workloads"][victim]["preemptions"][0]["reason"] == "node-failure"
+    assert state(result, victim) == "preempted"
+    assert "room for 0 of 1 pods" in result["workloads"][victim]["pending_reason"]
+    assert any("quotas for nvidia.com/gpu" in w for w in result["warnings"])
+
+
+def test_cordoned_node_stops_counting_but_keeps_running_work() -> None:
+    policy = {"teams": [{"name": "a", "quota": [{"resources": {"cpu": 16}}]}]}
+    nodes = [{"name": "n", "count": 2, "allocatable": {"cpu": 8}}]
+    jobs = [cpu_job("running", "a", 8), cpu_job("later", "a", 8, at=20)]
+    events = [
+        {"at": 10, "action": "cordon", "nodes": ["n-1"]},
+        {"at": 30, "action": "uncordon", "nodes": ["n-1"]},
+    ]
+    result = run_case(policy, nodes, jobs, events=events, until=25)
+    assert state(result, "running") == "admitted"
+    assert state(result, "later") == "pending"
+    assert "room for 0 of 1 pods" in result["workloads"]["later"]["pending_reason"]
+    assert any("offer 8" in w for w in result["warnings"])
+    result = run_case(policy, nodes, jobs, events=events)
+    assert result["workloads"]["later"]["admitted_at"] == 30
+
+
+def test_gang_is_admitted_all_or_nothing() -> None:
+    policy = {"teams": [{"name": "a", "quota": [{"resources": {"nvidia.com/gpu": 8}}]}]}
+    nodes = [{"name": "g", "count": 3, "allocatable": {"cpu": 8, "nvidia.com/gpu": 1}}]
+    jobs = [{"name": "gang", "team": "a", "pods": 4, "requests": {"nvidia.com/gpu": 1}}]
+    result = run_case(policy, nodes, jobs)
+    assert state(result, "gang") == "pending"
+    assert result["teams"]["a"]["used"] == {}
+    assert "room for 3 of 4 pods" in result["workloads"]["gang"]["pending_reason"]
+
+
+def test_mig_partitions_are_capacity_and_quota() -> None:
+    policy = {
+        "teams": [
+            {
+                "name": "a",
+                "quota": [
+                    {
+                        "instance_type": "p4d.24xlarge",
+                        "accelerator_partition": {"type": "mig-1g.5gb", "count": 14},
+                    }
+                ],
+                "sharing": "DontLend",
+            }
+        ]
+    }
+    nodes = [{"instance_type": "p4d.24xlarge", "mig": {"profile": "1g.5gb"}}]
+    mig = {"nvidia.com/mig-1g.5gb": 1}
+    jobs = [
+        {"name": "fits", "team": "a", "pods": 14, "requests": mig},
+        {"name": "over-quota", "team": "a", "pods": 1, "requests": mig, "at": 1},
+    ]
+    result = run_case(policy, nodes, jobs)
+    assert state(result, "fits") == "admitted"
+    assert result["teams"]["a"]["quota"] == {"nvidia.com/mig-1g.5gb": 14}
+    assert (
+        "strategy DontLend does not borrow" in result["workloads"]["over-quota"]["pending_reason"]
+    )
+
+
+def test_workloads_of_unknown_teams_wait_with_a_reason() -> None:
+    policy = {"teams": [{"name": "a", "quota": [{"resources": {"cpu": 4}}]}]}
+    result = run_case(policy, CPU_NODE, [cpu_job("x", "nobody", 1)])
+    assert result["workloads"]["x"]["pending_reason"] == "team 'nobody' has no quota policy"
+
+
+def test_same_input_gives_the_same_decisions() -> None:
+    policy = {
+        "cluster": {"priority_classes": PRIORITIES},
+        "teams": [
+            {"name": t, "quota": [{"resources": {"cpu": 4}}], "fair_share_weight": w}
+            for t, w in (("a", 1), ("b", 2), ("c", 1))
+        ],
+    }
+    jobs = [
+        cpu_job(f"{t}{i}", t, 1 + i % 3, at=i, priority=p, duration=7 + i)
+        for i in range(12)
+        for t, p in (("a", "low"), ("b", "mid"), ("c", "high"))
+    ]
+    first = run_case(policy, CPU_NODE, jobs)
+    second = run_case(policy, CPU_NODE, list(reversed(jobs)))
+    assert first["workloads"] == second["workloads"]
