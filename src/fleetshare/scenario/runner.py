@@ -189,9 +189,9 @@ class Runner:
             self._apply_cycle(now, result)
             if not result.admissions and not result.preemptions:
                 break
-        if result.wake_at is not None and result.wake_at > now:
-            if not self._queue or self._queue[0][0] > result.wake_at:
-                self._push(result.wake_at, _WAKE, None)
+        wake = result.wake_at
+        if wake is not None and wake > now and (not self._queue or self._queue[0][0] > wake):
+            self._push(wake, _WAKE, None)
 
     def _apply_cycle(self, now: float, result: CycleResult) -> None:
         for preemption in result.preemptions:
