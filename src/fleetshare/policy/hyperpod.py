@@ -454,7 +454,10 @@ def _quota(value: Any, path: str, report: _Report) -> list[QuotaEntry]:
 
 def _amounts(value: Any, path: str, report: _Report) -> _Amounts | None:
     """A ComputeQuotaResourceConfig: InstanceType plus Count, or any of the finer amounts."""
-    item = _object(value, path, report)
+    if not isinstance(value, dict):
+        report.problem(path, f"expected a JSON object, got {type(value).__name__}")
+        return None
+    item = value
     _unknown_fields(item, path, ("InstanceType", *_AMOUNTS), report)
     before = len(report.problems)
     instance_type = _name(item.get("InstanceType"), f"{path}.InstanceType", report)
