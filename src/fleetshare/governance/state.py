@@ -18,6 +18,10 @@ from fleetshare.placement.fit import NodeFit, PlacementPlan
 from fleetshare.policy.schema import ClusterPolicy
 
 
+ZERO_WEIGHT = 1e-6
+"""Fair-share weight used in place of 0, so zero-weight teams still compare with each other."""
+
+
 def usage_of(workload: Workload, flavors: Sequence[str]) -> dict[FR, int]:
     """What a workload requests, per (flavor, resource), with pod set i on ``flavors[i]``."""
     out: dict[FR, int] = {}
@@ -198,11 +202,10 @@ class CycleState:
             if borrowed <= 0:
                 continue
             lendable = self.tree.lendable_pool(fr)
-            ratio = borrowed / lendable if lendable > 0 else float("inf")
+            ratio = borrowed / max(lendable, 1)
             share = max(share, ratio)
-        if share == 0:
-            return 0.0
-        return share / weight if weight > 0 else float("inf")
+        # A weight of 0 (HyperPod's default) ranks last, yet stays comparable between teams.
+        return share / max(weight, ZERO_WEIGHT)
 
     def _borrowed_frs(self, team: str) -> set[FR]:
         return set(self.tree.used_frs(team))

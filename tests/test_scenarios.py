@@ -1,0 +1,142 @@
+"""The bundled scenarios reproduce the references' public cases; the CLI keeps its contract."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fleetshare.cli import app, bundled_scenarios
+from fleetshare.scenario.expect import mismatches
+from fleetshare.scenario.loader import ScenarioError, load_scenario, load_scenario_data
+from fleetshare.scenario.report import to_json
+from fleetshare.scenario.runner import run_scenario
+
+SCENARIOS = {p.stem: p for p in bundled_scenarios()}
+REQUIRED = {
+    "hyperpod-walkthrough",
+    "hyperpod-walkthrough-json",
+    "kueue-borrowing",
+    "kueue-borrowing-limit",
+    "kueue-lending-limit",
+    "kueue-reclaim",
+    "kueue-fair-share",
+}
+
+
+def run(name: str) -> dict[str, object]:
+    return to_json(run_scenario(load_scenario(SCENARIOS[name])))
+
+
+def test_the_reference_cases_are_bundled() -> None:
+    assert set(SCENARIOS) >= REQUIRED
+
+
+@pytest.mark.parametrize("name", sorted(SCENARIOS))
+def test_bundled_scenario_meets_its_expectations(name: str) -> None:
+    scenario = load_scenario(SCENARIOS[name])
+    assert scenario.expect, "every bundled scenario states its expected outcome"
+    assert mismatches(scenario.expect, to_json(run_scenario(scenario))) == []
+
+
+@pytest.mark.parametrize("name", ["hyperpod-walkthrough", "hyperpod-walkthrough-json"])
+def test_hyperpod_walkthrough_borrow_reclaim_then_priority(name: str) -> None:
+    wl = run(name)["workloads"]
+    assert isinstance(wl, dict)
+    assert wl["a-training"]["borrowed"] == {"nvidia.com/gpu": 1}
+    assert wl["a-training"]["preemptions"] == [{"at": 60, "by": "b-training", "reason": "reclaim"}]
+    assert wl["b-training"]["preemptions"] == [
+        {"at": 120, "by": "b-inference", "reason": "priority"}
+    ]
+    assert wl["b-inference"]["state"] == "admitted"
+
+
+def test_kueue_docs_borrowing_a_uses_all_21_cpu_while_b_is_idle() -> None:
+    result = run("kueue-borrowing")
+    assert result["workloads"]["a-sweep"]["borrowed"] == {"cpu": 12}  # type: ignore[index]
+
+
+def test_kueue_reclaim_exactly_one_victim() -> None:
+    wl = run("kueue-reclaim")["workloads"]
+    victims = [n for n, w in wl.items() if w["preemptions"]]  # type: ignore[union-attr]
+    assert victims == ["c2-mid"]
+
+
+def test_json_output_has_the_documented_shape() -> None:
+    result = CliRunner().invoke(app, ["scenario", "run", "hyperpod-walkthrough", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert set(data) >= {"workloads", "teams", "events"}
+    workload = data["workloads"]["a-training"]
+    assert set(workload) >= {
+        "state",
+        "admitted_at",
+        "finished_at",
+        "preemptions",
+        "borrowed",
+        "pending_reason",
+    }
+    assert workload["state"] in {"admitted", "pending", "finished", "preempted"}
+    assert set(data["teams"]["team-a"]) >= {"quota", "used", "borrowed"}
+    assert data["teams"]["team-a"]["quota"]["nvidia.com/gpu"] == 2
+
+
+def test_text_output_is_a_timeline_and_failed_expectations_exit_1(tmp_path: Path) -> None:
+    runner = CliRunner()
+    ok = runner.invoke(app, ["scenario", "run", "kueue-reclaim"])
+    assert ok.exit_code == 0
+    assert "preempt  c2-mid by c1-incoming (reclaim)" in ok.output
+    assert "expectations: as expected" in ok.output
+    text = SCENARIOS["kueue-reclaim"].read_text().replace("reason: reclaim", "reason: priority")
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(text)
+    bad = runner.invoke(app, ["scenario", "run", str(wrong)])
+    assert bad.exit_code == 1
+    assert "NOT as expected" in bad.output
+
+
+def test_invalid_scenario_names_the_field_and_reason(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        "cluster: {nodes: [{name: n, allocatable: {cpu: 4}}]}\n"
+        "policy: {teams: [{name: a, quota: [{resources: {cpu: lots}}]}]}\n"
+        "workloads: [{name: j, team: a, requests: {cpu: 1}}]\n"
+    )
+    result = CliRunner().invoke(app, ["scenario", "run", str(path)])
+    assert result.exit_code == 2
+    assert "teams[0](a).quota[0].resources" in result.output
+    assert "not a Kubernetes quantity: 'lots'" in result.output
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"cluster": {"nodes": []}, "workloads": []},
+            "give exactly one of policy, kueue, hyperpod",
+        ),
+        (
+            {
+                "cluster": {"nodes": [{"instance_type": "p9.huge"}]},
+                "policy": {"teams": []},
+            },
+            "unknown instance type 'p9.huge'",
+        ),
+        (
+            {
+                "cluster": {"nodes": [{"name": "n", "allocatable": {"cpu": 1}}]},
+                "policy": {"teams": [{"name": "a"}]},
+                "workloads": [
+                    {"name": "j", "team": "a", "priority": "vip", "requests": {"cpu": 1}}
+                ],
+            },
+            "workloads[0](j).priority: unknown priority class 'vip'",
+        ),
+    ],
+)
+def test_scenario_errors_are_clear(data: dict[str, object], message: str) -> None:
+    with pytest.raises(ScenarioError, match=None) as info:
+        load_scenario_data(data, Path("."))
+    assert message in str(info.value)
