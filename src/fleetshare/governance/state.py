@@ -17,7 +17,6 @@ from fleetshare.model.workload import Workload
 from fleetshare.placement.fit import NodeFit, PlacementPlan
 from fleetshare.policy.schema import ClusterPolicy
 
-
 ZERO_WEIGHT = 1e-6
 """Fair-share weight used in place of 0, so zero-weight teams still compare with each other."""
 
