@@ -366,3 +366,32 @@ def test_same_input_gives_the_same_decisions() -> None:
     first = run_case(policy, CPU_NODE, jobs)
     second = run_case(policy, CPU_NODE, list(reversed(jobs)))
     assert first["workloads"] == second["workloads"]
+
+
+def test_policy_change_is_applied_at_once() -> None:
+    policy = {
+        "cluster": {"idle_resource_sharing": False},
+        "teams": [{"name": "a", "quota": [{"resources": {"cpu": 4}}]}],
+    }
+    bigger = {
+        "cluster": {"idle_resource_sharing": False},
+        "teams": [{"name": "a", "quota": [{"resources": {"cpu": 8}}]}],
+    }
+    result = run_case(
+        policy,
+        CPU_NODE,
+        [cpu_job("j", "a", 6)],
+        policy_changes=[{"at": 50, "policy": bigger}],
+    )
+    assert result["workloads"]["j"]["admitted_at"] == 50
+    assert [e["event"] for e in result["events"]].count("policy") == 1
+
+
+def test_count_quota_needs_a_known_instance_type() -> None:
+    import pytest
+
+    from fleetshare.scenario.loader import ScenarioError
+
+    policy = {"teams": [{"name": "a", "quota": [{"instance_type": "zz.large", "count": 1}]}]}
+    with pytest.raises(ScenarioError, match=r"teams\[0\]\(a\)\.quota\[0\]: unknown instance type"):
+        run_case(policy, CPU_NODE, [])

@@ -140,3 +140,29 @@ def test_scenario_errors_are_clear(data: dict[str, object], message: str) -> Non
     with pytest.raises(ScenarioError, match=None) as info:
         load_scenario_data(data, Path("."))
     assert message in str(info.value)
+
+
+def test_policy_import_then_validate_round_trip(tmp_path: Path) -> None:
+    runner = CliRunner()
+    fixture = Path(__file__).parent / "fixtures" / "hyperpod_walkthrough.json"
+    imported = runner.invoke(app, ["policy", "import", "hyperpod", str(fixture)])
+    assert imported.exit_code == 0, imported.output
+    path = tmp_path / "policy.yaml"
+    path.write_text(imported.stdout)
+    checked = runner.invoke(app, ["policy", "validate", str(path)])
+    assert checked.exit_code == 0, checked.output
+    assert "team team-a: cpu=63.7 on ml.g5.8xlarge" in checked.output
+    assert "nvidia.com/gpu=2 on ml.g5.8xlarge" in checked.output
+
+
+def test_policy_validate_rejects_with_field_and_reason(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(
+        "cluster: {priority_classes: [{name: x, weight: 101}]}\n"
+        "teams: [{name: a, sharing: Borrow, quota: [{count: 1, vcpu: 2}]}]\n"
+    )
+    result = CliRunner().invoke(app, ["policy", "validate", str(path)])
+    assert result.exit_code == 2
+    assert "cluster.priority_classes[0](x).weight" in result.output
+    assert "teams[0](a).sharing" in result.output
+    assert "count gives whole instances" in result.output

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from importlib.resources import files
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal, NoReturn
 
 import typer
+import yaml
 from rich.console import Console
 
+from fleetshare.governance.quota import compile_policy
+from fleetshare.model.catalog import load_catalog
+from fleetshare.model.quantity import format_quantity
+from fleetshare.policy.schema import PolicyError, load_policy
 from fleetshare.scenario.expect import mismatches
 from fleetshare.scenario.loader import ScenarioError, load_scenario
 from fleetshare.scenario.report import print_text, to_json
@@ -23,6 +29,71 @@ scenario_app = typer.Typer(
     help="Run governance scenarios on a virtual clock.", no_args_is_help=True
 )
 app.add_typer(scenario_app, name="scenario")
+policy_app = typer.Typer(help="Validate and import governance policies.", no_args_is_help=True)
+app.add_typer(policy_app, name="policy")
+
+
+class Source(StrEnum):
+    """Policy formats fleetshare imports."""
+
+    KUEUE = "kueue"
+    HYPERPOD = "hyperpod"
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    Console(stderr=True).print(f"[red]error:[/] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+@policy_app.command("validate")
+def validate_policy(
+    path: Annotated[Path, typer.Argument(help="policy file (YAML or JSON)")],
+) -> None:
+    """Check a fleetshare policy; print what it resolves to, or each bad field and why."""
+    try:
+        policy = load_policy(yaml.safe_load(path.read_text()), str(path))
+        model = compile_policy(policy, load_catalog())
+    except (PolicyError, yaml.YAMLError, OSError) as exc:
+        _fail(str(exc))
+    console = Console()
+    console.print(f"[green]valid:[/] {len(policy.teams)} teams, {len(policy.groups)} groups")
+    for name, node in model.nodes.items():
+        quota = ", ".join(
+            f"{res}={format_quantity(v, res)} on {flavor}"
+            for (flavor, res), v in sorted(node.quota.items())
+        )
+        console.print(f"  {'team' if node.is_team else 'group'} {name}: {quota or 'no quota'}")
+
+
+@policy_app.command("import")
+def import_policy(
+    source: Annotated[Source, typer.Argument(help="format of FILE")],
+    path: Annotated[Path, typer.Argument(help="Kueue YAML or HyperPod JSON file")],
+    borrow_limit_reading: Annotated[
+        str, typer.Option(help="HyperPod BorrowLimit as percent of 'quota' or of 'idle'")
+    ] = "quota",
+) -> None:
+    """Convert a Kueue or HyperPod policy to fleetshare's format (YAML on stdout)."""
+    from fleetshare.policy.hyperpod import import_hyperpod
+    from fleetshare.policy.kueue import import_kueue
+
+    if borrow_limit_reading not in ("quota", "idle"):
+        _fail("--borrow-limit-reading must be quota or idle")
+    try:
+        text = path.read_text()
+        if source == Source.KUEUE:
+            policy = import_kueue(text)
+        else:
+            reading: Literal["quota", "idle"] = (
+                "idle" if borrow_limit_reading == "idle" else "quota"
+            )
+            policy = import_hyperpod(text, borrow_limit_reading=reading)
+    except (PolicyError, OSError) as exc:
+        _fail(str(exc))
+    data = policy.model_dump(mode="json", exclude_defaults=True)
+    print(yaml.safe_dump(data, sort_keys=False), end="")
+    for note in policy.notes:
+        Console(stderr=True).print(f"[yellow]note:[/] {note}", highlight=False)
 
 
 def bundled_scenarios() -> list[Path]:
@@ -69,8 +140,7 @@ def run(
         try:
             result = run_scenario(load_scenario(path))
         except ScenarioError as exc:
-            Console(stderr=True).print(f"[red]error:[/] {exc}", highlight=False)
-            raise typer.Exit(2) from None
+            _fail(str(exc))
         data = to_json(result)
         problems = mismatches(result.scenario.expect, data) if check else []
         failed |= bool(problems)

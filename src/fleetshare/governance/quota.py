@@ -106,19 +106,17 @@ def _same_instance_type(a: str, b: str) -> bool:
     return a.removeprefix("ml.") == b.removeprefix("ml.")
 
 
-def _instance_for(flavor: str, catalog: Catalog | None, nodes: Sequence[Node]) -> InstanceType:
-    if catalog is not None and flavor in catalog:
-        return catalog.get(flavor)
-    raise KeyError(f"flavor {flavor!r} is not a known instance type")
+def _instance_for(flavor: str, catalog: Catalog | None) -> InstanceType:
+    if catalog is None:
+        raise KeyError(f"flavor {flavor!r}: count and accelerators quotas need the catalog")
+    return catalog.get(flavor)
 
 
-def resolve_entry(
-    entry: QuotaEntry, catalog: Catalog | None, nodes: Sequence[Node] = ()
-) -> dict[str, int]:
+def resolve_entry(entry: QuotaEntry, catalog: Catalog | None) -> dict[str, int]:
     """The resources (milli-units, zeros kept) that one quota entry guarantees."""
     out: dict[str, int] = {name: parse_quantity(v) for name, v in entry.resources.items()}
     needs_instance = entry.count is not None or entry.accelerators is not None
-    instance = _instance_for(entry.flavor, catalog, nodes) if needs_instance else None
+    instance = _instance_for(entry.flavor, catalog) if needs_instance else None
     if entry.count is not None and instance is not None:
         for name, amount in instance.allocatable.items():
             if name != "pods":
@@ -158,7 +156,7 @@ def _quotas(
         try:
             resolved = resolve_entry(entry, catalog)
         except (KeyError, ValueError) as exc:
-            problems.append((f"{path}.quota[{i}]", str(exc).strip("'\"")))
+            problems.append((f"{path}.quota[{i}]", str(exc).strip('"')))
             continue
         for resource, amount in resolved.items():
             key = (entry.flavor, resource)

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from fleetshare.governance.quota import compile_policy
 from fleetshare.model.catalog import Catalog, load_catalog, mig_profiles, normalize_mig_profile
 from fleetshare.model.node import Node, Taint, Toleration
 from fleetshare.model.quantity import MILLI
@@ -32,6 +33,7 @@ class Scenario:
     events: list[NodeEvent]
     policy: Policy
     workloads: list[Workload]
+    policy_changes: list[tuple[float, Policy]]
     until: float | None
     expect: dict[str, Any]
     catalog: Catalog
@@ -165,6 +167,7 @@ def load_scenario_data(data: Any, base: Path, source: str = "scenario") -> Scena
     catalog = load_catalog()
     try:
         policy = build_policy(spec, base)
+        compile_policy(policy, catalog)
     except PolicyError as exc:
         raise ScenarioError(f"{source}: {exc}") from None
     nodes: list[Node] = []
@@ -178,6 +181,14 @@ def load_scenario_data(data: Any, base: Path, source: str = "scenario") -> Scena
     if dupes:
         raise ScenarioError(f"{source}: cluster.nodes: duplicate node names {dupes}")
     workloads = build_workloads(spec, policy)
+    changes = []
+    for i, change in enumerate(spec.policy_changes):
+        try:
+            changed = load_policy(change.policy, f"policy_changes[{i}].policy")
+            compile_policy(changed, catalog)
+            changes.append((change.at, changed))
+        except PolicyError as exc:
+            raise ScenarioError(f"{source}: {exc}") from None
     return Scenario(
         name=spec.name,
         description=spec.description,
@@ -185,6 +196,7 @@ def load_scenario_data(data: Any, base: Path, source: str = "scenario") -> Scena
         events=sorted(spec.cluster.events, key=lambda e: e.at),
         policy=policy,
         workloads=workloads,
+        policy_changes=sorted(changes, key=lambda c: c[0]),
         until=spec.until,
         expect=spec.expect,
         catalog=catalog,

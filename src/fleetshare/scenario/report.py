@@ -92,6 +92,8 @@ def _event_line(event: dict[str, Any]) -> str:
         return f"[yellow]pending[/]  {wl} #{event['position']} in queue: {event['reason']}"
     if kind == "finish":
         return f"[blue]finish[/]   {wl}"
+    if kind == "policy":
+        return f"[magenta]policy[/]   new policy applied (teams: {', '.join(event['teams'])})"
     return f"[magenta]node[/]     {event['node']} {event['action']}"
 
 

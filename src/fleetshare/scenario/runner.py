@@ -17,6 +17,7 @@ from fleetshare.governance.snapshot import CycleResult, Running, Snapshot
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import to_number
 from fleetshare.model.workload import Workload
+from fleetshare.policy.schema import Policy
 from fleetshare.scenario.loader import Scenario, build_nodes
 from fleetshare.scenario.schema import NodeEvent
 
@@ -77,6 +78,8 @@ class Runner:
             self._push(wl.submit_time, _SUBMIT, wl)
         for event in scenario.events:
             self._push(event.at, _NODE, event)
+        for at, policy in scenario.policy_changes:
+            self._push(at, _NODE, policy)
 
     def _push(self, at: float, kind: int, payload: Any) -> None:
         self._seq += 1
@@ -126,6 +129,9 @@ class Runner:
                 record = self.records[name]
                 record.state, record.finished_at = "finished", now
                 self._log(now, "finish", workload=name)
+        elif isinstance(payload, Policy):
+            self.engine = Engine(payload, self.scenario.catalog)
+            self._log(now, "policy", teams=[t.name for t in payload.teams])
         else:
             self._node_event(now, payload)
 

@@ -108,6 +108,13 @@ class WorkloadSpec(_Strict):
         return self
 
 
+class PolicyChange(_Strict):
+    """At ``at``, replace the policy (fleetshare's format): quotas, limits, settings."""
+
+    at: float = Field(ge=0)
+    policy: dict[str, Any]
+
+
 class ScenarioSpec(_Strict):
     """A whole scenario file."""
 
@@ -119,6 +126,7 @@ class ScenarioSpec(_Strict):
     hyperpod: str | dict[str, Any] | list[Any] | None = None
     hyperpod_borrow_limit: Literal["quota", "idle"] = "quota"
     policy_overrides: dict[str, Any] = Field(default_factory=dict)
+    policy_changes: list[PolicyChange] = Field(default_factory=list)
     workloads: list[WorkloadSpec] = Field(default_factory=list)
     until: float | None = Field(default=None, ge=0)
     expect: dict[str, Any] = Field(default_factory=dict)
