@@ -80,7 +80,7 @@ class _Cycle:
         self.state = CycleState(model, policy.cluster, snapshot)
         self.result = CycleResult(warnings=list(self.state.warnings))
         self.reservations: list[_Reservation] = []
-        self.failed_preemption: dict[tuple[object, ...], list[dict[FR, int]]] = {}
+        self.failed_preemption: dict[tuple[object, ...], list[tuple[int, ...]]] = {}
         queues: dict[str, list[Workload]] = {}
         for wl in snapshot.pending:
             queues.setdefault(wl.team, []).append(wl)
@@ -254,9 +254,13 @@ class _Cycle:
         return f"fair share: {by.team} borrows less than {v.team} (weighted dominant share)"
 
     def _try_preemption(self, wl: Workload, option: _Option) -> bool:
-        cache_key = (wl.team, wl.priority, option.flavors)
+        # Within a cycle, if preemption could not make room for k pods of a shape, it cannot
+        # for more pods of that shape either (until some preemption changes the state).
+        shape = tuple(tuple(sorted(ps.requests.items())) for ps in wl.podsets)
+        cache_key = (wl.team, wl.priority, option.flavors, shape)
+        counts = tuple(ps.count for ps in wl.podsets)
         for failed in self.failed_preemption.get(cache_key, ()):
-            if all(option.usage.get(fr, 0) >= v for fr, v in failed.items()):
+            if all(c >= f for c, f in zip(counts, failed, strict=True)):
                 return False
         state = self.state
         plans: list[PlacementPlan] = []
@@ -272,7 +276,7 @@ class _Cycle:
 
         victims = find_victims(state, wl, option.usage, fits)
         if victims is None:
-            self.failed_preemption.setdefault(cache_key, []).append(option.usage)
+            self.failed_preemption.setdefault(cache_key, []).append(counts)
             return False
         plan = state.fit.place(option.flavors, wl.podsets)
         assert not isinstance(plan, NoFit), "victims were chosen so that the workload fits"
