@@ -52,7 +52,7 @@ class _Option:
 @dataclass(slots=True)
 class _Reservation:
     workload: Workload
-    frs: frozenset[FR]
+    usage: dict[FR, int]
 
 
 class Engine:
@@ -295,14 +295,13 @@ class _Cycle:
             other = res.workload
             if wl.priority > other.priority:
                 continue
-            if (other.team == wl.team or not within) and frs & res.frs:
+            shared = sorted(frs & res.usage.keys())
+            if (other.team == wl.team or not within) and shared:
                 waited = self.snapshot.now - other.submit_time
+                needs = ", ".join(amount(fr, res.usage[fr]) for fr in shared)
                 return (
-                    f"held back for {other.name}, pending {waited:.0f}s, which needs "
-                    + ", ".join(
-                        amount(fr, v) for fr, v in sorted(option.usage.items()) if fr in res.frs
-                    )
-                    + " first (starvation guard)"
+                    f"held back for {other.name} (pending {waited:.0f}s), which needs "
+                    f"{needs} on {shared[0][0]} first (starvation guard)"
                 )
         return None
 
@@ -312,8 +311,8 @@ class _Cycle:
             return
         if not self._could_ever_fit(wl, option):
             return
-        frs = frozenset(fr for fr, v in option.usage.items() if v > 0)
-        self.reservations.append(_Reservation(wl, frs))
+        usage = {fr: v for fr, v in option.usage.items() if v > 0}
+        self.reservations.append(_Reservation(wl, usage))
 
     def _could_ever_fit(self, wl: Workload, option: _Option) -> bool:
         """Would the workload fit in an empty cluster, within its team's limits?"""

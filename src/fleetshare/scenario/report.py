@@ -108,8 +108,8 @@ def print_text(result: RunResult, console: Console) -> None:
     for event in result.events:
         console.print(f"t={event['at']:>7}  " + _event_line(event), highlight=False)
     table = Table(title="workloads", title_justify="left")
-    for column in ("workload", "team", "state", "admitted", "finished", "preempted", "why pending"):
-        table.add_column(column)
+    for column in ("workload", "team", "state", "admitted", "finished", "preemptions"):
+        table.add_column(column, no_wrap=True)
     for name, rec in result.records.items():
         table.add_row(
             name,
@@ -117,10 +117,14 @@ def print_text(result: RunResult, console: Console) -> None:
             rec.state,
             "" if rec.admitted_at is None else f"{rec.admitted_at:g}",
             "" if rec.finished_at is None else f"{rec.finished_at:g}",
-            str(len(rec.preemptions) or ""),
-            rec.pending_reason or "",
+            ", ".join(f"{p['reason']} by {p['by']}" for p in rec.preemptions),
         )
     console.print(table)
+    waiting = [(name, rec) for name, rec in result.records.items() if rec.pending_reason]
+    if waiting:
+        console.print("[bold]why pending[/]")
+        for name, rec in waiting:
+            console.print(f"  {name} (#{rec.queue_position} in queue): {rec.pending_reason}")
     teams = Table(title="teams at the end", title_justify="left")
     for column in ("team", "quota", "used", "borrowed"):
         teams.add_column(column)
