@@ -16,10 +16,10 @@ back until it fits. Work within another team's own quota is never held back.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from fleetshare.governance.preemption import Victim, find_victims
+from fleetshare.governance.preemption_cache import FailedPreemptions
 from fleetshare.governance.quota import FR, QuotaModel, compile_policy
 from fleetshare.governance.snapshot import (
     Admission,
@@ -80,7 +80,8 @@ class _Cycle:
         self.state = CycleState(model, policy.cluster, snapshot)
         self.result = CycleResult(warnings=list(self.state.warnings))
         self.reservations: list[_Reservation] = []
-        self.failed_preemption: dict[tuple[object, ...], list[tuple[int, ...]]] = {}
+        self.failed_preemption = FailedPreemptions()
+        self._flavor_cache: dict[str, tuple[str, ...]] = {}
         queues: dict[str, list[Workload]] = {}
         for wl in snapshot.pending:
             queues.setdefault(wl.team, []).append(wl)
@@ -133,16 +134,15 @@ class _Cycle:
     def _key(self, wl: Workload) -> tuple[object, ...]:
         if wl.team not in self.model.teams:
             return (0, 0.0, -wl.priority, wl.submit_time, wl.name)
-        option = next(self._options(wl), None)
+        flavors = self._flavors(wl)
         borrows = 0
         share = 0.0
-        if option is not None and not self.state.within_nominal(wl.team, option.usage):
-            borrows = 1
-            if self.policy.cluster.fair_share:
-                tree = self.state.tree
-                tree.add(wl.team, option.usage)
-                share = self.state.dominant_share(wl.team)
-                tree.add(wl.team, option.usage, -1)
+        if flavors:
+            usage = self._usage(wl, flavors[0])
+            if not self.state.within_nominal(wl.team, usage):
+                borrows = 1
+                if self.policy.cluster.fair_share:
+                    share = self.state.dominant_share(wl.team, usage)
         return (borrows, share, -wl.priority, wl.submit_time, wl.name)
 
     def _positions(self) -> None:
@@ -167,22 +167,25 @@ class _Cycle:
         if not rules.enabled:
             self._pend(wl, f"team {wl.team}'s quota is disabled")
             return
-        options = list(self._options(wl))
-        if not options:
+        flavors = self._flavors(wl)
+        if not flavors:
             self._pend(wl, self._no_flavor(wl))
             return
-        held = self._held_by(wl, options[0])
+        first = self._option(wl, flavors[0])
+        held = self._held_by(wl, first)
         if held is not None:
             self._pend(wl, held)
             return
         problems: list[str] = []
-        for mode in (_NOMINAL, _BORROW):
-            for option in (o for o in options if o.mode == mode):
-                plan = self.state.fit.place(option.flavors, wl.podsets)
-                if not isinstance(plan, NoFit):
-                    self._admit(wl, option, plan)
-                    return
-                problems.append(plan.message)
+        options: list[_Option] = []
+        for flavor in flavors:  # the first flavor that fits within quota wins at once
+            option = first if flavor == flavors[0] else self._option(wl, flavor)
+            options.append(option)
+            if option.mode == _NOMINAL and self._try_place(wl, option, problems):
+                return
+        for option in options:
+            if option.mode == _BORROW and self._try_place(wl, option, problems):
+                return
         for option in options:
             if option.problem:
                 problems.append(option.problem)
@@ -190,28 +193,43 @@ class _Cycle:
                 return
         reason = "; ".join(dict.fromkeys(problems)) or "does not fit"
         self._pend(wl, reason)
-        self._maybe_reserve(wl, options[0])
+        self._maybe_reserve(wl, first)
 
-    def _options(self, wl: Workload) -> Iterator[_Option]:
-        """Flavor choices, the team's own flavors first; all pod sets on one flavor each."""
-        rules = self.model.teams[wl.team]
-        order = list(rules.flavor_order)
-        order += sorted(self.state.flavors_with_nodes - set(order))
-        for flavor in order:
-            if flavor not in self.state.flavors_with_nodes:
-                continue
-            if any(len(self.state.fit.eligible(flavor, ps)) == 0 for ps in wl.podsets):
-                continue
-            flavors = (flavor,) * len(wl.podsets)
-            usage = usage_of(wl, flavors)
-            problem = self.state.quota_problem(wl.team, usage)
-            if problem is not None:
-                mode = _SHORT
-            elif self.state.within_nominal(wl.team, usage):
-                mode = _NOMINAL
-            else:
-                mode = _BORROW
-            yield _Option(flavors, usage, mode, problem)
+    def _try_place(self, wl: Workload, option: _Option, problems: list[str]) -> bool:
+        plan = self.state.fit.place(option.flavors, wl.podsets)
+        if isinstance(plan, NoFit):
+            problems.append(plan.message)
+            return False
+        self._admit(wl, option, plan)
+        return True
+
+    def _flavors(self, wl: Workload) -> tuple[str, ...]:
+        """Flavors that can hold every pod set, the team's own flavors first (cached)."""
+        found = self._flavor_cache.get(wl.name)
+        if found is None:
+            rules = self.model.teams[wl.team]
+            with_nodes = self.state.flavors_with_nodes
+            order = [f for f in rules.flavor_order if f in with_nodes]
+            order += sorted(with_nodes - set(order))
+            fit = self.state.fit
+            found = tuple(f for f in order if all(len(fit.eligible(f, ps)) for ps in wl.podsets))
+            self._flavor_cache[wl.name] = found
+        return found
+
+    def _usage(self, wl: Workload, flavor: str) -> dict[FR, int]:
+        return usage_of(wl, (flavor,) * len(wl.podsets))
+
+    def _option(self, wl: Workload, flavor: str) -> _Option:
+        """One flavor for all pod sets, with its quota standing."""
+        usage = self._usage(wl, flavor)
+        problem = self.state.quota_problem(wl.team, usage)
+        if problem is not None:
+            mode = _SHORT
+        elif self.state.within_nominal(wl.team, usage):
+            mode = _NOMINAL
+        else:
+            mode = _BORROW
+        return _Option((flavor,) * len(wl.podsets), usage, mode, problem)
 
     def _no_flavor(self, wl: Workload) -> str:
         selectors = {k: v for ps in wl.podsets for k, v in ps.node_selector.items()}
@@ -238,6 +256,8 @@ class _Cycle:
             extra = tree.borrowed(wl.team, fr) - before[fr]
             if extra > 0:
                 borrowed[fr[1]] = borrowed.get(fr[1], 0) + extra
+                if before[fr] == 0:  # the team's running work just became reclaimable
+                    self.failed_preemption.forget({fr[0]})
         for victim in victims:
             self.result.preemptions.append(
                 Preemption(victim.entry.workload, wl.name, victim.reason, self._why(victim, wl))
@@ -254,33 +274,24 @@ class _Cycle:
         return f"fair share: {by.team} borrows less than {v.team} (weighted dominant share)"
 
     def _try_preemption(self, wl: Workload, option: _Option) -> bool:
-        # Within a cycle, if preemption could not make room for k pods of a shape, it cannot
-        # for more pods of that shape either (until some preemption changes the state).
-        shape = tuple(tuple(sorted(ps.requests.items())) for ps in wl.podsets)
-        cache_key = (wl.team, wl.priority, option.flavors, shape)
-        counts = tuple(ps.count for ps in wl.podsets)
-        for failed in self.failed_preemption.get(cache_key, ()):
-            if all(c >= f for c, f in zip(counts, failed, strict=True)):
-                return False
+        if self.failed_preemption.known_to_fail(wl, option.flavors):
+            return False
         state = self.state
-        plans: list[PlacementPlan] = []
 
         def fits() -> bool:
             if state.quota_problem(wl.team, option.usage) is not None:
                 return False
-            plan = state.fit.place(option.flavors, wl.podsets)
-            if isinstance(plan, NoFit):
-                return False
-            plans.append(plan)
-            return True
+            return not isinstance(state.fit.place(option.flavors, wl.podsets, explain=False), NoFit)
 
         victims = find_victims(state, wl, option.usage, fits)
         if victims is None:
-            self.failed_preemption.setdefault(cache_key, []).append(counts)
+            self.failed_preemption.record(wl, option.flavors)
             return False
         plan = state.fit.place(option.flavors, wl.podsets)
         assert not isinstance(plan, NoFit), "victims were chosen so that the workload fits"
-        self.failed_preemption.clear()
+        self.failed_preemption.forget(
+            set(option.flavors).union(*(v.entry.flavors for v in victims))
+        )
         self._admit(wl, option, plan, victims)
         return True
 

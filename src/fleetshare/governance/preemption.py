@@ -18,7 +18,7 @@ in the same cycle.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from fleetshare.governance.quota import FR
@@ -51,9 +51,9 @@ def _own_candidates(state: CycleState, wl: Workload, contested: set[FR]) -> list
         return []
     minimum = state.cluster.preemption.min_runtime_seconds
     out = []
-    for entry in state.admitted.values():
+    for entry in state.entries(wl.team, {fr[0] for fr in contested}):
         other = entry.workload
-        if entry.removed or other.team != wl.team or not contested & entry.usage.keys():
+        if entry.removed or not contested & entry.usage.keys():
             continue
         lower = other.priority < wl.priority
         newer_equal = (
@@ -66,28 +66,32 @@ def _own_candidates(state: CycleState, wl: Workload, contested: set[FR]) -> list
     return _order(out)
 
 
-def _borrowing(state: CycleState, team: str, frs: set[FR]) -> bool:
+def _borrowing(state: CycleState, team: str, frs: Iterable[FR]) -> bool:
     return any(state.tree.borrowed(team, fr) > 0 for fr in frs)
 
 
 def _other_candidates(
     state: CycleState, wl: Workload, contested: set[FR], minimum: float
 ) -> list[Admitted]:
+    """Admitted work of other teams that borrow what ``wl`` needs."""
     rule = state.model.teams[wl.team].reclaim
     if rule == ReclaimPolicy.NEVER:
         return []
     out = []
-    for entry in state.admitted.values():
-        other = entry.workload
-        if entry.removed or other.team == wl.team or other.team not in state.model.teams:
+    flavors = {fr[0] for fr in contested}
+    for team in state.by_team:
+        if team == wl.team or team not in state.model.teams:
             continue
-        shared = contested & entry.usage.keys()
-        if not shared or not _borrowing(state, other.team, shared):
+        if not _borrowing(state, team, contested):
             continue
-        if rule == ReclaimPolicy.LOWER_PRIORITY and other.priority >= wl.priority:
-            continue
-        if _old_enough(entry, state.now, minimum):
-            out.append(entry)
+        for entry in state.entries(team, flavors):
+            other = entry.workload
+            if entry.removed or not contested & entry.usage.keys():
+                continue
+            if rule == ReclaimPolicy.LOWER_PRIORITY and other.priority >= wl.priority:
+                continue
+            if _old_enough(entry, state.now, minimum):
+                out.append(entry)
     return _order(out)
 
 
@@ -98,9 +102,22 @@ def find_victims(
     state: CycleState, wl: Workload, usage: dict[FR, int], fits: Fits
 ) -> list[Victim] | None:
     """Victims that let ``wl`` (requesting ``usage``) fit, or None; state is left unchanged."""
-    contested = {fr for fr, v in usage.items() if v > 0}
+    contested = _short(state, wl.team, usage)
     reclaiming = state.within_nominal(wl.team, usage)
     settings = state.cluster.preemption
+    cross_team = reclaiming or state.cluster.fair_share
+    if _hopeless(state, wl, usage, contested, cross_team):
+        return None
+    own = _own_candidates(state, wl, contested)
+    others: list[Admitted] = []
+    if reclaiming:
+        others = _other_candidates(state, wl, contested, settings.reclaim_grace_seconds)
+    elif state.cluster.fair_share:
+        others = _other_candidates(state, wl, contested, settings.min_runtime_seconds)
+    if not own and not others:
+        return None
+    if not _could_fit_without(state, wl.team, usage, [*own, *others]):
+        return None
     chosen: list[Victim] = []
 
     def take(entry: Admitted, reason: PreemptionReason) -> None:
@@ -108,16 +125,15 @@ def find_victims(
         chosen.append(Victim(entry, reason))
 
     if reclaiming:
-        for entry in _other_candidates(state, wl, contested, settings.reclaim_grace_seconds):
+        for entry in others:
             if fits():
                 break
             if _borrowing(state, entry.workload.team, contested & entry.usage.keys()):
                 take(entry, "reclaim")
-    elif state.cluster.fair_share:
-        others = _other_candidates(state, wl, contested, settings.min_runtime_seconds)
+    elif others:
         _fair_share(state, wl, usage, contested, others, fits, take)
     if not fits():
-        for entry in _own_candidates(state, wl, contested):
+        for entry in own:
             take(entry, "priority")
             if fits():
                 break
@@ -126,6 +142,78 @@ def find_victims(
             state.restore(victim.entry)
         return None
     return _minimise(state, chosen, fits)
+
+
+def _short(state: CycleState, team: str, usage: dict[FR, int]) -> set[FR]:
+    """The (flavor, resource) pairs the request is short of; only victims using them help.
+
+    When nothing is short in total (the nodes are fragmented), every requested pair counts.
+    """
+    tree = state.tree
+    short = set()
+    for fr, value in usage.items():
+        if value <= 0:
+            continue
+        room = state.fit.flavor_free(fr)
+        if fr in state.model.governed:
+            room = min(room, tree.available(team, fr))
+        if room < value:
+            short.add(fr)
+    return short or {fr for fr, v in usage.items() if v > 0}
+
+
+def _hopeless(
+    state: CycleState, wl: Workload, usage: dict[FR, int], contested: set[FR], cross_team: bool
+) -> bool:
+    """Team-level bound, before looking at workloads: evicting everything that could be
+    evicted (the team's own work, and all work of teams borrowing what it needs) frees too
+    little."""
+    tree = state.tree
+    rules = state.model.teams[wl.team]
+    own_ok = rules.preempt_team_tasks != PreemptTeamTasks.NEVER
+    others_ok = cross_team and rules.reclaim != ReclaimPolicy.NEVER
+    lenders = [
+        team
+        for team in state.by_team
+        if others_ok
+        and team != wl.team
+        and team in state.model.teams
+        and _borrowing(state, team, contested)
+    ]
+    for fr in contested:
+        own_gain = tree.usage(wl.team, fr) if own_ok else 0
+        others_gain = sum(tree.usage(team, fr) for team in lenders)
+        room = state.fit.flavor_free(fr) + own_gain + others_gain
+        if fr in state.model.governed:
+            quota_room = min(tree.available(wl.team, fr) + others_gain, state.ceiling(wl.team, fr))
+            room = min(room, int(quota_room) + own_gain)
+        if room < usage[fr]:
+            return True
+    return False
+
+
+def _could_fit_without(
+    state: CycleState, team: str, usage: dict[FR, int], candidates: list[Admitted]
+) -> bool:
+    """A necessary condition: would the request fit if every candidate were evicted?
+
+    Evicting a workload frees at most its own usage, so if even the sum of all candidates'
+    usage cannot cover the shortfall, no search can succeed.
+    """
+    freed: dict[FR, int] = {}
+    for entry in candidates:
+        for fr, value in entry.usage.items():
+            freed[fr] = freed.get(fr, 0) + value
+    tree = state.tree
+    for fr, value in usage.items():
+        if value <= 0:
+            continue
+        room = state.fit.flavor_free(fr) + freed.get(fr, 0)
+        if fr in state.model.governed:
+            room = min(room, tree.available(team, fr) + freed.get(fr, 0))
+        if room < value:
+            return False
+    return True
 
 
 def _minimise(state: CycleState, chosen: list[Victim], fits: Fits) -> list[Victim]:
@@ -149,34 +237,90 @@ def _fair_share(
     fits: Fits,
     take: Callable[[Admitted, PreemptionReason], None],
 ) -> None:
-    """Preempt across teams by dominant resource share, with Kueue's two strategies."""
-    state.tree.add(wl.team, usage)
-    preemptor_after = state.dominant_share(wl.team)
-    state.tree.add(wl.team, usage, -1)
+    """Preempt across teams by dominant resource share, with Kueue's two strategies.
+
+    Victims are first chosen on paper (shares computed with the chosen victims' usage taken
+    off); they are evicted from the working state only once, together, they free enough to
+    possibly make room — most hopeless searches then cost no state changes at all.
+    """
+    preemptor_after = state.dominant_share(wl.team, usage)
+    teams = {entry.workload.team for entry in candidates}
+    if all(state.dominant_share(team) < preemptor_after for team in teams):
+        return  # no strategy lets anyone with a smaller share be preempted
+    tree = state.tree
+    removed: dict[str, dict[FR, int]] = {}
+    chosen: list[Admitted] = []
+
+    def minus(team: str, extra: dict[FR, int] | None = None) -> dict[FR, int]:
+        out = {fr: -v for fr, v in removed.get(team, {}).items()}
+        for fr, v in (extra or {}).items():
+            out[fr] = out.get(fr, 0) - v
+        return out
+
+    def share(team: str, extra: dict[FR, int] | None = None) -> float:
+        if team not in removed and extra is None:
+            return state.dominant_share(team)
+        return state.dominant_share(team, minus(team, extra))
+
+    current = {team: state.dominant_share(team) for team in teams}
+
+    def borrowing(team: str, frs: set[FR]) -> bool:
+        gone = removed.get(team, {})
+        return any(tree.usage(team, fr) - gone.get(fr, 0) > tree.quota(team, fr) for fr in frs)
+
+    def settled() -> bool:
+        freed: dict[FR, int] = {}
+        for gone in removed.values():
+            for fr, v in gone.items():
+                freed[fr] = freed.get(fr, 0) + v
+        if chosen and not _may_fit(state, wl.team, usage, contested, freed):
+            return False
+        for entry in chosen:
+            take(entry, "fair-share")
+        chosen.clear()
+        removed.clear()
+        return fits()
+
     remaining = list(candidates)
     for strategy in ("final-share", "initial-share"):
         by_team: dict[str, list[Admitted]] = {}
         for entry in remaining:
             by_team.setdefault(entry.workload.team, []).append(entry)
-        while by_team and not fits():
-            team = max(by_team, key=lambda t: (state.dominant_share(t), t))
+        while by_team and not settled():
+            team = max(by_team, key=lambda t: (current[t], t))
             entry = by_team[team].pop(0)
             if not by_team[team]:
                 del by_team[team]
-            if not _borrowing(state, team, contested & entry.usage.keys()):
+            if not borrowing(team, contested & entry.usage.keys()):
                 continue
-            before = state.dominant_share(team)
-            state.remove(entry)
-            after = state.dominant_share(team)
+            before = current[team]
+            after = share(team, entry.usage)
             allowed = (
                 preemptor_after <= after if strategy == "final-share" else preemptor_after < before
             )
             if allowed:
-                state.restore(entry)
-                take(entry, "fair-share")
+                gone = removed.setdefault(team, {})
+                for fr, v in entry.usage.items():
+                    gone[fr] = gone.get(fr, 0) + v
+                chosen.append(entry)
                 remaining.remove(entry)
+                current[team] = after
             else:
-                state.restore(entry)
                 by_team.pop(team, None)
-        if fits():
+        if settled():
             return
+
+
+def _may_fit(
+    state: CycleState, team: str, usage: dict[FR, int], short: set[FR], freed: dict[FR, int]
+) -> bool:
+    """Could the request fit once other teams' ``freed`` usage is gone? (necessary only)"""
+    tree = state.tree
+    for fr in short:
+        room = state.fit.flavor_free(fr) + freed.get(fr, 0)
+        if fr in state.model.governed:
+            quota_room = min(tree.available(team, fr) + freed.get(fr, 0), state.ceiling(team, fr))
+            room = min(room, int(quota_room))
+        if room < usage[fr]:
+            return False
+    return True

@@ -6,7 +6,7 @@ preempts, and thrown away at the end: the engine never mutates its inputs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fleetshare.governance.quota import FR, QuotaModel
@@ -31,7 +31,7 @@ def usage_of(workload: Workload, flavors: Sequence[str]) -> dict[FR, int]:
     return out
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Admitted:
     """A workload holding resources during the cycle (running before, or admitted in it)."""
 
@@ -72,6 +72,9 @@ class CycleState:
         self.tree = QuotaTree(model, capacity, cluster.idle_resource_sharing)
         self.fit = NodeFit(snapshot.nodes, self.flavor_of)
         self.admitted: dict[str, Admitted] = {}
+        self.by_team: dict[str, list[Admitted]] = {}
+        self._by_team_flavor: dict[tuple[str, str], list[Admitted]] = {}
+        self._share: dict[str, float] = {}
         for running in snapshot.running:
             self._load(running)
         self.warnings = self._oversubscription()
@@ -87,9 +90,24 @@ class CycleState:
             running.admitted_at,
         )
         self.admitted[wl.name] = entry
+        self._index(entry)
         if wl.team in self.model.teams:
             self.tree.add(wl.team, entry.usage)
         self.fit.apply(wl.podsets, entry.plan, 1)
+
+    def _index(self, entry: Admitted) -> None:
+        team = entry.workload.team
+        self.by_team.setdefault(team, []).append(entry)
+        for flavor in dict.fromkeys(entry.flavors):
+            self._by_team_flavor.setdefault((team, flavor), []).append(entry)
+
+    def entries(self, team: str, flavors: Iterable[str]) -> list[Admitted]:
+        """A team's admitted workloads that use any of ``flavors`` (each once)."""
+        out: dict[int, Admitted] = {}
+        for flavor in flavors:
+            for entry in self._by_team_flavor.get((team, flavor), ()):
+                out[id(entry)] = entry
+        return list(out.values())
 
     def _oversubscription(self) -> list[str]:
         out = []
@@ -109,12 +127,15 @@ class CycleState:
     def admit(self, entry: Admitted) -> None:
         """Take a workload's quota and node resources."""
         self.admitted[entry.workload.name] = entry
+        self._index(entry)
+        self._share.pop(entry.workload.team, None)
         self.tree.add(entry.workload.team, entry.usage)
         self.fit.apply(entry.workload.podsets, entry.plan, 1)
 
     def remove(self, entry: Admitted) -> None:
         """Give back a workload's quota and node resources (preemption)."""
         entry.removed = True
+        self._share.pop(entry.workload.team, None)
         if entry.workload.team in self.model.teams:
             self.tree.add(entry.workload.team, entry.usage, -1)
         self.fit.apply(entry.workload.podsets, entry.plan, -1)
@@ -122,6 +143,7 @@ class CycleState:
     def restore(self, entry: Admitted) -> None:
         """Undo :meth:`remove`."""
         entry.removed = False
+        self._share.pop(entry.workload.team, None)
         if entry.workload.team in self.model.teams:
             self.tree.add(entry.workload.team, entry.usage)
         self.fit.apply(entry.workload.podsets, entry.plan, 1)
@@ -163,6 +185,20 @@ class CycleState:
                     )
         return None
 
+    def ceiling(self, team: str, fr: FR) -> float:
+        """How much more the team may take under its own borrowing limits, whatever others do."""
+        tree = self.tree
+        node = self.model.nodes[team]
+        headroom = tree.quota(team, fr) - tree.usage(team, fr)
+        out = float("inf")
+        limit = node.borrowing_limit.get(fr)
+        if limit is not None:
+            out = headroom + limit.amount
+        percent = node.idle_percent.get(fr)
+        if percent is not None:
+            out = min(out, headroom + int(tree.idle_for(team, fr) * percent) // 100)
+        return max(out, float(headroom))
+
     def _explain_short(
         self, team: str, fr: FR, value: int, used: int, quota: int, available: int, borrow: int
     ) -> str:
@@ -192,19 +228,25 @@ class CycleState:
             f"{q(max(0, pool), res)} idle in the cluster)"
         )
 
-    def dominant_share(self, team: str) -> float:
-        """Weighted dominant resource share: max over resources of borrowed / lendable."""
-        weight = self.model.teams[team].weight
-        share = 0.0
-        for fr in self.model.nodes[team].quota.keys() | self._borrowed_frs(team):
-            borrowed = self.tree.borrowed(team, fr)
-            if borrowed <= 0:
-                continue
-            lendable = self.tree.lendable_pool(fr)
-            ratio = borrowed / max(lendable, 1)
-            share = max(share, ratio)
-        # A weight of 0 (HyperPod's default) ranks last, yet stays comparable between teams.
-        return share / max(weight, ZERO_WEIGHT)
+    def dominant_share(self, team: str, extra: Mapping[FR, int] | None = None) -> float:
+        """Weighted dominant resource share: max over resources of borrowed / lendable.
 
-    def _borrowed_frs(self, team: str) -> set[FR]:
-        return set(self.tree.used_frs(team))
+        With ``extra``, the share the team would have with that much more usage.
+        """
+        if extra is None and team in self._share:
+            return self._share[team]
+        tree = self.tree
+        frs = set(self.model.nodes[team].quota) | set(tree.used_frs(team))
+        if extra:
+            frs |= extra.keys()
+        share = 0.0
+        for fr in frs:
+            used = tree.usage(team, fr) + (extra.get(fr, 0) if extra else 0)
+            borrowed = used - tree.quota(team, fr)
+            if borrowed > 0:
+                share = max(share, borrowed / max(tree.lendable_pool(fr), 1))
+        # A weight of 0 (HyperPod's default) ranks last, yet stays comparable between teams.
+        share /= max(self.model.teams[team].weight, ZERO_WEIGHT)
+        if extra is None:
+            self._share[team] = share
+        return share

@@ -54,6 +54,15 @@ class NodeFit:
             by_flavor.setdefault(flavor, []).append(i)
         self._by_flavor = {f: np.array(ix, np.int64) for f, ix in by_flavor.items()}
         self._eligible: dict[tuple[object, ...], IntArray] = {}
+        self._flavor_free: dict[str | None, IntArray] = {
+            f: self.free[ix].sum(axis=0) for f, ix in self._by_flavor.items()
+        }
+
+    def flavor_free(self, fr: tuple[str, str]) -> int:
+        """Free amount of a resource summed over a flavor's schedulable nodes."""
+        col = self.resources.get(fr[1])
+        totals = self._flavor_free.get(fr[0])
+        return 0 if col is None or totals is None else int(totals[col])
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -92,8 +101,13 @@ class NodeFit:
         counts: IntArray = (block // amounts).min(axis=1)
         return counts
 
-    def place(self, flavors: Sequence[str], podsets: Sequence[PodSet]) -> PlacementPlan | NoFit:
-        """A placement of every pod set on its flavor's nodes, or why there is none."""
+    def place(
+        self, flavors: Sequence[str], podsets: Sequence[PodSet], explain: bool = True
+    ) -> PlacementPlan | NoFit:
+        """A placement of every pod set on its flavor's nodes, or why there is none.
+
+        ``explain=False`` skips composing the reason (for searches that only need yes/no).
+        """
         plan: PlacementPlan = []
         touched: dict[int, IntArray] = {}
         for flavor, podset in zip(flavors, podsets, strict=True):
@@ -116,7 +130,8 @@ class NodeFit:
             counts = self._per_node(rows, vec, free)
             chosen = _choose(rows, counts, podset.count)
             if chosen is None:
-                return NoFit(podset.name, self._why_not(flavor, podset, rows, vec, counts))
+                why = self._why_not(flavor, podset, rows, vec, counts) if explain else ""
+                return NoFit(podset.name, why)
             full = np.zeros(self.free.shape[1], np.int64)
             full[vec[0]] = vec[1]
             for i, n in chosen:
@@ -151,6 +166,7 @@ class NodeFit:
             cols, amounts = vec
             for i, n in pairs:
                 self.free[i, cols] -= sign * amounts * n
+                self._flavor_free[self.flavor[i]][cols] -= sign * amounts * n
 
     def plan_of(self, placement: Sequence[Sequence[tuple[str, int]]]) -> PlacementPlan:
         """Node names to indices, dropping nodes that are no longer schedulable."""
