@@ -82,6 +82,7 @@ class _Cycle:
         self.reservations: list[_Reservation] = []
         self.failed_preemption = FailedPreemptions()
         self._flavor_cache: dict[str, tuple[str, ...]] = {}
+        self._keys: dict[str, tuple[int, tuple[object, ...]]] = {}
         queues: dict[str, list[Workload]] = {}
         for wl in snapshot.pending:
             queues.setdefault(wl.team, []).append(wl)
@@ -132,6 +133,15 @@ class _Cycle:
         return min(times, default=None)
 
     def _key(self, wl: Workload) -> tuple[object, ...]:
+        version = self.state.version.get(wl.team, 0)
+        cached = self._keys.get(wl.name)
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        key = self._compute_key(wl)
+        self._keys[wl.name] = (version, key)
+        return key
+
+    def _compute_key(self, wl: Workload) -> tuple[object, ...]:
         if wl.team not in self.model.teams:
             return (0, 0.0, -wl.priority, wl.submit_time, wl.name)
         flavors = self._flavors(wl)

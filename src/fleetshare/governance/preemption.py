@@ -70,20 +70,30 @@ def _borrowing(state: CycleState, team: str, frs: Iterable[FR]) -> bool:
     return any(state.tree.borrowed(team, fr) > 0 for fr in frs)
 
 
-def _other_candidates(
-    state: CycleState, wl: Workload, contested: set[FR], minimum: float
-) -> list[Admitted]:
-    """Admitted work of other teams that borrow what ``wl`` needs."""
-    rule = state.model.teams[wl.team].reclaim
-    if rule == ReclaimPolicy.NEVER:
+def _lenders(
+    state: CycleState, wl: Workload, contested: set[FR], min_share: float | None
+) -> list[str]:
+    """Other teams borrowing what ``wl`` needs (with fair share: at least ``min_share``)."""
+    if state.model.teams[wl.team].reclaim == ReclaimPolicy.NEVER:
         return []
+    return [
+        team
+        for team in state.by_team
+        if team != wl.team
+        and team in state.model.teams
+        and _borrowing(state, team, contested)
+        and (min_share is None or state.dominant_share(team) >= min_share)
+    ]
+
+
+def _other_candidates(
+    state: CycleState, wl: Workload, contested: set[FR], teams: list[str], minimum: float
+) -> list[Admitted]:
+    """Admitted work of the lending ``teams`` that uses what ``wl`` needs."""
+    rule = state.model.teams[wl.team].reclaim
     out = []
     flavors = {fr[0] for fr in contested}
-    for team in state.by_team:
-        if team == wl.team or team not in state.model.teams:
-            continue
-        if not _borrowing(state, team, contested):
-            continue
+    for team in teams:
         for entry in state.entries(team, flavors):
             other = entry.workload
             if entry.removed or not contested & entry.usage.keys():
@@ -105,15 +115,17 @@ def find_victims(
     contested = _short(state, wl.team, usage)
     reclaiming = state.within_nominal(wl.team, usage)
     settings = state.cluster.preemption
-    cross_team = reclaiming or state.cluster.fair_share
-    if _hopeless(state, wl, usage, contested, cross_team):
+    lenders: list[str] = []
+    if reclaiming:
+        lenders = _lenders(state, wl, contested, None)
+    elif state.cluster.fair_share:
+        # only a team whose share is at least the preemptor's share after admission can lose
+        lenders = _lenders(state, wl, contested, state.dominant_share(wl.team, usage))
+    if _hopeless(state, wl, usage, contested, lenders):
         return None
     own = _own_candidates(state, wl, contested)
-    others: list[Admitted] = []
-    if reclaiming:
-        others = _other_candidates(state, wl, contested, settings.reclaim_grace_seconds)
-    elif state.cluster.fair_share:
-        others = _other_candidates(state, wl, contested, settings.min_runtime_seconds)
+    minimum = settings.reclaim_grace_seconds if reclaiming else settings.min_runtime_seconds
+    others = _other_candidates(state, wl, contested, lenders, minimum) if lenders else []
     if not own and not others:
         return None
     if not _could_fit_without(state, wl.team, usage, [*own, *others]):
@@ -163,23 +175,12 @@ def _short(state: CycleState, team: str, usage: dict[FR, int]) -> set[FR]:
 
 
 def _hopeless(
-    state: CycleState, wl: Workload, usage: dict[FR, int], contested: set[FR], cross_team: bool
+    state: CycleState, wl: Workload, usage: dict[FR, int], contested: set[FR], lenders: list[str]
 ) -> bool:
     """Team-level bound, before looking at workloads: evicting everything that could be
-    evicted (the team's own work, and all work of teams borrowing what it needs) frees too
-    little."""
+    evicted (the team's own work, and all work of the lending teams) frees too little."""
     tree = state.tree
-    rules = state.model.teams[wl.team]
-    own_ok = rules.preempt_team_tasks != PreemptTeamTasks.NEVER
-    others_ok = cross_team and rules.reclaim != ReclaimPolicy.NEVER
-    lenders = [
-        team
-        for team in state.by_team
-        if others_ok
-        and team != wl.team
-        and team in state.model.teams
-        and _borrowing(state, team, contested)
-    ]
+    own_ok = state.model.teams[wl.team].preempt_team_tasks != PreemptTeamTasks.NEVER
     for fr in contested:
         own_gain = tree.usage(wl.team, fr) if own_ok else 0
         others_gain = sum(tree.usage(team, fr) for team in lenders)

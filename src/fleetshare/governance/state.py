@@ -75,6 +75,8 @@ class CycleState:
         self.by_team: dict[str, list[Admitted]] = {}
         self._by_team_flavor: dict[tuple[str, str], list[Admitted]] = {}
         self._share: dict[str, float] = {}
+        self.version: dict[str, int] = {}
+        """Per team, bumped whenever its usage changes (for callers' caches)."""
         for running in snapshot.running:
             self._load(running)
         self.warnings = self._oversubscription()
@@ -94,6 +96,10 @@ class CycleState:
         if wl.team in self.model.teams:
             self.tree.add(wl.team, entry.usage)
         self.fit.apply(wl.podsets, entry.plan, 1)
+
+    def _changed(self, team: str) -> None:
+        self._share.pop(team, None)
+        self.version[team] = self.version.get(team, 0) + 1
 
     def _index(self, entry: Admitted) -> None:
         team = entry.workload.team
@@ -128,14 +134,14 @@ class CycleState:
         """Take a workload's quota and node resources."""
         self.admitted[entry.workload.name] = entry
         self._index(entry)
-        self._share.pop(entry.workload.team, None)
+        self._changed(entry.workload.team)
         self.tree.add(entry.workload.team, entry.usage)
         self.fit.apply(entry.workload.podsets, entry.plan, 1)
 
     def remove(self, entry: Admitted) -> None:
         """Give back a workload's quota and node resources (preemption)."""
         entry.removed = True
-        self._share.pop(entry.workload.team, None)
+        self._changed(entry.workload.team)
         if entry.workload.team in self.model.teams:
             self.tree.add(entry.workload.team, entry.usage, -1)
         self.fit.apply(entry.workload.podsets, entry.plan, -1)
@@ -143,7 +149,7 @@ class CycleState:
     def restore(self, entry: Admitted) -> None:
         """Undo :meth:`remove`."""
         entry.removed = False
-        self._share.pop(entry.workload.team, None)
+        self._changed(entry.workload.team)
         if entry.workload.team in self.model.teams:
             self.tree.add(entry.workload.team, entry.usage)
         self.fit.apply(entry.workload.podsets, entry.plan, 1)
