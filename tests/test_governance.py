@@ -395,3 +395,22 @@ def test_count_quota_needs_a_known_instance_type() -> None:
     policy = {"teams": [{"name": "a", "quota": [{"instance_type": "zz.large", "count": 1}]}]}
     with pytest.raises(ScenarioError, match=r"teams\[0\]\(a\)\.quota\[0\]: unknown instance type"):
         run_case(policy, CPU_NODE, [])
+
+
+def test_starvation_guard_of_a_job_over_its_own_limit_does_not_hold_other_teams() -> None:
+    """A job waiting for its own team's quota cannot be helped by holding others back."""
+    policy = {
+        "cluster": {"starvation_guard_seconds": 60, "fair_share": False},
+        "teams": [
+            {"name": "a", "quota": [{"resources": {"cpu": 4}}], "sharing": "Lend"},
+            {"name": "b", "quota": [{"resources": {"cpu": 4}}]},
+        ],
+    }
+    jobs = [
+        cpu_job("a-running", "a", 4, duration=1000),
+        cpu_job("a-waiting", "a", 4, at=1),
+        cpu_job("b-borrow", "b", 6, at=100),
+    ]
+    result = run_case(policy, CPU_NODE, jobs)
+    assert result["workloads"]["b-borrow"]["admitted_at"] == 100
+    assert result["workloads"]["a-waiting"]["admitted_at"] == 1000

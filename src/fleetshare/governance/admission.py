@@ -51,8 +51,15 @@ class _Option:
 
 @dataclass(slots=True)
 class _Reservation:
+    """A long-waiting workload's claim on what it needs.
+
+    ``team_only``: it waits for its own team's quota or limits, so only that team's later work
+    is held back; otherwise any borrowing work competing for the same pairs is too.
+    """
+
     workload: Workload
     usage: dict[FR, int]
+    team_only: bool
 
 
 class Engine:
@@ -317,7 +324,8 @@ class _Cycle:
             if wl.priority > other.priority:
                 continue
             shared = sorted(frs & res.usage.keys())
-            if (other.team == wl.team or not within) and shared:
+            competes = other.team == wl.team or (not within and not res.team_only)
+            if competes and shared:
                 waited = self.snapshot.now - other.submit_time
                 needs = ", ".join(amount(fr, res.usage[fr]) for fr in shared)
                 return (
@@ -333,7 +341,13 @@ class _Cycle:
         if not self._could_ever_fit(wl, option):
             return
         usage = {fr: v for fr, v in option.usage.items() if v > 0}
-        self.reservations.append(_Reservation(wl, usage))
+        state = self.state
+        team_only = any(
+            value > state.ceiling(wl.team, fr)
+            for fr, value in usage.items()
+            if fr in self.model.governed
+        )
+        self.reservations.append(_Reservation(wl, usage, team_only))
 
     def _could_ever_fit(self, wl: Workload, option: _Option) -> bool:
         """Would the workload fit in an empty cluster, within its team's limits?"""
