@@ -29,6 +29,8 @@ test: lint typecheck
 
 bench: $(STAMP)
 	$(BIN)/python bench/admission_cycle.py --out bench/results/admission_cycle.json
+	$(BIN)/python bench/admission_cycle.py --starvation-guard off --repeat 1 \
+		--out bench/results/admission_cycle_guard_off.json
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests bench scripts
