@@ -29,9 +29,9 @@ from fleetshare.governance.snapshot import (
     Preemption,
     Snapshot,
 )
-from fleetshare.governance.state import Admitted, CycleState, amount, usage_of
+from fleetshare.governance.starvation import Reservation, Reservations, held_message
+from fleetshare.governance.state import Admitted, CycleState, usage_of
 from fleetshare.model.catalog import Catalog
-from fleetshare.model.quantity import to_number
 from fleetshare.model.workload import Workload
 from fleetshare.placement.fit import NoFit, PlacementPlan
 from fleetshare.policy.schema import Policy
@@ -47,19 +47,6 @@ class _Option:
     usage: dict[FR, int]
     mode: int
     problem: str | None
-
-
-@dataclass(slots=True)
-class _Reservation:
-    """A long-waiting workload's claim on what it needs.
-
-    ``team_only``: it waits for its own team's quota or limits, so only that team's later work
-    is held back; otherwise any borrowing work competing for the same pairs is too.
-    """
-
-    workload: Workload
-    usage: dict[FR, int]
-    team_only: bool
 
 
 class Engine:
@@ -86,35 +73,51 @@ class _Cycle:
         self.snapshot = snapshot
         self.state = CycleState(model, policy.cluster, snapshot)
         self.result = CycleResult(warnings=list(self.state.warnings))
-        self.reservations: list[_Reservation] = []
+        self.reservations = Reservations()
         self.failed_preemption = FailedPreemptions()
         self._flavor_cache: dict[str, tuple[str, ...]] = {}
         self._keys: dict[str, tuple[int, tuple[object, ...]]] = {}
+        self._held: str | None = None
+        self._fits_empty: dict[tuple[object, ...], bool] = {}
         queues: dict[str, list[Workload]] = {}
         for wl in snapshot.pending:
-            queues.setdefault(wl.team, []).append(wl)
+            queues.setdefault(self._lane(wl), []).append(wl)
         for queue in queues.values():
             queue.sort(key=queue_key)
         self.queues = queues
+
+    def _lane(self, wl: Workload) -> str:
+        """Each team has two queues: work that fits its own quota now, and the rest.
+
+        Heads are merged across both, so work within quota is never stuck behind a team's
+        borrowing work while other teams borrow the quota away.
+        """
+        if wl.team not in self.model.teams:
+            return f"{wl.team}/unknown"
+        flavors = self._flavors(wl)
+        within = bool(flavors) and self.state.within_nominal(wl.team, self._usage(wl, flavors[0]))
+        return f"{wl.team}/{'quota' if within else 'borrow'}"
 
     # -- the loop --------------------------------------------------------------------------
 
     def run(self) -> CycleResult:
         heap: list[tuple[tuple[object, ...], str]] = []
+        if self.policy.cluster.starvation_guard_seconds is not None:
+            self._reserve_starving()
         heads = dict.fromkeys(self.queues, 0)
-        for team in self.queues:
-            heapq.heappush(heap, (self._key(self.queues[team][0]), team))
+        for lane in self.queues:
+            heapq.heappush(heap, (self._key(self.queues[lane][0]), lane))
         while heap:
-            key, team = heapq.heappop(heap)
-            wl = self.queues[team][heads[team]]
+            key, lane = heapq.heappop(heap)
+            wl = self.queues[lane][heads[lane]]
             fresh = self._key(wl)
             if fresh != key and heap and fresh > heap[0][0]:
-                heapq.heappush(heap, (fresh, team))
+                heapq.heappush(heap, (fresh, lane))
                 continue
             self._consider(wl)
-            heads[team] += 1
-            if heads[team] < len(self.queues[team]):
-                heapq.heappush(heap, (self._key(self.queues[team][heads[team]]), team))
+            heads[lane] += 1
+            if heads[lane] < len(self.queues[lane]):
+                heapq.heappush(heap, (self._key(self.queues[lane][heads[lane]]), lane))
         self._positions()
         self.result.wake_at = self._wake_at()
         return self.result
@@ -163,13 +166,15 @@ class _Cycle:
         return (borrows, share, -wl.priority, wl.submit_time, wl.name)
 
     def _positions(self) -> None:
-        for queue in self.queues.values():
-            position = 0
-            for wl in queue:
-                pending = self.result.pending.get(wl.name)
-                if pending is not None:
-                    position += 1
-                    self.result.pending[wl.name] = Pending(wl, pending.reason, position)
+        """Queue position among the team's still-pending work (priority, then FIFO)."""
+        waiting: dict[str, list[Workload]] = {}
+        for pending in self.result.pending.values():
+            waiting.setdefault(pending.workload.team, []).append(pending.workload)
+        for queue in waiting.values():
+            queue.sort(key=queue_key)
+            for position, wl in enumerate(queue, start=1):
+                reason = self.result.pending[wl.name].reason
+                self.result.pending[wl.name] = Pending(wl, reason, position)
 
     # -- one workload ----------------------------------------------------------------------
 
@@ -188,15 +193,11 @@ class _Cycle:
         if not flavors:
             self._pend(wl, self._no_flavor(wl))
             return
-        first = self._option(wl, flavors[0])
-        held = self._held_by(wl, first)
-        if held is not None:
-            self._pend(wl, held)
-            return
         problems: list[str] = []
         options: list[_Option] = []
+        self._held = None
         for flavor in flavors:  # the first flavor that fits within quota wins at once
-            option = first if flavor == flavors[0] else self._option(wl, flavor)
+            option = self._option(wl, flavor)
             options.append(option)
             if option.mode == _NOMINAL and self._try_place(wl, option, problems):
                 return
@@ -206,13 +207,18 @@ class _Cycle:
         for option in options:
             if option.problem:
                 problems.append(option.problem)
-            if self._try_preemption(wl, option):
+            if self._held_by(wl, option) is None and self._try_preemption(wl, option):
                 return
-        reason = "; ".join(dict.fromkeys(problems)) or "does not fit"
+        reason = self._held or "; ".join(dict.fromkeys(problems)) or "does not fit"
         self._pend(wl, reason)
-        self._maybe_reserve(wl, first)
+        self._maybe_reserve(wl, options[0])
 
     def _try_place(self, wl: Workload, option: _Option, problems: list[str]) -> bool:
+        """Admit if the pods fit and no starving workload holds this one back."""
+        held = self._held_by(wl, option)
+        if held is not None:  # quota would allow it: the reservation is what stops it
+            self._held = self._held or held
+            return False
         plan = self.state.fit.place(option.flavors, wl.podsets)
         if isinstance(plan, NoFit):
             problems.append(plan.message)
@@ -268,6 +274,7 @@ class _Cycle:
         before = {fr: tree.borrowed(wl.team, fr) for fr in option.usage}
         entry = Admitted(wl, option.flavors, option.usage, plan, self.snapshot.now, True)
         self.state.admit(entry)
+        self.reservations.release(wl.name)
         borrowed: dict[str, int] = {}
         for fr in option.usage:
             extra = tree.borrowed(wl.team, fr) - before[fr]
@@ -318,25 +325,31 @@ class _Cycle:
         if not self.reservations:
             return None
         within = self.state.within_nominal(wl.team, option.usage)
-        frs = {fr for fr, v in option.usage.items() if v > 0}
-        for res in self.reservations:
-            other = res.workload
-            if wl.priority > other.priority:
+        res = self.reservations.held_by(wl, option.usage, within)
+        return None if res is None else held_message(res, option.usage, self.snapshot.now)
+
+    def _starving(self, wl: Workload) -> bool:
+        guard = self.policy.cluster.starvation_guard_seconds
+        return guard is not None and self.snapshot.now - wl.submit_time >= guard
+
+    def _reserve_starving(self) -> None:
+        """Before the cycle: every starving workload that does not fit now reserves, so the
+        order in which the cycle meets workloads cannot let later work slip past it."""
+        for wl in sorted(self.snapshot.pending, key=queue_key):
+            rules = self.model.teams.get(wl.team)
+            if rules is None or not rules.enabled or not self._starving(wl):
                 continue
-            shared = sorted(frs & res.usage.keys())
-            competes = other.team == wl.team or (not within and not res.team_only)
-            if competes and shared:
-                waited = self.snapshot.now - other.submit_time
-                needs = ", ".join(amount(fr, res.usage[fr]) for fr in shared)
-                return (
-                    f"held back for {other.name} (pending {waited:.0f}s), which needs "
-                    f"{needs} on {shared[0][0]} first (starvation guard)"
-                )
-        return None
+            flavors = self._flavors(wl)
+            if not flavors:
+                continue
+            option = self._option(wl, flavors[0])
+            free = self.state.fit.flavor_free
+            if option.mode != _SHORT and all(v <= free(fr) for fr, v in option.usage.items()):
+                continue  # probably fits; if it does not, the cycle reserves when it meets it
+            self._maybe_reserve(wl, option)
 
     def _maybe_reserve(self, wl: Workload, option: _Option) -> None:
-        guard = self.policy.cluster.starvation_guard_seconds
-        if guard is None or self.snapshot.now - wl.submit_time < guard:
+        if wl.name in self.reservations or not self._starving(wl):
             return
         if not self._could_ever_fit(wl, option):
             return
@@ -347,7 +360,7 @@ class _Cycle:
             for fr, value in usage.items()
             if fr in self.model.governed
         )
-        self.reservations.append(_Reservation(wl, usage, team_only))
+        self.reservations.add(Reservation(wl, usage, team_only))
 
     def _could_ever_fit(self, wl: Workload, option: _Option) -> bool:
         """Would the workload fit in an empty cluster, within its team's limits?"""
@@ -360,15 +373,15 @@ class _Cycle:
             ceiling += self.state.capacity.get(fr, 0) if limit is None else limit.amount
             if value > min(ceiling, self.state.capacity.get(fr, 0)):
                 return False
-        fit = self.state.fit
-        saved = fit.free
-        fit.free = fit.allocatable
-        try:
-            return not isinstance(fit.place(option.flavors, wl.podsets), NoFit)
-        finally:
-            fit.free = saved
-
-
-def borrowed_numbers(borrowed: dict[str, int]) -> dict[str, int | float]:
-    """Borrowed amounts in base units, for reports."""
-    return {name: to_number(value) for name, value in sorted(borrowed.items())}
+        shape = (option.flavors, tuple((ps.count, *ps.requests.items()) for ps in wl.podsets))
+        known = self._fits_empty.get(shape)
+        if known is None:
+            fit = self.state.fit
+            saved = fit.free
+            fit.free = fit.allocatable
+            try:
+                plan = fit.place(option.flavors, wl.podsets, explain=False)
+                known = self._fits_empty[shape] = not isinstance(plan, NoFit)
+            finally:
+                fit.free = saved
+        return known

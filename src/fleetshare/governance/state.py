@@ -246,7 +246,7 @@ class CycleState:
         if extra:
             frs |= extra.keys()
         share = 0.0
-        for fr in frs:
+        for fr in frs & self.model.governed:
             used = tree.usage(team, fr) + (extra.get(fr, 0) if extra else 0)
             borrowed = used - tree.quota(team, fr)
             if borrowed > 0:

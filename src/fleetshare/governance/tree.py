@@ -63,6 +63,7 @@ class QuotaTree:
         self.model = model
         self.capacity = dict(capacity)
         self._nodes: dict[str, _Node] = {ROOT: _Node(ROOT, None, False)}
+        self._available: dict[tuple[str, FR], int] = {}
         for name in model.nodes:
             self._build(name)
         allocated: dict[FR, int] = {}
@@ -130,6 +131,15 @@ class QuotaTree:
     def available(self, name: str, fr: FR) -> int:
         """What ``name`` may still take of ``fr``, counting lent and borrowable quota."""
         node = self._nodes[name]
+        if not node.is_team:  # groups and the root: cached until usage changes
+            key = (name, fr)
+            cached = self._available.get(key)
+            if cached is None:
+                cached = self._available[key] = self._compute_available(node, fr)
+            return cached
+        return self._compute_available(node, fr)
+
+    def _compute_available(self, node: _Node, fr: FR) -> int:
         usage = node.usage.get(fr, 0)
         if node.parent is None:
             return node.subtree.get(fr, 0) - usage
@@ -176,6 +186,7 @@ class QuotaTree:
     def add(self, team: str, request: Mapping[FR, int], sign: int = 1) -> None:
         """Add (``sign=1``) or remove (``-1``) a team's usage, propagating to its ancestors."""
         leaf = self._nodes[team]
+        self._available.clear()
         for fr, amount in request.items():
             if fr not in self.model.governed:
                 continue

@@ -1,0 +1,86 @@
+"""The starvation guard: long-waiting workloads reserve what they need.
+
+A workload pending longer than ``starvation_guard_seconds`` that does not fit now (but could
+fit in an empty cluster) holds back later work of equal or lower priority that competes for the
+same (flavor, resource) pairs: its own team's work always; anyone's *borrowing* work too, unless
+the workload waits on its own team's quota or limits (then holding others back cannot help).
+Work within another team's own quota is never held back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fleetshare.governance.quota import FR
+from fleetshare.governance.state import amount
+from fleetshare.model.workload import Workload
+
+
+@dataclass(slots=True, eq=False)
+class Reservation:
+    """A starving workload's claim on the pairs it needs."""
+
+    workload: Workload
+    usage: dict[FR, int]
+    team_only: bool
+    active: bool = field(default=True)
+
+
+class Reservations:
+    """Active reservations, indexed by the pairs they hold."""
+
+    def __init__(self) -> None:
+        self._by_name: dict[str, Reservation] = {}
+        self._shared: dict[FR, list[Reservation]] = {}
+        self._team: dict[tuple[str, FR], list[Reservation]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._by_name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def add(self, res: Reservation) -> None:
+        """Reserve (once per workload)."""
+        if res.workload.name in self._by_name:
+            return
+        self._by_name[res.workload.name] = res
+        for fr in res.usage:
+            self._team.setdefault((res.workload.team, fr), []).append(res)
+            if not res.team_only:
+                self._shared.setdefault(fr, []).append(res)
+
+    def release(self, name: str) -> None:
+        """The workload was admitted: its claim ends."""
+        res = self._by_name.pop(name, None)
+        if res is not None:
+            res.active = False
+
+    def held_by(self, wl: Workload, usage: dict[FR, int], within_quota: bool) -> Reservation | None:
+        """The reservation that holds ``wl`` back, if any."""
+        for fr, value in usage.items():
+            if value <= 0:
+                continue
+            lists = [self._team.get((wl.team, fr), [])]
+            if not within_quota:
+                lists.append(self._shared.get(fr, []))
+            for candidates in lists:
+                for res in candidates:
+                    if (
+                        res.active
+                        and res.workload is not wl
+                        and (res.workload.priority >= wl.priority)
+                    ):
+                        return res
+        return None
+
+
+def held_message(res: Reservation, usage: dict[FR, int], now: float) -> str:
+    """Why a workload waits behind a reservation."""
+    other = res.workload
+    shared = sorted(usage.keys() & res.usage.keys())
+    needs = ", ".join(amount(fr, res.usage[fr]) for fr in shared)
+    return (
+        f"held back for {other.name} (pending {now - other.submit_time:.0f}s), which needs "
+        f"{needs} on {shared[0][0]} first (starvation guard)"
+    )
