@@ -1,0 +1,1 @@
+"""Autoscaling: node pools, cloud providers, provisioning, consolidation and repair."""

@@ -1,0 +1,96 @@
+"""The cloud-provider interface the autoscaler talks to.
+
+Implementations: a deterministic simulated provider (the default, for simulation and tests)
+and AWS adapters (EC2 CreateFleet / TerminateInstances, SageMaker HyperPod
+BatchAddClusterNodes / BatchDeleteClusterNodes). All speak in these plain types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+CapacityType = Literal["on-demand", "spot", "reserved"]
+InstanceState = Literal["pending", "running", "terminating", "terminated"]
+
+
+@dataclass(frozen=True, slots=True)
+class Offering:
+    """One way to buy an instance type: in a zone, as a capacity type, at a price."""
+
+    instance_type: str
+    zone: str
+    capacity_type: CapacityType
+    price_per_hour: float
+    available: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchRequest:
+    """Launch ``count`` instances of one offering for a node pool."""
+
+    instance_type: str
+    zone: str
+    capacity_type: CapacityType
+    count: int
+    pool: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[tuple[str, str, str], ...] = ()
+    """(key, value, effect) triples the new nodes carry."""
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """A cloud instance as the provider reports it."""
+
+    id: str
+    instance_type: str
+    zone: str
+    capacity_type: CapacityType
+    price_per_hour: float
+    pool: str
+    state: InstanceState
+    launched_at: float
+    ready_at: float | None = None
+    """When the instance joins the cluster as a Ready node (None while unknown)."""
+
+
+class CloudError(RuntimeError):
+    """A provider call failed for a reason other than capacity."""
+
+
+class InsufficientCapacityError(CloudError):
+    """The provider has no capacity for an offering right now (e.g. EC2's
+    InsufficientInstanceCapacity); the caller marks it unavailable for a while."""
+
+    def __init__(self, offering: Offering | LaunchRequest, message: str = "") -> None:
+        self.instance_type = offering.instance_type
+        self.zone = offering.zone
+        self.capacity_type = offering.capacity_type
+        super().__init__(
+            message
+            or f"insufficient capacity for {offering.instance_type} "
+            f"({offering.capacity_type}) in {offering.zone}"
+        )
+
+
+class CloudProvider(Protocol):
+    """What the autoscaler needs from a cloud."""
+
+    def offerings(self, instance_types: Iterable[str]) -> list[Offering]:
+        """Offerings (zones x capacity types, with prices) for these instance types."""
+        ...
+
+    def launch(self, request: LaunchRequest, now: float) -> list[Instance]:
+        """Launch instances; may return fewer than asked (partial capacity) or raise
+        :class:`InsufficientCapacityError` when none could be launched."""
+        ...
+
+    def terminate(self, instance_ids: Sequence[str], now: float) -> None:
+        """Terminate instances (unknown ids raise :class:`CloudError`)."""
+        ...
+
+    def instances(self) -> list[Instance]:
+        """Instances this provider launched that are not terminated."""
+        ...
