@@ -11,6 +11,7 @@ from typing import Annotated, Literal, NoReturn
 import typer
 import yaml
 from rich.console import Console
+from rich.table import Table
 
 from fleetshare.governance.quota import compile_policy
 from fleetshare.model.catalog import load_catalog
@@ -158,6 +159,52 @@ def run(
         print(json.dumps(outputs[paths[0].stem] if len(paths) == 1 else outputs, indent=2))
     if failed:
         raise typer.Exit(1)
+
+
+@app.command("plan")
+def plan(
+    pools: Annotated[Path, typer.Option("--pools", help="node pools (YAML: pools: [...])")],
+    pending: Annotated[Path, typer.Option("--pending", help="pending workloads (YAML)")],
+    nodes: Annotated[Path | None, typer.Option("--nodes", help="existing nodes (YAML)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """What the provisioner would launch now: the cheapest nodes for the pending pods."""
+    from fleetshare.autoscaling.planning import describe, plan_to_json, run_plan
+
+    try:
+        result, shapes, fits_now = run_plan(pools, pending, nodes, load_catalog())
+    except ScenarioError as exc:
+        _fail(str(exc))
+    if as_json:
+        print(json.dumps(plan_to_json(result, shapes, fits_now), indent=2))
+        return
+    console = Console()
+    table = Table(title="launch now", title_justify="left")
+    for column in ("pool", "instance type", "zone", "capacity", "count", "$/h each", "$/h"):
+        table.add_column(column)
+    for launch in result.launches:
+        table.add_row(
+            launch.pool,
+            launch.instance_type,
+            launch.zone,
+            launch.capacity_type,
+            str(launch.count),
+            f"{launch.price_per_hour:.4f}",
+            f"{launch.price_per_hour * launch.count:.4f}",
+        )
+    console.print(table)
+    bound = "LP lower bound" if result.bound_is_proven else "best bound found"
+    console.print(
+        f"total {result.hourly_cost:.4f} $/h; {bound} {result.lower_bound:.4f} $/h "
+        f"(gap {result.gap:.2%}, {result.method}, {result.seconds:.2f}s)"
+    )
+    if fits_now:
+        console.print(f"fit on existing nodes: {', '.join(fits_now)}")
+    for index, reason in sorted(result.unplaceable.items()):
+        shape = shapes[index]
+        console.print(
+            f"[red]cannot place[/] {describe(shape)} ({', '.join(shape.workloads)}): {reason}"
+        )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,0 +1,139 @@
+"""Node pools: which instances the autoscaler may launch, with what limits (pydantic)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from fleetshare.model.catalog import InstanceType
+from fleetshare.model.quantity import QuantityError, parse_quantity
+from fleetshare.model.resources import GPU
+
+Quantity = str | int | float
+CapacityTypeName = Literal["on-demand", "spot", "reserved"]
+Architecture = Literal["amd64", "arm64"]
+
+
+def _on_demand() -> list[CapacityTypeName]:
+    return ["on-demand"]
+
+
+def _amd64() -> list[Architecture]:
+    return ["amd64"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class TaintSpec(_Strict):
+    key: str
+    value: str = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+class Budget(_Strict):
+    """At most ``nodes`` (count or percent) disrupted at once, optionally only in a window."""
+
+    nodes: str | int = "10%"
+    schedule: str | None = Field(default=None, description="cron: when the window opens")
+    duration_seconds: float | None = Field(default=None, gt=0)
+
+
+class Disruption(_Strict):
+    """When the autoscaler may remove or replace this pool's nodes."""
+
+    consolidation_policy: Literal["WhenEmpty", "WhenEmptyOrUnderutilized"] = (
+        "WhenEmptyOrUnderutilized"
+    )
+    consolidate_after_seconds: float = Field(default=30, ge=0)
+    budgets: list[Budget] = Field(default_factory=lambda: [Budget()])
+    expire_after_seconds: float | None = Field(default=None, gt=0)
+
+
+class InstanceGroup(_Strict):
+    """HyperPod-style instance group: one fixed instance type, between min and max nodes."""
+
+    name: str
+    instance_type: str
+    min_count: int = Field(default=0, ge=0)
+    max_count: int = Field(ge=0)
+    zone: str | None = None
+
+    @model_validator(mode="after")
+    def _bounds(self) -> InstanceGroup:
+        if self.min_count > self.max_count:
+            raise ValueError(f"min_count {self.min_count} exceeds max_count {self.max_count}")
+        return self
+
+
+class NodePool(_Strict):
+    """Which instance types, zones and capacity types a pool launches, and its limits."""
+
+    name: str = Field(min_length=1)
+    instance_types: list[str] = Field(default_factory=list, description="empty: any that fit")
+    families: list[str] = Field(default_factory=list)
+    gpu_models: list[str] = Field(default_factory=list)
+    capacity_types: list[CapacityTypeName] = Field(default_factory=_on_demand)
+    zones: list[str] = Field(default_factory=list, description="empty: any zone")
+    architectures: list[Architecture] = Field(default_factory=_amd64)
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[TaintSpec] = Field(default_factory=list)
+    limits: dict[str, Quantity] = Field(
+        default_factory=dict, description="cpu, memory, nvidia.com/gpu, ... and 'nodes'"
+    )
+    weight: int = Field(default=0, ge=0, le=100)
+    allow_gpu_fallback: bool = Field(
+        default=True,
+        description="may a pod asking for fewer GPUs land on a larger GPU instance",
+    )
+    disruption: Disruption = Field(default_factory=Disruption)
+    instance_groups: list[InstanceGroup] = Field(default_factory=list)
+
+    @field_validator("limits")
+    @classmethod
+    def _limits(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
+        for name, amount in value.items():
+            try:
+                parse_quantity(amount)
+            except QuantityError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+        return value
+
+    def allows(self, instance: InstanceType) -> bool:
+        """True when this pool may launch ``instance``."""
+        if self.instance_groups:
+            wanted = {g.instance_type.removeprefix("ml.") for g in self.instance_groups}
+            return instance.name in wanted
+        if self.instance_types and instance.name not in {
+            t.removeprefix("ml.") for t in self.instance_types
+        }:
+            return False
+        if self.families and instance.family not in self.families:
+            return False
+        if self.gpu_models and (instance.gpu_name or "") not in self.gpu_models:
+            return False
+        return instance.arch in self.architectures and instance.price_per_hour is not None
+
+    def limit_of(self, resource: str) -> int | None:
+        """A pool limit in milli-units (``nodes`` counts nodes), or None."""
+        value = self.limits.get(resource)
+        return None if value is None else parse_quantity(value)
+
+
+class PoolSet(_Strict):
+    """All node pools of a cluster (the ``--pools`` file)."""
+
+    pools: list[NodePool]
+
+    @model_validator(mode="after")
+    def _unique(self) -> PoolSet:
+        names = [p.name for p in self.pools]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"node pool names must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+
+ACCELERATOR_LIMIT_KEYS = (GPU, "aws.amazon.com/neuron")

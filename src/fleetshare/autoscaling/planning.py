@@ -1,0 +1,169 @@
+"""`fleetshare plan`: pending pods + node pools (+ existing nodes) -> what to launch now."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from fleetshare.autoscaling.cloud import Offering
+from fleetshare.autoscaling.nodepool import NodePool, PoolSet
+from fleetshare.autoscaling.provisioner import Plan, PodShape, plan_nodes
+from fleetshare.model.catalog import Catalog
+from fleetshare.model.node import Node
+from fleetshare.model.quantity import to_number
+from fleetshare.model.resources import render
+from fleetshare.model.workload import Workload
+from fleetshare.placement.fit import NodeFit, NoFit
+from fleetshare.policy.schema import validation_problems
+from fleetshare.scenario.loader import ScenarioError, build_nodes
+from fleetshare.scenario.schema import NodeSpec, WorkloadSpec
+
+DEFAULT_ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+
+
+class PendingFile(BaseModel):
+    """The ``--pending`` file: workloads as in scenario files."""
+
+    model_config = ConfigDict(extra="forbid")
+    workloads: list[WorkloadSpec] = Field(default_factory=list)
+
+
+class NodesFile(BaseModel):
+    """The ``--nodes`` file: existing nodes as in scenario files."""
+
+    model_config = ConfigDict(extra="forbid")
+    nodes: list[NodeSpec] = Field(default_factory=list)
+
+
+def _load(path: Path, model: type[BaseModel]) -> Any:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        lines = "\n".join(f"  {p}: {r}" for p, r in validation_problems(exc, data))
+        raise ScenarioError(f"invalid {path}:\n{lines}") from None
+
+
+def catalog_offerings(
+    catalog: Catalog, pools: Sequence[NodePool], zones: Sequence[str] = DEFAULT_ZONES
+) -> list[Offering]:
+    """On-demand offerings at catalog prices in the pools' zones (or the default zones)."""
+    wanted = sorted({z for p in pools for z in p.zones}) or list(zones)
+    return [
+        Offering(inst.name, zone, "on-demand", inst.price_per_hour)
+        for inst in catalog
+        if inst.price_per_hour is not None
+        for zone in wanted
+    ]
+
+
+def shapes_after_existing(
+    workloads: Sequence[Workload], nodes: Sequence[Node]
+) -> tuple[list[PodShape], list[str]]:
+    """Place whole workloads on existing nodes first; the rest become pod shapes to provision.
+
+    Returns the shapes and the names of workloads that already fit on existing nodes.
+    """
+    fit = NodeFit(nodes, {n.name: n.instance_type or "default" for n in nodes})
+    flavors = sorted({n.instance_type or "default" for n in nodes if n.schedulable})
+    fits_now: list[str] = []
+    grouped: dict[tuple[object, ...], PodShape] = {}
+    for wl in workloads:
+        placed = False
+        for flavor in flavors:
+            chosen = (flavor,) * len(wl.podsets)
+            plan = fit.place(chosen, wl.podsets, explain=False)
+            if not isinstance(plan, NoFit):
+                fit.apply(wl.podsets, plan, 1)
+                fits_now.append(wl.name)
+                placed = True
+                break
+        if placed:
+            continue
+        for ps in wl.podsets:
+            key = (
+                tuple(sorted(ps.requests.items())),
+                tuple(sorted(ps.node_selector.items())),
+                ps.tolerations,
+            )
+            old = grouped.get(key)
+            grouped[key] = PodShape(
+                requests=key[0],
+                count=(old.count if old else 0) + ps.count,
+                node_selector=key[1],
+                tolerations=ps.tolerations,
+                workloads=(*(old.workloads if old else ()), wl.name),
+            )
+    return list(grouped.values()), fits_now
+
+
+def plan_to_json(plan: Plan, shapes: Sequence[PodShape], fits_now: Sequence[str]) -> dict[str, Any]:
+    """The plan command's JSON."""
+    return {
+        "launches": [
+            {
+                "pool": launch.pool,
+                "instance_type": launch.instance_type,
+                "zone": launch.zone,
+                "capacity_type": launch.capacity_type,
+                "count": launch.count,
+                "price_per_hour": launch.price_per_hour,
+            }
+            for launch in plan.launches
+        ],
+        "hourly_cost": round(plan.hourly_cost, 6),
+        "lower_bound": round(plan.lower_bound, 6),
+        "bound_is_proven": plan.bound_is_proven,
+        "gap": round(plan.gap, 6),
+        "method": plan.method,
+        "seconds": round(plan.seconds, 3),
+        "fit_on_existing_nodes": list(fits_now),
+        "unplaceable": [
+            {
+                "workloads": list(shapes[i].workloads),
+                "pods": shapes[i].count,
+                "requests": {k: to_number(v) for k, v in shapes[i].requests},
+                "reason": reason,
+            }
+            for i, reason in sorted(plan.unplaceable.items())
+        ],
+    }
+
+
+def run_plan(
+    pools_path: Path, pending_path: Path, nodes_path: Path | None, catalog: Catalog
+) -> tuple[Plan, list[PodShape], list[str]]:
+    """Load the three files and plan."""
+    from fleetshare.policy.schema import Policy
+    from fleetshare.scenario.loader import build_workloads
+    from fleetshare.scenario.schema import ScenarioSpec
+
+    pools = _load(pools_path, PoolSet).pools
+    pending = _load(pending_path, PendingFile)
+    spec = ScenarioSpec.model_validate(
+        {
+            "cluster": {"nodes": []},
+            "policy": {},
+            "workloads": [w.model_dump() for w in pending.workloads],
+        }
+    )
+    workloads = build_workloads(spec, Policy())
+    nodes: list[Node] = []
+    if nodes_path is not None:
+        for node_spec in _load(nodes_path, NodesFile).nodes:
+            nodes.extend(build_nodes(node_spec, catalog, len(nodes)))
+    shapes, fits_now = shapes_after_existing(workloads, nodes)
+    plan = plan_nodes(shapes, pools, catalog, catalog_offerings(catalog, pools))
+    return plan, shapes, fits_now
+
+
+def describe(shape: PodShape) -> str:
+    """``3 pods of cpu=2, memory=4Gi`` for messages."""
+    return f"{shape.count} pods of {render(dict(shape.requests))}"

@@ -1,0 +1,124 @@
+"""The provisioner picks the cheapest nodes that fit, within pool rules and limits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from fleetshare.autoscaling.cloud import Offering
+from fleetshare.autoscaling.nodepool import NodePool
+from fleetshare.autoscaling.provisioner import PodShape, plan_nodes
+from fleetshare.cli import app
+from fleetshare.model.catalog import load_catalog
+from fleetshare.model.node import Toleration
+from fleetshare.model.resources import parse_resources
+
+CATALOG = load_catalog()
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def shape(count: int, **requests: str | int) -> PodShape:
+    """``shape(2, cpu=4, gpu=1)``: ``gpu`` stands for nvidia.com/gpu."""
+    spec = {("nvidia.com/gpu" if k == "gpu" else k): v for k, v in requests.items()}
+    return PodShape(tuple(sorted(parse_resources(spec).items())), count)
+
+
+def offerings(*names: str, zone: str = "z1") -> list[Offering]:
+    out = []
+    for inst in CATALOG:
+        if inst.price_per_hour is not None and (not names or inst.family in names):
+            out.append(Offering(inst.name, zone, "on-demand", inst.price_per_hour))
+    return out
+
+
+def test_every_pod_is_covered_and_the_plan_is_near_the_lower_bound() -> None:
+    pools = [NodePool(name="cpu", families=["m6i", "c6i"])]
+    shapes = [shape(40, cpu=3, memory="12Gi"), shape(5, cpu=15, memory="30Gi")]
+    plan = plan_nodes(shapes, pools, CATALOG, offerings("m6i", "c6i"))
+    assert plan.bound_is_proven
+    assert plan.lower_bound <= plan.hourly_cost
+    # never worse than the simple plan: each shape alone on its cheapest-per-pod type
+    naive = 0.0
+    for s in shapes:
+        req = dict(s.requests)
+        naive += min(
+            inst.price_per_hour * -(-s.count // per_node)
+            for inst in CATALOG
+            if inst.family in ("m6i", "c6i") and inst.price_per_hour
+            for per_node in [min(inst.allocatable.get(r, 0) // v for r, v in req.items())]
+            if per_node > 0
+        )
+    assert plan.hourly_cost <= naive + 1e-9
+    capacity = sum(
+        CATALOG.get(launch.instance_type).allocatable["cpu"] * launch.count
+        for launch in plan.launches
+    )
+    assert capacity >= (40 * 3 + 5 * 15) * 1000
+
+
+def test_cheapest_gpu_instance_is_chosen_and_fallback_can_be_forbidden() -> None:
+    gpu_pod = shape(1, cpu=4, memory="16Gi", gpu=1)
+    # only 4-GPU instances are offered in the g5 family besides 1-GPU ones: allow both
+    pools = [NodePool(name="gpu", instance_types=["g5.2xlarge", "g5.12xlarge"])]
+    plan = plan_nodes([gpu_pod], pools, CATALOG, offerings("g5"))
+    assert [(la.instance_type, la.count) for la in plan.launches] == [("g5.2xlarge", 1)]
+    # with the 1-GPU offering gone, fallback to the 4-GPU type is allowed by default...
+    only_big = [o for o in offerings("g5") if o.instance_type == "g5.12xlarge"]
+    plan = plan_nodes([gpu_pod], pools, CATALOG, only_big)
+    assert [la.instance_type for la in plan.launches] == ["g5.12xlarge"]
+    # ...and forbidden when the pool says so, unless it is the smallest that fits
+    strict = [NodePool(name="gpu", instance_types=["g5.12xlarge"], allow_gpu_fallback=False)]
+    plan = plan_nodes([gpu_pod], strict, CATALOG, only_big)
+    assert [la.instance_type for la in plan.launches] == ["g5.12xlarge"]
+
+
+def test_pool_limits_are_never_exceeded() -> None:
+    pools = [NodePool(name="cpu", families=["m6i"], limits={"nodes": 3})]
+    plan = plan_nodes([shape(100, cpu=1, memory="2Gi")], pools, CATALOG, offerings("m6i"))
+    assert sum(la.count for la in plan.launches) <= 3
+
+
+def test_taints_and_selectors_are_respected() -> None:
+    pools = [
+        NodePool(name="gpu", families=["g5"], taints=[{"key": "gpu", "effect": "NoSchedule"}]),
+        NodePool(name="cpu", families=["m6i"]),
+    ]
+    plain = shape(2, cpu=1, memory="1Gi")
+    plan = plan_nodes([plain], pools, CATALOG, offerings("g5", "m6i"))
+    assert {la.pool for la in plan.launches} == {"cpu"}
+    tolerant = PodShape(
+        plain.requests,
+        2,
+        node_selector=(("node.kubernetes.io/instance-type", "g5.xlarge"),),
+        tolerations=(Toleration("gpu", "Exists"),),
+    )
+    plan = plan_nodes([tolerant], pools, CATALOG, offerings("g5", "m6i"))
+    assert {(la.pool, la.instance_type) for la in plan.launches} == {("gpu", "g5.xlarge")}
+
+
+def test_pods_no_pool_can_run_are_reported_not_planned() -> None:
+    pools = [NodePool(name="cpu", families=["m6i"])]
+    plan = plan_nodes([shape(1, cpu=10_000)], pools, CATALOG, offerings("m6i"))
+    assert plan.launches == []
+    assert "large enough" in plan.unplaceable[0]
+
+
+def test_plan_command_json() -> None:
+    result = CliRunner().invoke(
+        app,
+        [
+            "plan",
+            "--pools",
+            str(EXAMPLES / "pools.yaml"),
+            "--pending",
+            str(EXAMPLES / "pending.yaml"),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["hourly_cost"] >= data["lower_bound"] > 0
+    assert {la["instance_type"] for la in data["launches"]} >= {"p4d.24xlarge"}
+    assert data["unplaceable"][0]["workloads"] == ["too-big"]
