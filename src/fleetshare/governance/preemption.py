@@ -136,18 +136,21 @@ def find_victims(
         state.remove(entry)
         chosen.append(Victim(entry, reason))
 
+    def done() -> bool:  # the cheap aggregate check first, the real one only when it passes
+        return _may_fit(state, wl.team, usage, contested, {}) and fits()
+
     if reclaiming:
         for entry in others:
-            if fits():
-                break
             if _borrowing(state, entry.workload.team, contested & entry.usage.keys()):
                 take(entry, "reclaim")
+                if done():
+                    break
     elif others:
         _fair_share(state, wl, usage, contested, others, fits, take)
     if not fits():
         for entry in own:
             take(entry, "priority")
-            if fits():
+            if done():
                 break
     if not fits():
         for victim in chosen:
