@@ -198,6 +198,8 @@ def plan(
         f"total {result.hourly_cost:.4f} $/h; {bound} {result.lower_bound:.4f} $/h "
         f"(gap {result.gap:.2%}, {result.method}, {result.seconds:.2f}s)"
     )
+    if any(launch.capacity_type == "spot" for launch in result.launches):
+        console.print("[dim]spot prices are the simulated cloud's seeded model, not AWS quotes[/]")
     if fits_now:
         console.print(f"fit on existing nodes: {', '.join(fits_now)}")
     for index, reason in sorted(result.unplaceable.items()):

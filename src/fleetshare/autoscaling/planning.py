@@ -51,17 +51,17 @@ def _load(path: Path, model: type[BaseModel]) -> Any:
         raise ScenarioError(f"invalid {path}:\n{lines}") from None
 
 
-def catalog_offerings(
-    catalog: Catalog, pools: Sequence[NodePool], zones: Sequence[str] = DEFAULT_ZONES
+def simulated_offerings(
+    catalog: Catalog, pools: Sequence[NodePool], seed: int = 0
 ) -> list[Offering]:
-    """On-demand offerings at catalog prices in the pools' zones (or the default zones)."""
-    wanted = sorted({z for p in pools for z in p.zones}) or list(zones)
-    return [
-        Offering(inst.name, zone, "on-demand", inst.price_per_hour)
-        for inst in catalog
-        if inst.price_per_hour is not None
-        for zone in wanted
-    ]
+    """Offerings of the simulated cloud (catalog on-demand prices, modelled spot prices) in
+    the pools' zones, or the default zones."""
+    from fleetshare.autoscaling.simulated_cloud import SimulatedCloud, SimulatedCloudConfig
+
+    zones = tuple(sorted({z for p in pools for z in p.zones})) or DEFAULT_ZONES
+    cloud = SimulatedCloud(SimulatedCloudConfig(seed=seed, zones=zones, catalog=catalog))
+    wanted = [inst.name for inst in catalog if any(p.allows(inst) for p in pools)]
+    return cloud.offerings(wanted)
 
 
 def shapes_after_existing(
@@ -160,7 +160,7 @@ def run_plan(
         for node_spec in _load(nodes_path, NodesFile).nodes:
             nodes.extend(build_nodes(node_spec, catalog, len(nodes)))
     shapes, fits_now = shapes_after_existing(workloads, nodes)
-    plan = plan_nodes(shapes, pools, catalog, catalog_offerings(catalog, pools))
+    plan = plan_nodes(shapes, pools, catalog, simulated_offerings(catalog, pools))
     return plan, shapes, fits_now
 
 
