@@ -414,3 +414,26 @@ def test_starvation_guard_of_a_job_over_its_own_limit_does_not_hold_other_teams(
     result = run_case(policy, CPU_NODE, jobs)
     assert result["workloads"]["b-borrow"]["admitted_at"] == 100
     assert result["workloads"]["a-waiting"]["admitted_at"] == 1000
+
+
+def test_group_borrowing_limit_caps_what_a_subtree_takes_from_outside() -> None:
+    """Nested cohorts: research's teams share freely, but take at most 2 CPU from prod."""
+    policy = {
+        "cluster": {"idle_resource_sharing": False},
+        "groups": [
+            {"name": "research", "borrow_limits": [{"resource": "cpu", "absolute": 2}]},
+            {"name": "prod"},
+        ],
+        "teams": [
+            {"name": "a", "group": "research", "quota": [{"resources": {"cpu": 4}}]},
+            {"name": "b", "group": "research", "quota": [{"resources": {"cpu": 4}}]},
+            {"name": "c", "group": "prod", "quota": [{"resources": {"cpu": 8}}]},
+        ],
+    }
+    nodes = [{"name": "n", "allocatable": {"cpu": 16}}]
+    assert state(run_case(policy, nodes, [cpu_job("j", "a", 10)]), "j") == "admitted"
+    result = run_case(policy, nodes, [cpu_job("j", "a", 11)])
+    assert state(result, "j") == "pending"
+    assert "not enough idle cpu" in result["workloads"]["j"]["pending_reason"]
+    # prod's own team is not limited by research's cap
+    assert state(run_case(policy, nodes, [cpu_job("k", "c", 16)]), "k") == "admitted"
