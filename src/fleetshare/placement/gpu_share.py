@@ -23,7 +23,7 @@ Policies:
   task does not fit the node at all (CPU, memory, GPU model or GPU capacity), otherwise the
   free milli of the GPUs whose free share is below the task's per-GPU request. FGD puts each
   pod on the node and GPU whose fragmentation grows least (ties: least free GPU, then least
-  free CPU, then node order).
+  free CPU, then node order; on a node, the fullest GPU).
 
 FGD keeps, per (node, pod shape seen so far), the fragmentation change of placing that shape
 there. A placement changes one node, so only that node's row is recomputed (the cluster keeps
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 import numpy as np
@@ -295,14 +295,12 @@ class TaskDistribution:
 
     shapes: tuple[PodShape, ...]
     counts: tuple[int, ...]
-    _index: dict[PodShape, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.shapes or len(self.shapes) != len(self.counts):
             raise ValueError("a distribution needs one positive count per shape")
         if any(c <= 0 for c in self.counts) or len(set(self.shapes)) != len(self.shapes):
             raise ValueError("counts must be positive and shapes distinct")
-        object.__setattr__(self, "_index", {s: i for i, s in enumerate(self.shapes)})
 
     @classmethod
     def from_pods(
