@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/admission_cycle.py --out bench/results/admission_cycle.json
 	$(BIN)/python bench/admission_cycle.py --starvation-guard off --repeat 1 \
 		--out bench/results/admission_cycle_guard_off.json
+	$(BIN)/python bench/placement_alibaba.py
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests bench scripts
