@@ -6,22 +6,33 @@ docs/architecture.md ("Quota arithmetic"), and these invariants are checked:
 
 1. capacity: the pods placed on a node never exceed its allocatable; admissions go only to
    Ready, schedulable nodes of the chosen flavor, so per (flavor, resource) the pods on
-   schedulable nodes stay within their capacity; the cluster's lendable pool is never overdrawn.
+   schedulable nodes stay within their capacity; the cluster's lendable pool is never
+   overdrawn, so where quotas add up to at most the capacity, usage stays within it too.
 2. quota: after every admission the team's usage of each (flavor, resource) it asks for is at
    most quota + borrowing limit (absolute / percent of quota); the borrowed amount is at most
    the percent-of-idle limit of the idle pool at decision time; Lend and DontLend teams never
    borrow; the reported ``borrowed`` amounts are what the admission takes beyond quota.
 3. reclaim: where quotas add up to at most the capacity and only GPUs bind (1-GPU pods), work
    that keeps its team within quota is admitted in the same cycle, reclaiming only from
-   borrowers; and every preemption set is minimal — putting back any one victim would leave the
-   preemptor without room.
+   borrowers (never its own team's work); and every preemption set is minimal — putting back
+   any one victim would leave the preemptor without room.
 4. determinism: the same inputs give the same decisions; the order of the pending (and
-   running) lists does not matter; whole runs give the same JSON.
+   running) lists does not matter; whole runs give the same JSON whatever the order of the
+   workloads in the file.
 
-Also: reclaim victims come only from teams borrowing what the preemptor needs, priority
-victims are lower-priority work of the preemptor's own team, preempted work is not re-admitted
-in the same cycle, victims are old enough, and every pending workload has a reason and a queue
-position.
+Also: reclaim victims come only from teams borrowing what the preemptor needs; fair-share
+victims only from teams whose weighted dominant share is at least the preemptor's share after
+admission (no ping-pong); priority victims are lower-priority (or newer, equal-priority) work
+of the preemptor's own team; victims are old enough; preempted work is not re-admitted in the
+same cycle; every pending workload has a reason and a queue position; each instant of a run
+settles (no preemption loop); and requests for resources nobody has quota on, in amounts that
+never bind, change no decision (fair-share order and preemption included).
+
+The tests at the end pin the minimal examples these properties found.
+
+Speed: the default run is a fixed, derandomized set of examples (about 20 s); failures are
+reported unshrunk. FLEETSHARE_PROPERTY_SHRINK=1 shrinks them to a minimal example;
+FLEETSHARE_DEEP_PROPERTIES=2000 hunts with random seeds and that many examples per property.
 """
 
 from __future__ import annotations
@@ -233,6 +244,7 @@ class Entry:
     flavors: tuple[str, ...]
     placement: tuple[tuple[tuple[str, int], ...], ...]
     admitted_at: float
+    this_cycle: bool = False
     usage: dict[FR, int] = field(default_factory=dict)
 
 
@@ -257,8 +269,10 @@ class Ledger:
 
     # -- changes ---------------------------------------------------------------------------
 
-    def add(self, wl: Workload, assignment: Assignment, admitted_at: float) -> Entry:
-        entry = Entry(wl, assignment.flavors, assignment.placement, admitted_at)
+    def add(
+        self, wl: Workload, assignment: Assignment, admitted_at: float, this_cycle: bool = False
+    ) -> Entry:
+        entry = Entry(wl, assignment.flavors, assignment.placement, admitted_at, this_cycle)
         entry.usage = usage_of(wl, assignment.flavors)
         self.entries[wl.name] = entry
         self._apply(entry, 1)
@@ -505,7 +519,11 @@ def _check_admission(
         _note(f"preemption: {p.reason}")
     removed = [ledger.remove(p.workload.name) for p in victims]
     if friendly and within:
-        assert all(p.reason == "reclaim" for p in victims), victims
+        own = [p.workload.name for p in victims if p.reason != "reclaim"]
+        assert not own, (
+            f"{wl.name} is within {wl.team}'s quota, where reclaiming always suffices, yet "
+            f"preempts its own team's {own}; {_borrowers(ledger, wl.team)}"
+        )
 
     # -- invariant 2, at decision time (victims gone, the workload not yet added) -----------
     touched = [fr for fr, v in usage.items() if v > 0 and fr in ref.governed]
@@ -542,7 +560,7 @@ def _check_admission(
             node = ledger.nodes[node_name]
             assert node.schedulable, f"{wl.name} placed on unschedulable {node_name}"
             assert ref.flavor_of(node) == flavor, f"{wl.name}: {node_name} is not {flavor}"
-    ledger.add(wl, admission.assignment, ledger.now)
+    ledger.add(wl, admission.assignment, ledger.now, this_cycle=True)
     touched_nodes = {name for pairs in placement for name, _ in pairs}
     for name in touched_nodes:
         node = ledger.nodes[name]
@@ -592,7 +610,19 @@ def _check_admission(
                     f"preempted {[p.workload.name for p in victims]}"
                 )
             ledger.remove(entry.workload.name)
-        ledger.add(wl, admission.assignment, ledger.now)
+        ledger.add(wl, admission.assignment, ledger.now, this_cycle=True)
+
+
+def _borrowers(ledger: Ledger, team: str) -> str:
+    """Diagnosis: other teams' work admitted in this cycle that borrows (not preemptible)."""
+    fresh = [
+        f"{e.workload.name} ({e.workload.team})"
+        for e in ledger.entries.values()
+        if e.this_cycle
+        and e.workload.team != team
+        and any(ledger.borrowing(e.workload.team, fr) for fr in e.usage)
+    ]
+    return f"other teams' borrowing work admitted earlier in this cycle: {fresh or 'none'}"
 
 
 def _check_within_quota_admitted(ref: Ref, snapshot: Snapshot, result: CycleResult) -> None:
@@ -605,6 +635,12 @@ def _check_within_quota_admitted(ref: Ref, snapshot: Snapshot, result: CycleResu
     """
     admitted = {a.workload.name for a in result.admissions}
     base = Ledger(ref, snapshot)
+    end = Ledger(ref, snapshot)
+    for p in result.preemptions:
+        end.remove(p.workload.name)
+    for a in result.admissions:
+        end.add(a.workload, a.assignment, snapshot.now, this_cycle=True)
+
     by_team: dict[str, list[Workload]] = defaultdict(list)
     for wl in snapshot.pending:
         by_team[wl.team].append(wl)
@@ -625,27 +661,22 @@ def _check_within_quota_admitted(ref: Ref, snapshot: Snapshot, result: CycleResu
             _note("within-quota queue head checked")
             assert wl.name in admitted, (
                 f"{wl.name} fits within {team}'s quota but stays pending: "
-                f"{result.pending[wl.name].reason}"
+                f"{result.pending[wl.name].reason}; {_borrowers(end, team)}"
             )
             used.update(usage)
 
-    end = Ledger(ref, snapshot)
-    for p in result.preemptions:
-        end.remove(p.workload.name)
-    for a in result.admissions:
-        end.add(a.workload, a.assignment, snapshot.now)
     losers = {p.workload.team for p in result.preemptions}
     for name, pending in result.pending.items():
         wl = pending.workload
         if wl.team not in ref.teams or wl.team in losers:
             continue
         usage = usage_of(wl, ("default",) * len(wl.podsets))
+        _note("pending workload checked against its team's quota")
         if within(end.usage[wl.team], wl.team, usage):
-            _note("within-quota workload left pending checked")
             raise AssertionError(
                 f"{name} would keep {wl.team} within quota "
                 f"(uses {dict(end.usage[wl.team])}, quota {ref.teams[wl.team].quota}) "
-                f"but stays pending: {pending.reason}"
+                f"but stays pending: {pending.reason}; {_borrowers(end, wl.team)}"
             )
 
 
