@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fleetshare.model.catalog import InstanceType
-from fleetshare.model.quantity import QuantityError, parse_quantity
+from fleetshare.model.quantity import check_quantities, parse_quantity
 from fleetshare.model.resources import GPU
 
 Quantity = str | int | float
@@ -94,11 +94,7 @@ class NodePool(_Strict):
     @field_validator("limits")
     @classmethod
     def _limits(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
-        for name, amount in value.items():
-            try:
-                parse_quantity(amount)
-            except QuantityError as exc:
-                raise ValueError(f"{name}: {exc}") from None
+        check_quantities(value)
         return value
 
     def allows(self, instance: InstanceType) -> bool:

@@ -8,6 +8,7 @@ Integers make the quota arithmetic exact; sub-milli amounts round up, as Kuberne
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
 MILLI = 1000
@@ -85,3 +86,12 @@ def format_quantity(milli: int, resource: str = "") -> str:
     if milli < MILLI:
         return f"{milli}m"
     return f"{milli / MILLI:g}"
+
+
+def check_quantities(values: Mapping[str, str | int | float]) -> None:
+    """Raise ValueError naming the first entry that is not a quantity (for validators)."""
+    for name, amount in values.items():
+        try:
+            parse_quantity(amount)
+        except QuantityError as exc:
+            raise ValueError(f"{name}: {exc}") from None

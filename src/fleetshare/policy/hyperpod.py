@@ -41,6 +41,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from fleetshare.model.resources import CPU, GPU, MEMORY, MIG_PREFIX, NEURON
+from fleetshare.policy.import_report import ImportReport
 from fleetshare.policy.schema import (
     AcceleratorPartition,
     BorrowLimit,
@@ -98,20 +99,6 @@ _MIG_PROFILE = re.compile(r"^(?:nvidia\.com/)?(?:mig-)?([1-9]\d*g\.[1-9]\d*gb)$"
 
 
 @dataclass
-class _Report:
-    """Notes (what could not be mapped) and problems (why the input is invalid)."""
-
-    notes: list[str] = field(default_factory=list)
-    problems: list[tuple[str, str]] = field(default_factory=list)
-
-    def note(self, where: str, text: str) -> None:
-        self.notes.append(f"{where}: {text}")
-
-    def problem(self, where: str, reason: str) -> None:
-        self.problems.append((where, reason))
-
-
-@dataclass
 class _Sources:
     """The documents found in the input, each with its JSON path."""
 
@@ -146,7 +133,7 @@ def import_hyperpod(
         raise ValueError(
             f"borrow_limit_reading must be 'quota' or 'idle', not {borrow_limit_reading!r}"
         )
-    report = _Report()
+    report = ImportReport()
     sources = _Sources()
     _collect(_parse(source), "", sources, report)
     cluster = _cluster(sources.schedulers, report)
@@ -180,7 +167,7 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _collect(data: Any, path: str, sources: _Sources, report: _Report) -> None:
+def _collect(data: Any, path: str, sources: _Sources, report: ImportReport) -> None:
     """Sort the input's documents into scheduler configs and compute quotas."""
     if isinstance(data, list):
         for index, item in enumerate(data):
@@ -200,7 +187,9 @@ def _collect(data: Any, path: str, sources: _Sources, report: _Report) -> None:
         )
 
 
-def _collect_bundle(data: dict[str, Any], path: str, sources: _Sources, report: _Report) -> None:
+def _collect_bundle(
+    data: dict[str, Any], path: str, sources: _Sources, report: ImportReport
+) -> None:
     """``{"SchedulerConfig" | "ClusterSchedulerConfig": ..., "ComputeQuotas": [...]}``."""
     _unknown_fields(data, path, (*_BUNDLE_SCHEDULER, *_BUNDLE_QUOTAS), report)
     for key in _BUNDLE_SCHEDULER:
@@ -223,7 +212,7 @@ def _collect_bundle(data: dict[str, Any], path: str, sources: _Sources, report: 
 
 
 def _unknown_fields(
-    doc: Mapping[str, Any], path: str, handled: Iterable[str], report: _Report
+    doc: Mapping[str, Any], path: str, handled: Iterable[str], report: ImportReport
 ) -> None:
     """Note every field that is neither mapped nor bookkeeping."""
     known = set(handled) | _BOOKKEEPING
@@ -232,7 +221,7 @@ def _unknown_fields(
             report.note(_join(path, key), "unknown field; ignored")
 
 
-def _object(value: Any, path: str, report: _Report) -> dict[str, Any]:
+def _object(value: Any, path: str, report: ImportReport) -> dict[str, Any]:
     """``value`` as a JSON object (``{}`` when absent); anything else is a problem."""
     if value is None:
         return {}
@@ -242,7 +231,7 @@ def _object(value: Any, path: str, report: _Report) -> dict[str, Any]:
     return value
 
 
-def _integer(value: Any, path: str, low: int, high: int, report: _Report) -> int | None:
+def _integer(value: Any, path: str, low: int, high: int, report: ImportReport) -> int | None:
     """An integer in ``[low, high]``, or ``None`` with a problem."""
     if isinstance(value, bool) or not isinstance(value, int):
         report.problem(path, f"must be an integer from {low} to {high}, got {value!r}")
@@ -253,7 +242,7 @@ def _integer(value: Any, path: str, low: int, high: int, report: _Report) -> int
     return value
 
 
-def _number(value: Any, path: str, report: _Report) -> float | None:
+def _number(value: Any, path: str, report: ImportReport) -> float | None:
     """A non-negative number, or ``None`` with a problem."""
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         report.problem(path, f"must be a non-negative number, got {value!r}")
@@ -261,7 +250,9 @@ def _number(value: Any, path: str, report: _Report) -> float | None:
     return float(value)
 
 
-def _choice(value: Any, default: str, choices: tuple[str, ...], path: str, report: _Report) -> str:
+def _choice(
+    value: Any, default: str, choices: tuple[str, ...], path: str, report: ImportReport
+) -> str:
     """One of ``choices`` (``default`` when absent or invalid, with a problem if invalid)."""
     if value is None:
         return default
@@ -271,7 +262,7 @@ def _choice(value: Any, default: str, choices: tuple[str, ...], path: str, repor
     return str(value)
 
 
-def _name(value: Any, path: str, report: _Report) -> str | None:
+def _name(value: Any, path: str, report: ImportReport) -> str | None:
     if not isinstance(value, str) or not value:
         report.problem(path, "required (a non-empty name)")
         return None
@@ -281,7 +272,7 @@ def _name(value: Any, path: str, report: _Report) -> str | None:
 # --- cluster scheduler config ------------------------------------------------------------------
 
 
-def _cluster(schedulers: list[tuple[str, dict[str, Any]]], report: _Report) -> ClusterPolicy:
+def _cluster(schedulers: list[tuple[str, dict[str, Any]]], report: ImportReport) -> ClusterPolicy:
     """The cluster policy; HyperPod's defaults when no scheduler config is given."""
     for path, _ in schedulers[1:]:
         report.problem(
@@ -307,7 +298,7 @@ def _cluster(schedulers: list[tuple[str, dict[str, Any]]], report: _Report) -> C
 
 
 def _unwrap_scheduler(
-    path: str, doc: dict[str, Any], report: _Report
+    path: str, doc: dict[str, Any], report: ImportReport
 ) -> tuple[str, dict[str, Any]]:
     """Step into Create/Describe shapes (and a bundle entry holding one) down to SchedulerConfig."""
     while "SchedulerConfig" in doc:
@@ -318,7 +309,7 @@ def _unwrap_scheduler(
     return path, doc
 
 
-def _priority_classes(value: Any, path: str, report: _Report) -> list[PriorityClass]:
+def _priority_classes(value: Any, path: str, report: ImportReport) -> list[PriorityClass]:
     """``PriorityClasses[{Name, Weight}]``: at most 10, names unique, weights 0–100."""
     where = _join(path, "PriorityClasses")
     if value is None:
@@ -346,7 +337,7 @@ def _priority_classes(value: Any, path: str, report: _Report) -> list[PriorityCl
 
 
 def _teams(
-    quotas: list[tuple[str, dict[str, Any]]], reading: BorrowLimitReading, report: _Report
+    quotas: list[tuple[str, dict[str, Any]]], reading: BorrowLimitReading, report: ImportReport
 ) -> list[Team]:
     """One team per compute quota; a team named twice is a problem."""
     teams: dict[str, tuple[str, Team]] = {}
@@ -375,7 +366,7 @@ def _reading_note(reading: BorrowLimitReading) -> str:
 
 
 def _team(
-    path: str, doc: dict[str, Any], reading: BorrowLimitReading, report: _Report
+    path: str, doc: dict[str, Any], reading: BorrowLimitReading, report: ImportReport
 ) -> Team | None:
     """One compute quota -> a Team (``None`` when it has no usable team name)."""
     _unknown_fields(doc, path, _QUOTA_FIELDS, report)
@@ -407,7 +398,7 @@ def _team(
     )
 
 
-def _target(value: Any, path: str, report: _Report) -> tuple[str | None, int]:
+def _target(value: Any, path: str, report: ImportReport) -> tuple[str | None, int]:
     """``ComputeQuotaTarget``: team name and fair-share weight (0–100, HyperPod's default 0)."""
     target = _object(value, path, report)
     _unknown_fields(target, path, ("TeamName", "FairShareWeight"), report)
@@ -418,7 +409,7 @@ def _target(value: Any, path: str, report: _Report) -> tuple[str | None, int]:
     return name, _integer(weight, f"{path}.FairShareWeight", 0, 100, report) or 0
 
 
-def _status_note(doc: Mapping[str, Any], path: str, report: _Report) -> None:
+def _status_note(doc: Mapping[str, Any], path: str, report: ImportReport) -> None:
     """Describe responses of failed or deleted configs are imported, but say so."""
     status = doc.get("Status")
     if isinstance(status, str) and ("Failed" in status or status.startswith("Delet")):
@@ -426,7 +417,7 @@ def _status_note(doc: Mapping[str, Any], path: str, report: _Report) -> None:
         report.note(_join(path, "Status"), f"{status}{reason}; imported as written")
 
 
-def _quota(value: Any, path: str, report: _Report) -> list[QuotaEntry]:
+def _quota(value: Any, path: str, report: ImportReport) -> list[QuotaEntry]:
     """``ComputeQuotaResources`` -> quota entries, one per entry, on flavor = InstanceType."""
     if value is None:
         return []
@@ -452,7 +443,7 @@ def _quota(value: Any, path: str, report: _Report) -> list[QuotaEntry]:
     return entries
 
 
-def _amounts(value: Any, path: str, report: _Report) -> _Amounts | None:
+def _amounts(value: Any, path: str, report: ImportReport) -> _Amounts | None:
     """A ComputeQuotaResourceConfig: InstanceType plus Count, or any of the finer amounts."""
     if not isinstance(value, dict):
         report.problem(path, f"expected a JSON object, got {type(value).__name__}")
@@ -480,15 +471,15 @@ def _amounts(value: Any, path: str, report: _Report) -> _Amounts | None:
     return amounts if len(report.problems) == before else None
 
 
-def _optional_int(value: Any, path: str, report: _Report) -> int | None:
+def _optional_int(value: Any, path: str, report: ImportReport) -> int | None:
     return None if value is None else _integer(value, path, 0, 2**31 - 1, report)
 
 
-def _optional_number(value: Any, path: str, report: _Report) -> float | None:
+def _optional_number(value: Any, path: str, report: ImportReport) -> float | None:
     return None if value is None else _number(value, path, report)
 
 
-def _partition(value: Any, path: str, report: _Report) -> AcceleratorPartition | None:
+def _partition(value: Any, path: str, report: ImportReport) -> AcceleratorPartition | None:
     """``{Type, Count}`` with Type a MIG profile (``mig-1g.5gb`` or ``1g.5gb``)."""
     if value is None:
         return None
@@ -501,7 +492,7 @@ def _partition(value: Any, path: str, report: _Report) -> AcceleratorPartition |
     return AcceleratorPartition(type=f"mig-{profile}", count=count)
 
 
-def _mig_profile(value: Any, path: str, report: _Report) -> str | None:
+def _mig_profile(value: Any, path: str, report: ImportReport) -> str | None:
     """``"mig-1g.5gb"`` / ``"1g.5gb"`` -> ``"1g.5gb"``."""
     match = _MIG_PROFILE.match(value.strip().lower()) if isinstance(value, str) else None
     if match is None:
@@ -514,7 +505,7 @@ def _mig_profile(value: Any, path: str, report: _Report) -> str | None:
 
 
 def _sharing(
-    value: Any, config_path: str, reading: BorrowLimitReading, report: _Report
+    value: Any, config_path: str, reading: BorrowLimitReading, report: ImportReport
 ) -> tuple[SharingStrategy, list[BorrowLimit]]:
     """Strategy and borrow limits; only LendAndBorrow teams borrow, so only they get limits."""
     path = _join(config_path, "ResourceSharingConfig")
@@ -547,7 +538,7 @@ def _sharing(
 
 
 def _percent_limit(
-    percent: int, path: str, reading: BorrowLimitReading, report: _Report
+    percent: int, path: str, reading: BorrowLimitReading, report: ImportReport
 ) -> BorrowLimit:
     """BorrowLimit as a percentage of the team's quota, or of idle compute (clamped to 100)."""
     if reading == "quota":
@@ -557,7 +548,7 @@ def _percent_limit(
     return BorrowLimit(percent_of_idle=min(percent, 100))
 
 
-def _absolute_limits(value: Any, path: str, report: _Report) -> list[BorrowLimit]:
+def _absolute_limits(value: Any, path: str, report: ImportReport) -> list[BorrowLimit]:
     """``AbsoluteBorrowLimits``: one absolute limit per amount given, on its instance type."""
     if value is None:
         return []
@@ -572,7 +563,7 @@ def _absolute_limits(value: Any, path: str, report: _Report) -> list[BorrowLimit
     return limits
 
 
-def _limits_for(amounts: _Amounts, path: str, report: _Report) -> list[BorrowLimit]:
+def _limits_for(amounts: _Amounts, path: str, report: ImportReport) -> list[BorrowLimit]:
     """Per-resource absolute limits for one AbsoluteBorrowLimits entry."""
     flavor = amounts.instance_type
     limits = []

@@ -38,6 +38,7 @@ import yaml
 from pydantic import ValidationError
 
 from fleetshare.model.quantity import MILLI, QuantityError, parse_quantity
+from fleetshare.policy.import_report import ImportReport
 from fleetshare.policy.schema import (
     BorrowLimit,
     ClusterPolicy,
@@ -98,20 +99,6 @@ _LOCAL_QUEUE_UNSUPPORTED = {
 }
 
 
-@dataclass
-class _Report:
-    """Notes (what could not be mapped) and problems (why the input is invalid)."""
-
-    notes: list[str] = field(default_factory=list)
-    problems: list[tuple[str, str]] = field(default_factory=list)
-
-    def note(self, where: str, text: str) -> None:
-        self.notes.append(f"{where}: {text}")
-
-    def problem(self, where: str, reason: str) -> None:
-        self.problems.append((where, reason))
-
-
 @dataclass(frozen=True)
 class _Object:
     """One Kueue object; ``ref`` (``Kind/name``) starts every path that points into it."""
@@ -137,7 +124,7 @@ def import_kueue(source: str | list[dict[str, Any]]) -> Policy:
     Raises :class:`PolicyError` listing every invalid field; ``Policy.notes`` lists what was
     present but could not be mapped.
     """
-    report = _Report()
+    report = ImportReport()
     objects = _objects(_documents(source), report)
     by_kind = {kind: _unique(objects, kind, report) for kind in _TOP_FIELDS}
     flavors = [_flavor(obj, report) for obj in by_kind["ResourceFlavor"].values()]
@@ -192,7 +179,7 @@ def _flatten_lists(docs: Iterable[Any]) -> Iterator[Any]:
             yield doc
 
 
-def _objects(docs: list[Any], report: _Report) -> list[_Object]:
+def _objects(docs: list[Any], report: ImportReport) -> list[_Object]:
     """Identify each document; unsupported kinds become notes, nameless objects problems."""
     objects = []
     for index, doc in enumerate(docs):
@@ -225,7 +212,7 @@ def _objects(docs: list[Any], report: _Report) -> list[_Object]:
 
 
 def _named_object(
-    kind: str, name: str, doc: dict[str, Any], metadata: dict[str, Any], report: _Report
+    kind: str, name: str, doc: dict[str, Any], metadata: dict[str, Any], report: ImportReport
 ) -> _Object:
     """A supported object; a LocalQueue's ref carries its namespace (``default`` when absent)."""
     namespace = ""
@@ -240,7 +227,7 @@ def _named_object(
     return _Object(kind, name, ref, doc, namespace)
 
 
-def _unique(objects: list[_Object], kind: str, report: _Report) -> dict[str, _Object]:
+def _unique(objects: list[_Object], kind: str, report: ImportReport) -> dict[str, _Object]:
     """Objects of one kind by name (namespace/name for LocalQueues); repeats are problems."""
     out: dict[str, _Object] = {}
     for obj in objects:
@@ -261,7 +248,7 @@ def _unknown_fields(
     where: str,
     handled: Iterable[str],
     unsupported: Mapping[str, str],
-    report: _Report,
+    report: ImportReport,
 ) -> None:
     """Note every field that is neither mapped (``handled``) nor silently irrelevant."""
     handled = set(handled)
@@ -272,7 +259,7 @@ def _unknown_fields(
         report.note(f"{where}.{key}{shown}", unsupported.get(key, "unknown field; ignored"))
 
 
-def _mapping(value: Any, where: str, report: _Report) -> dict[str, Any]:
+def _mapping(value: Any, where: str, report: ImportReport) -> dict[str, Any]:
     """``value`` as a mapping (``{}`` when absent); anything else is a problem."""
     if value is None:
         return {}
@@ -282,7 +269,7 @@ def _mapping(value: Any, where: str, report: _Report) -> dict[str, Any]:
     return value
 
 
-def _list(value: Any, where: str, report: _Report) -> list[Any]:
+def _list(value: Any, where: str, report: ImportReport) -> list[Any]:
     """``value`` as a list (``[]`` when absent); anything else is a problem."""
     if value is None:
         return []
@@ -292,7 +279,7 @@ def _list(value: Any, where: str, report: _Report) -> list[Any]:
     return value
 
 
-def _quantity(value: Any, where: str, report: _Report) -> Quantity | None:
+def _quantity(value: Any, where: str, report: ImportReport) -> Quantity | None:
     """A Kubernetes quantity kept as written, or ``None`` (with a problem when invalid)."""
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         report.problem(where, f"not a Kubernetes quantity: {value!r}")
@@ -305,7 +292,7 @@ def _quantity(value: Any, where: str, report: _Report) -> Quantity | None:
     return value
 
 
-def _enum(enum: type[_E], value: Any, default: _E, where: str, report: _Report) -> _E:
+def _enum(enum: type[_E], value: Any, default: _E, where: str, report: ImportReport) -> _E:
     """One of ``enum``'s values (``default`` when absent or invalid, with a problem if invalid)."""
     if value is None:
         return default
@@ -317,7 +304,7 @@ def _enum(enum: type[_E], value: Any, default: _E, where: str, report: _Report) 
 
 
 def _reference(
-    spec: Mapping[str, Any], keys: tuple[str, str], where: str, report: _Report
+    spec: Mapping[str, Any], keys: tuple[str, str], where: str, report: ImportReport
 ) -> str | None:
     """A cohort name given under either of two field names (older and newer API versions)."""
     given = {key: spec[key] for key in keys if spec.get(key) not in (None, "")}
@@ -339,7 +326,7 @@ class _QuotaReader:
     """Reads ``resourceGroups`` (the same shape in ClusterQueue and Cohort)."""
 
     flavors: set[str]
-    report: _Report
+    report: ImportReport
     quotas: _Quotas = field(default_factory=_Quotas)
     seen: dict[str, str] = field(default_factory=dict)
 
@@ -435,11 +422,11 @@ class _QuotaReader:
 # --- kinds -------------------------------------------------------------------------------------
 
 
-def _spec(obj: _Object, report: _Report) -> dict[str, Any]:
+def _spec(obj: _Object, report: ImportReport) -> dict[str, Any]:
     return _mapping(obj.doc.get("spec"), f"{obj.ref}.spec", report)
 
 
-def _flavor(obj: _Object, report: _Report) -> Flavor:
+def _flavor(obj: _Object, report: ImportReport) -> Flavor:
     """ResourceFlavor -> Flavor; node labels must be string to string."""
     spec, where = _spec(obj, report), f"{obj.ref}.spec"
     _unknown_fields(spec, where, ("nodeLabels",), _FLAVOR_UNSUPPORTED, report)
@@ -450,7 +437,7 @@ def _flavor(obj: _Object, report: _Report) -> Flavor:
     return Flavor(name=obj.name, node_labels={str(k): str(v) for k, v in labels.items()})
 
 
-def _group(obj: _Object, flavors: set[str], report: _Report) -> Group:
+def _group(obj: _Object, flavors: set[str], report: ImportReport) -> Group:
     """Cohort -> Group with its parent, own quota and limits towards the parent."""
     spec, where = _spec(obj, report), f"{obj.ref}.spec"
     unsupported = {"fairSharing": "cohort fair-sharing weights are not supported; ignored"}
@@ -470,7 +457,7 @@ def _group(obj: _Object, flavors: set[str], report: _Report) -> Group:
     )
 
 
-def _team(obj: _Object, flavors: set[str], local_queues: list[str], report: _Report) -> Team:
+def _team(obj: _Object, flavors: set[str], local_queues: list[str], report: ImportReport) -> Team:
     """ClusterQueue -> Team."""
     spec, where = _spec(obj, report), f"{obj.ref}.spec"
     handled = ("cohort", "cohortName", "resourceGroups", "preemption", "fairSharing")
@@ -498,7 +485,9 @@ def _team(obj: _Object, flavors: set[str], local_queues: list[str], report: _Rep
     )
 
 
-def _preemption(value: Any, where: str, report: _Report) -> tuple[PreemptTeamTasks, ReclaimPolicy]:
+def _preemption(
+    value: Any, where: str, report: ImportReport
+) -> tuple[PreemptTeamTasks, ReclaimPolicy]:
     """withinClusterQueue and reclaimWithinCohort; both default to Never, as in Kueue."""
     spec = _mapping(value, where, report)
     unsupported = {
@@ -523,7 +512,7 @@ def _preemption(value: Any, where: str, report: _Report) -> tuple[PreemptTeamTas
     return within, reclaim
 
 
-def _weight(value: Any, where: str, report: _Report) -> float:
+def _weight(value: Any, where: str, report: ImportReport) -> float:
     """``fairSharing.weight`` (a quantity such as ``2`` or ``500m``); 1 when absent."""
     spec = _mapping(value, where, report)
     _unknown_fields(spec, where, ("weight",), {}, report)
@@ -534,7 +523,7 @@ def _weight(value: Any, where: str, report: _Report) -> float:
 
 
 def _local_queues(
-    objects: Iterable[_Object], cluster_queues: set[str], report: _Report
+    objects: Iterable[_Object], cluster_queues: set[str], report: ImportReport
 ) -> dict[str, list[str]]:
     """ClusterQueue name -> its LocalQueues as ``namespace/name``."""
     out: dict[str, list[str]] = {}
@@ -553,7 +542,7 @@ def _local_queues(
     return out
 
 
-def _undeclared_groups(groups: list[Group], teams: list[Team], report: _Report) -> list[Group]:
+def _undeclared_groups(groups: list[Group], teams: list[Team], report: ImportReport) -> list[Group]:
     """Groups for cohorts that are named (by a queue or as a parent) but not declared."""
     declared = {g.name for g in groups}
     referrers = [(g.parent, f"Cohort/{g.name}") for g in groups]
@@ -568,7 +557,7 @@ def _undeclared_groups(groups: list[Group], teams: list[Team], report: _Report) 
     return list(added.values())
 
 
-def _priority_classes(objects: Iterable[_Object], report: _Report) -> list[PriorityClass]:
+def _priority_classes(objects: Iterable[_Object], report: ImportReport) -> list[PriorityClass]:
     """WorkloadPriorityClasses; values outside 0–100 are rescaled (noted with the mapping)."""
     values: dict[str, int] = {}
     for obj in objects:
@@ -606,7 +595,7 @@ def rescale_priorities(values: Mapping[str, int]) -> dict[str, int]:
     return {name: weight[value] for name, value in values.items()}
 
 
-def _fair_share(objects: list[_Object], report: _Report) -> bool:
+def _fair_share(objects: list[_Object], report: ImportReport) -> bool:
     """Configuration ``fairSharing``: on when present (``enable: false`` turns it off)."""
     if len(objects) > 1:
         report.problem(objects[1].ref, "only one kueue Configuration may be given")

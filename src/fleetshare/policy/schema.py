@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from fleetshare.model.quantity import QuantityError, parse_quantity
+from fleetshare.model.quantity import QuantityError, check_quantities, parse_quantity
 
 Quantity = str | int | float
 DEFAULT_FLAVOR = "default"
@@ -163,11 +163,7 @@ class QuotaEntry(_Strict):
     @field_validator("resources")
     @classmethod
     def _quantities(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
-        for name, amount in value.items():
-            try:
-                parse_quantity(amount)
-            except QuantityError as exc:
-                raise ValueError(f"{name}: {exc}") from None
+        check_quantities(value)
         return value
 
     @model_validator(mode="after")
