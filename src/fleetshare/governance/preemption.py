@@ -156,7 +156,7 @@ def find_victims(
         for victim in chosen:
             state.restore(victim.entry)
         return None
-    return _minimise(state, chosen, fits)
+    return _minimise(state, chosen, done)
 
 
 def _short(state: CycleState, team: str, usage: dict[FR, int]) -> set[FR]:
@@ -221,6 +221,9 @@ def _could_fit_without(
 
 
 def _minimise(state: CycleState, chosen: list[Victim], fits: Fits) -> list[Victim]:
+    """Put victims back, newest choice first, while the preemptor still fits."""
+    if len(chosen) == 1:
+        return chosen  # it was needed: the preemptor did not fit before
     needed: list[Victim] = []
     for victim in reversed(chosen):
         state.restore(victim.entry)
