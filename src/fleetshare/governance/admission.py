@@ -79,7 +79,6 @@ class _Cycle:
         self._keys: dict[str, tuple[int, tuple[object, ...]]] = {}
         self._held: str | None = None
         self._fits_empty: dict[tuple[object, ...], bool] = {}
-        self._usages: dict[tuple[str, str], dict[FR, int]] = {}
         queues: dict[str, list[Workload]] = {}
         for wl in snapshot.pending:
             queues.setdefault(self._lane(wl), []).append(wl)
@@ -241,11 +240,7 @@ class _Cycle:
         return found
 
     def _usage(self, wl: Workload, flavor: str) -> dict[FR, int]:
-        key = (wl.name, flavor)
-        found = self._usages.get(key)
-        if found is None:
-            found = self._usages[key] = usage_of(wl, (flavor,) * len(wl.podsets))
-        return found
+        return usage_of(wl, (flavor,) * len(wl.podsets))
 
     def _option(self, wl: Workload, flavor: str) -> _Option:
         """One flavor for all pod sets, with its quota standing."""
