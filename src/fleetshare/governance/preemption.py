@@ -140,18 +140,11 @@ def find_victims(
         return _may_fit(state, wl.team, usage, contested, {}) and fits()
 
     if reclaiming:
-        for entry in others:
-            if _borrowing(state, entry.workload.team, contested & entry.usage.keys()):
-                take(entry, "reclaim")
-                if done():
-                    break
+        _reclaim(state, wl, usage, contested, others, fits, take)
     elif others:
         _fair_share(state, wl, usage, contested, others, fits, take)
     if not fits():
-        for entry in own:
-            take(entry, "priority")
-            if done():
-                break
+        _take_in_batches(state, wl, usage, contested, own, fits, take)
     if not fits():
         for victim in chosen:
             state.restore(victim.entry)
@@ -218,6 +211,66 @@ def _could_fit_without(
         if room < value:
             return False
     return True
+
+
+def _reclaim(
+    state: CycleState,
+    wl: Workload,
+    usage: dict[FR, int],
+    contested: set[FR],
+    candidates: Sequence[Admitted],
+    fits: Fits,
+    take: Callable[[Admitted, PreemptionReason], None],
+) -> None:
+    """Take borrowers' work in order while its team still borrows, choosing on paper and
+    evicting in batches once the batch could make room."""
+    tree = state.tree
+    removed: dict[str, dict[FR, int]] = {}
+    freed: dict[FR, int] = {}
+    batch: list[Admitted] = []
+    for entry in candidates:
+        team = entry.workload.team
+        gone = removed.setdefault(team, {})
+        shared = contested & entry.usage.keys()
+        if not any(tree.usage(team, fr) - gone.get(fr, 0) > tree.quota(team, fr) for fr in shared):
+            continue  # that team no longer borrows what is contested
+        batch.append(entry)
+        for fr, v in entry.usage.items():
+            gone[fr] = gone.get(fr, 0) + v
+            freed[fr] = freed.get(fr, 0) + v
+        if _may_fit(state, wl.team, usage, contested, freed):
+            for victim in batch:
+                take(victim, "reclaim")
+            batch.clear()
+            removed.clear()
+            freed.clear()
+            if fits():
+                return
+
+
+def _take_in_batches(
+    state: CycleState,
+    wl: Workload,
+    usage: dict[FR, int],
+    contested: set[FR],
+    own: Sequence[Admitted],
+    fits: Fits,
+    take: Callable[[Admitted, PreemptionReason], None],
+) -> None:
+    """The team's own lower-priority work, in order, evicted once a batch could make room."""
+    freed: dict[FR, int] = {}
+    batch: list[Admitted] = []
+    for entry in own:
+        batch.append(entry)
+        for fr, v in entry.usage.items():
+            freed[fr] = freed.get(fr, 0) + v
+        if _may_fit(state, wl.team, usage, contested, freed, own=True):
+            for victim in batch:
+                take(victim, "priority")
+            batch.clear()
+            freed.clear()
+            if fits():
+                return
 
 
 def _minimise(state: CycleState, chosen: list[Victim], fits: Fits) -> list[Victim]:
@@ -319,14 +372,22 @@ def _fair_share(
 
 
 def _may_fit(
-    state: CycleState, team: str, usage: dict[FR, int], short: set[FR], freed: dict[FR, int]
+    state: CycleState,
+    team: str,
+    usage: dict[FR, int],
+    short: set[FR],
+    freed: dict[FR, int],
+    own: bool = False,
 ) -> bool:
-    """Could the request fit once other teams' ``freed`` usage is gone? (necessary only)"""
+    """Could the request fit once ``freed`` usage is gone (the team's own when ``own``, which
+    also lifts its borrowing ceiling)? A necessary condition only."""
     tree = state.tree
     for fr in short:
-        room = state.fit.flavor_free(fr) + freed.get(fr, 0)
+        gain = freed.get(fr, 0)
+        room = state.fit.flavor_free(fr) + gain
         if fr in state.model.governed:
-            quota_room = min(tree.available(team, fr) + freed.get(fr, 0), state.ceiling(team, fr))
+            ceiling = state.ceiling(team, fr) + (gain if own else 0)
+            quota_room = min(tree.available(team, fr) + gain, ceiling)
             room = min(room, int(quota_room))
         if room < usage[fr]:
             return False
