@@ -47,6 +47,8 @@ class _Option:
     usage: dict[FR, int]
     mode: int
     problem: str | None
+    within: bool
+    """Within the team's own quota (whether or not that quota is lent out now)."""
 
 
 class Engine:
@@ -217,7 +219,8 @@ class _Cycle:
         """Admit if the pods fit and no starving workload holds this one back."""
         held = self._held_by(wl, option)
         if held is not None:  # quota would allow it: the reservation is what stops it
-            self._held = self._held or held
+            if self._held is None:
+                self._held = held_message(held, option.usage, self.snapshot.now)
             return False
         plan = self.state.fit.place(option.flavors, wl.podsets)
         if isinstance(plan, NoFit):
@@ -246,13 +249,9 @@ class _Cycle:
         """One flavor for all pod sets, with its quota standing."""
         usage = self._usage(wl, flavor)
         problem = self.state.quota_problem(wl.team, usage)
-        if problem is not None:
-            mode = _SHORT
-        elif self.state.within_nominal(wl.team, usage):
-            mode = _NOMINAL
-        else:
-            mode = _BORROW
-        return _Option((flavor,) * len(wl.podsets), usage, mode, problem)
+        within = self.state.within_nominal(wl.team, usage)
+        mode = _SHORT if problem is not None else _NOMINAL if within else _BORROW
+        return _Option((flavor,) * len(wl.podsets), usage, mode, problem, within)
 
     def _no_flavor(self, wl: Workload) -> str:
         selectors = {k: v for ps in wl.podsets for k, v in ps.node_selector.items()}
@@ -321,12 +320,10 @@ class _Cycle:
 
     # -- starvation guard ------------------------------------------------------------------
 
-    def _held_by(self, wl: Workload, option: _Option) -> str | None:
+    def _held_by(self, wl: Workload, option: _Option) -> Reservation | None:
         if not self.reservations:
             return None
-        within = self.state.within_nominal(wl.team, option.usage)
-        res = self.reservations.held_by(wl, option.usage, within)
-        return None if res is None else held_message(res, option.usage, self.snapshot.now)
+        return self.reservations.held_by(wl, option.usage, option.within)
 
     def _starving(self, wl: Workload) -> bool:
         guard = self.policy.cluster.starvation_guard_seconds
