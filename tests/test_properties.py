@@ -704,6 +704,9 @@ def engine_for(case: Case) -> Engine:
     return Engine(load_policy(case.policy_dict()), load_catalog())
 
 
+MAX_RUN_CYCLES = 2000
+
+
 def run_recorded(data: dict[str, Any]) -> tuple[RunResult, list[tuple[Snapshot, CycleResult]]]:
     """Run a scenario, recording every cycle with the snapshot it saw."""
     runner = Runner(load_scenario_data(data, Path(".")))
@@ -713,6 +716,11 @@ def run_recorded(data: dict[str, Any]) -> tuple[RunResult, list[tuple[Snapshot, 
     def cycle(snapshot: Snapshot) -> CycleResult:
         result = inner(snapshot)
         log.append((snapshot, result))
+        # 15 workloads and 3 node events need far fewer cycles: this is a run that never ends
+        assert len(log) <= MAX_RUN_CYCLES, (
+            f"the run does not end: {len(log)} cycles, now t={snapshot.now:g}, "
+            f"pending {[w.name for w in snapshot.pending]}, wake at {result.wake_at}"
+        )
         return result
 
     runner.engine.cycle = cycle  # type: ignore[method-assign]
