@@ -36,7 +36,12 @@ class NodeFit:
     """Free resources of the schedulable nodes, with gang placement."""
 
     def __init__(self, nodes: Sequence[Node], flavor_of: Mapping[str, str | None]) -> None:
-        self.nodes = [n for n in nodes if n.schedulable]
+        # a flavor's nodes are contiguous rows, so its block is a slice, not a gather
+        ready = [n for n in nodes if n.schedulable]
+        first_seen: dict[str | None, int] = {}
+        for n in ready:
+            first_seen.setdefault(flavor_of.get(n.name), len(first_seen))
+        self.nodes = sorted(ready, key=lambda n: first_seen[flavor_of.get(n.name)])
         self.index = {n.name: i for i, n in enumerate(self.nodes)}
         names: dict[str, int] = {}
         for node in self.nodes:
@@ -95,9 +100,11 @@ class NodeFit:
 
     def _per_node(self, rows: IntArray, vec: tuple[IntArray, IntArray], free: IntArray) -> IntArray:
         cols, amounts = vec
-        if len(cols) == 0:
+        if len(cols) == 0 or len(rows) == 0:
             return np.full(len(rows), _BIG, np.int64)
-        block = free[np.ix_(rows, cols)]
+        start, stop = int(rows[0]), int(rows[-1]) + 1
+        contiguous = stop - start == len(rows)  # then slice the rows (a view), not gather them
+        block = free[start:stop][:, cols] if contiguous else free[np.ix_(rows, cols)]
         counts: IntArray = (block // amounts).min(axis=1)
         return counts
 
