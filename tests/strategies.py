@@ -314,18 +314,21 @@ def cases(
     events: bool = False,
     min_workloads: int = 1,
     fair_share: bool | None = None,
+    contended: bool = False,
 ) -> Case:
+    """A random case; ``contended`` packs it: 2-3 small nodes, 2 teams, everything submitted
+    within 20 s, so that teams compete for the same GPUs in the same cycles."""
     mode = "default" if friendly else draw(st.sampled_from(("default", "labels", "instance")))
     flavors = FLAVOR_MODES[mode]
-    n_nodes = draw(st.integers(2, 6))
+    n_nodes = draw(st.integers(2, 3)) if contended else draw(st.integers(2, 6))
     nodes = []
     for i in range(n_nodes):
         flavor = flavors[i] if i < len(flavors) else draw(st.sampled_from(flavors))
-        gpus = draw(st.integers(1, 4))
+        gpus = draw(st.integers(1, 2)) if contended else draw(st.integers(1, 4))
         cordoned = False if friendly else draw(st.sampled_from((False, False, False, True)))
         nodes.append(NodeDesc(f"n{i}", flavor, gpus, cordoned))
 
-    n_teams = draw(st.integers(2, 4))
+    n_teams = 2 if contended else draw(st.integers(2, 4))
     names = [f"t{i}" for i in range(n_teams)]
     oversubscribed = False if friendly else draw(st.sampled_from((False, False, True)))
     with_cpu_quota = draw(st.booleans())
@@ -394,7 +397,7 @@ def cases(
                 name=f"w{i}",
                 team=draw(st.sampled_from(team_choices)),
                 priority_class=draw(st.none() | st.sampled_from([c[0] for c in classes])),
-                submit_at=draw(st.integers(0, 12)) * 10,
+                submit_at=draw(st.integers(0, 2 if contended else 12)) * 10,
                 duration=draw(st.none() | st.integers(3, 30).map(lambda x: x * 10)),
                 podsets=tuple(podsets),
             )

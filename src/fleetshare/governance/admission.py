@@ -81,11 +81,11 @@ class _Cycle:
         self._keys: dict[str, tuple[int, tuple[object, ...]]] = {}
         self._held: str | None = None
         self._fits_empty: dict[tuple[object, ...], bool] = {}
-        queues: dict[str, list[Workload]] = {}
+        queues: dict[str, list[tuple[tuple[int, float, str], Workload]]] = {}
         for wl in snapshot.pending:
-            queues.setdefault(self._lane(wl), []).append(wl)
+            queues.setdefault(self._lane(wl), []).append((queue_key(wl), wl))
         for queue in queues.values():
-            queue.sort(key=queue_key)
+            heapq.heapify(queue)
         self.queues = queues
 
     def _lane(self, wl: Workload) -> str:
@@ -103,23 +103,45 @@ class _Cycle:
     # -- the loop --------------------------------------------------------------------------
 
     def run(self) -> CycleResult:
-        heap: list[tuple[tuple[object, ...], str]] = []
         if self.policy.cluster.starvation_guard_seconds is not None:
             self._reserve_starving()
-        heads = dict.fromkeys(self.queues, 0)
-        for lane in self.queues:
-            heapq.heappush(heap, (self._key(self.queues[lane][0]), lane))
+        queues = self.queues
+        heap: list[tuple[tuple[object, ...], str, str]] = []
+
+        def push_head(lane: str) -> None:
+            queue = queues.get(lane)
+            while queue:
+                wl = queue[0][1]
+                key = self._key(wl)
+                if key[0] and lane.endswith("/quota"):
+                    # no longer within quota now that its team took more: to the borrowing
+                    # lane, so the team's work still within quota is not stuck behind it
+                    heapq.heappop(queue)
+                    borrow = f"{wl.team}/borrow"
+                    heapq.heappush(queues.setdefault(borrow, []), (queue_key(wl), wl))
+                    push_head(borrow)
+                    continue
+                heapq.heappush(heap, (key, lane, wl.name))
+                return
+
+        for lane in list(queues):
+            push_head(lane)
         while heap:
-            key, lane = heapq.heappop(heap)
-            wl = self.queues[lane][heads[lane]]
+            key, lane, name = heapq.heappop(heap)
+            queue = queues[lane]
+            if not queue or queue[0][1].name != name:
+                continue  # a stale entry: that workload was taken or moved
+            wl = queue[0][1]
             fresh = self._key(wl)
-            if fresh != key and heap and fresh > heap[0][0]:
-                heapq.heappush(heap, (fresh, lane))
+            if fresh != key and fresh[0] and lane.endswith("/quota"):
+                push_head(lane)
                 continue
+            if fresh != key and heap and fresh > heap[0][0]:
+                heapq.heappush(heap, (fresh, lane, name))
+                continue
+            heapq.heappop(queue)
             self._consider(wl)
-            heads[lane] += 1
-            if heads[lane] < len(self.queues[lane]):
-                heapq.heappush(heap, (self._key(self.queues[lane][heads[lane]]), lane))
+            push_head(lane)
         self._positions()
         self.result.wake_at = self._wake_at()
         return self.result

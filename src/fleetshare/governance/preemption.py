@@ -8,7 +8,9 @@ Three reasons to preempt, as in Kueue and HyperPod:
 - **fair-share** — with fair sharing on, a team that borrows less (weighted dominant resource
   share) may preempt borrowed work of a team that borrows more, but only while the preemptor's
   share after stays at or below the target's share after (or below its share before): the
-  target can never preempt straight back, so there is no ping-pong.
+  target can never preempt straight back, so there is no ping-pong. Nor is work evicted by
+  fair share when that would take its team below its own quota while the team has work
+  waiting that fits there: the team would reclaim at once, and round it would go.
 
 Victims are removed greedily until the preemptor fits, then the set is minimised: each victim
 is put back, newest choice first, if the preemptor still fits without evicting it. Work younger
@@ -353,6 +355,8 @@ def _fair_share(
                 del by_team[team]
             if not borrowing(team, contested & entry.usage.keys()):
                 continue
+            if _would_reclaim_back(state, wl, entry, removed.get(team, {})):
+                continue
             before = current[team]
             after = share(team, entry.usage)
             allowed = (
@@ -369,6 +373,27 @@ def _fair_share(
                 by_team.pop(team, None)
         if settled():
             return
+
+
+def _would_reclaim_back(
+    state: CycleState, wl: Workload, entry: Admitted, gone: dict[FR, int]
+) -> bool:
+    """Would evicting ``entry`` take its team below its own quota while it has work waiting
+    that fits there and may reclaim from ``wl``? Then the preemptor would borrow quota its
+    owner takes straight back, and the two would preempt each other for ever."""
+    team = entry.workload.team
+    rule = state.model.teams[team].reclaim
+    if rule == ReclaimPolicy.NEVER:
+        return False
+    above = wl.priority if rule == ReclaimPolicy.LOWER_PRIORITY else None
+    tree = state.tree
+    for fr, value in entry.usage.items():
+        if fr not in state.model.governed:
+            continue
+        room = tree.quota(team, fr) - (tree.usage(team, fr) - gone.get(fr, 0) - value)
+        if room > 0 and state.waiting_within(team, fr[1], room, above):
+            return True
+    return False
 
 
 def _may_fit(

@@ -77,9 +77,28 @@ class CycleState:
         self._share: dict[str, float] = {}
         self.version: dict[str, int] = {}
         """Per team, bumped whenever its usage changes (for callers' caches)."""
+        self._pending_by_team: dict[str, list[Workload]] = {}
+        for wl in snapshot.pending:
+            self._pending_by_team.setdefault(wl.team, []).append(wl)
         for running in snapshot.running:
             self._load(running)
         self.warnings = self._oversubscription()
+
+    def waiting_within(
+        self, team: str, resource: str, room: int, above_priority: int | None
+    ) -> bool:
+        """Has ``team`` work still pending that asks for some but at most ``room`` of
+        ``resource`` (with ``above_priority``: only work of a higher priority than that)?"""
+        for wl in self._pending_by_team.get(team, ()):
+            entry = self.admitted.get(wl.name)
+            if entry is not None and not entry.removed:
+                continue
+            if above_priority is not None and wl.priority <= above_priority:
+                continue
+            asked = sum(ps.count * ps.requests.get(resource, 0) for ps in wl.podsets)
+            if 0 < asked <= room:
+                return True
+        return False
 
     def _load(self, running: Running) -> None:
         wl = running.workload
