@@ -52,6 +52,39 @@ class Disruption(_Strict):
     expire_after_seconds: float | None = Field(default=None, gt=0)
 
 
+class PoolSchedule(_Strict):
+    """A daily or weekly floor/ceiling: from each cron ``schedule`` start (UTC), for
+    ``duration_seconds``, the pool keeps at least ``min_nodes`` and at most ``max_nodes``.
+
+    E.g. zero GPU nodes at night (``max_nodes: 0`` from 20:00 for 11 h), or warm headroom
+    before office hours (``min_nodes: 2`` from 08:30 on weekdays for 9 h).
+    """
+
+    schedule: str
+    duration_seconds: float = Field(gt=0)
+    min_nodes: int | None = Field(default=None, ge=0)
+    max_nodes: int | None = Field(default=None, ge=0)
+    instance_type: str | None = Field(
+        default=None, description="what floor nodes are; default: the pool's cheapest type"
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> PoolSchedule:
+        from fleetshare.autoscaling.cron import is_valid
+
+        if not is_valid(self.schedule):
+            raise ValueError(f"schedule {self.schedule!r} is not a valid cron expression")
+        if self.min_nodes is None and self.max_nodes is None:
+            raise ValueError("give min_nodes, max_nodes or both")
+        if (
+            self.min_nodes is not None
+            and self.max_nodes is not None
+            and self.min_nodes > self.max_nodes
+        ):
+            raise ValueError(f"min_nodes {self.min_nodes} exceeds max_nodes {self.max_nodes}")
+        return self
+
+
 class InstanceGroup(_Strict):
     """HyperPod-style instance group: one fixed instance type, between min and max nodes."""
 
@@ -90,6 +123,7 @@ class NodePool(_Strict):
     )
     disruption: Disruption = Field(default_factory=Disruption)
     instance_groups: list[InstanceGroup] = Field(default_factory=list)
+    schedules: list[PoolSchedule] = Field(default_factory=list)
 
     @field_validator("limits")
     @classmethod

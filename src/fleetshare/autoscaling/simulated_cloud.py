@@ -354,6 +354,11 @@ class SimulatedCloud:
             result.append(replace(instance, state="running" if ready else "pending"))
         return result
 
+    def interruption_at(self, instance_id: str) -> float | None:
+        """When a spot instance will be interrupted (None: never, or not spot)."""
+        record = self._records.get(instance_id)
+        return None if record is None else record.interrupt_at
+
     def interruptions(self, until: float) -> list[tuple[float, str]]:
         """``(time, instance id)`` of spot interruptions of live instances up to ``until``,
         in time order."""

@@ -181,6 +181,13 @@ def load_scenario_data(data: Any, base: Path, source: str = "scenario") -> Scena
     if dupes:
         raise ScenarioError(f"{source}: cluster.nodes: duplicate node names {dupes}")
     workloads = build_workloads(spec, policy)
+    for i, pool in enumerate(spec.node_pools):
+        named = [*pool.instance_types, *(g.instance_type for g in pool.instance_groups)]
+        for name in named:
+            if name not in catalog:
+                raise ScenarioError(
+                    f"{source}: node_pools[{i}]({pool.name}): {name!r} is not a known instance type"
+                )
     changes = []
     for i, change in enumerate(spec.policy_changes):
         try:

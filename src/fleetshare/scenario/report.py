@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.console import Console
@@ -65,7 +66,7 @@ def to_json(result: RunResult) -> dict[str, Any]:
             "queue_position": rec.queue_position,
             "flavors": list(dict.fromkeys(rec.flavors)),
         }
-    return {
+    out = {
         "scenario": result.scenario.name,
         "end_time": result.end_time,
         "workloads": workloads,
@@ -73,6 +74,56 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "events": result.events,
         "warnings": result.warnings,
         "policy_notes": list(result.scenario.policy.notes),
+    }
+    if result.autoscaler is not None:
+        out.update(autoscaling_summary(result))
+    return out
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))
+    return ordered[index]
+
+
+def autoscaling_summary(result: RunResult) -> dict[str, Any]:
+    """``"nodes"`` (every launched node: why, what, where, price, and when and why it went),
+    ``"cost"`` (USD over the run) and ``"capacity"`` (time-to-capacity: submit -> first
+    admission, for workloads that nodes were launched for)."""
+    scaler = result.autoscaler
+    assert scaler is not None
+    nodes = [m.record() for m in scaler.nodes.values()]
+    hours = sum(
+        max(
+            0.0,
+            (m.terminated_at if m.terminated_at is not None else result.end_time)
+            - m.instance.launched_at,
+        )
+        / 3600
+        for m in scaler.nodes.values()
+    )
+    waits = [
+        rec.first_admitted_at - rec.workload.submit_time
+        for name, rec in result.records.items()
+        if name in scaler.waited_for_nodes and rec.first_admitted_at is not None
+    ]
+    capacity: dict[str, Any] = {"workloads": len(waits)}
+    if waits:
+        capacity.update(
+            mean_seconds=round(sum(waits) / len(waits), 3),
+            p50_seconds=round(_percentile(waits, 50), 3),
+            p95_seconds=round(_percentile(waits, 95), 3),
+            max_seconds=round(max(waits), 3),
+        )
+    return {
+        "nodes": nodes,
+        "cost": {
+            "total_usd": round(scaler.cost(result.end_time), 4),
+            "node_hours": round(hours, 4),
+            "launched": len(nodes),
+            "terminated": sum(1 for m in scaler.nodes.values() if m.terminated_at is not None),
+        },
+        "capacity": {"time_to_capacity": capacity, "unplaceable": dict(scaler.unplaceable)},
     }
 
 
@@ -94,7 +145,16 @@ def _event_line(event: dict[str, Any]) -> str:
         return f"[blue]finish[/]   {wl}"
     if kind == "policy":
         return f"[magenta]policy[/]   new policy applied (teams: {', '.join(event['teams'])})"
-    return f"[magenta]node[/]     {event['node']} {event['action']}"
+    if kind == "launch":
+        return (
+            f"[magenta]launch[/]   {event['node']} ({event['capacity_type']} in {event['zone']}, "
+            f"${event['price_per_hour']:.3f}/h): {event['reason']}"
+        )
+    if kind == "autoscaler":
+        details = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("at", "event"))
+        return f"[magenta]scaler[/]   {details}"
+    why = f" ({event['reason']})" if event.get("reason") else ""
+    return f"[magenta]node[/]     {event['node']} {event['action']}{why}"
 
 
 def print_text(result: RunResult, console: Console) -> None:
@@ -131,6 +191,20 @@ def print_text(result: RunResult, console: Console) -> None:
     for team, summary in team_summary(result).items():
         teams.add_row(team, *(_fmt(summary[k]) for k in ("quota", "used", "borrowed")))
     console.print(teams)
+    if result.autoscaler is not None:
+        summary = autoscaling_summary(result)
+        cost = summary["cost"]
+        ttc = summary["capacity"]["time_to_capacity"]
+        line = (
+            f"[bold]autoscaling[/]: {cost['launched']} nodes launched, {cost['terminated']} "
+            f"terminated, {cost['node_hours']:g} node-hours, ${cost['total_usd']:.2f}"
+        )
+        if ttc["workloads"]:
+            line += (
+                f"; time to capacity p50 {ttc['p50_seconds']:g} s, p95 {ttc['p95_seconds']:g} s "
+                f"({ttc['workloads']} workloads)"
+            )
+        console.print(line)
 
 
 def _fmt(vector: dict[str, int | float]) -> str:

@@ -12,6 +12,8 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetshare.autoscaling.controller import Autoscaler, Step
+from fleetshare.autoscaling.simulated_cloud import SimulatedCloud
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.snapshot import CycleResult, Running, Snapshot
 from fleetshare.model.node import Node
@@ -32,6 +34,7 @@ class WorkloadRecord:
     state: str = "pending"
     submitted: bool = False
     admitted_at: float | None = None
+    first_admitted_at: float | None = None
     finished_at: float | None = None
     preemptions: list[dict[str, Any]] = field(default_factory=list)
     borrowed: dict[str, int] = field(default_factory=dict)
@@ -53,6 +56,7 @@ class RunResult:
     end_time: float
     engine: Engine
     warnings: list[str]
+    autoscaler: Autoscaler | None = None
 
 
 # at one instant: finishes, then node changes, then submits, then wake-ups
@@ -74,12 +78,18 @@ class Runner:
         self._queue: list[tuple[float, int, int, Any]] = []
         self._seq = 0
         self._finish_version: dict[str, int] = {}
+        self._wakes: set[float] = set()
         for wl in scenario.workloads:
             self._push(wl.submit_time, _SUBMIT, wl)
         for event in scenario.events:
             self._push(event.at, _NODE, event)
         for at, policy in scenario.policy_changes:
             self._push(at, _NODE, policy)
+        spec = scenario.spec
+        self.autoscaler: Autoscaler | None = None
+        if spec.node_pools:
+            cloud = SimulatedCloud(spec.cloud.config(scenario.catalog))
+            self.autoscaler = Autoscaler(spec.node_pools, cloud, scenario.catalog, spec.autoscaler)
 
     def _push(self, at: float, kind: int, payload: Any) -> None:
         self._seq += 1
@@ -112,6 +122,7 @@ class Runner:
             now,
             self.engine,
             list(dict.fromkeys(self.warnings)),
+            self.autoscaler,
         )
 
     def _apply(self, now: float, kind: int, payload: Any) -> None:
@@ -129,6 +140,11 @@ class Runner:
                 record = self.records[name]
                 record.state, record.finished_at = "finished", now
                 self._log(now, "finish", workload=name)
+        elif isinstance(payload, Node):  # a launched node joins the cluster
+            self.nodes[payload.name] = payload
+            if self.autoscaler is not None:
+                self.autoscaler.joined(payload.name)
+            self._log(now, "node", action="join", node=payload.name)
         elif isinstance(payload, Policy):
             self.engine = Engine(payload, self.scenario.catalog)
             self._log(now, "policy", teams=[t.name for t in payload.teams])
@@ -159,15 +175,19 @@ class Runner:
             else:  # fail or remove: the node's workloads are evicted and requeued
                 if event.action == "fail":
                     self.nodes[name] = node.with_state(ready=False)
+                elif event.action == "gpu-unhealthy":
+                    self.nodes[name] = node.with_state(healthy=False)
                 else:
                     del self.nodes[name]
-                self._evict_from(now, name, event.action)
+                    if self.autoscaler is not None:
+                        self.autoscaler.terminated(name, now, "removed")
+                reason = "node-removed" if event.action == "remove" else "node-failure"
+                self._evict_from(now, name, reason)
 
-    def _evict_from(self, now: float, node: str, action: str) -> None:
+    def _evict_from(self, now: float, node: str, reason: str) -> None:
         for running in list(self.running.values()):
             on_node = any(n == node for ps in running.assignment.placement for n, _ in ps)
             if on_node:
-                reason = "node-failure" if action == "fail" else "node-removed"
                 self._requeue(now, running.workload, by=node, reason=reason)
 
     def _requeue(self, now: float, wl: Workload, by: str, reason: str, message: str = "") -> None:
@@ -183,6 +203,52 @@ class Runner:
 
     def _settle(self, now: float) -> None:
         for _ in range(MAX_CYCLES_PER_INSTANT):
+            self._admit(now)
+            if self.autoscaler is None or not self._autoscale(now):
+                break
+
+    def _autoscale(self, now: float) -> bool:
+        """One autoscaler step; True when it evicted work (admission must run again)."""
+        assert self.autoscaler is not None
+        step: Step = self.autoscaler.step(
+            now, self.engine, self.nodes, self.running, list(self.pending.values())
+        )
+        for entry in step.log:
+            self._log(now, entry.pop("event"), **entry)
+        for ready_at, node in step.joins:
+            self._push(max(ready_at, now), _NODE, node)
+        evicted = False
+        for name, reason in step.removals:
+            if name not in self.nodes and name not in self.autoscaler.nodes:
+                continue
+            self._log(now, "node", action="terminate", node=name, reason=reason)
+            before = len(self.running)
+            self.nodes.pop(name, None)
+            self._evict_from(now, name, reason)
+            self.autoscaler.terminated(name, now, reason)
+            evicted = evicted or len(self.running) < before
+        for name in self.pending:
+            note = self.autoscaler.note(name)
+            record = self.records[name]
+            if note and record.pending_reason and note not in record.pending_reason:
+                record.pending_reason = f"{record.pending_reason}; {note}"
+        until = self.scenario.until
+        busy = (
+            bool(self.pending or self.running)
+            or (until is not None and now < until)
+            or any(k != _WAKE for _, k, _, _ in self._queue)
+        )
+        for at in {*step.wake, *(step.wake_if_busy if busy else ())}:
+            self._wake(now, at)
+        return evicted
+
+    def _wake(self, now: float, at: float) -> None:
+        if at > now and at not in self._wakes:
+            self._wakes.add(at)
+            self._push(at, _WAKE, None)
+
+    def _admit(self, now: float) -> None:
+        for _ in range(MAX_CYCLES_PER_INSTANT):
             result = self.engine.cycle(
                 Snapshot(
                     now,
@@ -191,13 +257,17 @@ class Runner:
                     list(self.pending.values()),
                 )
             )
-            self.warnings.extend(f"t={now:g}: {w}" for w in result.warnings)
+            self.warnings.extend(
+                f"t={now:g}: {w}"
+                for w in result.warnings
+                if self.autoscaler is None or "may wait for capacity" not in w
+            )
             self._apply_cycle(now, result)
             if not result.admissions and not result.preemptions:
                 break
         wake = result.wake_at
         if wake is not None and wake > now and (not self._queue or self._queue[0][0] > wake):
-            self._push(wake, _WAKE, None)
+            self._wake(now, wake)
 
     def _apply_cycle(self, now: float, result: CycleResult) -> None:
         for preemption in result.preemptions:
@@ -210,6 +280,8 @@ class Runner:
             self.running[wl.name] = Running(wl, admission.assignment, now)
             record = self.records[wl.name]
             record.state, record.admitted_at = "admitted", now
+            if record.first_admitted_at is None:
+                record.first_admitted_at = now
             record.borrowed = dict(admission.borrowed)
             record.pending_reason = record.queue_position = None
             record.flavors = admission.assignment.flavors

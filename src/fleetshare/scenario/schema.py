@@ -6,6 +6,9 @@ from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
+from fleetshare.autoscaling.nodepool import NodePool
+from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec
+
 Quantity = str | int | float
 
 
@@ -55,10 +58,11 @@ class NodeSpec(_Strict):
 
 
 class NodeEvent(_Strict):
-    """Something that happens to nodes at a time: cordon, uncordon, fail, recover, remove, add."""
+    """Something that happens to nodes at a time: cordon, uncordon, fail (NotReady),
+    gpu-unhealthy (a failed GPU health check), recover, remove, add."""
 
     at: float = Field(ge=0)
-    action: Literal["cordon", "uncordon", "fail", "recover", "remove", "add"]
+    action: Literal["cordon", "uncordon", "fail", "gpu-unhealthy", "recover", "remove", "add"]
     nodes: list[str] = Field(default_factory=list)
     add: NodeSpec | None = None
 
@@ -128,6 +132,11 @@ class ScenarioSpec(_Strict):
     policy_overrides: dict[str, Any] = Field(default_factory=dict)
     policy_changes: list[PolicyChange] = Field(default_factory=list)
     workloads: list[WorkloadSpec] = Field(default_factory=list)
+    node_pools: list[NodePool] = Field(
+        default_factory=list, description="with pools, the autoscaler launches and removes nodes"
+    )
+    cloud: CloudSpec = Field(default_factory=CloudSpec)
+    autoscaler: AutoscalerSpec = Field(default_factory=AutoscalerSpec)
     until: float | None = Field(default=None, ge=0)
     expect: dict[str, Any] = Field(default_factory=dict)
 
@@ -140,4 +149,16 @@ class ScenarioSpec(_Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"workload names must be unique; repeated: {', '.join(dupes)}")
+        pools = [p.name for p in self.node_pools]
+        dupes = sorted({n for n in pools if pools.count(n) > 1})
+        if dupes:
+            raise ValueError(f"node pool names must be unique; repeated: {', '.join(dupes)}")
+        zones = set(self.cloud.zones)
+        for pool in self.node_pools:
+            unknown = sorted(set(pool.zones) - zones)
+            if unknown:
+                raise ValueError(
+                    f"node pool {pool.name} names zones {unknown} the cloud does not have "
+                    f"(cloud.zones: {sorted(zones)})"
+                )
         return self

@@ -1,0 +1,565 @@
+"""The autoscaler's control loop: pending work in, cloud calls out.
+
+Each time the scenario runner (or the simulator) has settled a moment, it calls
+:meth:`Autoscaler.step`. The step
+
+1. notes which of its nodes are empty or unhealthy, and which spot instances are interrupted;
+2. replaces nodes unhealthy for ``repair_after_seconds`` (their workloads are requeued
+   through governance; a node of the same type, zone and capacity type is launched);
+3. batches new demand — pending workloads that governance would admit if the nodes were there
+   (:func:`~fleetshare.governance.demand.admissible_demand`) and that no launched-but-not-yet-
+   ready node was launched for — for ``batch_idle_seconds`` (at most ``batch_max_seconds``),
+   then plans the cheapest launches (:func:`~fleetshare.autoscaling.provisioner.plan_nodes`)
+   and launches them; an offering that runs out of capacity is marked unavailable by the cloud
+   and the rest is re-planned at once;
+4. keeps scheduled pool floors and ceilings, and removes nodes empty for their pool's
+   ``consolidate_after`` (down to zero), then asks :mod:`~fleetshare.autoscaling.disruption`
+   for at most one consolidation, expiry or drift action.
+
+It returns what the runner must apply: nodes that join later (launch latency), nodes to
+remove (with a reason; the runner requeues their workloads), and when to call again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetshare.autoscaling.cloud import (
+    InsufficientCapacityError,
+    Instance,
+    LaunchRequest,
+)
+from fleetshare.autoscaling.cron import next_change, window_active
+from fleetshare.autoscaling.nodepool import NodePool
+from fleetshare.autoscaling.provisioner import (
+    CAPACITY_TYPE_LABEL,
+    FAMILY_LABEL,
+    GPU_NAME_LABEL,
+    POOL_LABEL,
+    Launch,
+    Plan,
+    PodShape,
+    plan_nodes,
+)
+from fleetshare.autoscaling.settings import AutoscalerSpec
+from fleetshare.autoscaling.simulated_cloud import SimulatedCloud
+from fleetshare.governance.admission import Engine
+from fleetshare.governance.demand import Demand, admissible_demand
+from fleetshare.governance.snapshot import Running, Snapshot
+from fleetshare.model.catalog import Catalog
+from fleetshare.model.node import INSTANCE_TYPE_LABEL, ZONE_LABEL, Node, Taint
+from fleetshare.model.workload import Workload
+
+MAX_REPLANS = 3
+
+
+@dataclass
+class ManagedNode:
+    """A node the autoscaler launched, from launch to termination."""
+
+    name: str
+    instance: Instance
+    pool: str
+    reason: str
+    node: Node
+    joined: bool = False
+    empty_since: float | None = None
+    unhealthy_since: float | None = None
+    terminated_at: float | None = None
+    termination_reason: str | None = None
+    for_workloads: tuple[str, ...] = ()
+
+    def record(self) -> dict[str, Any]:
+        """The JSON form (the ``"nodes"`` list of scenario output)."""
+        inst = self.instance
+        return {
+            "node": self.name,
+            "instance_id": inst.id,
+            "pool": self.pool,
+            "instance_type": inst.instance_type,
+            "zone": inst.zone,
+            "capacity_type": inst.capacity_type,
+            "price_per_hour": round(inst.price_per_hour, 6),
+            "launched_at": inst.launched_at,
+            "ready_at": inst.ready_at,
+            "launch_reason": self.reason,
+            "terminated_at": self.terminated_at,
+            "termination_reason": self.termination_reason,
+        }
+
+
+@dataclass
+class Step:
+    """What the runner applies after a step."""
+
+    joins: list[tuple[float, Node]] = field(default_factory=list)
+    removals: list[tuple[str, str]] = field(default_factory=list)
+    """(node, reason): remove the node and requeue its workloads."""
+    wake: list[float] = field(default_factory=list)
+    """Call again at these times."""
+    wake_if_busy: list[float] = field(default_factory=list)
+    """...and at these while there is work (schedule changes, spot interruptions)."""
+    log: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _pods_on(running: Mapping[str, Running]) -> dict[str, list[Running]]:
+    out: dict[str, list[Running]] = {}
+    for entry in running.values():
+        for placement in entry.assignment.placement:
+            for node, _ in placement:
+                bucket = out.setdefault(node, [])
+                if not bucket or bucket[-1] is not entry:
+                    bucket.append(entry)
+    return out
+
+
+class Autoscaler:
+    """Karpenter-style provisioning and disruption against a (simulated) cloud."""
+
+    def __init__(
+        self,
+        pools: Sequence[NodePool],
+        cloud: SimulatedCloud,
+        catalog: Catalog,
+        settings: AutoscalerSpec | None = None,
+    ) -> None:
+        self.pools = {p.name: p for p in pools}
+        self.cloud = cloud
+        self.catalog = catalog
+        self.settings = settings or AutoscalerSpec()
+        self.nodes: dict[str, ManagedNode] = {}
+        self._by_instance: dict[str, str] = {}
+        self._seq = 0
+        self._batch_start: float | None = None
+        self._batch_last = 0.0
+        self._seen: set[str] = set()
+        self.waited_for_nodes: set[str] = set()
+        """Workloads that nodes were launched for (for the time-to-capacity metric)."""
+        self.unplaceable: dict[str, str] = {}
+        """Workload -> why no pool can run it (latest planning)."""
+        self.plans: list[Plan] = []
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+
+    def live(self) -> list[ManagedNode]:
+        """Nodes launched and not terminated."""
+        return [m for m in self.nodes.values() if m.terminated_at is None]
+
+    def joined(self, name: str) -> None:
+        """The runner added the node to the cluster (its launch latency passed)."""
+        managed = self.nodes.get(name)
+        if managed is not None and managed.terminated_at is None:
+            managed.joined = True
+
+    def terminated(self, name: str, now: float, reason: str) -> None:
+        """The node is gone: terminate its instance (if not already) and record why."""
+        managed = self.nodes.get(name)
+        if managed is None or managed.terminated_at is not None:
+            return
+        managed.terminated_at, managed.termination_reason = now, reason
+        self.cloud.terminate([managed.instance.id], now)
+
+    def note(self, workload: str) -> str | None:
+        """What the autoscaler is doing about a pending workload, for "why pending"."""
+        launching = [m for m in self.live() if not m.joined and workload in m.for_workloads]
+        if launching:
+            ready = max(m.instance.ready_at or 0.0 for m in launching)
+            names = ", ".join(m.name for m in launching)
+            return f"nodes launching for it: {names} (ready at t={ready:g})"
+        reason = self.unplaceable.get(workload)
+        return None if reason is None else f"the autoscaler cannot add nodes for it: {reason}"
+
+    def _nominated(self) -> set[str]:
+        return {w for m in self.live() if not m.joined for w in m.for_workloads}
+
+    def cost(self, until: float) -> float:
+        """USD billed for every instance up to ``until``."""
+        return self.cloud.cost(until)
+
+    # -- the step ------------------------------------------------------------------------------
+
+    def step(
+        self,
+        now: float,
+        engine: Engine,
+        nodes: Mapping[str, Node],
+        running: Mapping[str, Running],
+        pending: Sequence[Workload],
+    ) -> Step:
+        """One pass of the control loop at ``now`` (see the module docstring)."""
+        out = Step()
+        pods = _pods_on(running)
+        self._observe(now, nodes, pods, out)
+        self._repair(now, out)
+        snapshot = Snapshot(now, list(nodes.values()), list(running.values()), list(pending))
+        self._provision(now, engine, snapshot, out)
+        self._schedules(now, pods, out)
+        self._empty(now, out)
+        return out
+
+    def _observe(
+        self, now: float, nodes: Mapping[str, Node], pods: Mapping[str, list[Running]], out: Step
+    ) -> None:
+        for managed in self.live():
+            interrupt = self.cloud.interruption_at(managed.instance.id)
+            if interrupt is not None:
+                if interrupt <= now:
+                    out.removals.append((managed.name, "spot-interruption"))
+                    continue
+                out.wake_if_busy.append(interrupt)
+            if not managed.joined:
+                continue
+            node = nodes.get(managed.name)
+            if node is None:
+                continue
+            healthy = node.ready and node.healthy
+            if healthy:
+                managed.unhealthy_since = None
+            elif managed.unhealthy_since is None:
+                managed.unhealthy_since = now
+            if pods.get(managed.name):
+                managed.empty_since = None
+            elif managed.empty_since is None:
+                managed.empty_since = now
+
+    def _repair(self, now: float, out: Step) -> None:
+        """Unhealthy nodes: replaced after ``repair_after_seconds``, unless too many of a pool
+        are unhealthy at once (then something wider is wrong: wait, as Karpenter does)."""
+        grace = self.settings.repair_after_seconds
+        removing = {name for name, _ in out.removals}
+        by_pool: dict[str, list[ManagedNode]] = {}
+        for managed in self.live():
+            if managed.joined:
+                by_pool.setdefault(managed.pool, []).append(managed)
+        for pool, members in by_pool.items():
+            sick = [m for m in members if m.unhealthy_since is not None]
+            if not sick:
+                continue
+            if len(members) >= 5 and len(sick) > 0.2 * len(members):
+                out.log.append(
+                    {
+                        "event": "autoscaler",
+                        "action": "repair-paused",
+                        "pool": pool,
+                        "reason": f"{len(sick)} of {len(members)} nodes unhealthy (> 20%)",
+                    }
+                )
+                continue
+            for managed in sick:
+                assert managed.unhealthy_since is not None
+                due = managed.unhealthy_since + grace
+                if managed.name in removing:
+                    continue
+                if due > now:
+                    out.wake.append(due)
+                    continue
+                out.removals.append((managed.name, "repair"))
+                inst = managed.instance
+                launch = Launch(
+                    managed.pool,
+                    inst.instance_type,
+                    inst.zone,
+                    inst.capacity_type,
+                    1,
+                    inst.price_per_hour,
+                )
+                self._launch(now, [launch], f"replaces unhealthy {managed.name}", (), out)
+
+    # -- provisioning ----------------------------------------------------------------------
+
+    def _provision(self, now: float, engine: Engine, snapshot: Snapshot, out: Step) -> None:
+        demand, _ = admissible_demand(engine, snapshot, self._nominated())
+        names = {d.workload.name for d in demand}
+        fresh = names - self._seen
+        self._seen &= names
+        if not demand:
+            self._batch_start = None
+            return
+        if fresh:
+            self._seen |= fresh
+            self._batch_last = now
+            if self._batch_start is None:
+                self._batch_start = now
+        if self._batch_start is None:
+            return  # nothing new since the last plan: those workloads wait for what it launched
+        due = min(
+            self._batch_start + self.settings.batch_max_seconds,
+            self._batch_last + self.settings.batch_idle_seconds,
+        )
+        if due > now:
+            out.wake.append(due)
+            return
+        self._batch_start = None
+        self._plan_and_launch(now, demand, out)
+
+    def _shapes(self, demand: Sequence[Demand]) -> list[PodShape]:
+        grouped: dict[tuple[object, ...], PodShape] = {}
+        for item in demand:
+            for podset in item.workload.podsets:
+                selector = {**podset.node_selector, **item.node_selector}
+                if INSTANCE_TYPE_LABEL in selector:
+                    selector[INSTANCE_TYPE_LABEL] = selector[INSTANCE_TYPE_LABEL].removeprefix(
+                        "ml."
+                    )
+                key = (
+                    tuple(sorted(podset.requests.items())),
+                    tuple(sorted(selector.items())),
+                    podset.tolerations,
+                )
+                old = grouped.get(key)
+                grouped[key] = PodShape(
+                    requests=key[0],
+                    count=(old.count if old else 0) + podset.count,
+                    node_selector=key[1],
+                    tolerations=podset.tolerations,
+                    workloads=(*(old.workloads if old else ()), item.workload.name),
+                )
+        return list(grouped.values())
+
+    def _offerings(self, now: float) -> list[Any]:
+        wanted = [i.name for i in self.catalog if any(p.allows(i) for p in self._open_pools(now))]
+        return self.cloud.offerings(wanted, now)
+
+    def _open_pools(self, now: float) -> list[NodePool]:
+        """Pools that may launch now (not at a scheduled ceiling)."""
+        out = []
+        for pool in self.pools.values():
+            ceiling = self._bounds(pool, now)[1]
+            if ceiling is None or self._count(pool.name) < ceiling:
+                out.append(pool)
+        return out
+
+    def _pool_usage(self) -> dict[str, dict[str, int]]:
+        usage: dict[str, dict[str, int]] = {}
+        for managed in self.live():
+            mine = usage.setdefault(managed.pool, {})
+            mine["nodes"] = mine.get("nodes", 0) + 1000
+            for resource, value in managed.node.allocatable.items():
+                mine[resource] = mine.get(resource, 0) + value
+        return usage
+
+    def _plan_and_launch(self, now: float, demand: Sequence[Demand], out: Step) -> None:
+        shapes = self._shapes(demand)
+        if not shapes:
+            return
+        for _ in range(MAX_REPLANS):
+            pools = self._open_pools(now)
+            plan = plan_nodes(
+                shapes,
+                pools,
+                self.catalog,
+                self._offerings(now),
+                pool_usage=self._pool_usage(),
+                time_limit=self.settings.plan_time_limit_seconds,
+            )
+            self.plans.append(plan)
+            self.unplaceable = {
+                w: reason for i, reason in plan.unplaceable.items() for w in shapes[i].workloads
+            }
+            planned = [
+                w for i, s in enumerate(shapes) if i not in plan.unplaceable for w in s.workloads
+            ]
+            if not plan.launches:
+                return
+            failed = self._launch(now, plan.launches, "provisioning", tuple(planned), out)
+            if not failed:
+                out.log.append(
+                    {
+                        "event": "autoscaler",
+                        "action": "plan",
+                        "hourly_cost": round(plan.hourly_cost, 4),
+                        "lower_bound": round(plan.lower_bound, 4),
+                        "method": plan.method,
+                        "workloads": len(planned),
+                    }
+                )
+                return
+            # some offerings had no capacity: the cloud marked them unavailable; re-plan what
+            # the launched nodes do not cover (conservatively: everything not yet nominated)
+            nominated = self._nominated()
+            demand = [d for d in demand if d.workload.name not in nominated]
+            shapes = self._shapes(demand)
+            if not shapes:
+                return
+
+    def _launch(
+        self,
+        now: float,
+        launches: Sequence[Launch],
+        reason: str,
+        workloads: tuple[str, ...],
+        out: Step,
+    ) -> bool:
+        """Launch; True when some launch hit insufficient capacity."""
+        failed = False
+        for launch in launches:
+            pool = self.pools[launch.pool]
+            request = LaunchRequest(
+                instance_type=launch.instance_type,
+                zone=launch.zone,
+                capacity_type=launch.capacity_type,  # type: ignore[arg-type]
+                count=launch.count,
+                pool=launch.pool,
+                labels=dict(pool.labels),
+                taints=tuple((t.key, t.value, t.effect) for t in pool.taints),
+            )
+            try:
+                instances = self.cloud.launch(request, now)
+            except InsufficientCapacityError as exc:
+                failed = True
+                out.log.append({"event": "autoscaler", "action": "ice", "message": str(exc)})
+                continue
+            if len(instances) < launch.count:
+                failed = True
+            for instance in instances:
+                managed = self._managed(instance, pool, reason, workloads)
+                out.joins.append((instance.ready_at or now, managed.node))
+                out.log.append(
+                    {
+                        "event": "launch",
+                        "node": managed.name,
+                        "pool": pool.name,
+                        "instance_type": instance.instance_type,
+                        "zone": instance.zone,
+                        "capacity_type": instance.capacity_type,
+                        "price_per_hour": round(instance.price_per_hour, 6),
+                        "reason": reason,
+                    }
+                )
+        self.waited_for_nodes.update(workloads)
+        return failed
+
+    def _managed(
+        self, instance: Instance, pool: NodePool, reason: str, workloads: tuple[str, ...]
+    ) -> ManagedNode:
+        self._seq += 1
+        inst = self.catalog.get(instance.instance_type)
+        name = f"{pool.name}-{inst.name}-{self._seq}"
+        labels = dict(pool.labels)
+        labels.update(
+            {
+                INSTANCE_TYPE_LABEL: inst.name,
+                FAMILY_LABEL: inst.family,
+                CAPACITY_TYPE_LABEL: instance.capacity_type,
+                ZONE_LABEL: instance.zone,
+                POOL_LABEL: pool.name,
+            }
+        )
+        if inst.gpu_name:
+            labels[GPU_NAME_LABEL] = inst.gpu_name
+        node = Node(
+            name=name,
+            allocatable=dict(inst.allocatable),
+            instance_type=inst.name,
+            zone=instance.zone,
+            labels=labels,
+            taints=tuple(Taint(t.key, t.value, t.effect) for t in pool.taints),
+            capacity_type=instance.capacity_type,
+        )
+        managed = ManagedNode(name, instance, pool.name, reason, node, for_workloads=workloads)
+        self.nodes[name] = managed
+        self._by_instance[instance.id] = name
+        return managed
+
+    # -- schedules and scale-down ----------------------------------------------------------
+
+    def _bounds(self, pool: NodePool, now: float) -> tuple[int | None, int | None]:
+        """The pool's (floor, ceiling) at ``now``: instance-group minimums and maximums, and
+        the tightest active schedules."""
+        floor: int | None = None
+        ceiling: int | None = None
+        if pool.instance_groups:
+            floor = sum(g.min_count for g in pool.instance_groups) or None
+            ceiling = sum(g.max_count for g in pool.instance_groups)
+        nodes_limit = pool.limit_of("nodes")
+        if nodes_limit is not None:
+            ceiling = min(ceiling if ceiling is not None else math.inf, nodes_limit // 1000)  # type: ignore[assignment]
+        start = self.settings.clock_start
+        for rule in pool.schedules:
+            if not window_active(rule.schedule, rule.duration_seconds, now, start):
+                continue
+            if rule.min_nodes is not None:
+                floor = max(floor or 0, rule.min_nodes)
+            if rule.max_nodes is not None:
+                ceiling = rule.max_nodes if ceiling is None else min(ceiling, rule.max_nodes)
+        return floor, ceiling
+
+    def _count(self, pool: str) -> int:
+        return sum(1 for m in self.live() if m.pool == pool)
+
+    def _floor_type(self, pool: NodePool, now: float) -> str | None:
+        for rule in pool.schedules:
+            start = self.settings.clock_start
+            if rule.instance_type and window_active(
+                rule.schedule, rule.duration_seconds, now, start
+            ):
+                return rule.instance_type.removeprefix("ml.")
+        if pool.instance_groups:
+            return pool.instance_groups[0].instance_type.removeprefix("ml.")
+        allowed = [i for i in self.catalog if pool.allows(i) and i.price_per_hour is not None]
+        return min(allowed, key=lambda i: i.price_per_hour or 0.0).name if allowed else None
+
+    def _schedules(self, now: float, pods: Mapping[str, list[Running]], out: Step) -> None:
+        start = self.settings.clock_start
+        removing = {name for name, _ in out.removals}
+        for pool in self.pools.values():
+            for rule in pool.schedules:
+                change = next_change(rule.schedule, rule.duration_seconds, now, start)
+                out.wake_if_busy.append(change)
+            floor, ceiling = self._bounds(pool, now)
+            count = self._count(pool.name) - sum(
+                1 for name in removing if self.nodes[name].pool == pool.name
+            )
+            if floor is not None and count < floor:
+                instance_type = self._floor_type(pool, now)
+                offers = [
+                    o
+                    for o in self.cloud.offerings([instance_type] if instance_type else [], now)
+                    if o.available
+                    and o.capacity_type in pool.capacity_types
+                    and (not pool.zones or o.zone in pool.zones)
+                ]
+                if offers:
+                    best = min(offers, key=lambda o: (o.price_per_hour, o.zone))
+                    launch = Launch(
+                        pool.name,
+                        best.instance_type,
+                        best.zone,
+                        best.capacity_type,
+                        floor - count,
+                        best.price_per_hour,
+                    )
+                    self._launch(now, [launch], f"scheduled floor of {floor}", (), out)
+            if ceiling is not None and count > ceiling:
+                empty = sorted(
+                    (m for m in self.live() if m.pool == pool.name and not pods.get(m.name)),
+                    key=lambda m: -m.instance.price_per_hour,
+                )
+                for managed in empty[: count - ceiling]:
+                    if managed.name not in removing:
+                        out.removals.append((managed.name, f"scheduled ceiling of {ceiling}"))
+                        removing.add(managed.name)
+
+    def _empty(self, now: float, out: Step) -> None:
+        """Nodes empty for their pool's consolidate-after are removed, down to the floor."""
+        removing = {name for name, _ in out.removals}
+        for pool in self.pools.values():
+            floor = self._bounds(pool, now)[0] or 0
+            members = [m for m in self.live() if m.pool == pool.name and m.name not in removing]
+            spare = len(members) - floor
+            after = pool.disruption.consolidate_after_seconds
+            empty = sorted(
+                (m for m in members if m.joined and m.empty_since is not None),
+                key=lambda m: (-m.instance.price_per_hour, m.name),
+            )
+            for managed in empty:
+                assert managed.empty_since is not None
+                due = managed.empty_since + after
+                if due > now:
+                    out.wake.append(due)
+                elif spare > 0:
+                    out.removals.append((managed.name, "empty"))
+                    spare -= 1

@@ -1,0 +1,95 @@
+"""The ``cloud`` and ``autoscaler`` sections of scenario files (pydantic)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fleetshare.autoscaling.simulated_cloud import (
+    DEFAULT_ZONES,
+    Reservation,
+    SimulatedCloudConfig,
+)
+from fleetshare.model.catalog import Catalog
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+
+class CapacityLimitSpec(_Strict):
+    """At most ``max`` live instances of one offering: more is an insufficient-capacity error."""
+
+    instance_type: str
+    zone: str
+    capacity_type: Literal["on-demand", "spot", "reserved"] = "on-demand"
+    max: int = Field(ge=0)
+
+
+class ReservationSpec(_Strict):
+    """Reserved capacity (an ODCR or capacity block): ``count`` instances at ``price_per_hour``."""
+
+    instance_type: str
+    zone: str
+    count: int = Field(ge=1)
+    price_per_hour: float = Field(default=0.0, ge=0)
+
+
+class CloudSpec(_Strict):
+    """The simulated cloud (see :mod:`fleetshare.autoscaling.simulated_cloud` for the models)."""
+
+    provider: Literal["simulated"] = "simulated"
+    seed: int = 0
+    zones: list[str] = Field(default_factory=lambda: list(DEFAULT_ZONES), min_length=1)
+    launch_latency_seconds: float = Field(default=90.0, ge=0)
+    launch_latency_jitter_seconds: float = Field(default=0.0, ge=0)
+    spot_discount_min: float = Field(default=0.55, ge=0, lt=1)
+    spot_discount_max: float = Field(default=0.75, ge=0, lt=1)
+    spot_interruption_rate_per_hour: float = Field(default=0.0, ge=0)
+    ice_probability: float = Field(default=0.0, ge=0, le=1)
+    ice_cooldown_seconds: float = Field(default=180.0, ge=0)
+    capacity_limits: list[CapacityLimitSpec] = Field(default_factory=list)
+    reservations: list[ReservationSpec] = Field(default_factory=list)
+
+    def config(self, catalog: Catalog) -> SimulatedCloudConfig:
+        """The simulated cloud's configuration."""
+        return SimulatedCloudConfig(
+            seed=self.seed,
+            zones=tuple(self.zones),
+            launch_latency_seconds=self.launch_latency_seconds,
+            launch_latency_jitter_seconds=self.launch_latency_jitter_seconds,
+            spot_discount_min=self.spot_discount_min,
+            spot_discount_max=self.spot_discount_max,
+            spot_interruption_rate_per_hour=self.spot_interruption_rate_per_hour,
+            ice_probability=self.ice_probability,
+            ice_cooldown_seconds=self.ice_cooldown_seconds,
+            capacity_limits={
+                (c.instance_type, c.zone, c.capacity_type): c.max for c in self.capacity_limits
+            },
+            reservations={
+                (r.instance_type, r.zone): Reservation(r.count, r.price_per_hour)
+                for r in self.reservations
+            },
+            catalog=catalog,
+        )
+
+
+class AutoscalerSpec(_Strict):
+    """How the autoscaler batches demand and repairs nodes."""
+
+    batch_idle_seconds: float = Field(
+        default=1.0, ge=0, description="provision once no new demand arrived for this long"
+    )
+    batch_max_seconds: float = Field(
+        default=10.0, ge=0, description="...but no later than this after the first new demand"
+    )
+    repair_after_seconds: float = Field(
+        default=60.0, ge=0, description="an unhealthy node is replaced after this long"
+    )
+    clock_start: datetime = Field(
+        default=datetime(2026, 1, 5, tzinfo=UTC),
+        description="wall-clock time of t=0, for cron schedules (a Monday 00:00 UTC)",
+    )
+    plan_time_limit_seconds: float = Field(default=5.0, gt=0)
