@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleetshare.autoscaling.cloud import (
-    InsufficientCapacityError,
     Instance,
+    InsufficientCapacityError,
     LaunchRequest,
 )
 from fleetshare.autoscaling.cron import next_change, window_active
@@ -148,11 +148,16 @@ class Autoscaler:
         """Nodes launched and not terminated."""
         return [m for m in self.nodes.values() if m.terminated_at is None]
 
-    def joined(self, name: str) -> None:
-        """The runner added the node to the cluster (its launch latency passed)."""
+    def joined(self, name: str) -> bool:
+        """The node's launch latency passed: True when it joins the cluster (it was not
+        terminated meanwhile)."""
         managed = self.nodes.get(name)
-        if managed is not None and managed.terminated_at is None:
-            managed.joined = True
+        if managed is None:
+            return True
+        if managed.terminated_at is not None:
+            return False
+        managed.joined = True
+        return True
 
     def terminated(self, name: str, now: float, reason: str) -> None:
         """The node is gone: terminate its instance (if not already) and record why."""
@@ -362,9 +367,20 @@ class Autoscaler:
             planned = [
                 w for i, s in enumerate(shapes) if i not in plan.unplaceable for w in s.workloads
             ]
-            if not plan.launches:
+            allowed = self._within_limits(plan.launches, now)
+            if len(allowed) < len(plan.launches) or any(
+                a.count != b.count for a, b in zip(allowed, plan.launches, strict=False)
+            ):
+                out.log.append(
+                    {
+                        "event": "autoscaler",
+                        "action": "trimmed",
+                        "reason": "the plan went past a pool limit or ceiling",
+                    }
+                )
+            if not allowed:
                 return
-            failed = self._launch(now, plan.launches, "provisioning", tuple(planned), out)
+            failed = self._launch(now, allowed, "provisioning", tuple(planned), out)
             if not failed:
                 out.log.append(
                     {
@@ -384,6 +400,37 @@ class Autoscaler:
             shapes = self._shapes(demand)
             if not shapes:
                 return
+
+    def _within_limits(self, launches: Sequence[Launch], now: float) -> list[Launch]:
+        """The launches, cut where they would pass a pool's limits or ceiling (a last check
+        before spending money, whatever the planner said)."""
+        usage = self._pool_usage()
+        out = []
+        for launch in launches:
+            pool = self.pools[launch.pool]
+            ceiling = self._bounds(pool, now)[1]
+            allocatable = self.catalog.get(launch.instance_type).allocatable
+            mine = usage.setdefault(pool.name, {})
+            count = 0
+            for _ in range(launch.count):
+                if ceiling is not None and mine.get("nodes", 0) // 1000 >= ceiling:
+                    break
+                over = False
+                for resource in pool.limits:
+                    limit = pool.limit_of(resource)
+                    assert limit is not None
+                    add = 1000 if resource == "nodes" else allocatable.get(resource, 0)
+                    if mine.get(resource, 0) + add > limit:
+                        over = True
+                if over:
+                    break
+                count += 1
+                mine["nodes"] = mine.get("nodes", 0) + 1000
+                for resource, value in allocatable.items():
+                    mine[resource] = mine.get(resource, 0) + value
+            if count:
+                out.append(replace(launch, count=count))
+        return out
 
     def _launch(
         self,
@@ -540,7 +587,9 @@ class Autoscaler:
                 )
                 for managed in empty[: count - ceiling]:
                     if managed.name not in removing:
-                        out.removals.append((managed.name, f"scheduled ceiling of {ceiling}"))
+                        out.removals.append(
+                            (managed.name, f"above the pool's ceiling of {ceiling}")
+                        )
                         removing.add(managed.name)
 
     def _empty(self, now: float, out: Step) -> None:
@@ -552,7 +601,11 @@ class Autoscaler:
             spare = len(members) - floor
             after = pool.disruption.consolidate_after_seconds
             empty = sorted(
-                (m for m in members if m.joined and m.empty_since is not None),
+                (
+                    m
+                    for m in members
+                    if m.joined and m.empty_since is not None and m.unhealthy_since is None
+                ),
                 key=lambda m: (-m.instance.price_per_hour, m.name),
             )
             for managed in empty:

@@ -141,10 +141,9 @@ class Runner:
                 record.state, record.finished_at = "finished", now
                 self._log(now, "finish", workload=name)
         elif isinstance(payload, Node):  # a launched node joins the cluster
-            self.nodes[payload.name] = payload
-            if self.autoscaler is not None:
-                self.autoscaler.joined(payload.name)
-            self._log(now, "node", action="join", node=payload.name)
+            if self.autoscaler is None or self.autoscaler.joined(payload.name):
+                self.nodes[payload.name] = payload
+                self._log(now, "node", action="join", node=payload.name)
         elif isinstance(payload, Policy):
             self.engine = Engine(payload, self.scenario.catalog)
             self._log(now, "policy", teams=[t.name for t in payload.teams])

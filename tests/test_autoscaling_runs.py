@@ -1,0 +1,188 @@
+"""The autoscaler inside scenario runs: what an admin sees in ``scenario run --json``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.conftest import run_case
+
+GPU = "nvidia.com/gpu"
+HOUR = 3600.0
+
+POLICY: dict[str, Any] = {
+    "cluster": {"idle_resource_sharing": True},
+    "teams": [
+        {"name": "research", "quota": [{"resources": {GPU: 8}}]},
+        {
+            "name": "product",
+            "quota": [{"resources": {GPU: 4}}],
+            "borrow_limits": [{"resource": GPU, "absolute": 0}],
+        },
+    ],
+}
+POOL: dict[str, Any] = {
+    "name": "gpu",
+    "families": ["g5", "g6"],
+    "disruption": {"consolidate_after_seconds": 60},
+}
+
+
+def job(name: str, team: str, at: float, gpus: int, pods: int = 1, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "team": team,
+        "at": at,
+        "pods": pods,
+        "requests": {GPU: gpus, "cpu": 2 * gpus, "memory": f"{8 * gpus}Gi"},
+        "duration": 1800,
+        **extra,
+    }
+
+
+def scaled(workloads: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    extra.setdefault("node_pools", [POOL])
+    extra.setdefault("cloud", {"seed": 1})
+    return run_case(POLICY, [], workloads, **extra)
+
+
+def launches(out: dict[str, Any]) -> list[dict[str, Any]]:
+    return [e for e in out["events"] if e["event"] == "launch"]
+
+
+def test_nodes_are_launched_only_for_work_quota_would_admit() -> None:
+    out = scaled([job("train", "research", 0, 4, pods=2), job("greedy", "product", 5, 8)])
+    assert out["workloads"]["train"]["state"] == "finished"
+    # product may not borrow: 8 GPUs is beyond its quota of 4 whatever the cluster size
+    assert out["workloads"]["greedy"]["state"] == "pending"
+    assert "borrow limit" in out["workloads"]["greedy"]["pending_reason"]
+    gpus = sum(
+        {"g6.12xlarge": 4, "g5.12xlarge": 4, "g6.2xlarge": 1, "g5.2xlarge": 1}.get(
+            n["instance_type"], 0
+        )
+        for n in out["nodes"]
+    )
+    assert 8 <= gpus < 16, out["nodes"]
+
+
+def test_the_cluster_scales_to_zero_and_the_cost_adds_up() -> None:
+    out = scaled([job("a", "research", 0, 1), job("b", "research", 0, 4)])
+    assert out["nodes"], "nodes were launched"
+    assert all(n["termination_reason"] == "empty" for n in out["nodes"])
+    # every node goes once it has been empty for the pool's consolidate-after (60 s)
+    last_finish = max(w["finished_at"] for w in out["workloads"].values())
+    assert all(n["terminated_at"] <= last_finish + 60 for n in out["nodes"])
+    # the bill, computed independently: price x billed time per node (>= 60 s minimum)
+    expected = sum(
+        n["price_per_hour"] * max(60.0, n["terminated_at"] - n["launched_at"]) / HOUR
+        for n in out["nodes"]
+    )
+    assert abs(out["cost"]["total_usd"] - expected) < 1e-3
+
+
+def test_demand_arriving_together_is_planned_in_one_batch() -> None:
+    work = [job(f"w{i}", "research", i * 0.5, 1) for i in range(4)]
+    out = scaled(work)
+    plans = [e for e in out["events"] if e["event"] == "autoscaler" and e["action"] == "plan"]
+    assert len(plans) == 1
+    assert plans[0]["workloads"] == 4
+    # and launched 1 s after the last arrival (the idle window), not once per workload
+    assert {e["at"] for e in launches(out)} == {2.5}
+
+
+def test_launch_latency_is_the_time_to_capacity() -> None:
+    out = scaled([job("a", "research", 0, 1)], cloud={"seed": 1, "launch_latency_seconds": 300})
+    ttc = out["capacity"]["time_to_capacity"]
+    assert ttc["workloads"] == 1
+    assert ttc["p50_seconds"] == 301  # 1 s batching + 300 s launch latency
+    assert out["workloads"]["a"]["admitted_at"] == 301
+
+
+def test_pending_work_says_which_nodes_are_coming() -> None:
+    out = scaled([job("a", "research", 0, 1)], until=50)
+    reason = out["workloads"]["a"]["pending_reason"]
+    assert "nodes launching for it" in reason and "ready at t=91" in reason
+
+
+def test_an_offering_out_of_capacity_falls_back_to_the_next_choice() -> None:
+    first = scaled([job("a", "research", 0, 1)])
+    chosen = first["nodes"][0]
+    limits = [
+        {
+            "instance_type": chosen["instance_type"],
+            "zone": chosen["zone"],
+            "capacity_type": "on-demand",
+            "max": 0,
+        }
+    ]
+    out = scaled([job("a", "research", 0, 1)], cloud={"seed": 1, "capacity_limits": limits})
+    assert any(e["event"] == "autoscaler" and e["action"] == "ice" for e in out["events"])
+    node = out["nodes"][0]
+    assert (node["instance_type"], node["zone"]) != (chosen["instance_type"], chosen["zone"])
+    assert out["workloads"]["a"]["state"] == "finished"
+
+
+def test_spot_interruptions_requeue_work_and_capacity_comes_back() -> None:
+    pool = {**POOL, "capacity_types": ["spot"]}
+    out = scaled(
+        [job("a", "research", 0, 1, duration=4 * HOUR)],
+        node_pools=[pool],
+        cloud={"seed": 3, "spot_interruption_rate_per_hour": 1.0},
+    )
+    interrupted = [n for n in out["nodes"] if n["termination_reason"] == "spot-interruption"]
+    assert interrupted, "a 4 h job on spot at one interruption per hour is interrupted"
+    record = out["workloads"]["a"]
+    assert record["state"] == "finished"
+    assert {p["reason"] for p in record["preemptions"]} == {"spot-interruption"}
+    assert all(n["capacity_type"] == "spot" for n in out["nodes"])
+
+
+def test_an_unhealthy_node_is_repaired_and_its_gang_requeued() -> None:
+    out = scaled(
+        [job("train", "research", 0, 4, pods=2)],
+        autoscaler={"repair_after_seconds": 120},
+        events=[{"at": 600, "action": "gpu-unhealthy", "nodes": ["gpu-g6.12xlarge-1"]}],
+    )
+    record = out["workloads"]["train"]
+    assert [p["reason"] for p in record["preemptions"]] == ["node-failure"]
+    assert record["state"] == "finished"
+    by_name = {n["node"]: n for n in out["nodes"]}
+    sick = by_name["gpu-g6.12xlarge-1"]
+    assert sick["termination_reason"] == "repair" and sick["terminated_at"] == 720
+    replacement = [n for n in out["nodes"] if n["launch_reason"].startswith("replaces unhealthy")]
+    assert len(replacement) == 1
+    assert replacement[0]["instance_type"] == sick["instance_type"]
+    assert replacement[0]["zone"] == sick["zone"]
+
+
+def test_pool_limits_cap_the_launches() -> None:
+    pool = {**POOL, "limits": {"nodes": 1}, "instance_types": ["g6.xlarge"]}
+    out = scaled([job("a", "research", 0, 1), job("b", "research", 0, 1)], node_pools=[pool])
+    starts = sorted(w["admitted_at"] for w in out["workloads"].values())
+    assert len(out["nodes"]) >= 1
+    # never more than one node alive at a time
+    for node in out["nodes"]:
+        overlapping = [
+            n
+            for n in out["nodes"]
+            if n["launched_at"] < node["terminated_at"] and node["launched_at"] < n["terminated_at"]
+        ]
+        assert len(overlapping) == 1
+    assert starts[1] >= starts[0] + 1800  # the second waited for the first to finish
+
+
+def test_a_night_ceiling_holds_work_until_morning_and_a_floor_warms_up() -> None:
+    night = {"schedule": "0 20 * * *", "duration_seconds": 12 * HOUR, "max_nodes": 0}
+    warm = {
+        "schedule": "0 8 * * 1-5",
+        "duration_seconds": 9 * HOUR,
+        "min_nodes": 1,
+        "instance_type": "g6.xlarge",
+    }
+    pool = {**POOL, "schedules": [night, warm]}
+    # t=0 is Monday 00:00 UTC: at 02:00 it is night; the ceiling lifts at 08:00
+    out = scaled([job("a", "research", 2 * HOUR, 1)], node_pools=[pool], until=20 * HOUR)
+    assert out["workloads"]["a"]["admitted_at"] >= 8 * HOUR
+    floor = [n for n in out["nodes"] if n["launch_reason"].startswith("scheduled floor")]
+    assert floor and floor[0]["launched_at"] == 8 * HOUR
+    # the floor ends at 17:00: the warm node is then removed once empty
+    assert 17 * HOUR <= floor[0]["terminated_at"] <= 17 * HOUR + 60
