@@ -4,8 +4,11 @@ Each time the scenario runner (or the simulator) has settled a moment, it calls
 :meth:`Autoscaler.step`. The step
 
 1. notes which of its nodes are empty or unhealthy, and which spot instances are interrupted;
-2. replaces nodes unhealthy for ``repair_after_seconds`` (their workloads are requeued
-   through governance; a node of the same type, zone and capacity type is launched);
+2. removes nodes unhealthy for ``repair_after_seconds``. Their workloads were requeued
+   through governance when the node failed, and the capacity they need is replaced at once by
+   provisioning (step 3) — as in Karpenter, where evicted pods drive the replacement — so a
+   node whose work already moved elsewhere is not replaced for nothing. Pools with a floor
+   (instance-group minimums, schedules) get their count back by step 4;
 3. batches new demand — pending workloads that governance would admit if the nodes were there
    (:func:`~fleetshare.governance.demand.admissible_demand`) and that no launched-but-not-yet-
    ready node was launched for — for ``batch_idle_seconds`` (at most ``batch_max_seconds``),
@@ -51,7 +54,7 @@ from fleetshare.governance.demand import Demand, admissible_demand
 from fleetshare.governance.snapshot import Running, Snapshot
 from fleetshare.model.catalog import Catalog
 from fleetshare.model.node import INSTANCE_TYPE_LABEL, ZONE_LABEL, Node, Taint
-from fleetshare.model.workload import Workload
+from fleetshare.model.workload import PodSet, Workload
 
 MAX_REPLANS = 3
 
@@ -71,6 +74,8 @@ class ManagedNode:
     terminated_at: float | None = None
     termination_reason: str | None = None
     for_workloads: tuple[str, ...] = ()
+    held_until: float = 0.0
+    """Pending work counts on this node's room: not removed as empty before then."""
 
     def record(self) -> dict[str, Any]:
         """The JSON form (the ``"nodes"`` list of scenario output)."""
@@ -103,6 +108,31 @@ class Step:
     wake_if_busy: list[float] = field(default_factory=list)
     """...and at these while there is work (schedule changes, spot interruptions)."""
     log: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _first_fit(
+    podset: PodSet,
+    selector: Mapping[str, str],
+    count: int,
+    free: list[tuple[Node, dict[str, int]]],
+    used: set[str] | None = None,
+) -> int:
+    """Place up to ``count`` pods of ``podset`` onto ``free`` room (taken); how many fit
+    (the nodes they went to are added to ``used``)."""
+    placed = 0
+    requests = podset.requests
+    for node, room in free:
+        if placed == count:
+            break
+        if not node.admits(selector, podset.tolerations):
+            continue
+        while placed < count and all(room.get(r, 0) >= v for r, v in requests.items()):
+            for resource, value in requests.items():
+                room[resource] = room.get(resource, 0) - value
+            placed += 1
+            if used is not None:
+                used.add(node.name)
+    return placed
 
 
 def _pods_on(running: Mapping[str, Running]) -> dict[str, list[Running]]:
@@ -262,16 +292,6 @@ class Autoscaler:
                     out.wake.append(due)
                     continue
                 out.removals.append((managed.name, "repair"))
-                inst = managed.instance
-                launch = Launch(
-                    managed.pool,
-                    inst.instance_type,
-                    inst.zone,
-                    inst.capacity_type,
-                    1,
-                    inst.price_per_hour,
-                )
-                self._launch(now, [launch], f"replaces unhealthy {managed.name}", (), out)
 
     # -- provisioning ----------------------------------------------------------------------
 
@@ -298,9 +318,39 @@ class Autoscaler:
             out.wake.append(due)
             return
         self._batch_start = None
-        self._plan_and_launch(now, demand, out)
+        self._plan_and_launch(now, demand, self._free(snapshot), out)
 
-    def _shapes(self, demand: Sequence[Demand]) -> list[PodShape]:
+    def _free(self, snapshot: Snapshot) -> list[tuple[Node, dict[str, int]]]:
+        """Room on Ready nodes and on nodes still launching (less what they were launched
+        for): demand that fits there needs no new node."""
+        out: list[tuple[Node, dict[str, int]]] = []
+        room = {n.name: dict(n.allocatable) for n in snapshot.nodes if n.schedulable}
+        for entry in snapshot.running:
+            for podset, placement in zip(
+                entry.workload.podsets, entry.assignment.placement, strict=True
+            ):
+                for node, count in placement:
+                    free = room.get(node)
+                    if free is not None:
+                        for resource, value in podset.requests.items():
+                            free[resource] = free.get(resource, 0) - value * count
+        out = [(n, room[n.name]) for n in snapshot.nodes if n.name in room]
+        launching = [(m.node, dict(m.node.allocatable)) for m in self.live() if not m.joined]
+        pending = {wl.name: wl for wl in snapshot.pending}
+        for managed in self.live():
+            for name in managed.for_workloads if not managed.joined else ():
+                wl = pending.get(name)
+                if wl is not None:
+                    for podset in wl.podsets:
+                        _first_fit(podset, podset.node_selector, podset.count, launching)
+        return out + launching
+
+    def _shapes(
+        self,
+        demand: Sequence[Demand],
+        free: list[tuple[Node, dict[str, int]]] | None = None,
+        used: set[str] | None = None,
+    ) -> list[PodShape]:
         grouped: dict[tuple[object, ...], PodShape] = {}
         for item in demand:
             for podset in item.workload.podsets:
@@ -309,6 +359,11 @@ class Autoscaler:
                     selector[INSTANCE_TYPE_LABEL] = selector[INSTANCE_TYPE_LABEL].removeprefix(
                         "ml."
                     )
+                count = podset.count
+                if free:
+                    count -= _first_fit(podset, selector, count, free, used)
+                if count <= 0:
+                    continue
                 key = (
                     tuple(sorted(podset.requests.items())),
                     tuple(sorted(selector.items())),
@@ -317,7 +372,7 @@ class Autoscaler:
                 old = grouped.get(key)
                 grouped[key] = PodShape(
                     requests=key[0],
-                    count=(old.count if old else 0) + podset.count,
+                    count=(old.count if old else 0) + count,
                     node_selector=key[1],
                     tolerations=podset.tolerations,
                     workloads=(*(old.workloads if old else ()), item.workload.name),
@@ -346,8 +401,16 @@ class Autoscaler:
                 mine[resource] = mine.get(resource, 0) + value
         return usage
 
-    def _plan_and_launch(self, now: float, demand: Sequence[Demand], out: Step) -> None:
-        shapes = self._shapes(demand)
+    def _plan_and_launch(
+        self,
+        now: float,
+        demand: Sequence[Demand],
+        free: list[tuple[Node, dict[str, int]]],
+        out: Step,
+    ) -> None:
+        used: set[str] = set()
+        shapes = self._shapes(demand, free, used)
+        self._hold(used, now)
         if not shapes:
             return
         for _ in range(MAX_REPLANS):
@@ -397,9 +460,20 @@ class Autoscaler:
             # the launched nodes do not cover (conservatively: everything not yet nominated)
             nominated = self._nominated()
             demand = [d for d in demand if d.workload.name not in nominated]
-            shapes = self._shapes(demand)
+            shapes = self._shapes(demand, free)
             if not shapes:
                 return
+
+    def _hold(self, names: set[str], now: float) -> None:
+        """Nodes whose room pending work counts on are not removed as empty meanwhile
+        (until the nodes launched with them are up, plus the pool's consolidate-after)."""
+        config = self.cloud.config
+        latency = config.launch_latency_seconds + config.launch_latency_jitter_seconds
+        for name in names:
+            managed = self.nodes.get(name)
+            if managed is not None:
+                after = self.pools[managed.pool].disruption.consolidate_after_seconds
+                managed.held_until = max(managed.held_until, now + latency + after)
 
     def _within_limits(self, launches: Sequence[Launch], now: float) -> list[Launch]:
         """The launches, cut where they would pass a pool's limits or ceiling (a last check
@@ -610,7 +684,7 @@ class Autoscaler:
             )
             for managed in empty:
                 assert managed.empty_since is not None
-                due = managed.empty_since + after
+                due = max(managed.empty_since + after, managed.held_until)
                 if due > now:
                     out.wake.append(due)
                 elif spare > 0:
