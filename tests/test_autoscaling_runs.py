@@ -188,3 +188,43 @@ def test_a_night_ceiling_holds_work_until_morning_and_a_floor_warms_up() -> None
     assert floor and floor[0]["launched_at"] == 8 * HOUR
     # the floor ends at 17:00: the warm node is then removed once empty
     assert 17 * HOUR <= floor[0]["terminated_at"] <= 17 * HOUR + 60
+
+
+G6 = {**POOL, "families": ["g6"]}
+
+
+def _consolidation_case(small_labels: dict[str, str], policy: str) -> dict[str, Any]:
+    pool = {**G6, "disruption": {"consolidate_after_seconds": 60, "consolidation_policy": policy}}
+    return scaled(
+        [
+            job("big", "research", 0, 3, duration=600),
+            job("small", "research", 10, 1, duration=6 * HOUR, labels=small_labels),
+        ],
+        node_pools=[pool],
+    )
+
+
+def test_an_underused_node_is_replaced_by_a_cheaper_one() -> None:
+    out = _consolidation_case({}, "WhenEmptyOrUnderutilized")
+    first = out["nodes"][0]
+    assert first["instance_type"] == "g6.12xlarge"  # 3 GPUs: the 4-GPU size, small joins it
+    assert first["termination_reason"].startswith("replace")
+    replacement = [n for n in out["nodes"] if n["launch_reason"].startswith("replace")]
+    assert [n["instance_type"] for n in replacement] == ["g6.xlarge"]
+    # the old node goes only once the replacement is Ready, then small moves over
+    assert first["terminated_at"] == replacement[0]["ready_at"]
+    small = out["workloads"]["small"]
+    assert small["state"] == "finished"
+    assert [p["reason"] for p in small["preemptions"]] == [first["termination_reason"]]
+    kept = _consolidation_case({}, "WhenEmpty")
+    assert out["cost"]["total_usd"] < 0.5 * kept["cost"]["total_usd"]
+
+
+def test_running_training_is_not_disrupted_to_save_money() -> None:
+    out = _consolidation_case({"fleetshare.io/kind": "training"}, "WhenEmptyOrUnderutilized")
+    assert [n["instance_type"] for n in out["nodes"]] == ["g6.12xlarge"]
+    assert out["workloads"]["small"]["preemptions"] == []
+    # ...unless it is marked preemptible and the saving is worth it (75% here)
+    labels = {"fleetshare.io/kind": "training", "fleetshare.io/preemptible": "true"}
+    out = _consolidation_case(labels, "WhenEmptyOrUnderutilized")
+    assert len(out["workloads"]["small"]["preemptions"]) == 1

@@ -36,6 +36,14 @@ from fleetshare.autoscaling.cloud import (
     LaunchRequest,
 )
 from fleetshare.autoscaling.cron import next_change, window_active
+from fleetshare.autoscaling.disruption import (
+    Action,
+    NodeView,
+    PodView,
+    consolidation,
+    expiration_and_drift,
+    revalidate,
+)
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.provisioner import (
     CAPACITY_TYPE_LABEL,
@@ -76,6 +84,8 @@ class ManagedNode:
     for_workloads: tuple[str, ...] = ()
     held_until: float = 0.0
     """Pending work counts on this node's room: not removed as empty before then."""
+    pods_changed_at: float | None = None
+    pods_seen: frozenset[str] = frozenset()
 
     def record(self) -> dict[str, Any]:
         """The JSON form (the ``"nodes"`` list of scenario output)."""
@@ -171,6 +181,17 @@ class Autoscaler:
         self.unplaceable: dict[str, str] = {}
         """Workload -> why no pool can run it (latest planning)."""
         self.plans: list[Plan] = []
+        self.quota_blocked: dict[str, str] = {}
+        """Pending workload -> the quota reason no node is launched for it."""
+        self._proposed: tuple[Action, float] | None = None
+        """A disruption decided earlier, carried out after re-validation at the given time."""
+        self._replacing: list[tuple[Action, tuple[str, ...]]] = []
+        """Actions whose replacements are launching: old nodes go once those are Ready."""
+        self._next_disruption = 0.0
+        self._last_signature: object = None
+        self._offset = self.settings.clock_start.timestamp()
+        self.blocked: dict[str, str] = {}
+        """Node -> why the latest disruption pass kept it."""
 
     # -- bookkeeping ---------------------------------------------------------------------------
 
@@ -205,7 +226,12 @@ class Autoscaler:
             names = ", ".join(m.name for m in launching)
             return f"nodes launching for it: {names} (ready at t={ready:g})"
         reason = self.unplaceable.get(workload)
-        return None if reason is None else f"the autoscaler cannot add nodes for it: {reason}"
+        if reason is not None:
+            return f"the autoscaler cannot add nodes for it: {reason}"
+        reason = self.quota_blocked.get(workload)
+        if reason is not None:
+            return f"no node is launched for it, quota would not admit it: {reason}"
+        return None
 
     def _nominated(self) -> set[str]:
         return {w for m in self.live() if not m.joined for w in m.for_workloads}
@@ -233,6 +259,7 @@ class Autoscaler:
         self._provision(now, engine, snapshot, out)
         self._schedules(now, pods, out)
         self._empty(now, out)
+        self._disrupt(now, running, out)
         return out
 
     def _observe(
@@ -255,7 +282,10 @@ class Autoscaler:
                 managed.unhealthy_since = None
             elif managed.unhealthy_since is None:
                 managed.unhealthy_since = now
-            if pods.get(managed.name):
+            here = frozenset(r.workload.name for r in pods.get(managed.name, ()))
+            if here != managed.pods_seen:
+                managed.pods_seen, managed.pods_changed_at = here, now
+            if here:
                 managed.empty_since = None
             elif managed.empty_since is None:
                 managed.empty_since = now
@@ -296,7 +326,7 @@ class Autoscaler:
     # -- provisioning ----------------------------------------------------------------------
 
     def _provision(self, now: float, engine: Engine, snapshot: Snapshot, out: Step) -> None:
-        demand, _ = admissible_demand(engine, snapshot, self._nominated())
+        demand, self.quota_blocked = admissible_demand(engine, snapshot, self._nominated())
         names = {d.workload.name for d in demand}
         fresh = names - self._seen
         self._seen &= names
@@ -380,7 +410,8 @@ class Autoscaler:
         return list(grouped.values())
 
     def _offerings(self, now: float) -> list[Any]:
-        wanted = [i.name for i in self.catalog if any(p.allows(i) for p in self._open_pools(now))]
+        pools = self._open_pools(now)
+        wanted = [i.name for i in self.catalog if any(p.allows(i) for p in pools)]
         return self.cloud.offerings(wanted, now)
 
     def _open_pools(self, now: float) -> list[NodePool]:
@@ -690,3 +721,208 @@ class Autoscaler:
                 elif spare > 0:
                     out.removals.append((managed.name, "empty"))
                     spare -= 1
+
+    # -- consolidation, expiry and drift -------------------------------------------------------
+
+    def _views(
+        self, running: Mapping[str, Running], exclude: set[str]
+    ) -> tuple[list[NodeView], list[PodView]]:
+        """The disruption logic's view of the autoscaler's Ready nodes and their pods, on the
+        wall clock (cron budgets)."""
+        t = self._offset
+        nodes = []
+        for m in self.live():
+            if not m.joined or m.name in exclude:
+                continue
+            nodes.append(
+                NodeView(
+                    name=m.name,
+                    pool=m.pool,
+                    instance_type=m.instance.instance_type,
+                    zone=m.instance.zone,
+                    capacity_type=m.instance.capacity_type,
+                    price_per_hour=m.instance.price_per_hour,
+                    allocatable=m.node.allocatable,
+                    launched_at=t + m.instance.launched_at,
+                    ready=m.node.ready,
+                    healthy=m.unhealthy_since is None,
+                    unhealthy_since=None if m.unhealthy_since is None else t + m.unhealthy_since,
+                    empty_since=None if m.empty_since is None else t + m.empty_since,
+                    labels=m.node.labels,
+                    taints=m.node.taints,
+                    pods_changed_at=None if m.pods_changed_at is None else t + m.pods_changed_at,
+                )
+            )
+        names = {n.name for n in nodes}
+        pods = []
+        for entry in running.values():
+            wl = entry.workload
+            kind = wl.labels.get("fleetshare.io/kind") or (
+                "training" if wl.pod_count > 1 else "batch"
+            )
+            preemptible = wl.labels.get("fleetshare.io/preemptible", "") == "true"
+            for podset, placement in zip(wl.podsets, entry.assignment.placement, strict=True):
+                for node, count in placement:
+                    if node not in names:
+                        continue
+                    for i in range(count):
+                        pods.append(
+                            PodView(
+                                name=f"{wl.name}/{podset.name}/{node}/{i}",
+                                workload=wl.name,
+                                team=wl.team,
+                                node=node,
+                                requests=podset.requests,
+                                priority=wl.priority,
+                                kind=kind,  # type: ignore[arg-type]
+                                preemptible=preemptible,
+                                gang=wl.name if wl.pod_count > 1 else None,
+                                started_at=t + entry.admitted_at,
+                                node_selector=podset.node_selector,
+                                tolerations=podset.tolerations,
+                            )
+                        )
+        return nodes, pods
+
+    def _floors(self, now: float) -> dict[str, int]:
+        return {
+            name: floor
+            for name, pool in self.pools.items()
+            if (floor := self._bounds(pool, now)[0] or 0)
+        }
+
+    def _disrupt(self, now: float, running: Mapping[str, Running], out: Step) -> None:
+        """Finish replacements whose new nodes are Ready; carry out a re-validated proposal;
+        otherwise look for the next action (at most one at a time, as Karpenter does)."""
+        self._finish_replacements(now, out)
+        removing = {name for name, _ in out.removals}
+        disrupting = {n for action, _ in self._replacing for n in action.nodes} | removing
+        if self._proposed is not None:
+            action, due = self._proposed
+            if due > now:
+                out.wake_if_busy.append(due)
+                return
+            self._proposed = None
+            nodes, pods = self._views(running, removing)
+            check = revalidate(
+                action,
+                nodes,
+                pods,
+                list(self.pools.values()),
+                now + self._offset,
+                disrupting=disrupting - set(action.nodes),
+                settings=None,
+                floors=self._floors(now),
+                catalog=self.catalog,
+            )
+            if not check.valid:
+                out.log.append(
+                    {"event": "autoscaler", "action": "cancelled", "reason": check.reason}
+                )
+                return
+            self._act(now, action, out)
+            return
+        if self._replacing or now < self._next_disruption:
+            if not self._replacing:
+                out.wake_if_busy.append(self._next_disruption)
+            return
+        self._next_disruption = now + self.settings.disruption_interval_seconds
+        nodes, pods = self._views(running, removing)
+        if not nodes:
+            return
+        signature = (
+            frozenset((m.name, m.pods_seen) for m in self.live()),
+            frozenset(disrupting),
+        )
+        time_bound = any(
+            reason.split(":", 1)[0] in ("consolidate-after", "budget", "floor")
+            for reason in self.blocked.values()
+        )
+        if signature == self._last_signature and not time_bound and not self._expiring():
+            return  # nothing changed since a pass that found nothing to do
+        self._last_signature = signature
+        pools = list(self.pools.values())
+        offerings = self._offerings(now)
+        floors = self._floors(now)
+        at = now + self._offset
+        decision = expiration_and_drift(
+            nodes,
+            pods,
+            pools,
+            at,
+            disrupting=disrupting,
+            catalog=self.catalog,
+            offerings=offerings,
+        )
+        if not decision.actions and any(
+            p.disruption.consolidation_policy == "WhenEmptyOrUnderutilized" for p in pools
+        ):
+            decision = consolidation(
+                nodes,
+                pods,
+                pools,
+                self.catalog,
+                offerings,
+                at,
+                disrupting=disrupting,
+                floors=floors,
+            )
+        self.blocked = dict(decision.blocked)
+        out.wake_if_busy.append(self._next_disruption)
+        if not decision.actions:
+            return
+        action = decision.actions[0]
+        if action.kind in ("expire", "drift"):
+            self._act(now, action, out)  # forced by time, not a judgement on the moment
+            return
+        due = now + self.settings.disruption_validation_seconds
+        self._proposed = (action, due)
+        out.wake_if_busy.append(due)
+
+    def _expiring(self) -> bool:
+        return any(p.disruption.expire_after_seconds is not None for p in self.pools.values())
+
+    def _act(self, now: float, action: Action, out: Step) -> None:
+        out.log.append(
+            {
+                "event": "autoscaler",
+                "action": action.kind,
+                "nodes": list(action.nodes),
+                "saving_per_hour": round(action.saving_per_hour, 4),
+                "reason": action.reason,
+            }
+        )
+        if not action.replacements:
+            for name in action.nodes:
+                out.removals.append((name, f"{action.kind}: {action.reason}"))
+            return
+        before = set(self.nodes)
+        launches = [
+            Launch(r.pool, r.instance_type, r.zone, r.capacity_type, r.count, r.price_per_hour)
+            for r in action.replacements
+        ]
+        self._launch(now, launches, f"{action.kind} of {', '.join(action.nodes)}", (), out)
+        new = tuple(sorted(set(self.nodes) - before))
+        if new:
+            self._replacing.append((action, new))
+
+    def _finish_replacements(self, now: float, out: Step) -> None:
+        waiting = []
+        for action, new in self._replacing:
+            launched = [self.nodes[n] for n in new]
+            if any(m.terminated_at is not None for m in launched):
+                out.log.append(
+                    {
+                        "event": "autoscaler",
+                        "action": "cancelled",
+                        "reason": f"a replacement for {', '.join(action.nodes)} was lost",
+                    }
+                )
+                continue
+            if all(m.joined for m in launched):
+                for name in action.nodes:
+                    if name in self.nodes and self.nodes[name].terminated_at is None:
+                        out.removals.append((name, f"{action.kind}: {action.reason}"))
+                continue
+            waiting.append((action, new))
+        self._replacing = waiting

@@ -93,3 +93,12 @@ class AutoscalerSpec(_Strict):
         description="wall-clock time of t=0, for cron schedules (a Monday 00:00 UTC)",
     )
     plan_time_limit_seconds: float = Field(default=5.0, gt=0)
+    disruption_interval_seconds: float = Field(
+        default=60.0, gt=0, description="how often consolidation, expiry and drift are evaluated"
+    )
+    disruption_validation_seconds: float = Field(
+        default=15.0,
+        ge=0,
+        description="a consolidation is re-validated this long after it is "
+        "decided, and carried out only if still valid (Karpenter: 15 s)",
+    )
