@@ -698,3 +698,49 @@ def test_hyperpod_unrecognised_input(source: str, path: str, reason: str) -> Non
         import_hyperpod(source)
 
     assert problems_of(excinfo)[path].startswith(reason)
+
+
+def test_kueue_separate_cohorts_never_borrow_from_each_other() -> None:
+    """Found by the Kueue generator trace: root cohorts hung under one cluster root could
+    borrow across cohorts, which Kueue never allows."""
+    from fleetshare.governance.admission import Engine
+    from fleetshare.governance.snapshot import Snapshot
+    from fleetshare.model.node import Node
+    from fleetshare.model.workload import PodSet, Workload
+
+    docs = [
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "kind": "ResourceFlavor",
+            "metadata": {"name": "default"},
+        }
+    ]
+    for queue, cohort in (("a", "one"), ("b", "two")):
+        docs.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta1",
+                "kind": "ClusterQueue",
+                "metadata": {"name": queue},
+                "spec": {
+                    "cohort": cohort,
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu"],
+                            "flavors": [
+                                {
+                                    "name": "default",
+                                    "resources": [{"name": "cpu", "nominalQuota": 4}],
+                                }
+                            ],
+                        }
+                    ],
+                },
+            }
+        )
+    engine = Engine(import_kueue(docs))
+    node = Node("n", {"cpu": 8000})
+    big = Workload("big", "a", (PodSet("main", 1, {"cpu": 2000}),), submit_time=1)
+    fits = Workload("fits", "a", (PodSet("main", 1, {"cpu": 4000}),))
+    result = engine.cycle(Snapshot(0, [node], [], [big, fits]))
+    assert [a.workload.name for a in result.admissions] == ["fits"]
+    assert "needs 2" in result.pending["big"].reason  # b's unused quota is not a's to take

@@ -6,7 +6,8 @@ Mapping, Kueue -> fleetshare:
 - ``Cohort`` -> :class:`Group`: parent (``spec.parent`` in v1alpha1/v1beta1, ``spec.parentName``
   in v1beta2), its own quota from ``spec.resourceGroups`` and the borrowingLimit / lendingLimit
   it has towards its parent. A cohort that is named (by a ClusterQueue or as a parent) but not
-  declared becomes a group with no quota, as Kueue treats it.
+  declared becomes a group with no quota, as Kueue treats it. Root cohorts (no parent) are
+  separate trees in Kueue: they get borrowing and lending limits of 0 towards the cluster.
 - ``ClusterQueue`` -> :class:`Team`: group = ``spec.cohort`` / ``spec.cohortName``; one
   :class:`QuotaEntry` per flavor with ``resources = {name: nominalQuota}``; borrowingLimit and
   lendingLimit -> absolute :class:`BorrowLimit` / :class:`LendingLimit` on (resource, flavor); a
@@ -136,6 +137,7 @@ def import_kueue(source: str | list[dict[str, Any]]) -> Policy:
         for name, obj in by_kind["ClusterQueue"].items()
     ]
     groups += _undeclared_groups(groups, teams, report)
+    groups = [_isolated(g) if g.parent is None else g for g in groups]
     classes = _priority_classes(by_kind["WorkloadPriorityClass"].values(), report)
     configurations = [obj for obj in objects if obj.kind == "Configuration"]
     fair_share = _fair_share(configurations, report)
@@ -540,6 +542,16 @@ def _local_queues(
         else:
             out.setdefault(target, []).append(f"{obj.namespace}/{obj.name}")
     return out
+
+
+def _isolated(group: Group) -> Group:
+    """A root cohort: in Kueue, separate cohort trees never lend to or borrow from each other."""
+    return group.model_copy(
+        update={
+            "borrow_limits": [BorrowLimit(absolute=0)],
+            "lending_limits": [LendingLimit(absolute=0)],
+        }
+    )
 
 
 def _undeclared_groups(groups: list[Group], teams: list[Team], report: ImportReport) -> list[Group]:
