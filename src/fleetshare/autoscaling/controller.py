@@ -189,6 +189,7 @@ class Autoscaler:
         """Actions whose replacements are launching: old nodes go once those are Ready."""
         self._next_disruption = 0.0
         self._last_signature: object = None
+        self._announced: dict[str, str] = {}
         self._offset = self.settings.clock_start.timestamp()
         self.blocked: dict[str, str] = {}
         """Node -> why the latest disruption pass kept it."""
@@ -867,6 +868,13 @@ class Autoscaler:
                 disrupting=disrupting,
                 floors=floors,
             )
+        for node, reason in sorted(decision.blocked.items()):
+            shown = reason.split(":", 1)[0] in ("training", "do-not-disrupt", "pdb", "budget")
+            if shown and self._announced.get(node) != reason:
+                self._announced[node] = reason
+                out.log.append(
+                    {"event": "autoscaler", "action": "kept", "node": node, "reason": reason}
+                )
         self.blocked = dict(decision.blocked)
         out.wake_if_busy.append(self._next_disruption)
         if not decision.actions:
