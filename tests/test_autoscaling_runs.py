@@ -228,3 +228,19 @@ def test_running_training_is_not_disrupted_to_save_money() -> None:
     labels = {"fleetshare.io/kind": "training", "fleetshare.io/preemptible": "true"}
     out = _consolidation_case(labels, "WhenEmptyOrUnderutilized")
     assert len(out["workloads"]["small"]["preemptions"]) == 1
+
+
+def test_headroom_keeps_warm_capacity_so_bursts_start_at_once() -> None:
+    headroom = [{"requests": {GPU: 1, "cpu": 2, "memory": "8Gi"}, "count": 1}]
+    out = scaled(
+        [job("burst", "research", 600, 1, duration=600)],
+        autoscaler={"headroom": headroom},
+        until=3 * HOUR,
+    )
+    record = out["workloads"]["burst"]
+    assert record["admitted_at"] == 600  # no launch latency: the warm node was there
+    warm = [n for n in out["nodes"] if n["launched_at"] == 0]
+    assert len(warm) == 1 and warm[0]["terminated_at"] is None  # kept, though empty for hours
+    # once the burst took the room, new headroom was launched right away
+    assert any(n["launched_at"] == 600 for n in out["nodes"])
+    assert len([n for n in out["nodes"] if n["terminated_at"] is None]) == 1

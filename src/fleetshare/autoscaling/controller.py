@@ -62,6 +62,7 @@ from fleetshare.governance.demand import Demand, admissible_demand
 from fleetshare.governance.snapshot import Running, Snapshot
 from fleetshare.model.catalog import Catalog
 from fleetshare.model.node import INSTANCE_TYPE_LABEL, ZONE_LABEL, Node, Taint
+from fleetshare.model.resources import parse_resources
 from fleetshare.model.workload import PodSet, Workload
 
 MAX_REPLANS = 3
@@ -189,6 +190,7 @@ class Autoscaler:
         """Actions whose replacements are launching: old nodes go once those are Ready."""
         self._next_disruption = 0.0
         self._last_signature: object = None
+        self._last_running: Mapping[str, Running] = {}
         self._announced: dict[str, str] = {}
         self._offset = self.settings.clock_start.timestamp()
         self.blocked: dict[str, str] = {}
@@ -253,6 +255,7 @@ class Autoscaler:
     ) -> Step:
         """One pass of the control loop at ``now`` (see the module docstring)."""
         out = Step()
+        self._last_running = running
         pods = _pods_on(running)
         self._observe(now, nodes, pods, out)
         self._repair(now, out)
@@ -333,6 +336,8 @@ class Autoscaler:
         self._seen &= names
         if not demand:
             self._batch_start = None
+            if self.settings.headroom and self._headroom_shapes(self._free(snapshot)):
+                self._plan_and_launch(now, [], self._free(snapshot), out)
             return
         if fresh:
             self._seen |= fresh
@@ -443,6 +448,7 @@ class Autoscaler:
         used: set[str] = set()
         shapes = self._shapes(demand, free, used)
         self._hold(used, now)
+        shapes += self._headroom_shapes(free)
         if not shapes:
             return
         for _ in range(MAX_REPLANS):
@@ -492,9 +498,28 @@ class Autoscaler:
             # the launched nodes do not cover (conservatively: everything not yet nominated)
             nominated = self._nominated()
             demand = [d for d in demand if d.workload.name not in nominated]
-            shapes = self._shapes(demand, free)
+            shapes = self._shapes(demand, free) + self._headroom_shapes(free)
             if not shapes:
                 return
+
+    def _headroom_shapes(self, free: list[tuple[Node, dict[str, int]]]) -> list[PodShape]:
+        """Headroom pods that do not fit in ``free`` (taken as they fit): what to launch to
+        keep the configured warm room."""
+        out = []
+        for i, room in enumerate(self.settings.headroom):
+            requests = parse_resources(room.requests)
+            podset = PodSet("headroom", room.count, requests, dict(room.node_selector))
+            missing = room.count - _first_fit(podset, podset.node_selector, room.count, free)
+            if missing > 0:
+                out.append(
+                    PodShape(
+                        requests=tuple(sorted(requests.items())),
+                        count=missing,
+                        node_selector=tuple(sorted(room.node_selector.items())),
+                        workloads=(f"(headroom {i})",),
+                    )
+                )
+        return out
 
     def _hold(self, names: set[str], now: float) -> None:
         """Nodes whose room pending work counts on are not removed as empty meanwhile
@@ -698,6 +723,23 @@ class Autoscaler:
                         )
                         removing.add(managed.name)
 
+    def _headroom_without(self, name: str, removing: set[str]) -> bool:
+        """True when the configured headroom still fits once ``name`` is gone."""
+        if not self.settings.headroom:
+            return True
+        gone = removing | {name}
+        free = [(m.node, dict(m.node.allocatable)) for m in self.live() if m.name not in gone]
+        for m_node, room in free:
+            for entry in self._last_running.values():
+                for podset, placement in zip(
+                    entry.workload.podsets, entry.assignment.placement, strict=True
+                ):
+                    for node, count in placement:
+                        if node == m_node.name:
+                            for resource, value in podset.requests.items():
+                                room[resource] = room.get(resource, 0) - value * count
+        return not self._headroom_shapes(free)
+
     def _empty(self, now: float, out: Step) -> None:
         """Nodes empty for their pool's consolidate-after are removed, down to the floor."""
         removing = {name for name, _ in out.removals}
@@ -719,8 +761,9 @@ class Autoscaler:
                 due = max(managed.empty_since + after, managed.held_until)
                 if due > now:
                     out.wake.append(due)
-                elif spare > 0:
+                elif spare > 0 and self._headroom_without(managed.name, removing):
                     out.removals.append((managed.name, "empty"))
+                    removing.add(managed.name)
                     spare -= 1
 
     # -- consolidation, expiry and drift -------------------------------------------------------
@@ -880,6 +923,11 @@ class Autoscaler:
         if not decision.actions:
             return
         action = decision.actions[0]
+        if action.kind not in ("expire", "drift") and not self._headroom_without(
+            action.nodes[0], removing | set(action.nodes)
+        ):
+            self.blocked.update(dict.fromkeys(action.nodes, "headroom: keeps the warm room"))
+            return
         if action.kind in ("expire", "drift"):
             self._act(now, action, out)  # forced by time, not a judgement on the moment
             return

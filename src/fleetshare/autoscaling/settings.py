@@ -76,6 +76,15 @@ class CloudSpec(_Strict):
         )
 
 
+class HeadroomSpec(_Strict):
+    """Keep room for ``count`` more pods of ``requests`` on the autoscaler's nodes, Ready or
+    launching (warm capacity for bursts, e.g. inference)."""
+
+    requests: dict[str, str | int | float]
+    count: int = Field(default=1, ge=1)
+    node_selector: dict[str, str] = Field(default_factory=dict)
+
+
 class AutoscalerSpec(_Strict):
     """How the autoscaler batches demand and repairs nodes."""
 
@@ -93,6 +102,7 @@ class AutoscalerSpec(_Strict):
         description="wall-clock time of t=0, for cron schedules (a Monday 00:00 UTC)",
     )
     plan_time_limit_seconds: float = Field(default=5.0, gt=0)
+    headroom: list[HeadroomSpec] = Field(default_factory=list)
     disruption_interval_seconds: float = Field(
         default=60.0, gt=0, description="how often consolidation, expiry and drift are evaluated"
     )

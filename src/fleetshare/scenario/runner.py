@@ -90,6 +90,7 @@ class Runner:
         if spec.node_pools:
             cloud = SimulatedCloud(spec.cloud.config(scenario.catalog))
             self.autoscaler = Autoscaler(spec.node_pools, cloud, scenario.catalog, spec.autoscaler)
+            self._push(0.0, _WAKE, None)  # floors and headroom from the start
 
     def _push(self, at: float, kind: int, payload: Any) -> None:
         self._seq += 1
