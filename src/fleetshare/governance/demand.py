@@ -54,12 +54,17 @@ def _compatible(wl: Workload, selector: Mapping[str, str]) -> bool:
 
 
 def admissible_demand(
-    engine: Engine, snapshot: Snapshot, nominated: Collection[str] = ()
+    engine: Engine,
+    snapshot: Snapshot,
+    nominated: Collection[str] = (),
+    stuck: Collection[str] = (),
 ) -> tuple[list[Demand], dict[str, str]]:
     """Pending workloads quota would admit now, and why each of the others would not.
 
     ``nominated`` workloads (already waiting for nodes being launched) take their quota on
-    paper but are not returned again.
+    paper but are not returned again. ``stuck`` workloads (no node can be bought for them,
+    e.g. past a pool limit) are left out entirely, so they hold no quota on paper against the
+    work behind them.
     """
     state = CycleState(engine.model, engine.policy.cluster, snapshot)
     out: list[Demand] = []
@@ -76,6 +81,8 @@ def admissible_demand(
         return (0 if within else 1, *queue_key(wl))
 
     for wl in sorted(snapshot.pending, key=order):
+        if wl.name in stuck:
+            continue
         rules = teams.get(wl.team)
         if rules is None or not rules.enabled:
             blocked[wl.name] = f"team {wl.team!r} has no enabled quota"

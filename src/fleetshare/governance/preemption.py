@@ -68,6 +68,19 @@ def _own_candidates(state: CycleState, wl: Workload, contested: set[FR]) -> list
     return _order(out)
 
 
+def may_have_own(state: CycleState, wl: Workload) -> bool:
+    """Could the team have work of its own that ``wl`` may preempt (by priority alone)?"""
+    rule = state.model.teams[wl.team].preempt_team_tasks
+    if rule == PreemptTeamTasks.NEVER:
+        return False
+    lowest = state.lowest_priority(wl.team)
+    if lowest is None:
+        return False
+    if rule == PreemptTeamTasks.LOWER_OR_NEWER_EQUAL_PRIORITY:
+        return lowest <= wl.priority
+    return lowest < wl.priority
+
+
 def _borrowing(state: CycleState, team: str, frs: Iterable[FR]) -> bool:
     return any(state.tree.borrowed(team, fr) > 0 for fr in frs)
 
@@ -111,11 +124,21 @@ Fits = Callable[[], bool]
 
 
 def find_victims(
-    state: CycleState, wl: Workload, usage: dict[FR, int], fits: Fits
+    state: CycleState,
+    wl: Workload,
+    usage: dict[FR, int],
+    fits: Fits,
+    contested: set[FR] | None = None,
 ) -> list[Victim] | None:
-    """Victims that let ``wl`` (requesting ``usage``) fit, or None; state is left unchanged."""
-    contested = _short(state, wl.team, usage)
+    """Victims that let ``wl`` (requesting ``usage``) fit, or None; state is left unchanged.
+
+    ``contested``: :func:`contested_pairs` if the caller has it already.
+    """
     reclaiming = state.within_nominal(wl.team, usage)
+    if not reclaiming and not state.cluster.fair_share and not may_have_own(state, wl):
+        return None  # no other team's work is at stake, and none of its own may go
+    if contested is None:
+        contested = _short(state, wl.team, usage)
     settings = state.cluster.preemption
     lenders: list[str] = []
     if reclaiming:
@@ -152,6 +175,11 @@ def find_victims(
             state.restore(victim.entry)
         return None
     return _minimise(state, chosen, done)
+
+
+def contested_pairs(state: CycleState, team: str, usage: dict[FR, int]) -> set[FR]:
+    """The pairs a preemption search for ``usage`` counts victims on (see :func:`_short`)."""
+    return _short(state, team, usage)
 
 
 def _short(state: CycleState, team: str, usage: dict[FR, int]) -> set[FR]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -77,8 +77,14 @@ class CycleResult:
 
     admissions: list[Admission] = field(default_factory=list)
     preemptions: list[Preemption] = field(default_factory=list)
-    pending: dict[str, Pending] = field(default_factory=dict)
+    pending: Mapping[str, Pending] = field(default_factory=dict)
+    """Every workload not admitted, with its reason and queue position, in the order the
+    cycle considered them (a lazily built mapping when the cycle ran with a cache)."""
     warnings: list[str] = field(default_factory=list)
     wake_at: float | None = None
     """When a time-based guard (minimum runtime, reclaim grace, starvation guard) next expires:
     a cycle then may decide differently even if nothing else changes."""
+    pending_changed: list[str] | None = None
+    """With a cache: the pending workloads whose reason differs from the one the previous
+    cycle with that cache gave them (or that were not pending then), in ``pending``'s order.
+    None without a cache."""

@@ -6,12 +6,16 @@ preempts, and thrown away at the end: the engine never mutates its inputs.
 
 from __future__ import annotations
 
+import operator
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from fleetshare.governance.quota import FR, QuotaModel
 from fleetshare.governance.snapshot import Running, Snapshot
 from fleetshare.governance.tree import QuotaTree
+from fleetshare.model.node import Node
 from fleetshare.model.quantity import format_quantity
 from fleetshare.model.workload import Workload
 from fleetshare.placement.fit import NodeFit, PlacementPlan
@@ -53,13 +57,22 @@ class CycleState:
     """Quota tree + node fit + the admitted workloads, kept consistent with each other."""
 
     def __init__(self, model: QuotaModel, cluster: ClusterPolicy, snapshot: Snapshot) -> None:
+        self._setup(model, cluster, snapshot.nodes)
+        self.now = snapshot.now
+        self._pending = snapshot.pending
+        for running in snapshot.running:
+            self.load(running)
+
+    _pending: Sequence[Workload]
+
+    def _setup(self, model: QuotaModel, cluster: ClusterPolicy, nodes: Sequence[Node]) -> None:
         self.model = model
         self.cluster = cluster
-        self.now = snapshot.now
-        self.flavor_of = {n.name: model.flavor_of(n) for n in snapshot.nodes}
+        self.now = 0.0
+        self.flavor_of = {n.name: model.flavor_of(n) for n in nodes}
         capacity: dict[FR, int] = {}
         flavors_with_nodes: set[str] = set()
-        for node in snapshot.nodes:
+        for node in nodes:
             flavor = self.flavor_of[node.name]
             if not node.schedulable or flavor is None:
                 continue
@@ -70,25 +83,80 @@ class CycleState:
         self.capacity = capacity
         self.flavors_with_nodes = flavors_with_nodes
         self.tree = QuotaTree(model, capacity, cluster.idle_resource_sharing)
-        self.fit = NodeFit(snapshot.nodes, self.flavor_of)
+        self.fit = NodeFit(nodes, self.flavor_of)
         self.admitted: dict[str, Admitted] = {}
         self.by_team: dict[str, list[Admitted]] = {}
         self._by_team_flavor: dict[tuple[str, str], list[Admitted]] = {}
         self._share: dict[str, float] = {}
+        self._lowest: dict[str, tuple[int, int | None]] = {}
         self.version: dict[str, int] = {}
         """Per team, bumped whenever its usage changes (for callers' caches)."""
-        self._pending_by_team: dict[str, list[Workload]] = {}
-        for wl in snapshot.pending:
-            self._pending_by_team.setdefault(wl.team, []).append(wl)
-        for running in snapshot.running:
-            self._load(running)
+        self._pending = ()
+        self._pending_by_team: dict[str, list[Workload]] | None = None
+        self.removed_log: list[Admitted] = []
+        """Entries :meth:`remove` flagged (a :class:`StateCache` resets them afterwards)."""
+        self.admitted_times: list[float] = []
+        """Sorted admission times of the snapshot's running work (not of work admitted by
+        the cycle; read only in a cycle)."""
+        self.memo: dict[str, dict[Any, Any]] = {}
+        """Caches of what depends only on the nodes and the model, shared by forks."""
         self.warnings = self._oversubscription()
+
+    @classmethod
+    def empty(cls, model: QuotaModel, cluster: ClusterPolicy, nodes: Sequence[Node]) -> CycleState:
+        """The state of ``nodes`` with nothing running and nothing pending."""
+        state = cls.__new__(cls)
+        state._setup(model, cluster, nodes)
+        return state
+
+    def fork(self, now: float, pending: Sequence[Workload]) -> CycleState:
+        """A copy to run one cycle on: usage, free space and indexes are copied, the nodes,
+        quotas and caches that depend on them only are shared; admitted entries are shared
+        (a cycle only flips their ``removed`` flag, see :attr:`removed_log`)."""
+        new = object.__new__(CycleState)
+        new.model = self.model
+        new.cluster = self.cluster
+        new.now = now
+        new.flavor_of = self.flavor_of
+        new.capacity = self.capacity
+        new.flavors_with_nodes = self.flavors_with_nodes
+        new.tree = self.tree.fork()
+        new.fit = self.fit.fork()
+        new.admitted = self.admitted.copy()
+        new.by_team = {team: entries.copy() for team, entries in self.by_team.items()}
+        new._by_team_flavor = {key: e.copy() for key, e in self._by_team_flavor.items()}
+        new._share = {}
+        new._lowest = {}
+        new.version = {}
+        new._pending = pending
+        new._pending_by_team = None
+        new.removed_log = []
+        new.admitted_times = self.admitted_times
+        new.memo = self.memo
+        new.warnings = list(self.warnings)
+        return new
+
+    def lowest_priority(self, team: str) -> int | None:
+        """The lowest priority of the team's admitted work (None: none), cached per version."""
+        version = self.version.get(team, 0)
+        cached = self._lowest.get(team)
+        if cached is None or cached[0] != version:
+            found = min(
+                (e.workload.priority for e in self.by_team.get(team, ()) if not e.removed),
+                default=None,
+            )
+            cached = self._lowest[team] = (version, found)
+        return cached[1]
 
     def waiting_within(
         self, team: str, resource: str, room: int, above_priority: int | None
     ) -> bool:
         """Has ``team`` work still pending that asks for some but at most ``room`` of
         ``resource`` (with ``above_priority``: only work of a higher priority than that)?"""
+        if self._pending_by_team is None:
+            self._pending_by_team = {}
+            for wl in self._pending:
+                self._pending_by_team.setdefault(wl.team, []).append(wl)
         for wl in self._pending_by_team.get(team, ()):
             entry = self.admitted.get(wl.name)
             if entry is not None and not entry.removed:
@@ -100,7 +168,8 @@ class CycleState:
                 return True
         return False
 
-    def _load(self, running: Running) -> None:
+    def load(self, running: Running) -> Admitted:
+        """Take the quota and node resources of a running workload."""
         wl = running.workload
         flavors = running.assignment.flavors
         entry = Admitted(
@@ -115,6 +184,22 @@ class CycleState:
         if wl.team in self.model.teams:
             self.tree.add(wl.team, entry.usage)
         self.fit.apply(wl.podsets, entry.plan, 1)
+        insort(self.admitted_times, entry.admitted_at)
+        return entry
+
+    def unload(self, entry: Admitted) -> None:
+        """Undo :meth:`load` (the workload stopped running)."""
+        wl = entry.workload
+        if self.admitted.get(wl.name) is entry:
+            del self.admitted[wl.name]
+        team = wl.team
+        self.by_team[team].remove(entry)
+        for flavor in dict.fromkeys(entry.flavors):
+            self._by_team_flavor[(team, flavor)].remove(entry)
+        if team in self.model.teams:
+            self.tree.add(team, entry.usage, -1)
+        self.fit.apply(wl.podsets, entry.plan, -1)
+        del self.admitted_times[bisect_left(self.admitted_times, entry.admitted_at)]
 
     def _changed(self, team: str) -> None:
         self._share.pop(team, None)
@@ -160,6 +245,7 @@ class CycleState:
     def remove(self, entry: Admitted) -> None:
         """Give back a workload's quota and node resources (preemption)."""
         entry.removed = True
+        self.removed_log.append(entry)
         self._changed(entry.workload.team)
         if entry.workload.team in self.model.teams:
             self.tree.add(entry.workload.team, entry.usage, -1)
@@ -177,12 +263,7 @@ class CycleState:
 
     def within_nominal(self, team: str, usage: Mapping[FR, int]) -> bool:
         """True when the request stays inside the team's own guaranteed quota."""
-        tree = self.tree
-        return all(
-            tree.usage(team, fr) + value <= tree.quota(team, fr)
-            for fr, value in usage.items()
-            if value > 0 and fr in self.model.governed
-        )
+        return self.tree.within_quota(team, usage, self.model.governed)
 
     def quota_problem(self, team: str, usage: Mapping[FR, int]) -> str | None:
         """None when quota and borrowing rules allow the request, else why not."""
@@ -227,6 +308,27 @@ class CycleState:
     def _explain_short(
         self, team: str, fr: FR, value: int, used: int, quota: int, available: int, borrow: int
     ) -> str:
+        pool = self.tree.pool_available(fr)
+        key = (team, fr, value, used, quota, available, borrow, pool)
+        messages = self.memo.setdefault("short", {})
+        found: str | None = messages.get(key)
+        if found is None:
+            if len(messages) > 100_000:
+                messages.clear()
+            found = messages[key] = self._compose_short(*key)
+        return found
+
+    def _compose_short(
+        self,
+        team: str,
+        fr: FR,
+        value: int,
+        used: int,
+        quota: int,
+        available: int,
+        borrow: int,
+        pool: int,
+    ) -> str:
         q = format_quantity
         res, flavor = fr[1], fr[0]
         if used + value <= quota:
@@ -246,7 +348,6 @@ class CycleState:
                 f"borrow limit for {res} on {flavor}: would borrow {q(borrow, res)}, limit "
                 f"{q(limit.amount, res)} ({limit.why})"
             )
-        pool = self.tree.pool_available(fr)
         return (
             f"not enough idle {res} on {flavor}: needs {q(value, res)}, {team} may take "
             f"{q(available, res)} (quota {q(quota, res)}, {q(used, res)} in use, "
@@ -275,3 +376,82 @@ class CycleState:
         if extra is None:
             self._share[team] = share
         return share
+
+
+class StateCache:
+    """Carries a cycle's starting state over to the next cycle of the same run.
+
+    Building a :class:`CycleState` from a snapshot costs a pass over every node and every
+    running workload. Between two cycles of a replay, the nodes rarely change and only a few
+    workloads start or stop, so this keeps a *base* state (the nodes and the running work of
+    the last snapshot, nothing pending), applies the difference to the next snapshot (running
+    workloads are matched by identity: a :class:`Running` object that is still there is still
+    running as it was), and hands each cycle a :meth:`CycleState.fork` of it. The base is
+    rebuilt from scratch when the model, the cluster policy or any node object changes.
+
+    The state a cycle gets is equal to ``CycleState(model, cluster, snapshot)``: same usage,
+    free space, admitted entries and indexes (only the order of dictionaries may differ, and
+    no decision depends on it).
+    """
+
+    def __init__(self) -> None:
+        self._model: QuotaModel | None = None
+        self._cluster: ClusterPolicy | None = None
+        self._nodes: tuple[Node, ...] = ()
+        self._nodes_ref: object = None
+        self._base: CycleState | None = None
+        self._entries: dict[int, tuple[Running, Admitted]] = {}
+        self._ids: set[int] = set()
+        self._last_log: list[Admitted] = []
+        self.rebuilds = 0
+        """How many times the base was built from scratch (for tests)."""
+        self.changes: tuple[bool, int, list[Running]] = (True, 0, [])
+        """The last call's difference: rebuilt from scratch, how many running workloads
+        left, and those that started."""
+
+    def _same_nodes(self, nodes: Sequence[Node]) -> bool:
+        if nodes is self._nodes_ref and isinstance(nodes, tuple):
+            return True
+        mine = self._nodes
+        return len(nodes) == len(mine) and all(map(operator.is_, nodes, mine))
+
+    def state(self, model: QuotaModel, cluster: ClusterPolicy, snapshot: Snapshot) -> CycleState:
+        """The state for a cycle over ``snapshot`` (a fresh fork: the cycle may change it)."""
+        for entry in self._last_log:  # flags flipped by the previous cycle's preemptions
+            entry.removed = False
+        self._last_log = []
+        rebuilds = self.rebuilds
+        base = self._base
+        if (
+            base is None
+            or model is not self._model
+            or cluster is not self._cluster
+            or not self._same_nodes(snapshot.nodes)
+        ):
+            base = self._base = CycleState.empty(model, cluster, snapshot.nodes)
+            self._model, self._cluster = model, cluster
+            self._nodes = tuple(snapshot.nodes)
+            self._nodes_ref = snapshot.nodes
+            self._entries = {}
+            self.rebuilds += 1
+        rebuilt = self.rebuilds != rebuilds
+        entries = self._entries
+        running = snapshot.running
+        ids = set(map(id, running))
+        known = set(entries) if rebuilt else self._ids
+        gone = known - ids
+        new = ids - known
+        self._ids = ids
+        for i in gone:
+            base.unload(entries.pop(i)[1])
+        added: list[Running] = []
+        if new:
+            by_id = dict(zip(map(id, running), running, strict=True))
+            for i in new:
+                item = by_id[i]
+                entries[i] = (item, base.load(item))
+                added.append(item)
+        self.changes = (rebuilt, len(gone), added)
+        state = base.fork(snapshot.now, snapshot.pending)
+        self._last_log = state.removed_log
+        return state

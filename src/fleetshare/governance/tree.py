@@ -20,7 +20,7 @@ lendable quota.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from fleetshare.governance.quota import FR, QuotaModel
 
@@ -37,7 +37,6 @@ class _Node:
         "parent",
         "quota",
         "subtree",
-        "usage",
     )
 
     def __init__(self, name: str, parent: _Node | None, is_team: bool) -> None:
@@ -47,7 +46,6 @@ class _Node:
         self.children: list[_Node] = []
         self.quota: dict[FR, int] = {}
         self.subtree: dict[FR, int] = {}
-        self.usage: dict[FR, int] = {}
         self.borrowing_limit: dict[FR, int] = {}
         self.lending_limit: dict[FR, int] = {}
 
@@ -57,7 +55,11 @@ class _Node:
 
 
 class QuotaTree:
-    """Mutable usage over a :class:`QuotaModel` for one admission cycle."""
+    """Mutable usage over a :class:`QuotaModel` for one admission cycle.
+
+    The nodes (quotas, limits, subtree sums) never change after construction; usage is kept
+    apart, per node name, so that :meth:`fork` is a cheap copy of the usage alone.
+    """
 
     def __init__(self, model: QuotaModel, capacity: Mapping[FR, int], idle_sharing: bool) -> None:
         self.model = model
@@ -66,6 +68,13 @@ class QuotaTree:
         self._available: dict[tuple[str, FR], int] = {}
         for name in model.nodes:
             self._build(name)
+        self._usage: dict[str, dict[FR, int]] = {name: {} for name in self._nodes}
+        self._teams_under: dict[str, frozenset[str]] = {}
+        self.touched: set[str] = set()
+        """Nodes whose usage changed highest up, per :meth:`add` since last cleared (for
+        callers: only teams under them may see their available quota change)."""
+        self.lendable_changed = False
+        """Set when :meth:`add` changed a team's lendable unused quota (the idle pool)."""
         allocated: dict[FR, int] = {}
         for qn in model.nodes.values():
             for fr, amount in qn.quota.items():
@@ -91,6 +100,35 @@ class QuotaTree:
                     self._lendable[fr] = self._lendable.get(fr, 0) + self._lendable_unused(
                         qn.name, fr
                     )
+
+    def fork(self) -> QuotaTree:
+        """An independent copy: the static nodes are shared, the usage is copied."""
+        new = object.__new__(QuotaTree)
+        new.model = self.model
+        new.capacity = self.capacity
+        new._nodes = self._nodes
+        new._available = {}
+        new._usage = {name: usage.copy() for name, usage in self._usage.items()}
+        new.allocated = self.allocated
+        new.unallocated = self.unallocated
+        new._group_quota = self._group_quota
+        new._idle_sharing = self._idle_sharing
+        new._lendable = self._lendable.copy()
+        new._teams_under = self._teams_under
+        new.touched = set()
+        new.lendable_changed = False
+        return new
+
+    def teams_under(self, name: str) -> frozenset[str]:
+        """The teams in ``name``'s subtree (itself, if a team)."""
+        found = self._teams_under.get(name)
+        if found is None:
+            node = self._nodes[name]
+            out = {name} if node.is_team else set()
+            for child in node.children:
+                out |= self.teams_under(child.name)
+            found = self._teams_under[name] = frozenset(out)
+        return found
 
     def _build(self, name: str) -> _Node:
         if name in self._nodes:
@@ -121,26 +159,32 @@ class QuotaTree:
 
     def usage(self, team: str, fr: FR) -> int:
         """What a team's admitted work requests."""
-        return self._nodes[team].usage.get(fr, 0)
+        return self._usage[team].get(fr, 0)
+
+    def within_quota(self, team: str, request: Mapping[FR, int], governed: Collection[FR]) -> bool:
+        """Does ``request`` stay inside the team's own quota, on every governed pair?"""
+        used = self._usage[team]
+        quota = self._nodes[team].quota
+        for fr, value in request.items():
+            if value > 0 and fr in governed and used.get(fr, 0) + value > quota.get(fr, 0):
+                return False
+        return True
 
     def borrowed(self, team: str, fr: FR) -> int:
         """How far a team is above its own quota."""
         node = self._nodes[team]
-        return max(0, node.usage.get(fr, 0) - node.subtree.get(fr, 0))
+        return max(0, self._usage[team].get(fr, 0) - node.subtree.get(fr, 0))
 
     def available(self, name: str, fr: FR) -> int:
         """What ``name`` may still take of ``fr``, counting lent and borrowable quota."""
-        node = self._nodes[name]
-        if not node.is_team:  # groups and the root: cached until usage changes
-            key = (name, fr)
-            cached = self._available.get(key)
-            if cached is None:
-                cached = self._available[key] = self._compute_available(node, fr)
-            return cached
-        return self._compute_available(node, fr)
+        key = (name, fr)
+        cached = self._available.get(key)  # until usage changes
+        if cached is None:
+            cached = self._available[key] = self._compute_available(self._nodes[name], fr)
+        return cached
 
     def _compute_available(self, node: _Node, fr: FR) -> int:
-        usage = node.usage.get(fr, 0)
+        usage = self._usage[node.name].get(fr, 0)
         if node.parent is None:
             return node.subtree.get(fr, 0) - usage
         kept = node.kept(fr)
@@ -163,7 +207,7 @@ class QuotaTree:
 
     def used_frs(self, team: str) -> list[FR]:
         """The (flavor, resource) pairs a team has usage on."""
-        return [fr for fr, value in self._nodes[team].usage.items() if value > 0]
+        return [fr for fr, value in self._usage[team].items() if value > 0]
 
     def idle_for(self, team: str, fr: FR) -> int:
         """The idle pool a team's percent-of-idle limit refers to.
@@ -177,7 +221,7 @@ class QuotaTree:
 
     def _lendable_unused(self, team: str, fr: FR) -> int:
         node = self._nodes[team]
-        unused = max(0, node.quota.get(fr, 0) - node.usage.get(fr, 0))
+        unused = max(0, node.quota.get(fr, 0) - self._usage[team].get(fr, 0))
         limit = node.lending_limit.get(fr)
         return unused if limit is None else min(unused, limit)
 
@@ -195,12 +239,17 @@ class QuotaTree:
                 self._lendable[fr] -= self._lendable_unused(team, fr)
             node: _Node | None = leaf
             delta = sign * amount
+            top = leaf
             while node is not None and delta:
-                before = node.usage.get(fr, 0)
+                usage = self._usage[node.name]
+                before = usage.get(fr, 0)
                 after = before + delta
-                node.usage[fr] = after
+                usage[fr] = after
                 kept = node.kept(fr)
                 delta = max(0, after - kept) - max(0, before - kept)
+                top = node
                 node = node.parent
+            self.touched.add(top.name)
             if tracked:
+                self.lendable_changed = True
                 self._lendable[fr] += self._lendable_unused(team, fr)

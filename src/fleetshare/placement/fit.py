@@ -59,9 +59,25 @@ class NodeFit:
             by_flavor.setdefault(flavor, []).append(i)
         self._by_flavor = {f: np.array(ix, np.int64) for f, ix in by_flavor.items()}
         self._eligible: dict[tuple[object, ...], IntArray] = {}
+        self._vectors: dict[int, tuple[Mapping[str, int], tuple[IntArray, IntArray] | None]] = {}
         self._flavor_free: dict[str | None, IntArray] = {
             f: self.free[ix].sum(axis=0) for f, ix in self._by_flavor.items()
         }
+
+    def fork(self) -> NodeFit:
+        """An independent copy of the free space; the nodes and caches are shared."""
+        new = object.__new__(NodeFit)
+        new.nodes = self.nodes
+        new.index = self.index
+        new.resources = self.resources
+        new.allocatable = self.allocatable
+        new.free = self.free.copy()
+        new.flavor = self.flavor
+        new._by_flavor = self._by_flavor
+        new._eligible = self._eligible
+        new._vectors = self._vectors
+        new._flavor_free = {f: totals.copy() for f, totals in self._flavor_free.items()}
+        return new
 
     def flavor_free(self, fr: tuple[str, str]) -> int:
         """Free amount of a resource summed over a flavor's schedulable nodes."""
@@ -87,6 +103,14 @@ class NodeFit:
         return found
 
     def _vector(self, requests: Mapping[str, int]) -> tuple[IntArray, IntArray] | None:
+        """Columns and amounts of the positive requests (None: a resource no node has);
+        cached per requests mapping (read only)."""
+        found = self._vectors.get(id(requests))
+        if found is None or found[0] is not requests:
+            found = self._vectors[id(requests)] = (requests, self._make_vector(requests))
+        return found[1]
+
+    def _make_vector(self, requests: Mapping[str, int]) -> tuple[IntArray, IntArray] | None:
         cols, amounts = [], []
         for resource, amount in requests.items():
             if amount <= 0:

@@ -9,13 +9,16 @@ when admitted again, run their whole duration again (no checkpointing).
 from __future__ import annotations
 
 import heapq
+import operator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from fleetshare.autoscaling.controller import Autoscaler, Step
 from fleetshare.autoscaling.simulated_cloud import SimulatedCloud
-from fleetshare.governance.admission import Engine
-from fleetshare.governance.snapshot import CycleResult, Running, Snapshot
+from fleetshare.governance.admission import CycleCache, Engine
+from fleetshare.governance.queues import PendingView
+from fleetshare.governance.snapshot import CycleResult, Pending, Running, Snapshot
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import to_number
 from fleetshare.model.workload import Workload
@@ -66,9 +69,18 @@ _FINISH, _NODE, _SUBMIT, _WAKE = 0, 1, 2, 3
 class Runner:
     """Drives the engine over a scenario's events."""
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, *, reference: bool = False) -> None:
         self.scenario = scenario
-        self.engine = Engine(scenario.policy, scenario.catalog)
+        self.reference = reference
+        """Run the engine as first written: nothing carried between cycles, no shortcuts in
+        one (slow; the same decisions and report, for tests)."""
+        self.cache = CycleCache()
+        """Carried between this run's cycles (the engine's decisions do not depend on it)."""
+        self.engine = self._engine(scenario.policy)
+        self._last_cycle: CycleResult | None = None
+        self._pending_changes: list[tuple[bool, Workload]] = []
+        self._pending_serial = 0
+        self._node_view: tuple[Node, ...] = ()
         self.nodes: dict[str, Node] = {n.name: n for n in scenario.nodes}
         self.records = {w.name: WorkloadRecord(w) for w in scenario.workloads}
         self.pending: dict[str, Workload] = {}
@@ -92,6 +104,14 @@ class Runner:
             self.autoscaler = Autoscaler(spec.node_pools, cloud, scenario.catalog, spec.autoscaler)
             self._push(0.0, _WAKE, None)  # floors and headroom from the start
 
+    def _engine(self, policy: Policy) -> Engine:
+        engine = Engine(policy, self.scenario.catalog)
+        if self.reference:
+            engine.shortcuts = False
+        else:
+            engine.cache = self.cache
+        return engine
+
     def _push(self, at: float, kind: int, payload: Any) -> None:
         self._seq += 1
         heapq.heappush(self._queue, (at, kind, self._seq, payload))
@@ -114,6 +134,7 @@ class Runner:
                 _, kind, _, payload = heapq.heappop(self._queue)
                 self._apply(now, kind, payload)
             self._settle(now)
+        self._final_positions()
         return RunResult(
             self.scenario,
             self.records,
@@ -131,7 +152,7 @@ class Runner:
             return
         if kind == _SUBMIT:
             wl: Workload = payload
-            self.pending[wl.name] = wl
+            self._pend(wl)
             self.records[wl.name].submitted = True
             self._log(now, "submit", workload=wl.name, team=wl.team, pods=wl.pod_count)
         elif kind == _FINISH:
@@ -146,7 +167,7 @@ class Runner:
                 self.nodes[payload.name] = payload
                 self._log(now, "node", action="join", node=payload.name)
         elif isinstance(payload, Policy):
-            self.engine = Engine(payload, self.scenario.catalog)
+            self.engine = self._engine(payload)
             self._log(now, "policy", teams=[t.name for t in payload.teams])
         else:
             self._node_event(now, payload)
@@ -193,7 +214,7 @@ class Runner:
     def _requeue(self, now: float, wl: Workload, by: str, reason: str, message: str = "") -> None:
         del self.running[wl.name]
         self._finish_version[wl.name] = self._finish_version.get(wl.name, 0) + 1
-        self.pending[wl.name] = wl
+        self._pend(wl)
         record = self.records[wl.name]
         record.state = "preempted"
         record.preemptions.append({"at": to_number_time(now), "by": by, "reason": reason})
@@ -252,9 +273,9 @@ class Runner:
             result = self.engine.cycle(
                 Snapshot(
                     now,
-                    list(self.nodes.values()),
+                    self._nodes_now(),
                     list(self.running.values()),
-                    list(self.pending.values()),
+                    self._pending_now(),
                 )
             )
             self.warnings.extend(
@@ -269,6 +290,40 @@ class Runner:
         if wake is not None and wake > now and (not self._queue or self._queue[0][0] > wake):
             self._wake(now, wake)
 
+    def _pend(self, wl: Workload) -> None:
+        replaced = self.pending.get(wl.name)
+        if replaced is not None:
+            self._pending_changes.append((False, replaced))
+        self.pending[wl.name] = wl
+        self._pending_changes.append((True, wl))
+
+    def _pending_now(self) -> PendingView:
+        """The pending workloads, with what changed since the last cycle (so that the
+        engine's cache need not compare the whole lists)."""
+        self._pending_serial += 1
+        changes, self._pending_changes = self._pending_changes, []
+        return PendingView(self.pending.values(), self, self._pending_serial, changes)
+
+    def _nodes_now(self) -> tuple[Node, ...]:
+        """The nodes as a tuple, the same object as last time when no node changed (the
+        engine's cache then knows at a glance that its node state still holds)."""
+        nodes = tuple(self.nodes.values())
+        view = self._node_view
+        if len(nodes) == len(view) and all(map(operator.is_, nodes, view)):
+            return view
+        self._node_view = nodes
+        return nodes
+
+    def _final_positions(self) -> None:
+        """Cycles with a cache report only the pending workloads whose reason changed; the
+        others' queue positions are set here, from the last cycle (as if set every cycle)."""
+        last, self._last_cycle = self._last_cycle, None
+        if last is None or last.pending_changed is None or self.autoscaler is not None:
+            return
+        for name, pending in last.pending.items():
+            if name in self.pending:
+                self.records[name].queue_position = pending.position
+
     def _apply_cycle(self, now: float, result: CycleResult) -> None:
         for preemption in result.preemptions:
             self._requeue(
@@ -276,7 +331,7 @@ class Runner:
             )
         for admission in result.admissions:
             wl = admission.workload
-            del self.pending[wl.name]
+            self._pending_changes.append((False, self.pending.pop(wl.name)))
             self.running[wl.name] = Running(wl, admission.assignment, now)
             record = self.records[wl.name]
             record.state, record.admitted_at = "admitted", now
@@ -298,7 +353,17 @@ class Runner:
                 version = self._finish_version.get(wl.name, 0) + 1
                 self._finish_version[wl.name] = version
                 self._push(now + wl.duration, _FINISH, (wl.name, version))
-        for name, pending in result.pending.items():
+        self._last_cycle = result
+        changed = result.pending_changed
+        if changed is not None and self.autoscaler is None:
+            # the others keep the reason they had: only their queue positions may differ,
+            # and those are set at the end of the run (_final_positions)
+            reports: Iterable[tuple[str, Pending]] = (
+                (name, result.pending[name]) for name in changed
+            )
+        else:
+            reports = result.pending.items()
+        for name, pending in reports:
             record = self.records[name]
             if record.pending_reason != pending.reason:
                 self._log(

@@ -1,0 +1,284 @@
+"""Benchmark: replay whole traces through the scenario runner.
+
+The issue's targets (2-core machine): the Kueue scheduler-perf generator trace (15,000
+workloads, 30 teams in 5 cohorts, 5 nodes) in at most 10 s, the Alibaba GPU 2023 trace (8,151
+pods, 1,213 nodes, 149 days) in at most 20 s, a Helios month (16 teams, 31 days) in at most
+60 s, each below 2 GiB of memory.
+
+Each trace runs in a fresh subprocess (``--one NAME``) so that the peak RSS reported belongs to
+that trace only. The trace is loaded (not timed), turned into a scenario with the trace's own
+nodes, policy and workloads, and ``Runner(scenario).run()`` is timed.
+
+Besides time and memory, every run reports what was decided, so a speed-up can be checked for
+changing nothing: counts (admitted, preempted, finished, events) and ``outcome_sha256``, a
+digest of every workload's admission / finish times and preemptions. For the Kueue generator it
+also prints the numbers Kueue's own benchmark reports: average usage (time-weighted CPU in use
+/ total nominal quota, from the first submission to the last finish) and the mean time to
+admission (first admission - submit) per workload class.
+
+    .venv/bin/python bench/simulate_speed.py                      # all three, JSON to stdout
+    .venv/bin/python bench/simulate_speed.py --trace alibaba      # one trace
+    .venv/bin/python bench/simulate_speed.py --out bench/results/simulate_speed.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+TRACES: dict[str, dict[str, Any]] = {
+    "kueue-generator": {"options": {}, "target_s": 10.0},
+    "alibaba": {"options": {}, "target_s": 20.0},
+    "helios": {"options": {"days": 31.0}, "target_s": 60.0},
+}
+MEMORY_TARGET_MIB = 2048.0
+
+
+def _max_rss_mib() -> float:
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
+
+
+def _git(*argv: str) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *argv], cwd=Path(__file__).resolve().parent, capture_output=True, text=True
+        )
+    except OSError:
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def machine() -> dict[str, Any]:
+    """Where and on what code the benchmark ran (load average: the machine may be shared)."""
+    status = _git("status", "--porcelain", "--", "../src")
+    return {
+        "git_commit": _git("rev-parse", "--short", "HEAD"),
+        "src_modified": None if status is None else bool(status),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "processor": platform.processor() or platform.machine(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "numpy": np.__version__,
+        "platform": platform.platform(),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def outcome_digest(result: Any) -> str:
+    """A digest of what was decided for every workload (times, preemptions, placement)."""
+    h = hashlib.sha256()
+    for name in sorted(result.records):
+        r = result.records[name]
+        preemptions = [(p["at"], p["by"], p["reason"]) for p in r.preemptions]
+        row = (name, r.state, r.first_admitted_at, r.admitted_at, r.finished_at, preemptions)
+        h.update(repr(row).encode())
+        h.update(repr((r.flavors, r.nodes, sorted(r.borrowed.items()))).encode())
+    return h.hexdigest()
+
+
+def events_digest(result: Any) -> str:
+    """A digest of the whole event log (the JSON contract's ``events``)."""
+    h = hashlib.sha256()
+    for event in result.events:
+        h.update(json.dumps(event, sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def kueue_metrics(result: Any, nominal_cpu: float) -> dict[str, Any]:
+    """Kueue's benchmark numbers: average usage and mean time to admission per class."""
+    from fleetshare.model.resources import CPU
+    from fleetshare.traces.kueue_generator import CLASS_LABEL
+
+    deltas: list[tuple[float, float]] = []
+    cpu = {
+        name: r.workload.total_requests().get(CPU, 0) / 1000 for name, r in result.records.items()
+    }
+    running: dict[str, float] = {}
+    for event in result.events:
+        name = event.get("workload")
+        if event["event"] == "admit":
+            running[name] = event["at"]
+            deltas.append((float(event["at"]), cpu[name]))
+        elif event["event"] in ("finish", "preempt") and name in running:
+            del running[name]
+            deltas.append((float(event["at"]), -cpu[name]))
+    deltas.sort()
+    start = min(r.workload.submit_time for r in result.records.values())
+    end = max((t for t, _ in deltas), default=start)
+    area, level, last = 0.0, 0.0, start
+    for t, d in deltas:
+        area += level * (t - last)
+        level += d
+        last = t
+    usage = 100 * area / ((end - start) * nominal_cpu) if end > start else 0.0
+    waits: dict[str, list[float]] = {}
+    for r in result.records.values():
+        if r.first_admitted_at is not None:
+            cls = r.workload.labels.get(CLASS_LABEL, "?")
+            waits.setdefault(cls, []).append(r.first_admitted_at - r.workload.submit_time)
+    return {
+        "average_usage_percent": round(usage, 2),
+        "window_s": [start, end],
+        "mean_time_to_admission_s": {
+            cls: round(sum(v) / len(v), 2) for cls, v in sorted(waits.items())
+        },
+        "admitted_per_class": {cls: len(v) for cls, v in sorted(waits.items())},
+    }
+
+
+def measure_one(name: str, options: dict[str, Any], profile: str | None) -> dict[str, Any]:
+    """Load one trace and time its replay (in this process)."""
+    from fleetshare.model.catalog import load_catalog
+    from fleetshare.scenario.loader import Scenario
+    from fleetshare.scenario.runner import Runner
+    from fleetshare.scenario.schema import ScenarioSpec
+    from fleetshare.traces import load_trace
+
+    t0 = time.perf_counter()
+    tr = load_trace(name, **options)
+    policy = tr.load_policy()
+    spec = ScenarioSpec.model_validate({"cluster": {"nodes": []}, "policy": {}})
+    sc = Scenario(name, "", tr.nodes, [], policy, tr.workloads, [], None, {}, load_catalog(), spec)
+    load_s = time.perf_counter() - t0
+    rss_loaded = _max_rss_mib()
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    if profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+        res = prof.runcall(Runner(sc).run)
+        prof.dump_stats(profile)
+    else:
+        res = Runner(sc).run()
+    run_s = time.perf_counter() - t0
+    cpu_s = time.process_time() - c0
+    records = res.records.values()
+    kinds: dict[str, int] = {}
+    for event in res.events:
+        kinds[event["event"]] = kinds.get(event["event"], 0) + 1
+    out: dict[str, Any] = {
+        "trace": name,
+        "options": options,
+        "nodes": len(tr.nodes),
+        "workloads": len(tr.workloads),
+        "teams": len(policy.teams),
+        "load_s": round(load_s, 3),
+        "run_s": round(run_s, 3),
+        "cpu_s": round(cpu_s, 3),
+        "max_rss_mib_after_load": round(rss_loaded, 1),
+        "max_rss_mib": round(_max_rss_mib(), 1),
+        "end_time": res.end_time,
+        "admitted_ever": sum(1 for r in records if r.first_admitted_at is not None),
+        "finished": sum(1 for r in records if r.finished_at is not None),
+        "preemptions": sum(len(r.preemptions) for r in records),
+        "never_admitted": sum(1 for r in records if r.first_admitted_at is None),
+        "events": len(res.events),
+        "event_kinds": dict(sorted(kinds.items())),
+        "outcome_sha256": outcome_digest(res),
+        "events_sha256": events_digest(res),
+    }
+    if name == "kueue-generator":
+        out["kueue"] = kueue_metrics(res, float(tr.facts["nominal_cpu"]))
+    return out
+
+
+def run_sub(name: str, options: dict[str, Any], timeout: float) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--one", name, "--options", json.dumps(options)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"trace": name, "options": options, "error": f"timed out after {timeout:g} s"}
+    if proc.returncode != 0:
+        return {"trace": name, "options": options, "error": proc.stderr.strip()[-2000:]}
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--trace",
+        action="append",
+        choices=sorted(TRACES),
+        help="trace to replay (repeatable; default: all three)",
+    )
+    parser.add_argument("--days", type=float, help="override the trace's window (days)")
+    parser.add_argument("--out", type=Path, help="write the JSON report here")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per trace")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--options", default="{}", help=argparse.SUPPRESS)
+    parser.add_argument("--profile", help="with one --trace: cProfile the run into this file")
+    args = parser.parse_args(argv)
+
+    if args.one:
+        row = measure_one(args.one, json.loads(args.options), args.profile)
+        print(json.dumps(row))
+        return 0
+    names = args.trace or list(TRACES)
+    if args.profile:
+        if len(names) != 1:
+            parser.error("--profile needs exactly one --trace")
+        options = dict(TRACES[names[0]]["options"])
+        if args.days is not None:
+            options["days"] = args.days
+        print(json.dumps(measure_one(names[0], options, args.profile), indent=2))
+        return 0
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    rows = []
+    for name in names:
+        options = dict(TRACES[name]["options"])
+        if args.days is not None:
+            options["days"] = args.days
+        row = run_sub(name, options, args.timeout)
+        target = TRACES[name]["target_s"]
+        if "error" not in row:
+            row["target_s"] = target
+            row["meets_target"] = row["run_s"] <= target and row["max_rss_mib"] < MEMORY_TARGET_MIB
+        rows.append(row)
+        summary = (
+            row["error"]
+            if "error" in row
+            else f"{row['run_s']:.1f} s (target {target:g} s), peak RSS {row['max_rss_mib']:.0f} "
+            f"MiB, {row['workloads']:,} workloads, {row['events']:,} events"
+        )
+        print(f"{name}: {summary}", file=sys.stderr)
+        if "kueue" in row:
+            k = row["kueue"]
+            waits = ", ".join(f"{c} {v:g} s" for c, v in k["mean_time_to_admission_s"].items())
+            print(
+                f"  average usage {k['average_usage_percent']:.1f}%, mean time to admission: "
+                f"{waits}",
+                file=sys.stderr,
+            )
+    report = {
+        "benchmark": "simulate_speed",
+        "machine": {**machine(), "load_average_before": load_before},
+        "memory_target_mib": MEMORY_TARGET_MIB,
+        "results": rows,
+    }
+    text = json.dumps(report, indent=2)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
