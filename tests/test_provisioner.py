@@ -11,7 +11,7 @@ from fleetshare.autoscaling.cloud import Offering
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.provisioner import PodShape, plan_nodes
 from fleetshare.cli import app
-from fleetshare.model.catalog import load_catalog
+from fleetshare.model.catalog import Catalog, InstanceType, load_catalog
 from fleetshare.model.node import Toleration
 from fleetshare.model.resources import parse_resources
 
@@ -122,3 +122,79 @@ def test_plan_command_json() -> None:
     assert data["hourly_cost"] >= data["lower_bound"] > 0
     assert {la["instance_type"] for la in data["launches"]} >= {"p4d.24xlarge"}
     assert data["unplaceable"][0]["workloads"] == ["too-big"]
+
+
+def test_the_pods_per_node_limit_is_respected() -> None:
+    # m6i.large holds 29 pods; 60 tiny pods need three of them even though cpu would allow one
+    pools = [NodePool(name="cpu", instance_types=["m6i.large"])]
+    plan = plan_nodes([shape(60, cpu="10m", memory="16Mi")], pools, CATALOG, offerings("m6i"))
+    assert [(la.instance_type, la.count) for la in plan.launches] == [("m6i.large", 3)]
+    assert all(sum(k for _, k in node.pods) <= 29 for node in plan.nodes)
+
+
+def test_every_planned_node_lists_its_pods() -> None:
+    pools = [NodePool(name="cpu", families=["m6i", "c6i"])]
+    shapes = [shape(40, cpu=3, memory="12Gi"), shape(5, cpu=15, memory="30Gi")]
+    plan = plan_nodes(shapes, pools, CATALOG, offerings("m6i", "c6i"))
+    assert sum(la.count for la in plan.launches) == len(plan.nodes)
+    for s, sh in enumerate(shapes):
+        assert sum(dict(node.pods).get(s, 0) for node in plan.nodes) == sh.count
+    for node in plan.nodes:
+        alloc = CATALOG.get(node.instance_type).allocatable
+        for resource in ("cpu", "memory"):
+            assert (
+                sum(dict(shapes[s].requests)[resource] * k for s, k in node.pods) <= alloc[resource]
+            )
+
+
+def fake_types(count: int) -> Catalog:
+    """Karpenter's fake instance types: i+1 vCPU, 2(i+1) GiB, 10(i+1) pods, linear prices."""
+    return Catalog(
+        InstanceType(
+            name=f"fake-{i}",
+            family="fake",
+            arch="amd64",
+            vcpu=i + 1,
+            memory_mib=2048 * (i + 1),
+            gpu_count=0,
+            gpu_name=None,
+            gpu_manufacturer=None,
+            gpu_memory_mib=0,
+            accelerator_count=0,
+            accelerator_name=None,
+            efa=0,
+            allocatable={
+                "cpu": 1000 * (i + 1) - 100,
+                "memory": (2 * (i + 1) * 2**30 - 10 * 2**20) * 1000,
+                "pods": 10_000 * (i + 1),
+            },
+            price_per_hour=0.3 * (i + 1),
+        )
+        for i in range(count)
+    )
+
+
+def test_a_mixed_batch_is_planned_within_the_time_limit_and_near_the_bound() -> None:
+    catalog = fake_types(100)
+    offers = [
+        Offering(t.name, z, "on-demand", t.price_per_hour or 0) for t in catalog for z in "abc"
+    ]
+    shapes = []
+    for k in range(60):  # 60 deployments, 1,800 pods, a fifth each of every constraint
+        cpu, mem = (100, 250, 500, 1000, 1500)[k % 5], (256, 512, 1024, 2048)[k % 4]
+        requests = (("cpu", cpu), ("memory", mem * 2**20 * 1000))
+        kind = k % 5
+        shapes.append(
+            PodShape(
+                requests,
+                30,
+                zone_spread=kind == 1,
+                max_per_node=1 if kind in (2, 3) else None,
+                same_zone=kind == 4,
+            )
+        )
+    pools = [NodePool(name="fake", families=["fake"])]
+    plan = plan_nodes(shapes, pools, catalog, offers, time_limit=3)
+    assert not plan.unplaceable
+    assert plan.bound_is_proven and plan.gap <= 0.03
+    assert plan.seconds < 3 + 2  # the time limit holds (with slack for a busy machine)
