@@ -209,5 +209,170 @@ def plan(
         )
 
 
+def _policy_help() -> str:
+    from fleetshare.simulate.showcase import DEFAULT_POLICIES
+    from fleetshare.simulate.variants import VARIANTS
+
+    return (
+        "policy variant to compare (repeatable): "
+        + ", ".join(VARIANTS)
+        + f". Default: {', '.join(DEFAULT_POLICIES)}"
+    )
+
+
+@app.command("simulate")
+def simulate(
+    scenario: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="SCENARIO",
+            help="scenario file or bundled scenario name (default: the Helios showcase)",
+        ),
+    ] = None,
+    trace: Annotated[
+        str | None,
+        typer.Option(
+            "--trace",
+            metavar="NAME|FILE",
+            help="a trace (helios, philly, alibaba, dlrm, kueue-generator) or a scenario YAML file",
+        ),
+    ] = None,
+    policies: Annotated[
+        list[str] | None, typer.Option("--policy", "-p", metavar="P", help=_policy_help())
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="write an HTML report (index.html + PNG) here")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the metrics as JSON")] = False,
+    days: Annotated[float | None, typer.Option(help="days of the trace to simulate")] = None,
+    start_day: Annotated[float | None, typer.Option(help="first day of the trace window")] = None,
+    seed: Annotated[int | None, typer.Option(help="seed of the trace and the cloud")] = None,
+    options: Annotated[
+        list[str] | None,
+        typer.Option("--option", "-o", metavar="KEY=VALUE", help="trace loader option"),
+    ] = None,
+    instance_type: Annotated[
+        str | None,
+        typer.Option(help="instance type standing for the nodes (prices, autoscaling)"),
+    ] = None,
+    job_kind: Annotated[
+        str | None,
+        typer.Option(
+            help="label jobs training|batch|inference for the autoscaler, or auto (default: "
+            "training for helios and philly, else auto)"
+        ),
+    ] = None,
+    jobs: Annotated[
+        int | None, typer.Option(help="variants run in parallel (default: one per core)")
+    ] = None,
+) -> None:
+    """Compare sharing policies on one trace or scenario: same workloads, same seed.
+
+    With no arguments: the bundled showcase (the busiest three days of Helios Earth, 16
+    teams, fixed and autoscaled clusters). Prints a comparison table; --out writes an HTML
+    report with charts; --json prints every metric per policy and per team.
+    """
+    import os
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from fleetshare.simulate.report import comparison_table, write_report
+    from fleetshare.simulate.report import to_json as sim_json
+    from fleetshare.simulate.run import from_scenario, from_trace, run_variants
+    from fleetshare.simulate.showcase import (
+        DEFAULT_POLICIES,
+        SHOWCASE_TRACE,
+        showcase_options,
+    )
+    from fleetshare.simulate.variants import select
+    from fleetshare.traces import TRACES
+
+    if scenario is not None and trace is not None:
+        _fail("give a SCENARIO or --trace, not both")
+    try:
+        loader_options = _trace_options(options or [])
+        chosen = select(policies or list(DEFAULT_POLICIES))
+        if scenario is not None or (trace is not None and trace not in TRACES):
+            ref = scenario if scenario is not None else trace
+            assert ref is not None
+            if loader_options or days is not None or start_day is not None:
+                _fail("--days, --start-day and --option apply to traces, not scenario files")
+            inp = from_scenario(
+                _resolve(ref), seed=seed, instance_type=instance_type, job_kind=job_kind
+            )
+        else:
+            name = trace or SHOWCASE_TRACE
+            if trace is None:
+                opts = showcase_options(days, start_day)
+            else:
+                opts = {}
+                if days is not None:
+                    opts["days"] = days
+                if start_day is not None:
+                    opts["start_day"] = start_day
+            opts.update(loader_options)
+            inp = from_trace(name, opts, seed=seed, instance_type=instance_type, job_kind=job_kind)
+    except (ScenarioError, ValueError, TypeError, KeyError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    except typer.BadParameter as exc:
+        _fail(str(exc))
+    err = Console(stderr=True)
+    if not inp.nodes:
+        skipped = [v.name for v in chosen if not v.autoscale]
+        chosen = [v for v in chosen if v.autoscale]
+        if skipped:
+            err.print(f"[yellow]note:[/] no fixed nodes, skipped {', '.join(skipped)}")
+        if not chosen:
+            _fail("the input has no nodes: choose -autoscale policies")
+    workers = jobs if jobs is not None else (os.cpu_count() or 1)
+    total = max(inp.duration, 1.0)
+    progress = Progress(
+        TextColumn("{task.description:<24}"),
+        BarColumn(),
+        TextColumn("{task.fields[clock]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
+    tasks = {v.name: progress.add_task(v.name, total=total, clock="queued") for v in chosen}
+
+    def report(name: str, now: float) -> None:
+        clock = f"t={now / 3600:,.1f} h" + (" (draining)" if now > inp.duration else "")
+        progress.update(tasks[name], completed=min(now, total), clock=clock)
+
+    def start() -> None:
+        progress.start()
+
+    err.print(
+        f"simulating {inp.name}: {len(inp.workloads):,} workloads, {len(chosen)} policies, "
+        f"{min(workers, len(chosen))} at a time",
+        highlight=False,
+    )
+    try:
+        results = run_variants(inp, chosen, jobs=workers, progress=report, on_start=start)
+    finally:
+        progress.stop()
+    if as_json:
+        print(json.dumps(sim_json(inp, results), indent=2))
+    else:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=max(console.width, 160))
+        console.print(comparison_table(inp, results))
+    if out is not None:
+        paths = write_report(out, inp, results)
+        err.print(f"report: {paths[0]} ({len(paths) - 1} more files)", highlight=False)
+
+
+def _trace_options(items: list[str]) -> dict[str, object]:
+    out: dict[str, object] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--option wants KEY=VALUE, got {item!r}")
+        out[key.strip()] = yaml.safe_load(text)
+    return out
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

@@ -1,0 +1,607 @@
+"""Metrics of one simulated run, computed after the run from its event log.
+
+Nothing here runs inside the simulation: :func:`measure` reads ``RunResult.events`` (admit,
+preempt, finish and node events, each with its time ``at``), the workload records and the
+autoscaler's node records, and sweeps them once (sorting: ``O(E log E)`` for ``E`` events)
+into step functions and arrays (:class:`Measured`); :func:`summarize` turns those into numbers.
+
+Two spans of time: the *window* ``[0, W]`` the input covers (the trace's days), the same for
+every policy; and the *run* ``[0, T]``: each run goes on until its admitted work is done (and,
+autoscaled, its last node is gone), ``T ≥ W``. The *makespan* is when its last job finished.
+
+Definitions (``r`` is a workload's request of the measured resource, in whole units):
+
+- **used** -- ``Σ r × (end − admitted)`` over every run of every workload, where ``end`` is its
+  finish, its preemption, or the end of the simulation. Work later preempted counts: the
+  capacity was held. **lost** is the part that ended in a preemption (the job restarts from
+  scratch when admitted again).
+- **allocation** -- used / available *within the window*, where available is ``∫ capacity``
+  of schedulable nodes (Ready, healthy, not cordoned): how busy the cluster was while the
+  trace's demand was there. Measured over the same span for every policy.
+- **paid** -- ``∫ capacity`` of the nodes paid for over the run: fixed nodes while present;
+  autoscaled instances from launch (before they are Ready) to termination;
+  **utilisation of paid** = used / paid.
+- **borrowed** -- ``Σ b × (end − admitted)`` where ``b`` is what the admission borrowed (the
+  admit event's ``borrowed``: how much the team's usage beyond its quota grew by admitting it);
+  **over quota** -- ``∫ max(0, usage(team) − quota(team))``, the team-level view.
+- **queue wait** -- first admission − submit; a workload never admitted is *censored*: it counts
+  with ``T − submit`` (a lower bound on its wait) and is also counted in ``never_admitted``.
+  Percentiles are nearest-rank.
+- **completion time** (JCT) -- finish − submit of finished workloads.
+- **cost** -- over the run: fixed nodes at the catalog's on-demand price × hours present in
+  ``[0, T]`` (the cluster is released when the work is done); autoscaled: the simulated cloud's
+  bill (per-second billing, 60 s minimum per instance). A run that spills far past the window
+  (a long job preempted late restarts from scratch) keeps a whole fixed cluster for its tail,
+  so **cost in window** -- the price of what was paid for during ``[0, W]`` -- is given too:
+  the same for every fixed-cluster policy. **spillover** = used − used in the window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from fleetshare.governance.quota import compile_policy
+from fleetshare.model.catalog import Catalog
+from fleetshare.model.node import Node
+from fleetshare.model.quantity import MILLI
+from fleetshare.model.resources import GPU
+from fleetshare.scenario.report import autoscaling_summary
+from fleetshare.scenario.runner import RunResult
+from fleetshare.simulate.variants import node_price
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+HOUR = 3600.0
+
+
+@dataclass
+class Step:
+    """A step function from ``times[0] == 0``: ``values[i]`` holds from ``times[i]`` until
+    ``times[i + 1]``, the last value for ever; ``values`` may be 2-D (a column per series)."""
+
+    times: FloatArray
+    values: FloatArray
+
+    def area(self, until: float) -> Any:
+        """``∫_0^until`` (per column): value × seconds."""
+        if self.times.size == 0:
+            return 0.0 if self.values.ndim == 1 else np.zeros(self.values.shape[1])
+        nxt = np.append(self.times[1:], np.inf)
+        widths = np.clip(np.minimum(nxt, until) - np.minimum(self.times, until), 0.0, None)
+        if self.values.ndim == 1:
+            return float((self.values * widths).sum())
+        return np.asarray((self.values * widths[:, None]).sum(axis=0), dtype=np.float64)
+
+    def bin_means(self, edges: FloatArray) -> FloatArray:
+        """The exact time-weighted mean over each ``[edges[i], edges[i+1])``."""
+        values = self.values if self.values.ndim == 2 else self.values[:, None]
+        if self.times.size == 0:
+            out = np.zeros((edges.size - 1, values.shape[1]))
+        else:
+            knots = np.append(self.times, max(float(self.times[-1]), float(edges[-1])))
+            widths = np.diff(knots)
+            area = np.vstack(
+                [np.zeros(values.shape[1]), np.cumsum(values * widths[:, None], axis=0)]
+            )
+            cum = np.column_stack(
+                [np.interp(edges, knots, area[:, j]) for j in range(values.shape[1])]
+            )
+            out = np.diff(cum, axis=0) / np.diff(edges)[:, None]
+        return out if self.values.ndim == 2 else out[:, 0]
+
+    def peak(self) -> float:
+        """Largest value (of any column)."""
+        return float(self.values.max()) if self.values.size else 0.0
+
+
+def step_from_deltas(times: FloatArray, deltas: FloatArray) -> Step:
+    """The running sum of ``deltas`` (one row per time; 1-D or 2-D) as a step function from
+    0: one step per distinct time, the level after every delta at that time."""
+    order = np.argsort(times, kind="stable")
+    t = times[order]
+    level = np.cumsum(deltas[order], axis=0)
+    if t.size:
+        last = np.append(t[1:] != t[:-1], True)
+        t, level = t[last], level[last]
+    if t.size == 0 or t[0] > 0:
+        zero = np.zeros((1, *deltas.shape[1:]))
+        t = np.concatenate(([0.0], t))
+        level = np.concatenate((zero, level))
+    level = np.round(level, 9)  # cancel float noise so that empty reads exactly 0
+    return Step(np.asarray(t, dtype=np.float64), np.asarray(level, dtype=np.float64))
+
+
+@dataclass
+class Runs:
+    """Every run (admission to finish / preemption / end) of every workload, as arrays."""
+
+    team: IntArray
+    start: FloatArray
+    stop: FloatArray
+    amount: FloatArray
+    borrowed: FloatArray
+    preempted: BoolArray
+    reason: list[str]
+    """Preemption category of each run ("" when it was not preempted)."""
+
+    def used(self, until: float = np.inf) -> FloatArray:
+        """Units × seconds of each run within ``[0, until]``."""
+        return np.asarray(
+            self.amount * (np.minimum(self.stop, until) - np.minimum(self.start, until)),
+            dtype=np.float64,
+        )
+
+
+@dataclass
+class Measured:
+    """One run, reduced to arrays and step functions (picklable, no engine)."""
+
+    resource: str
+    team_names: list[str]
+    quota: FloatArray
+    runs: Runs
+    usage: Step
+    """Per-team usage (units), a column per team in ``team_names``."""
+    capacity: Step
+    """Schedulable capacity (units)."""
+    paid: Step
+    """Capacity paid for (units): fixed nodes while present, instances launch to end."""
+    nodes: Step
+    """Nodes paid for."""
+    rate: Step
+    """USD/hour being paid (fixed nodes at catalog prices, instances at their price)."""
+    fixed_rate: Step
+    """USD/hour of the fixed (not autoscaled) nodes."""
+    cloud_bill: float
+    fixed_types: dict[str, tuple[int, float]]
+    """Fixed nodes by instance type: (count, USD/hour)."""
+    launched: int
+    terminated: int
+    node_seconds: float
+    """Instance-seconds of autoscaled nodes, launch to termination."""
+    submit: FloatArray
+    first_admit: FloatArray
+    """First admission time, NaN for work never admitted."""
+    wait_team: IntArray
+    wait_priority: IntArray
+    finish_team: IntArray
+    completion: FloatArray
+    window: float
+    end: float
+    """When the simulation ended (its last event; at least the window)."""
+    makespan: float
+    """When the last workload finished."""
+    autoscaled: bool
+    unknown_nodes: list[str] = field(default_factory=list)
+
+    def waits(self, horizon: float) -> tuple[FloatArray, BoolArray]:
+        """Queue waits (censored at ``horizon`` for work never admitted) and the censored mask."""
+        censored = np.isnan(self.first_admit)
+        waits = np.where(censored, horizon - self.submit, self.first_admit - self.submit)
+        return np.asarray(waits, dtype=np.float64), censored
+
+    def preemptions(self) -> list[tuple[float, int, str, float]]:
+        """(time, team index, cause, units × hours lost) of every preemption."""
+        r = self.runs
+        lost = r.used() / HOUR
+        return [
+            (float(r.stop[i]), int(r.team[i]), r.reason[i], float(lost[i]))
+            for i in np.flatnonzero(r.preempted)
+        ]
+
+
+def measured_resource(nodes: Sequence[Node], requests: Sequence[Mapping[str, int]]) -> str:
+    """``nvidia.com/gpu`` when nodes or workloads have GPUs, else ``cpu``."""
+    if any(n.allocatable.get(GPU, 0) for n in nodes) or any(r.get(GPU, 0) for r in requests):
+        return GPU
+    return "cpu"
+
+
+def category(reason: str) -> str:
+    """A preemption reason's category: reclaim, fair-share, priority, consolidation, ..."""
+    if "consolidation" in reason:
+        return "consolidation"
+    return reason.split(":", 1)[0].strip() or "other"
+
+
+def percentiles(values: FloatArray) -> dict[str, float | None]:
+    """Mean and nearest-rank p50/p95/p99 (None when empty)."""
+    if values.size == 0:
+        return {"mean": None, "p50": None, "p95": None, "p99": None}
+    ordered = np.sort(values)
+    n = ordered.size
+
+    def rank(q: float) -> float:
+        index = min(n - 1, max(0, int(np.ceil(q / 100 * n)) - 1))
+        return float(ordered[index])
+
+    return {
+        "mean": float(ordered.mean()),
+        "p50": rank(50),
+        "p95": rank(95),
+        "p99": rank(99),
+    }
+
+
+def _rounded(d: dict[str, Any], digits: int = 4) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, float):
+            out[k] = round(v, digits)
+        elif isinstance(v, dict):
+            out[k] = _rounded(v, digits)
+        else:
+            out[k] = v
+    return out
+
+
+def extract_runs(
+    result: RunResult, resource: str, team_index: Mapping[str, int], end: float
+) -> Runs:
+    """Sweep the event log for every run of every workload (admission to its end)."""
+    amount_of: dict[str, float] = {}
+    team_of: dict[str, int] = {}
+    for name, rec in result.records.items():
+        amount_of[name] = rec.workload.total_requests().get(resource, 0) / MILLI
+        team_of[name] = team_index[rec.workload.team]
+    open_runs: dict[str, tuple[float, float]] = {}
+    team: list[int] = []
+    start: list[float] = []
+    stop: list[float] = []
+    amount: list[float] = []
+    borrowed: list[float] = []
+    preempted: list[bool] = []
+    reason: list[str] = []
+
+    def close(name: str, at: float, why: str | None) -> None:
+        began, took = open_runs.pop(name)
+        team.append(team_of[name])
+        start.append(began)
+        stop.append(at)
+        amount.append(amount_of[name])
+        borrowed.append(took)
+        preempted.append(why is not None)
+        reason.append(category(why) if why is not None else "")
+
+    for event in result.events:
+        kind = event["event"]
+        if kind == "admit":
+            took = float(event.get("borrowed", {}).get(resource, 0.0))
+            open_runs[event["workload"]] = (float(event["at"]), took)
+        elif kind in ("finish", "preempt") and event["workload"] in open_runs:
+            why = str(event.get("reason", "")) if kind == "preempt" else None
+            close(event["workload"], float(event["at"]), why)
+    for name in list(open_runs):
+        close(name, end, None)
+    return Runs(
+        team=np.asarray(team, dtype=np.int64),
+        start=np.asarray(start, dtype=np.float64),
+        stop=np.asarray(stop, dtype=np.float64),
+        amount=np.asarray(amount, dtype=np.float64),
+        borrowed=np.asarray(borrowed, dtype=np.float64),
+        preempted=np.asarray(preempted, dtype=np.bool_),
+        reason=reason,
+    )
+
+
+@dataclass
+class _NodeState:
+    present: bool = True
+    ready: bool = True
+    healthy: bool = True
+    cordoned: bool = False
+
+    @property
+    def up(self) -> bool:
+        return self.present and self.ready and self.healthy and not self.cordoned
+
+
+_ACTIONS: dict[str, dict[str, bool]] = {
+    "join": {"present": True, "ready": True, "healthy": True, "cordoned": False},
+    "add": {"present": True, "ready": True, "healthy": True, "cordoned": False},
+    "cordon": {"cordoned": True},
+    "uncordon": {"cordoned": False},
+    "fail": {"ready": False},
+    "gpu-unhealthy": {"healthy": False},
+    "recover": {"ready": True, "healthy": True},
+    "remove": {"present": False},
+    "terminate": {"present": False},
+}
+
+
+@dataclass
+class _Capacity:
+    capacity: Step
+    fixed_paid_t: list[float]
+    fixed_paid_d: list[float]
+    fixed_nodes_d: list[float]
+    fixed_rate_d: list[float]
+    unknown: list[str]
+
+
+def _capacity(result: RunResult, resource: str, catalog: Catalog, default_type: str) -> _Capacity:
+    """Schedulable capacity over time, and when unmanaged (fixed) nodes were present."""
+    nodes: dict[str, Node] = {n.name: n for n in result.scenario.nodes}
+    for node in result.nodes.values():
+        nodes.setdefault(node.name, node)
+    managed = set(result.autoscaler.nodes) if result.autoscaler is not None else set()
+    if result.autoscaler is not None:
+        for m in result.autoscaler.nodes.values():
+            nodes.setdefault(m.name, m.node)
+
+    def units(name: str) -> float:
+        node = nodes.get(name)
+        return 0.0 if node is None else node.allocatable.get(resource, 0) / MILLI
+
+    states: dict[str, _NodeState] = {}
+    t: list[float] = [0.0]
+    d: list[float] = [0.0]
+    paid_t: list[float] = []
+    paid_d: list[float] = []
+    count_d: list[float] = []
+    rate_d: list[float] = []
+    unknown: list[str] = []
+
+    def present(name: str, at: float, sign: float) -> None:
+        if name in managed:
+            return
+        node = nodes.get(name)
+        if node is None:
+            unknown.append(name)
+            return
+        paid_t.append(at)
+        paid_d.append(sign * units(name))
+        count_d.append(sign)
+        rate_d.append(sign * node_price(node, catalog, default_type)[1])
+
+    for node in result.scenario.nodes:
+        state = _NodeState(True, node.ready, node.healthy, node.unschedulable)
+        states[node.name] = state
+        if state.up:
+            d[0] += units(node.name)
+        present(node.name, 0.0, 1.0)
+    for event in result.events:
+        if event["event"] != "node":
+            continue
+        name = str(event["node"])
+        change = _ACTIONS.get(str(event["action"]))
+        if change is None:
+            continue
+        state = states.setdefault(name, _NodeState(present=False))
+        was_up, was_present = state.up, state.present
+        for key, value in change.items():
+            setattr(state, key, value)
+        at = float(event["at"])
+        if state.up != was_up:
+            t.append(at)
+            d.append(units(name) if state.up else -units(name))
+        if state.present != was_present:
+            present(name, at, 1.0 if state.present else -1.0)
+    capacity = step_from_deltas(np.asarray(t, dtype=np.float64), np.asarray(d, dtype=np.float64))
+    return _Capacity(capacity, paid_t, paid_d, count_d, rate_d, sorted(set(unknown)))
+
+
+def measure(
+    result: RunResult,
+    *,
+    resource: str,
+    catalog: Catalog,
+    default_type: str,
+    duration: float,
+) -> Measured:
+    """Reduce a run to arrays and step functions (see the module docstring)."""
+    policy = result.scenario.policy
+    team_names = [t.name for t in policy.teams]
+    for rec in result.records.values():
+        if rec.workload.team not in team_names:
+            team_names.append(rec.workload.team)
+    index = {name: i for i, name in enumerate(team_names)}
+    n_teams = len(team_names)
+    model = compile_policy(policy, catalog)
+    quota = np.zeros(n_teams)
+    for name, node in model.nodes.items():
+        if name in index:
+            quota[index[name]] = sum(v for (_, r), v in node.quota.items() if r == resource) / MILLI
+    scaler = result.autoscaler
+    end = max(result.end_time, duration)
+    runs = extract_runs(result, resource, index, end)
+
+    # per-team usage: +amount at the start of a run, -amount at its end
+    times = np.concatenate((runs.start, runs.stop))
+    deltas = np.zeros((times.size, n_teams))
+    rows = np.arange(runs.team.size)
+    deltas[rows, runs.team] = runs.amount
+    deltas[rows + runs.team.size, runs.team] = -runs.amount
+    usage = step_from_deltas(times, deltas)
+
+    cap = _capacity(result, resource, catalog, default_type)
+    paid_t = list(cap.fixed_paid_t)
+    paid_d = list(cap.fixed_paid_d)
+    count_d = list(cap.fixed_nodes_d)
+    rate_d = list(cap.fixed_rate_d)
+    launched = terminated = 0
+    node_seconds = 0.0
+    cloud_bill = 0.0
+    if scaler is not None:
+        for m in scaler.nodes.values():
+            begin = m.instance.launched_at
+            stop = m.terminated_at if m.terminated_at is not None else end
+            amount = m.node.allocatable.get(resource, 0) / MILLI
+            launched += 1
+            terminated += m.terminated_at is not None
+            node_seconds += max(0.0, stop - begin)
+            paid_t += [begin, stop]
+            paid_d += [amount, -amount]
+            count_d += [1.0, -1.0]
+            rate_d += [m.instance.price_per_hour, -m.instance.price_per_hour]
+        cloud_bill = float(autoscaling_summary(result)["cost"]["total_usd"])
+    pt = np.asarray(paid_t, dtype=np.float64)
+    fixed_types: dict[str, tuple[int, float]] = {}
+    for fixed in result.scenario.nodes:
+        kind, price = node_price(fixed, catalog, default_type)
+        fixed_types[kind] = (fixed_types.get(kind, (0, price))[0] + 1, price)
+
+    submit: list[float] = []
+    first: list[float] = []
+    wait_team: list[int] = []
+    wait_priority: list[int] = []
+    finish_team: list[int] = []
+    completion: list[float] = []
+    makespan = 0.0
+    for rec in result.records.values():
+        wl = rec.workload
+        if not rec.submitted:
+            continue
+        submit.append(wl.submit_time)
+        first.append(np.nan if rec.first_admitted_at is None else rec.first_admitted_at)
+        wait_team.append(index[wl.team])
+        wait_priority.append(wl.priority)
+        if rec.finished_at is not None:
+            finish_team.append(index[wl.team])
+            completion.append(rec.finished_at - wl.submit_time)
+            makespan = max(makespan, rec.finished_at)
+    return Measured(
+        resource=resource,
+        team_names=team_names,
+        quota=quota,
+        runs=runs,
+        usage=usage,
+        capacity=cap.capacity,
+        paid=step_from_deltas(pt, np.asarray(paid_d, dtype=np.float64)),
+        nodes=step_from_deltas(pt, np.asarray(count_d, dtype=np.float64)),
+        rate=step_from_deltas(pt, np.asarray(rate_d, dtype=np.float64)),
+        fixed_rate=step_from_deltas(
+            np.asarray(cap.fixed_paid_t, dtype=np.float64),
+            np.asarray(cap.fixed_rate_d, dtype=np.float64),
+        ),
+        cloud_bill=cloud_bill,
+        fixed_types=fixed_types,
+        launched=launched,
+        terminated=terminated,
+        node_seconds=node_seconds,
+        submit=np.asarray(submit, dtype=np.float64),
+        first_admit=np.asarray(first, dtype=np.float64),
+        wait_team=np.asarray(wait_team, dtype=np.int64),
+        wait_priority=np.asarray(wait_priority, dtype=np.int64),
+        finish_team=np.asarray(finish_team, dtype=np.int64),
+        completion=np.asarray(completion, dtype=np.float64),
+        window=duration,
+        end=end,
+        makespan=makespan or end,
+        autoscaled=scaler is not None,
+        unknown_nodes=cap.unknown,
+    )
+
+
+def cost_until(m: Measured, horizon: float) -> float:
+    """USD: fixed nodes at catalog prices until ``horizon`` plus the cloud's bill."""
+    return float(m.fixed_rate.area(horizon)) / HOUR + m.cloud_bill
+
+
+def cost_basis(m: Measured, horizon: float) -> str:
+    """How :func:`cost_until` was computed, in words."""
+    parts = []
+    if m.fixed_types:
+        each = ", ".join(f"{n} × {k} at ${p:.4f}/h" for k, (n, p) in sorted(m.fixed_types.items()))
+        parts.append(f"fixed nodes {each} × {horizon / HOUR:.2f} h (catalog on-demand)")
+    if m.autoscaled:
+        parts.append(
+            f"the simulated cloud's bill for {m.launched} instances "
+            f"(${m.cloud_bill:,.2f}; per-second, 60 s minimum)"
+        )
+    return "; ".join(parts) or "no nodes"
+
+
+def summarize(m: Measured) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Cluster and per-team numbers (see the module docstring)."""
+    horizon = m.end
+    runs = m.runs
+    n_teams = len(m.team_names)
+    used_runs = runs.used()
+    used_team = np.bincount(runs.team, weights=used_runs, minlength=n_teams) / HOUR
+    borrowed_team = (
+        np.bincount(runs.team, weights=runs.borrowed * (runs.stop - runs.start), minlength=n_teams)
+        / HOUR
+    )
+    lost_team = (
+        np.bincount(runs.team, weights=np.where(runs.preempted, used_runs, 0.0), minlength=n_teams)
+        / HOUR
+    )
+    used_window = float(runs.used(m.window).sum()) / HOUR
+    over = Step(m.usage.times, np.maximum(m.usage.values - m.quota[None, :], 0.0))
+    over_team = np.asarray(over.area(horizon)) / HOUR
+    available = float(m.capacity.area(horizon)) / HOUR
+    available_window = float(m.capacity.area(m.window)) / HOUR
+    paid = float(m.paid.area(horizon)) / HOUR
+    used = float(used_team.sum())
+    waits, censored = m.waits(horizon)
+
+    def by_reason(mask: BoolArray | None = None) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for i in np.flatnonzero(runs.preempted if mask is None else runs.preempted & mask):
+            out[runs.reason[i]] = out.get(runs.reason[i], 0) + 1
+        return dict(sorted(out.items()))
+
+    teams: dict[str, dict[str, Any]] = {}
+    for k, name in enumerate(m.team_names):
+        mine = m.wait_team == k
+        teams[name] = _rounded(
+            {
+                "quota": float(m.quota[k]),
+                "workloads": int(mine.sum()),
+                "finished": int((m.finish_team == k).sum()),
+                "never_admitted": int((censored & mine).sum()),
+                "used_hours": float(used_team[k]),
+                "share_of_used": float(used_team[k] / used) if used else 0.0,
+                "borrowed_hours": float(borrowed_team[k]),
+                "over_quota_hours": float(over_team[k]),
+                "lost_hours": float(lost_team[k]),
+                "preemptions": int((runs.preempted & (runs.team == k)).sum()),
+                "preemptions_by_reason": by_reason(runs.team == k),
+                "queue_wait_seconds": percentiles(waits[mine]),
+                "completion_seconds": percentiles(m.completion[m.finish_team == k]),
+            }
+        )
+    cluster = _rounded(
+        {
+            "resource": m.resource,
+            "window_hours": m.window / HOUR,
+            "makespan_hours": m.makespan / HOUR,
+            "run_hours": horizon / HOUR,
+            "capacity_peak": m.capacity.peak(),
+            "used_hours": used,
+            "used_hours_in_window": used_window,
+            "spillover_hours": used - used_window,
+            "available_hours_in_window": available_window,
+            "allocation": used_window / available_window if available_window else 0.0,
+            "available_hours": available,
+            "paid_hours": paid,
+            "utilisation_of_paid": used / paid if paid else 0.0,
+            "borrowed_hours": float(borrowed_team.sum()),
+            "over_quota_hours": float(over_team.sum()),
+            "lost_hours": float(lost_team.sum()),
+            "preemptions": int(runs.preempted.sum()),
+            "preemptions_by_reason": by_reason(),
+            "workloads": int(waits.size),
+            "finished": int(m.completion.size),
+            "never_admitted": int(censored.sum()),
+            "queue_wait_seconds": percentiles(waits),
+            "completion_seconds": percentiles(m.completion),
+            "cost_usd": cost_until(m, horizon),
+            "cost_in_window_usd": float(m.rate.area(m.window)) / HOUR,
+            "cost_basis": cost_basis(m, horizon),
+            "fixed_nodes": sum(n for n, _ in m.fixed_types.values()),
+            "nodes_launched": m.launched,
+            "nodes_terminated": m.terminated,
+            "node_hours": m.node_seconds / HOUR,
+            "peak_nodes": int(m.nodes.peak()),
+            "unknown_nodes": list(m.unknown_nodes),
+        }
+    )
+    return cluster, teams

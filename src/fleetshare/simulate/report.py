@@ -1,0 +1,599 @@
+"""Present a comparison: a rich table for the terminal, JSON, and an HTML report with charts.
+
+The HTML page is self-contained (charts embedded as base64 PNG); the same charts are written
+as PNG files next to it, with ``metrics.json``. Charts are drawn with matplotlib's Agg backend
+from the step functions :mod:`fleetshare.simulate.metrics` reconstructed from the event logs;
+time series are shown as exact time-weighted means over bins (the bin width is printed).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+from rich.table import Table
+
+from fleetshare.model.catalog import load_catalog
+from fleetshare.model.resources import GPU
+from fleetshare.simulate.metrics import HOUR, FloatArray, Measured, Step
+from fleetshare.simulate.run import SimulationInput, VariantResult
+
+BINS = 720
+COLORS = [f"C{i}" for i in range(10)]
+
+
+def unit(resource: str) -> str:
+    """``GPU`` for nvidia.com/gpu, else the resource in capitals."""
+    return "GPU" if resource == GPU else resource.split("/")[-1].upper()
+
+
+def duration(seconds: float | None) -> str:
+    """12s, 4.5m, 3.2h, 2.1d."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f}m"
+    if seconds < 86400 * 2:
+        return f"{seconds / 3600:.1f}h"
+    return f"{seconds / 86400:.1f}d"
+
+
+def to_json(inp: SimulationInput, results: Sequence[VariantResult]) -> dict[str, Any]:
+    """``{"input": {...}, "policies": {NAME: {"cluster": {...}, "teams": {...}}}}``."""
+    return {
+        "input": {
+            "name": inp.name,
+            "source": inp.source,
+            "description": inp.description,
+            "seed": inp.seed,
+            "duration_hours": round(inp.duration / HOUR, 4),
+            "instance_type": inp.instance_type,
+            "facts": _plain(inp.facts),
+            "assumptions": inp.all_assumptions(load_catalog()),
+        },
+        "policies": {r.name: r.to_json() for r in results},
+    }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+# -- terminal --------------------------------------------------------------------------------
+
+
+def comparison_table(inp: SimulationInput, results: Sequence[VariantResult]) -> Table:
+    """One row per policy: allocation, utilisation of paid capacity, waits, preemptions,
+    borrowing, cost, nodes, run time."""
+    u = unit(inp.resource)
+    table = Table(
+        title=f"{inp.name}: {len(results)} policies, same workloads and seed",
+        title_justify="left",
+    )
+    columns = [
+        ("policy", "left"),
+        ("alloc", "right"),
+        ("paid util", "right"),
+        ("wait p50/p95/p99", "right"),
+        ("never", "right"),
+        ("JCT p50", "right"),
+        ("makespan", "right"),
+        ("preempt", "right"),
+        (f"lost {u}-h", "right"),
+        (f"borrowed {u}-h", "right"),
+        ("cost $", "right"),
+        ("in window $", "right"),
+        ("nodes", "right"),
+        ("run s", "right"),
+    ]
+    longest = max((len(r.name) for r in results), default=6)
+    for name, justify in columns:
+        table.add_column(
+            name,
+            justify=justify,  # type: ignore[arg-type]
+            min_width=longest if name == "policy" else None,
+            no_wrap=name == "policy",
+        )
+    for r in results:
+        c = r.cluster
+        w = c["queue_wait_seconds"]
+        nodes = (
+            f"{c['nodes_launched']} ({c['peak_nodes']} max)"
+            if r.variant.autoscale
+            else str(c["fixed_nodes"])
+        )
+        table.add_row(
+            r.name,
+            f"{c['allocation']:.1%}",
+            f"{c['utilisation_of_paid']:.1%}",
+            "/".join(duration(w[k]) for k in ("p50", "p95", "p99")),
+            str(c["never_admitted"]),
+            duration(c["completion_seconds"]["p50"]),
+            duration(c["makespan_hours"] * HOUR),
+            str(c["preemptions"]),
+            f"{c['lost_hours']:,.0f}",
+            f"{c['borrowed_hours']:,.0f}",
+            f"{c['cost_usd']:,.0f}",
+            f"{c['cost_in_window_usd']:,.0f}",
+            nodes,
+            f"{r.run_seconds:.1f}",
+        )
+    table.caption = (
+        f"alloc: {u}-hours used / schedulable within the input window; paid util: used / paid "
+        "until the run's work is done; wait: submit to first admission (never admitted: "
+        "censored); makespan: last job finished; lost: work discarded by preemptions; cost: "
+        "fixed nodes × on-demand price × run time, or the simulated cloud's bill; in window: "
+        "what was paid for during the input window only"
+    )
+    table.caption_justify = "left"
+    return table
+
+
+# -- charts ----------------------------------------------------------------------------------
+
+
+def _scale(horizon: float) -> tuple[float, str]:
+    return (86400.0, "days") if horizon > 2 * 86400 else (3600.0, "hours")
+
+
+def _edges(horizon: float, bins: int = BINS) -> FloatArray:
+    return np.linspace(0.0, horizon, bins + 1)
+
+
+def _bin_label(edges: FloatArray) -> str:
+    return f"mean over {duration(float(edges[1] - edges[0]))} bins"
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def usage_chart(inp: SimulationInput, r: VariantResult) -> bytes:
+    """Per team: usage within quota, borrowed beyond it, and the quota line."""
+    m = r.measured
+    horizon = r.end
+    edges = _edges(horizon)
+    mids = (edges[:-1] + edges[1:]) / 2
+    scale, label = _scale(horizon)
+    usage = m.usage.bin_means(edges)
+    over = Step(m.usage.times, np.maximum(m.usage.values - m.quota[None, :], 0.0))
+    borrowed = over.bin_means(edges)
+    n = len(m.team_names)
+    cols = 4 if n > 4 else max(n, 1)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(3.4 * cols, 2.2 * rows + 0.6), sharex=True, squeeze=False
+    )
+    u = unit(inp.resource)
+    x = mids / scale
+    for k, team in enumerate(m.team_names):
+        ax = axes[k // cols][k % cols]
+        within = usage[:, k] - borrowed[:, k]
+        ax.fill_between(x, 0, within, step="mid", color="#4C72B0", lw=0, label="within quota")
+        ax.fill_between(
+            x, within, usage[:, k], step="mid", color="#DD8452", lw=0, label="beyond quota"
+        )
+        ax.axhline(m.quota[k], color="black", lw=0.8, ls="--", label="quota")
+        ax.axvline(inp.duration / scale, color="grey", lw=0.6, ls=":")
+        ax.set_title(team, fontsize=8)
+        ax.tick_params(labelsize=7)
+    for k in range(n, rows * cols):
+        axes[k // cols][k % cols].axis("off")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper right", fontsize=8, ncols=3)
+    fig.suptitle(
+        f"{r.name}: {u}s in use per team vs quota ({_bin_label(edges)}; x in {label}; "
+        "dotted: end of the input window)",
+        fontsize=10,
+        x=0.01,
+        ha="left",
+    )
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    return _png(fig)
+
+
+def idle_chart(inp: SimulationInput, results: Sequence[VariantResult]) -> bytes:
+    """Idle capacity over time: schedulable minus used (fixed), paid minus used (autoscaled)."""
+    fig, ax = plt.subplots(figsize=(11, 3.6))
+    horizon = max(r.end for r in results)
+    scale, label = _scale(horizon)
+    edges = _edges(horizon)
+    mids = (edges[:-1] + edges[1:]) / 2
+    for i, r in enumerate(results):
+        m = r.measured
+        used = m.usage.bin_means(edges).sum(axis=1)
+        base = m.paid if r.variant.autoscale else m.capacity
+        idle = base.bin_means(edges) - used
+        ax.plot(mids / scale, idle, lw=1.0, color=COLORS[i % 10], label=r.name)
+    ax.axvline(inp.duration / scale, color="grey", lw=0.6, ls=":")
+    ax.set_xlabel(label)
+    ax.set_ylabel(f"idle {unit(inp.resource)}s")
+    ax.set_title(
+        "Idle capacity: schedulable − used (fixed), paid − used (autoscaled); "
+        f"{_bin_label(edges)}; dotted: end of the input window",
+        fontsize=10,
+        loc="left",
+    )
+    ax.legend(fontsize=8, ncols=2)
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def _p95(values: FloatArray) -> float:
+    ordered = np.sort(values)
+    return float(ordered[min(values.size - 1, int(np.ceil(0.95 * values.size)) - 1)])
+
+
+def wait_chart(inp: SimulationInput, results: Sequence[VariantResult]) -> bytes:
+    """Queue waits: share of workloads waiting longer than x (per policy), and p95 per team and
+    priority (per policy)."""
+    first = results[0].measured
+    keys = sorted(
+        {(int(t), int(p)) for t, p in zip(first.wait_team, first.wait_priority, strict=True)}
+    )
+    priorities = sorted({p for _, p in keys})
+    fig = plt.figure(figsize=(13, 3.4 + 0.3 * len(results)))
+    grid = fig.add_gridspec(1, 2, width_ratios=(1, 2.2))
+    ax = fig.add_subplot(grid[0])
+    heat = np.full((len(results), len(keys)), np.nan)
+    for i, r in enumerate(results):
+        m = r.measured
+        waits, _ = m.waits(r.end)
+        ordered = np.sort(waits)
+        if ordered.size:
+            frac = 1.0 - np.arange(1, ordered.size + 1) / ordered.size
+            xs = np.maximum(ordered, 1.0) / 60
+            ax.step(xs, frac, where="post", color=COLORS[i % 10], lw=1.0, label=r.name)
+        for j, (team, prio) in enumerate(keys):
+            mine = waits[(m.wait_team == team) & (m.wait_priority == prio)]
+            if mine.size:
+                heat[i, j] = _p95(mine)
+    ax.set_xscale("log")
+    ax.set_xlabel("wait, minutes (log; no wait drawn at 1 s)")
+    ax.set_ylabel("share of workloads waiting longer")
+    ax.set_title("Queue wait (never admitted: censored)", fontsize=10, loc="left")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax2 = fig.add_subplot(grid[1])
+    shown = np.log10(np.maximum(heat / 60, 0.1))
+    image = ax2.imshow(shown, aspect="auto", cmap="magma_r", vmin=-1)
+    names = first.team_names
+    ax2.set_xticks(
+        range(len(keys)),
+        [names[t] + (f"/p{p}" if len(priorities) > 1 else "") for t, p in keys],
+        rotation=60,
+        ha="right",
+        fontsize=7,
+    )
+    ax2.set_yticks(range(len(results)), [r.name for r in results], fontsize=8)
+    for i in range(heat.shape[0]):
+        for j in range(heat.shape[1]):
+            if not np.isnan(heat[i, j]):
+                ax2.text(
+                    j,
+                    i,
+                    duration(float(heat[i, j])),
+                    ha="center",
+                    va="center",
+                    fontsize=6,
+                    color="white" if shown[i, j] > 1.5 else "black",
+                )
+    bar = fig.colorbar(image, ax=ax2, fraction=0.03)
+    bar.set_label("log10 minutes", fontsize=8)
+    ax2.set_title(
+        "p95 queue wait per team" + (" and priority" if len(priorities) > 1 else ""),
+        fontsize=10,
+        loc="left",
+    )
+    fig.tight_layout()
+    return _png(fig)
+
+
+def cumulative_cost(m: Measured, horizon: float) -> tuple[FloatArray, FloatArray]:
+    """(times, USD paid so far) -- piecewise linear between the times; before the 60 s
+    minimum billing of the cloud."""
+    times = np.append(m.rate.times[m.rate.times < horizon], horizon)
+    widths = np.diff(times)
+    values = m.rate.values[: widths.size]
+    return times, np.concatenate(([0.0], np.cumsum(values * widths / HOUR)))
+
+
+def nodes_cost_chart(inp: SimulationInput, results: Sequence[VariantResult]) -> bytes:
+    """Nodes paid for, and cumulative cost, over time."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 3.6))
+    horizon = max(r.end for r in results)
+    scale, label = _scale(horizon)
+    for i, r in enumerate(results):
+        m = r.measured
+        color = COLORS[i % 10]
+        keep = m.nodes.times < r.end
+        t = np.append(m.nodes.times[keep], r.end)
+        v = np.append(m.nodes.values[keep], m.nodes.values[keep][-1] if keep.any() else 0.0)
+        ax1.step(t / scale, v, where="post", lw=1.0, color=color, label=r.name)
+        ct, cv = cumulative_cost(m, r.end)
+        ax2.plot(ct / scale, cv, lw=1.0, color=color, label=r.name)
+    ax1.set_title("Nodes paid for", fontsize=10, loc="left")
+    ax2.set_title("Cumulative cost, USD (before the 60 s minimum)", fontsize=10, loc="left")
+    for ax in (ax1, ax2):
+        ax.set_xlabel(label)
+        ax.grid(alpha=0.3)
+    ax1.legend(fontsize=7, ncols=2)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def preemption_chart(inp: SimulationInput, results: Sequence[VariantResult]) -> bytes:
+    """Preemptions and work lost to them, by cause, per policy."""
+    events = [r.measured.preemptions() for r in results]
+    reasons = sorted({p[2] for mine in events for p in mine})
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 1.2 + 0.35 * len(results)))
+    y = np.arange(len(results))
+    left1 = np.zeros(len(results))
+    left2 = np.zeros(len(results))
+    for k, reason in enumerate(reasons):
+        counts = np.array([sum(p[2] == reason for p in mine) for mine in events], dtype=float)
+        lost = np.array([sum(p[3] for p in mine if p[2] == reason) for mine in events])
+        color = COLORS[k % 10]
+        ax1.barh(y, counts, left=left1, color=color, label=reason)
+        ax2.barh(y, lost, left=left2, color=color, label=reason)
+        left1 = left1 + counts
+        left2 = left2 + lost
+    u = unit(inp.resource)
+    for ax, title in ((ax1, "Preemptions by cause"), (ax2, f"{u}-hours of work lost")):
+        ax.set_yticks(y, [r.name for r in results], fontsize=8)
+        ax.invert_yaxis()
+        ax.set_title(title, fontsize=10, loc="left")
+        ax.grid(alpha=0.3, axis="x")
+    if reasons:
+        ax1.legend(fontsize=7)
+    else:
+        ax1.text(0.5, 0.5, "no preemptions", transform=ax1.transAxes, ha="center")
+    fig.tight_layout()
+    return _png(fig)
+
+
+# -- HTML ------------------------------------------------------------------------------------
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1400px;color:#222}
+table{border-collapse:collapse;font-size:13px;margin:0.5em 0 1.5em}
+th,td{border:1px solid #ccc;padding:3px 7px;text-align:right}
+th:first-child,td:first-child{text-align:left}
+th{background:#f3f3f3}
+li{margin:0.2em 0}
+img{max-width:100%;border:1px solid #eee;margin:0.5em 0}
+.note{color:#555;font-size:13px}
+"""
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _cluster_rows(inp: SimulationInput, results: Sequence[VariantResult]) -> list[list[str]]:
+    rows = []
+    for r in results:
+        c = r.cluster
+        w = c["queue_wait_seconds"]
+        j = c["completion_seconds"]
+        rows.append(
+            [
+                r.name,
+                f"{c['allocation']:.1%}",
+                f"{c['utilisation_of_paid']:.1%}",
+                f"{c['used_hours']:,.0f}",
+                f"{c['available_hours']:,.0f}",
+                f"{c['paid_hours']:,.0f}",
+                duration(w["mean"]),
+                duration(w["p50"]),
+                duration(w["p95"]),
+                duration(w["p99"]),
+                str(c["never_admitted"]),
+                duration(j["p50"]),
+                duration(j["p95"]),
+                str(c["preemptions"]),
+                f"{c['lost_hours']:,.0f}",
+                f"{c['borrowed_hours']:,.0f}",
+                f"{c['cost_usd']:,.0f}",
+                f"{c['cost_in_window_usd']:,.0f}",
+                f"{c['spillover_hours']:,.0f}",
+                str(c["nodes_launched"]) if r.variant.autoscale else str(c["fixed_nodes"]),
+                f"{c['makespan_hours']:,.1f}",
+                f"{c['run_hours']:,.1f}",
+                f"{r.run_seconds:.1f}",
+            ]
+        )
+    return rows
+
+
+def _team_rows(r: VariantResult) -> list[list[str]]:
+    rows = []
+    for team, t in r.teams.items():
+        w = t["queue_wait_seconds"]
+        rows.append(
+            [
+                team,
+                f"{t['quota']:g}",
+                str(t["workloads"]),
+                f"{t['used_hours']:,.0f}",
+                f"{t['share_of_used']:.1%}",
+                f"{t['borrowed_hours']:,.0f}",
+                f"{t['over_quota_hours']:,.0f}",
+                duration(w["mean"]),
+                duration(w["p50"]),
+                duration(w["p95"]),
+                duration(w["p99"]),
+                str(t["never_admitted"]),
+                duration(t["completion_seconds"]["p50"]),
+                str(t["preemptions"]),
+                f"{t['lost_hours']:,.1f}",
+            ]
+        )
+    return rows
+
+
+def write_report(out: Path, inp: SimulationInput, results: Sequence[VariantResult]) -> list[Path]:
+    """Write ``index.html`` (self-contained), the charts as PNG files and ``metrics.json`` into
+    ``out``; return the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    u = unit(inp.resource)
+    data = to_json(inp, results)
+    charts: list[tuple[str, str, bytes]] = [
+        ("idle.png", "Idle capacity", idle_chart(inp, results)),
+        ("queue-wait.png", "Queue wait", wait_chart(inp, results)),
+        ("nodes-cost.png", "Nodes and cost", nodes_cost_chart(inp, results)),
+        ("preemptions.png", "Preemptions", preemption_chart(inp, results)),
+    ]
+    for r in results:
+        charts.append((f"usage-{r.name}.png", f"{u} usage per team: {r.name}", usage_chart(inp, r)))
+    written = []
+    for name, _, png in charts:
+        path = out / name
+        path.write_bytes(png)
+        written.append(path)
+    metrics = out / "metrics.json"
+    metrics.write_text(json.dumps(data, indent=2))
+    written.append(metrics)
+
+    parts = [
+        "<!doctype html><html><head><meta charset='utf-8'>",
+        f"<title>fleetshare simulate: {html.escape(inp.name)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>fleetshare simulate: {html.escape(inp.name)}</h1>",
+        f"<p>{html.escape(inp.description)}</p>",
+        f"<p class='note'>Source: {html.escape(inp.source)}; seed {inp.seed}; "
+        f"{len(inp.workloads):,} workloads; {len(inp.nodes)} nodes in the fixed cluster; "
+        f"measured resource {html.escape(inp.resource)}; input covers "
+        f"{inp.duration / HOUR:,.1f} h"
+        + (f" from {html.escape(inp.start)}" if inp.start else "")
+        + ".</p>",
+        "<h2>Assumptions</h2><ul>",
+        *(f"<li>{html.escape(a)}</li>" for a in data["input"]["assumptions"]),
+        "</ul>",
+        "<h2>Policies</h2><ul>",
+        *(
+            f"<li><b>{html.escape(r.name)}</b>: {html.escape(r.variant.description)}</li>"
+            for r in results
+        ),
+        "</ul>",
+        "<h2>Comparison</h2>",
+        _table(
+            [
+                "policy",
+                "allocation (window)",
+                "util. of paid",
+                f"used {u}-h",
+                f"available {u}-h",
+                f"paid {u}-h",
+                "wait mean",
+                "p50",
+                "p95",
+                "p99",
+                "never admitted",
+                "JCT p50",
+                "JCT p95",
+                "preemptions",
+                f"lost {u}-h",
+                f"borrowed {u}-h",
+                "cost $",
+                "cost in window $",
+                f"spillover {u}-h",
+                "nodes",
+                "makespan h",
+                "run h",
+                "run s",
+            ],
+            _cluster_rows(inp, results),
+        ),
+        f"<p class='note'>allocation (window) = {u}-hours used / available (schedulable "
+        f"capacity × time) within the input window, the first {inp.duration / HOUR:,.1f} h, "
+        "the same span for every policy. Everything else covers each run: until its last job "
+        "finished (makespan) and, autoscaled, its last node was removed (run h). utilisation "
+        f"of paid = used / {u}-hours of nodes paid for (a fixed cluster until the run ends, "
+        "then released; autoscaled instances from launch to termination); waits count "
+        "never-admitted work as censored at the end of the run (a lower bound); JCT = finish − "
+        f"submit; lost = time run before a preemption × {u}s (the job restarts from scratch); "
+        "borrowed = Σ borrowed at admission × run time. A job preempted late restarts from "
+        "scratch and can keep a whole fixed cluster paid for long after the window: cost in "
+        "window (what was paid for during the window) and spillover (work done after it) show "
+        "how much of a difference in cost is that tail. "
+        "Cost basis per policy: "
+        + "; ".join(
+            f"{html.escape(r.name)}: {html.escape(r.cluster['cost_basis'])}" for r in results
+        )
+        + ".</p>",
+    ]
+    for name, title, png in charts:
+        encoded = base64.b64encode(png).decode("ascii")
+        parts.append(f"<h2>{html.escape(title)}</h2>")
+        parts.append(f"<img alt='{html.escape(title)}' src='data:image/png;base64,{encoded}'>")
+        parts.append(f"<p class='note'>Also saved as <a href='{name}'>{name}</a>.</p>")
+    parts.append("<h2>Per team</h2>")
+    for r in results:
+        parts.append(f"<details><summary><b>{html.escape(r.name)}</b></summary>")
+        parts.append(
+            _table(
+                [
+                    "team",
+                    "quota",
+                    "workloads",
+                    f"used {u}-h",
+                    "share",
+                    f"borrowed {u}-h",
+                    f"over quota {u}-h",
+                    "wait mean",
+                    "p50",
+                    "p95",
+                    "p99",
+                    "never",
+                    "JCT p50",
+                    "preemptions",
+                    f"lost {u}-h",
+                ],
+                _team_rows(r),
+            )
+        )
+        if r.warnings:
+            parts.append(
+                f"<p class='note'>{len(r.warnings)} runner warnings, e.g. "
+                f"{html.escape(r.warnings[0])}</p>"
+            )
+        parts.append("</details>")
+    parts.append(
+        "<p class='note'>All numbers are also in <a href='metrics.json'>metrics.json</a>.</p>"
+    )
+    parts.append("</body></html>")
+    index = out / "index.html"
+    index.write_text("\n".join(parts))
+    return [index, *written]

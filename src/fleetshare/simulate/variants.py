@@ -1,0 +1,266 @@
+"""The policies the simulator compares, as transformations of one base policy.
+
+Every variant starts from the same input (a trace or a scenario): the same teams, quotas,
+workloads and seed. A variant changes only how teams share and whether the cluster is fixed:
+
+- ``static`` -- no sharing: every team ``DontLend`` (neither lends nor borrows) and idle
+  resource sharing off; each team runs on its own quota only.
+- ``idle50`` -- lend and borrow, each team borrowing at most 50% of the capacity idle at that
+  moment (``percent_of_idle: 50``); fair share on.
+- ``borrow-quota`` -- lend and borrow, each team borrowing at most its own quota (an
+  ``absolute`` borrow limit equal to the team's quota, per flavor and resource); fair share on.
+- ``fair-share`` -- lend and borrow without borrow limits, fair share on (fleetshare's
+  default): the team furthest over its weighted share gives work back first.
+- ``no-fair-share`` -- lend and borrow without borrow limits, fair share off: borrowed capacity
+  is reclaimed only by its owners, whoever borrowed it.
+
+Each also exists with ``-autoscale``: the cluster starts with no nodes and a node pool launches
+the input's node shape on demand (scale to zero; consolidation ``WhenEmptyOrUnderutilized``),
+with a GPU ceiling equal to the fixed cluster's capacity.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from fleetshare.autoscaling.nodepool import NodePool
+from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec
+from fleetshare.governance.quota import compile_policy
+from fleetshare.model.catalog import Catalog, InstanceType
+from fleetshare.model.node import Node
+from fleetshare.model.quantity import MILLI, format_quantity
+from fleetshare.model.resources import GPU
+from fleetshare.policy.schema import load_policy
+
+Sharing = Literal["static", "idle-percent", "quota-absolute", "unlimited"]
+
+IDLE_PERCENT = 50.0
+"""The percent-of-idle borrow limit of the ``idle50`` variants."""
+
+PREFERRED_GPU_TYPES: dict[int, tuple[str, ...]] = {
+    8: ("p4d.24xlarge", "p5.48xlarge", "p3.16xlarge"),
+    4: ("p3.8xlarge", "g5.12xlarge"),
+    1: ("p3.2xlarge", "g5.xlarge"),
+}
+"""Instance types for GPU nodes of a trace that names none: datacenter training GPUs first
+(the catalog's cheapest type with the same GPU count would often be a T4 or A10G inference
+node, which would make the cost comparison flattering)."""
+
+CONSOLIDATE_AFTER_SECONDS = 600.0
+DISRUPTION_INTERVAL_SECONDS = 600.0
+"""Autoscaler settings of ``-autoscale`` variants built from a trace (a scenario's own
+``node_pools`` / ``autoscaler`` sections are used as written). Karpenter evaluates
+consolidation continuously; every 10 minutes keeps month-long simulations affordable."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One policy to simulate."""
+
+    name: str
+    description: str
+    sharing: Sharing
+    fair_share: bool
+    autoscale: bool = False
+
+    def policy(self, base: dict[str, Any], catalog: Catalog) -> dict[str, Any]:
+        """The base policy (a dict in fleetshare's format) changed for this variant."""
+        data = copy.deepcopy(base)
+        cluster = dict(data.get("cluster") or {})
+        cluster["fair_share"] = self.fair_share
+        cluster["idle_resource_sharing"] = self.sharing != "static"
+        data["cluster"] = cluster
+        quotas: dict[str, dict[tuple[str, str], int]] = {}
+        if self.sharing == "quota-absolute":
+            model = compile_policy(load_policy(data, "base policy"), catalog)
+            quotas = {name: dict(node.quota) for name, node in model.nodes.items()}
+        teams = []
+        for team in data.get("teams", []):
+            team = dict(team)
+            if self.sharing == "static":
+                team["sharing"] = "DontLend"
+                team["borrow_limits"] = []
+            else:
+                team["sharing"] = "LendAndBorrow"
+                if self.sharing == "unlimited":
+                    team["borrow_limits"] = []
+                elif self.sharing == "idle-percent":
+                    team["borrow_limits"] = [{"percent_of_idle": IDLE_PERCENT}]
+                else:
+                    own = quotas.get(str(team["name"]), {})
+                    team["borrow_limits"] = [
+                        {
+                            "flavor": flavor,
+                            "resource": resource,
+                            "absolute": _exact(amount),
+                        }
+                        for (flavor, resource), amount in sorted(own.items())
+                    ] or [{"absolute": 0}]
+            teams.append(team)
+        data["teams"] = teams
+        for group in data.get("groups", []):
+            if self.sharing == "static":
+                group["borrow_limits"] = []
+        data.setdefault("notes", [])
+        data["notes"] = [*data["notes"], f"simulate variant {self.name}: {self.description}"]
+        return data
+
+
+def _exact(milli: int) -> str:
+    """A quantity string that parses back to exactly ``milli`` (bytes for memory, not Gi)."""
+    return str(milli // MILLI) if milli % MILLI == 0 else f"{milli}m"
+
+
+def _variants() -> dict[str, Variant]:
+    base = [
+        Variant(
+            "static",
+            "static quotas: every team DontLend (no lending, no borrowing), idle sharing off",
+            "static",
+            fair_share=False,
+        ),
+        Variant(
+            "idle50",
+            f"idle sharing; each team may borrow up to {IDLE_PERCENT:g}% of the idle capacity; "
+            "fair share on",
+            "idle-percent",
+            fair_share=True,
+        ),
+        Variant(
+            "borrow-quota",
+            "idle sharing; each team may borrow up to its own quota (absolute limit); "
+            "fair share on",
+            "quota-absolute",
+            fair_share=True,
+        ),
+        Variant(
+            "fair-share",
+            "idle sharing without borrow limits; fair share on (fleetshare's default)",
+            "unlimited",
+            fair_share=True,
+        ),
+        Variant(
+            "no-fair-share",
+            "idle sharing without borrow limits; fair share off",
+            "unlimited",
+            fair_share=False,
+        ),
+    ]
+    out: dict[str, Variant] = {}
+    for v in base:
+        out[v.name] = v
+    for v in base:
+        name = f"{v.name}-autoscale"
+        out[name] = Variant(
+            name,
+            v.description + "; autoscaled from zero nodes (consolidation when empty or "
+            "underutilized)",
+            v.sharing,
+            v.fair_share,
+            autoscale=True,
+        )
+    return out
+
+
+VARIANTS: dict[str, Variant] = _variants()
+"""Every variant by name (fixed cluster first, then the ``-autoscale`` ones)."""
+
+
+def select(names: Sequence[str]) -> list[Variant]:
+    """The variants named (in the order given); unknown names raise ValueError."""
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        raise ValueError(f"unknown policy {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
+    return [VARIANTS[n] for n in dict.fromkeys(names)]
+
+
+# -- node shape, prices and the autoscaled pool ---------------------------------------------------
+
+
+def _covers(instance: InstanceType, node: Node) -> bool:
+    return all(instance.allocatable.get(r, 0) >= v for r, v in node.allocatable.items() if v)
+
+
+def node_instance_type(nodes: Sequence[Node], catalog: Catalog, override: str | None = None) -> str:
+    """The instance type that stands for the input's nodes (for prices and autoscaling).
+
+    ``override`` if given; else the most common ``instance_type`` of the nodes; else, for GPU
+    nodes, the first of :data:`PREFERRED_GPU_TYPES` for their GPU count whose allocatable covers
+    the node; else the cheapest priced catalog type that covers the most common node.
+    """
+    if override:
+        catalog.get(override)
+        return Catalog.ec2_name(override)
+    named = Counter(n.instance_type for n in nodes if n.instance_type)
+    if named:
+        return Catalog.ec2_name(named.most_common(1)[0][0])
+    if not nodes:
+        raise ValueError("no nodes to take a node shape from; give --instance-type")
+    shapes = Counter(tuple(sorted(n.allocatable.items())) for n in nodes)
+    node = next(
+        n for n in nodes if tuple(sorted(n.allocatable.items())) == shapes.most_common(1)[0][0]
+    )
+    gpus = node.allocatable.get(GPU, 0) // MILLI
+    for name in PREFERRED_GPU_TYPES.get(gpus, ()):
+        if name in catalog and _covers(catalog.get(name), node):
+            return name
+    fits = [
+        i
+        for i in catalog
+        if i.price_per_hour is not None
+        and _covers(i, node)
+        and (gpus > 0 or i.gpu_count == 0)
+        and i.arch == "amd64"
+    ]
+    if not fits:
+        raise ValueError(f"no catalog instance type covers node {node.name}'s {node.allocatable}")
+    return min(fits, key=lambda i: (i.price_per_hour or 0.0, i.name)).name
+
+
+def node_price(node: Node, catalog: Catalog, default_type: str) -> tuple[str, float]:
+    """(instance type, on-demand USD/hour) a fixed node is priced at: its own type when it
+    names one, else ``default_type``."""
+    name = Catalog.ec2_name(node.instance_type) if node.instance_type else default_type
+    price = catalog.get(name).price_per_hour
+    if price is None:
+        raise ValueError(f"instance type {name} has no on-demand price in the catalog")
+    return name, price
+
+
+def autoscale_pool(nodes: Sequence[Node], instance_type: str, catalog: Catalog) -> NodePool:
+    """A node pool launching ``instance_type`` from zero, consolidating when empty or
+    underutilized, with a ceiling of the fixed cluster's GPUs (CPUs without GPUs) rounded up to
+    whole instances of ``instance_type``."""
+    resource = GPU if any(n.allocatable.get(GPU, 0) for n in nodes) else "cpu"
+    capacity = sum(n.allocatable.get(resource, 0) for n in nodes)
+    per_node = catalog.get(instance_type).allocatable.get(resource, 0)
+    limits: dict[str, str | int | float] = {}
+    if capacity and per_node:
+        count = -(-capacity // per_node)
+        limits[resource] = format_quantity(count * per_node, resource)
+    return NodePool.model_validate(
+        {
+            "name": "gpu" if resource == GPU else "cpu",
+            "instance_types": [instance_type],
+            "capacity_types": ["on-demand"],
+            "limits": limits,
+            "disruption": {
+                "consolidation_policy": "WhenEmptyOrUnderutilized",
+                "consolidate_after_seconds": CONSOLIDATE_AFTER_SECONDS,
+            },
+        }
+    )
+
+
+def autoscaler_settings() -> AutoscalerSpec:
+    """The autoscaler settings of trace-built ``-autoscale`` variants."""
+    return AutoscalerSpec(disruption_interval_seconds=DISRUPTION_INTERVAL_SECONDS)
+
+
+def cloud_settings(seed: int) -> CloudSpec:
+    """The simulated cloud of trace-built ``-autoscale`` variants (on-demand, 90 s launch)."""
+    return CloudSpec(seed=seed)

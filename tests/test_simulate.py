@@ -1,0 +1,334 @@
+"""fleetshare simulate: policy variants on one input; metrics checked by second computations."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from fleetshare.cli import app
+from fleetshare.model.catalog import load_catalog
+from fleetshare.model.quantity import MILLI
+from fleetshare.model.resources import GPU
+from fleetshare.scenario.report import autoscaling_summary
+from fleetshare.scenario.runner import Runner
+from fleetshare.simulate.metrics import HOUR, Step, percentiles, step_from_deltas
+from fleetshare.simulate.run import (
+    ProgressRunner,
+    SimulationInput,
+    VariantResult,
+    build_scenario,
+    from_scenario,
+    from_trace,
+    run_variants,
+)
+from fleetshare.simulate.variants import VARIANTS, node_instance_type, select
+
+from .conftest import SHARED_DATA
+
+P4D = "p4d.24xlarge"
+
+# Two teams of 8 GPUs on two 8-GPU nodes. Team a wants 24 GPUs at t=0 (three 8-GPU jobs), team
+# b only comes back at t=1800: sharing lets a borrow b's idle quota until b reclaims it.
+SCENARIO: dict[str, Any] = {
+    "name": "two-teams",
+    "description": "a borrows b's idle quota until b comes back",
+    "cluster": {"nodes": [{"instance_type": P4D, "count": 2}]},
+    "policy": {
+        "teams": [
+            {"name": "a", "quota": [{"resources": {GPU: 8}}]},
+            {"name": "b", "quota": [{"resources": {GPU: 8}}]},
+        ]
+    },
+    "workloads": [
+        {"name": "a1", "team": "a", "at": 0, "duration": 3600, "requests": {GPU: 8}},
+        {"name": "a2", "team": "a", "at": 0, "duration": 3600, "requests": {GPU: 8}},
+        {"name": "a3", "team": "a", "at": 100, "duration": 600, "requests": {GPU: 8}},
+        {"name": "b1", "team": "b", "at": 1800, "duration": 3600, "requests": {GPU: 8}},
+    ],
+}
+ALL = list(VARIANTS)
+
+
+@pytest.fixture(scope="module")
+def scenario_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("sim") / "two-teams.yaml"
+    path.write_text(yaml.safe_dump(SCENARIO))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny(scenario_file: Path) -> SimulationInput:
+    return from_scenario(scenario_file)
+
+
+@pytest.fixture(scope="module")
+def results(tiny: SimulationInput) -> dict[str, VariantResult]:
+    return {r.name: r for r in run_variants(tiny, select(ALL), jobs=1)}
+
+
+def _work_done(inp: SimulationInput) -> float:
+    """GPU-hours the input's workloads need (each runs its duration once)."""
+    return sum(
+        w.total_requests().get(GPU, 0) / MILLI * (w.duration or 0.0) / HOUR for w in inp.workloads
+    )
+
+
+def _check_invariants(inp: SimulationInput, r: VariantResult) -> None:
+    c, teams = r.cluster, r.teams
+    eps = 1e-6
+    # capacity: never more used than there was
+    assert c["used_hours"] <= c["available_hours"] + eps
+    assert c["used_hours_in_window"] <= c["available_hours_in_window"] + eps
+    assert c["used_hours"] <= c["paid_hours"] + eps
+    assert 0 <= c["allocation"] <= 1 + eps
+    assert 0 <= c["utilisation_of_paid"] <= 1 + eps
+    # teams add up to the cluster
+    assert math.isclose(sum(t["used_hours"] for t in teams.values()), c["used_hours"], abs_tol=1e-3)
+    assert math.isclose(sum(t["preemptions"] for t in teams.values()), c["preemptions"], abs_tol=0)
+    # borrowing and losses are parts of use
+    assert c["borrowed_hours"] <= c["used_hours"] + eps
+    assert c["lost_hours"] <= c["used_hours"] + eps
+    for t in teams.values():
+        assert t["borrowed_hours"] <= t["used_hours"] + eps
+        assert t["over_quota_hours"] <= t["used_hours"] + eps
+    # second computation of use: the usage step function's area equals the sum over runs
+    m = r.measured
+    area = float(np.sum(m.usage.area(m.end))) / HOUR
+    assert math.isclose(area, c["used_hours"], abs_tol=1e-3)  # JSON numbers: 4 decimals
+    # third: every workload finished once, so use minus lost work is exactly the work asked for
+    if c["finished"] == len(inp.workloads):
+        assert math.isclose(c["used_hours"] - c["lost_hours"], _work_done(inp), abs_tol=1e-3)
+    # cost: a fixed cluster is nodes x price x hours; an autoscaled one the cloud's bill
+    if not r.variant.autoscale:
+        price = load_catalog().get(inp.instance_type).price_per_hour
+        assert price is not None
+        expected = len(inp.nodes) * price * r.measured.end / HOUR
+        assert math.isclose(c["cost_usd"], expected, abs_tol=1e-3)
+        assert math.isclose(
+            c["cost_in_window_usd"], len(inp.nodes) * price * inp.duration / HOUR, abs_tol=1e-3
+        )
+        assert c["nodes_launched"] == 0
+    # waits: all workloads were submitted; the censored ones are counted
+    assert c["workloads"] == len(inp.workloads)
+    assert c["never_admitted"] == sum(t["never_admitted"] for t in teams.values())
+
+
+def test_invariants_hold_for_every_variant(
+    tiny: SimulationInput, results: dict[str, VariantResult]
+) -> None:
+    assert set(results) == set(VARIANTS)
+    for r in results.values():
+        _check_invariants(tiny, r)
+
+
+def test_static_quotas_never_borrow(results: dict[str, VariantResult]) -> None:
+    for name in ("static", "static-autoscale"):
+        c = results[name].cluster
+        assert c["borrowed_hours"] == 0
+        assert c["over_quota_hours"] == 0
+        # nothing to reclaim; only consolidation moves (batch) work on an autoscaled cluster
+        assert set(c["preemptions_by_reason"]) <= {"consolidation"}
+    assert results["static"].cluster["preemptions"] == 0
+    # a waits for its own quota: a2 and a3 run one after another on a's 8 GPUs
+    assert results["static"].cluster["makespan_hours"] == pytest.approx(7800 / HOUR, abs=1e-3)
+    assert results["static"].teams["a"]["queue_wait_seconds"]["p99"] == pytest.approx(7100)
+
+
+def test_idle_sharing_borrows_until_the_owner_reclaims(results: dict[str, VariantResult]) -> None:
+    for name in ("fair-share", "no-fair-share", "borrow-quota"):
+        r = results[name]
+        a = r.teams["a"]
+        # a used 16 GPUs from t=0 until b came back at t=1800 (one of a's jobs is reclaimed,
+        # 1800 s of its work lost), and again from 5400 to 6000 once b was done
+        assert a["over_quota_hours"] == pytest.approx(8 * (1800 + 600) / HOUR, abs=1e-3)
+        assert a["preemptions_by_reason"] == {"reclaim": 1}
+        assert a["lost_hours"] == pytest.approx(8 * 1800 / HOUR, abs=1e-3)
+        # admission-time borrowing: a2 (8 GPUs, 3600 s) and a3 (8 GPUs, 600 s) were admitted
+        # beyond a's quota; a2 stays counted as borrowed after the reclaim took a1 instead
+        assert a["borrowed_hours"] == pytest.approx(8 * (3600 + 600) / HOUR, abs=1e-3)
+        assert r.teams["b"]["borrowed_hours"] == 0
+        # b got its quota back at once
+        assert r.teams["b"]["queue_wait_seconds"]["p99"] == 0
+    # sharing used the idle GPUs: busier cluster than static quotas in the same window
+    assert results["fair-share"].cluster["allocation"] > results["static"].cluster["allocation"]
+
+
+def test_percent_of_idle_limit_binds(results: dict[str, VariantResult]) -> None:
+    # at t=0 b's 8 GPUs are idle; 50% of them is 4 GPUs, less than an 8-GPU job
+    assert results["idle50"].cluster["borrowed_hours"] == 0
+    assert results["fair-share"].cluster["borrowed_hours"] > 0
+
+
+def test_autoscaled_cost_is_the_cloud_bill(
+    tiny: SimulationInput, results: dict[str, VariantResult]
+) -> None:
+    for name in ALL:
+        r = results[name]
+        if not r.variant.autoscale:
+            continue
+        c = r.cluster
+        assert c["nodes_launched"] > 0
+        assert c["nodes_terminated"] == c["nodes_launched"]
+        assert c["fixed_nodes"] == 0
+        assert c["cost_usd"] == pytest.approx(r.measured.cloud_bill)
+        # the bill again, from a fresh run of the same scenario
+        again = Runner(build_scenario(tiny, r.variant, load_catalog())).run()
+        assert c["cost_usd"] == pytest.approx(autoscaling_summary(again)["cost"]["total_usd"])
+        assert c["finished"] == len(tiny.workloads)
+        # a node is paid for from launch, before it can take work
+        assert c["paid_hours"] >= c["available_hours"]
+
+
+def test_parallel_runs_match_sequential_ones(
+    tiny: SimulationInput, results: dict[str, VariantResult]
+) -> None:
+    names = ["fair-share", "static-autoscale"]
+    parallel = run_variants(tiny, select(names), jobs=2)
+    for r in parallel:
+        a = {k: v for k, v in r.cluster.items()}
+        b = dict(results[r.name].cluster)
+        assert a == b
+        assert r.teams == results[r.name].teams
+
+
+def test_progress_reports_simulated_time(tiny: SimulationInput) -> None:
+    seen: list[float] = []
+    scenario = build_scenario(tiny, VARIANTS["static"], load_catalog())
+    result = ProgressRunner(scenario, seen.append, every=0.0).run()
+    assert seen == sorted(seen)
+    assert seen[-1] == result.end_time
+
+
+def test_step_functions_and_percentiles() -> None:
+    step = step_from_deltas(np.array([0.0, 10.0, 10.0, 30.0]), np.array([2.0, 1.0, -2.0, -1.0]))
+    assert step.times.tolist() == [0.0, 10.0, 30.0]
+    assert step.values.tolist() == [2.0, 1.0, 0.0]
+    assert step.area(40.0) == pytest.approx(2 * 10 + 1 * 20)
+    assert step.area(5.0) == pytest.approx(10)
+    means = step.bin_means(np.array([0.0, 20.0, 40.0]))
+    assert means.tolist() == pytest.approx([1.5, 0.5])
+    assert Step(np.zeros(0), np.zeros(0)).area(5.0) == 0.0
+    p = percentiles(np.arange(1.0, 101.0))
+    assert (p["p50"], p["p95"], p["p99"], p["mean"]) == (50.0, 95.0, 99.0, 50.5)
+    assert percentiles(np.zeros(0))["p50"] is None
+
+
+def test_variant_policies() -> None:
+    catalog = load_catalog()
+    base = SCENARIO["policy"]
+    static = VARIANTS["static"].policy(base, catalog)
+    assert {t["sharing"] for t in static["teams"]} == {"DontLend"}
+    assert static["cluster"]["idle_resource_sharing"] is False
+    quota = VARIANTS["borrow-quota"].policy(base, catalog)
+    assert quota["teams"][0]["borrow_limits"] == [
+        {"flavor": "default", "resource": GPU, "absolute": "8"}
+    ]
+    idle = VARIANTS["idle50"].policy(base, catalog)
+    assert idle["teams"][0]["borrow_limits"] == [{"percent_of_idle": 50.0}]
+    assert VARIANTS["no-fair-share"].policy(base, catalog)["cluster"]["fair_share"] is False
+    with pytest.raises(ValueError, match="unknown policy nope"):
+        select(["nope"])
+
+
+def test_node_shape_for_traces_without_instance_types() -> None:
+    from fleetshare.model.node import Node
+
+    catalog = load_catalog()
+    eight = [Node("n", {GPU: 8 * MILLI})]
+    assert node_instance_type(eight, catalog) == P4D
+    assert node_instance_type(eight, catalog, "p5.48xlarge") == "p5.48xlarge"
+    cpu = [Node("c", {"cpu": 120 * MILLI})]
+    chosen = catalog.get(node_instance_type(cpu, catalog))
+    assert chosen.gpu_count == 0 and chosen.allocatable["cpu"] >= 120 * MILLI
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "helios-earth").is_dir(), reason="no Helios data")
+def test_helios_window_invariants() -> None:
+    inp = from_trace("helios", {"start_day": 15, "days": 0.1})
+    assert "fleetshare.io/kind=training" in " ".join(inp.all_assumptions(load_catalog()))
+    static, shared = run_variants(inp, select(["static", "fair-share"]), jobs=1)
+    for r in (static, shared):
+        _check_invariants(inp, r)
+    assert static.cluster["borrowed_hours"] == 0
+    # day 15 asks for more than the cluster: sharing lends idle quota, and is reclaimed
+    assert shared.cluster["borrowed_hours"] > 0
+
+
+def test_cli_json(scenario_file: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(
+        app,
+        [
+            "simulate",
+            str(scenario_file),
+            "--policy",
+            "static",
+            "--policy",
+            "fair-share-autoscale",
+            "--json",
+            "--jobs",
+            "1",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert set(data["policies"]) == {"static", "fair-share-autoscale"}
+    for policy in data["policies"].values():
+        assert set(policy) == {"cluster", "teams"}
+        assert set(policy["teams"]) == {"a", "b"}
+        for key in ("allocation", "utilisation_of_paid", "cost_usd", "queue_wait_seconds"):
+            assert key in policy["cluster"]
+        assert set(policy["teams"]["a"]["queue_wait_seconds"]) == {"mean", "p50", "p95", "p99"}
+    assert data["input"]["assumptions"]
+
+
+def test_cli_out_writes_a_report(scenario_file: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    result = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "--trace",
+            str(scenario_file),
+            "-p",
+            "static",
+            "-p",
+            "idle50-autoscale",
+            "--out",
+            str(out),
+            "--jobs",
+            "1",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "static" in result.stdout and "idle50-autoscale" in result.stdout
+    page = (out / "index.html").read_text()
+    assert "Assumptions" in page
+    assert "Autoscaled cost = the simulated cloud" in page
+    assert "No checkpointing" in page
+    assert "data:image/png;base64," in page
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert {"idle.png", "queue-wait.png", "nodes-cost.png", "preemptions.png"} <= set(pngs)
+    assert "usage-static.png" in pngs
+    for name in pngs:
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics["policies"]) == {"static", "idle50-autoscale"}
+
+
+def test_cli_help_lists_policies_and_rejects_bad_input(scenario_file: Path) -> None:
+    runner = CliRunner()
+    help_text = runner.invoke(app, ["simulate", "--help"], env={"COLUMNS": "200"}).stdout
+    for name in ("static", "idle50", "borrow-quota", "fair-share-autoscale"):
+        assert name in help_text
+    bad = runner.invoke(app, ["simulate", str(scenario_file), "--policy", "nope"])
+    assert bad.exit_code == 2
+    both = runner.invoke(app, ["simulate", str(scenario_file), "--trace", "helios"])
+    assert both.exit_code == 2
