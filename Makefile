@@ -16,6 +16,7 @@ venv: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/fleetshare scenario run --all
+	$(BIN)/fleetshare simulate --out report
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench scripts
@@ -32,6 +33,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/admission_cycle.py --starvation-guard off --repeat 1 \
 		--out bench/results/admission_cycle_guard_off.json
 	$(BIN)/python bench/placement_alibaba.py
+	$(BIN)/python bench/karpenter_shape.py --out bench/results/karpenter_shape.json
+	$(BIN)/python -m pip install -q ray
+	$(BIN)/python bench/ray_autoscaler.py --out bench/results/ray_autoscaler.json
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests bench scripts

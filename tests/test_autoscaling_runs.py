@@ -244,3 +244,32 @@ def test_headroom_keeps_warm_capacity_so_bursts_start_at_once() -> None:
     # once the burst took the room, new headroom was launched right away
     assert any(n["launched_at"] == 600 for n in out["nodes"])
     assert len([n for n in out["nodes"] if n["terminated_at"] is None]) == 1
+
+
+def test_launches_stay_within_the_accounts_vcpu_quota_and_the_rest_waits_its_turn() -> None:
+    # "Running On-Demand G and VT instances" at 16 vCPUs: at most two 8-vCPU nodes at once
+    pool = {**POOL, "instance_types": ["g6.2xlarge"], "capacity_types": ["on-demand"]}
+    cloud = {"seed": 1, "service_quotas": [{"group": "G", "max_vcpus": 16}]}
+    work = [job(f"j{i}", "research", 0, 1) for i in range(4)]
+    out = scaled(work, node_pools=[pool], cloud=cloud)
+    assert all(w["state"] == "finished" for w in out["workloads"].values())
+    nodes = out["nodes"]
+    for n in nodes:
+        alive = [m for m in nodes if m["launched_at"] <= n["launched_at"] < m["terminated_at"]]
+        assert len(alive) <= 2, alive
+    # the last two waited for the first two to finish and ran on the same nodes; no launch
+    # was refused by the cloud (the plan knew the quota)
+    assert len(nodes) == 2
+    assert not [e for e in out["events"] if e.get("action") == "account-limit"]
+    starts = sorted(w["admitted_at"] for w in out["workloads"].values())
+    assert starts[2] >= starts[0] + 1800
+
+
+def test_work_past_the_accounts_quota_says_which_quota_blocks_it() -> None:
+    pool = {**POOL, "instance_types": ["g6.12xlarge"], "capacity_types": ["on-demand"]}
+    cloud = {"seed": 1, "service_quotas": [{"group": "G", "max_vcpus": 32}]}
+    out = scaled([job("big", "research", 0, 4)], node_pools=[pool], cloud=cloud)
+    reason = out["workloads"]["big"]["pending_reason"]
+    assert out["workloads"]["big"]["state"] == "pending"
+    assert "Running On-Demand G and VT instances" in reason, reason
+    assert out["nodes"] == []

@@ -262,3 +262,42 @@ def test_config_is_validated() -> None:
         SimulatedCloudConfig(ice_probability=1.5)
     with pytest.raises(ValueError, match="launch_latency_seconds"):
         SimulatedCloudConfig(launch_latency_seconds=-1)
+
+
+def test_account_limits_cut_launches_short_then_refuse_them_like_ec2() -> None:
+    from fleetshare.autoscaling.cloud import AccountLimitError
+    from fleetshare.autoscaling.settings import CloudSpec
+
+    catalog = load_catalog()
+    spec = CloudSpec.model_validate(
+        {"service_quotas": [{"group": "G", "max_vcpus": 80}], "instance_limits": {P4D: 1}}
+    )
+    sim = SimulatedCloud(spec.config(catalog))
+    # g5.8xlarge has 32 vCPUs: two fit in 80, the third is refused
+    assert len(sim.launch(request(3, instance_type=G5), 0.0)) == 2
+    with pytest.raises(AccountLimitError, match=r"VcpuLimitExceeded.*limit of 80"):
+        sim.launch(request(1, instance_type=G5, zone="us-east-1b"), 1.0)
+    # the refusal is not a capacity shortage: the offering stays available
+    assert all(o.available for o in sim.offerings([G5], 2.0))
+    # spot has its own quota (none here); a per-type limit applies to every capacity type
+    assert len(sim.launch(request(1, "spot", G5), 2.0)) == 1
+    assert len(sim.launch(request(2, "spot", P4D), 2.0)) == 1
+    with pytest.raises(AccountLimitError, match="InstanceLimitExceeded"):
+        sim.launch(request(1, "on-demand", P4D), 3.0)
+    # terminating frees the quota
+    g5 = [i.id for i in sim.instances(4.0) if i.instance_type == G5 and i.capacity_type != "spot"]
+    sim.terminate(g5[:1], 4.0)
+    assert len(sim.launch(request(1, instance_type=G5), 5.0)) == 1
+
+
+def test_account_limits_are_validated_with_the_field_named() -> None:
+    from pydantic import ValidationError
+
+    from fleetshare.autoscaling.settings import CloudSpec
+
+    with pytest.raises(ValidationError, match="unknown AWS quota group 'Q'"):
+        CloudSpec.model_validate({"service_quotas": [{"group": "Q", "max_vcpus": 8}]})
+    with pytest.raises(ValidationError, match="exactly one of 'group'"):
+        CloudSpec.model_validate({"service_quotas": [{"max_vcpus": 8}]})
+    with pytest.raises(ValueError, match=r"instance_limits: unknown instance types nope\.large"):
+        CloudSpec.model_validate({"instance_limits": {"nope.large": 1}}).config(load_catalog())

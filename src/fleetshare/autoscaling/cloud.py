@@ -75,6 +75,16 @@ class InsufficientCapacityError(CloudError):
         )
 
 
+class AccountLimitError(CloudError):
+    """A launch would pass an account limit (EC2's ``VcpuLimitExceeded`` for a vCPU service
+    quota, ``InstanceLimitExceeded`` for a per-type limit): no capacity shortage, so the
+    offering is not marked unavailable; the plan must stay within the limit."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        super().__init__(f"{code}: {message}")
+
+
 class CloudProvider(Protocol):
     """What the autoscaler needs from a cloud."""
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleetshare.autoscaling.cloud import (
+    AccountLimitError,
     Instance,
     InsufficientCapacityError,
     LaunchRequest,
@@ -66,6 +67,8 @@ from fleetshare.model.resources import parse_resources
 from fleetshare.model.workload import PodSet, Workload
 
 MAX_REPLANS = 3
+REPLACE_GRACE = 60.0
+"""Seconds a Ready replacement is kept even if empty, for the pods it was bought for."""
 
 
 @dataclass
@@ -177,6 +180,8 @@ class Autoscaler:
         self._batch_start: float | None = None
         self._batch_last = 0.0
         self._seen: set[str] = set()
+        self._retry_at: float | None = None
+        self._retry_stuck = False
         self.waited_for_nodes: set[str] = set()
         """Workloads that nodes were launched for (for the time-to-capacity metric)."""
         self.unplaceable: dict[str, str] = {}
@@ -220,6 +225,7 @@ class Autoscaler:
             return
         managed.terminated_at, managed.termination_reason = now, reason
         self.cloud.terminate([managed.instance.id], now)
+        self._retry_stuck = True  # room under the pool's limits: plan them again
 
     def note(self, workload: str) -> str | None:
         """What the autoscaler is doing about a pending workload, for "why pending"."""
@@ -330,7 +336,19 @@ class Autoscaler:
     # -- provisioning ----------------------------------------------------------------------
 
     def _provision(self, now: float, engine: Engine, snapshot: Snapshot, out: Step) -> None:
-        demand, self.quota_blocked = admissible_demand(engine, snapshot, self._nominated())
+        if self._retry_at is not None and now >= self._retry_at:
+            self._retry_at = None  # offerings that ran out of capacity are offered again
+            self._seen.clear()
+        waiting = {wl.name for wl in snapshot.pending}
+        self.unplaceable = {w: r for w, r in self.unplaceable.items() if w in waiting}
+        # Work no node can be bought for holds no quota on paper, so it does not block the
+        # work behind it; it is tried again when a node goes away or a retry is due.
+        stuck: set[str] = set()
+        if self._retry_stuck:
+            self._seen -= set(self.unplaceable)  # fresh again: a plan is made for them
+        else:
+            stuck = set(self.unplaceable)
+        demand, self.quota_blocked = admissible_demand(engine, snapshot, self._nominated(), stuck)
         names = {d.workload.name for d in demand}
         fresh = names - self._seen
         self._seen &= names
@@ -389,6 +407,10 @@ class Autoscaler:
     ) -> list[PodShape]:
         grouped: dict[tuple[object, ...], PodShape] = {}
         for item in demand:
+            # A workload is admitted whole, so its pods are bought whole: nodes for part of a
+            # gang would sit idle (and be consolidated away, and bought again, ...).
+            pods = sum(podset.count for podset in item.workload.podsets)
+            gang = item.workload.name if pods > 1 else None
             for podset in item.workload.podsets:
                 selector = {**podset.node_selector, **item.node_selector}
                 if INSTANCE_TYPE_LABEL in selector:
@@ -404,6 +426,7 @@ class Autoscaler:
                     tuple(sorted(podset.requests.items())),
                     tuple(sorted(selector.items())),
                     podset.tolerations,
+                    gang,
                 )
                 old = grouped.get(key)
                 grouped[key] = PodShape(
@@ -412,6 +435,7 @@ class Autoscaler:
                     node_selector=key[1],
                     tolerations=podset.tolerations,
                     workloads=(*(old.workloads if old else ()), item.workload.name),
+                    gang=gang,
                 )
         return list(grouped.values())
 
@@ -451,6 +475,10 @@ class Autoscaler:
         shapes += self._headroom_shapes(free)
         if not shapes:
             return
+        if self._retry_stuck:  # a fresh try for stuck work: what this plan leaves out is free
+            self._retry_stuck = False
+            tried = {w for shape in shapes for w in shape.workloads}
+            self.unplaceable = {w: r for w, r in self.unplaceable.items() if w in tried}
         for _ in range(MAX_REPLANS):
             pools = self._open_pools(now)
             plan = plan_nodes(
@@ -460,14 +488,24 @@ class Autoscaler:
                 self._offerings(now),
                 pool_usage=self._pool_usage(),
                 time_limit=self.settings.plan_time_limit_seconds,
+                account_limits=self.cloud.config.account,
+                running_instances=self.cloud.instances(now),
             )
             self.plans.append(plan)
-            self.unplaceable = {
-                w: reason for i, reason in plan.unplaceable.items() for w in shapes[i].workloads
-            }
             planned = [
                 w for i, s in enumerate(shapes) if i not in plan.unplaceable for w in s.workloads
             ]
+            for w in planned:
+                self.unplaceable.pop(w, None)
+            stuck = {
+                w: reason
+                for i, reason in plan.unplaceable.items()
+                for w in shapes[i].workloads
+                if not w.startswith("(headroom")
+            }
+            if stuck.keys() - self.unplaceable.keys():
+                out.wake.append(now + max(1.0, self.settings.batch_idle_seconds))  # free quota
+            self.unplaceable.update(stuck)
             allowed = self._within_limits(plan.launches, now)
             if len(allowed) < len(plan.launches) or any(
                 a.count != b.count for a, b in zip(allowed, plan.launches, strict=False)
@@ -588,7 +626,15 @@ class Autoscaler:
                 instances = self.cloud.launch(request, now)
             except InsufficientCapacityError as exc:
                 failed = True
+                self._retry_at = now + self.cloud.config.ice_cooldown_seconds
+                out.wake.append(self._retry_at)
                 out.log.append({"event": "autoscaler", "action": "ice", "message": str(exc)})
+                continue
+            except AccountLimitError as exc:  # the plan kept within the limits it knew
+                failed = True
+                out.log.append(
+                    {"event": "autoscaler", "action": "account-limit", "message": str(exc)}
+                )
                 continue
             if len(instances) < launch.count:
                 failed = True
@@ -743,6 +789,8 @@ class Autoscaler:
     def _empty(self, now: float, out: Step) -> None:
         """Nodes empty for their pool's consolidate-after are removed, down to the floor."""
         removing = {name for name, _ in out.removals}
+        # a replacement waits, empty, for the pods of the nodes it replaces: never removed then
+        replacing = {n for _, new in self._replacing for n in new}
         for pool in self.pools.values():
             floor = self._bounds(pool, now)[0] or 0
             members = [m for m in self.live() if m.pool == pool.name and m.name not in removing]
@@ -752,7 +800,10 @@ class Autoscaler:
                 (
                     m
                     for m in members
-                    if m.joined and m.empty_since is not None and m.unhealthy_since is None
+                    if m.joined
+                    and m.empty_since is not None
+                    and m.unhealthy_since is None
+                    and m.name not in replacing
                 ),
                 key=lambda m: (-m.instance.price_per_hour, m.name),
             )
@@ -976,6 +1027,9 @@ class Autoscaler:
                 )
                 continue
             if all(m.joined for m in launched):
+                for managed in launched:  # the moved pods land there: not "empty" meanwhile
+                    after = self.pools[managed.pool].disruption.consolidate_after_seconds
+                    managed.held_until = max(managed.held_until, now + max(after, REPLACE_GRACE))
                 for name in action.nodes:
                     if name in self.nodes and self.nodes[name].terminated_at is None:
                         out.removals.append((name, f"{action.kind}: {action.reason}"))

@@ -5,8 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from fleetshare.autoscaling.account_limits import (
+    AWS_QUOTA_GROUPS,
+    AccountLimits,
+    ServiceQuota,
+    aws_quota,
+)
 from fleetshare.autoscaling.simulated_cloud import (
     DEFAULT_ZONES,
     Reservation,
@@ -37,6 +43,42 @@ class ReservationSpec(_Strict):
     price_per_hour: float = Field(default=0.0, ge=0)
 
 
+class ServiceQuotaSpec(_Strict):
+    """A vCPU service quota of the account: at most ``max_vcpus`` running vCPUs of one AWS
+    quota ``group`` (``G``, ``P``, ``Standard``, ``Trn``, ...) or of the listed ``families``."""
+
+    group: str | None = None
+    families: list[str] | None = None
+    capacity_type: Literal["on-demand", "spot"] = "on-demand"
+    max_vcpus: int = Field(ge=0)
+    name: str | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> ServiceQuotaSpec:
+        if (self.group is None) == (self.families is None):
+            raise ValueError("give exactly one of 'group' (an AWS quota group) or 'families'")
+        if self.group is not None:
+            short = {g.split(" ")[0] for g in AWS_QUOTA_GROUPS} | set(AWS_QUOTA_GROUPS)
+            if self.group not in short:
+                known = ", ".join(sorted(short))
+                raise ValueError(f"group: unknown AWS quota group {self.group!r}; known: {known}")
+        return self
+
+    def quota(self, catalog: Catalog) -> ServiceQuota:
+        """The quota with AWS's name and the catalog's families of its group."""
+        if self.group is not None:
+            quota = aws_quota(self.group, self.max_vcpus, catalog, self.capacity_type)
+            return quota if self.name is None else quota.model_copy(update={"name": self.name})
+        families = self.families or []
+        name = self.name or f"{self.capacity_type} vCPUs of {', '.join(families)}"
+        return ServiceQuota(
+            name=name,
+            families=families,
+            capacity_type=self.capacity_type,
+            max_vcpus=self.max_vcpus,
+        )
+
+
 class CloudSpec(_Strict):
     """The simulated cloud (see :mod:`fleetshare.autoscaling.simulated_cloud` for the models)."""
 
@@ -52,6 +94,22 @@ class CloudSpec(_Strict):
     ice_cooldown_seconds: float = Field(default=180.0, ge=0)
     capacity_limits: list[CapacityLimitSpec] = Field(default_factory=list)
     reservations: list[ReservationSpec] = Field(default_factory=list)
+    service_quotas: list[ServiceQuotaSpec] = Field(default_factory=list)
+    """The account's vCPU quotas: the autoscaler plans within them, the cloud enforces them."""
+    instance_limits: dict[str, int] = Field(default_factory=dict)
+    """Instance type -> most instances of it at once (any capacity type)."""
+
+    def account(self, catalog: Catalog) -> AccountLimits | None:
+        """The account limits (None when there are none)."""
+        if not self.service_quotas and not self.instance_limits:
+            return None
+        unknown = sorted(t for t in self.instance_limits if t not in catalog)
+        if unknown:
+            raise ValueError(f"instance_limits: unknown instance types {', '.join(unknown)}")
+        return AccountLimits(
+            quotas=[q.quota(catalog) for q in self.service_quotas],
+            instance_limits={Catalog.ec2_name(t): n for t, n in self.instance_limits.items()},
+        )
 
     def config(self, catalog: Catalog) -> SimulatedCloudConfig:
         """The simulated cloud's configuration."""
@@ -73,6 +131,7 @@ class CloudSpec(_Strict):
                 for r in self.reservations
             },
             catalog=catalog,
+            account=self.account(catalog),
         )
 
 

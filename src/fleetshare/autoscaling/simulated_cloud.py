@@ -44,7 +44,9 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from fleetshare.autoscaling.account_limits import AccountLimits, account_usage
 from fleetshare.autoscaling.cloud import (
+    AccountLimitError,
     CapacityType,
     CloudError,
     Instance,
@@ -93,6 +95,10 @@ class SimulatedCloudConfig:
     reservations: Mapping[tuple[str, str], Reservation] = field(default_factory=dict, hash=False)
     """Reserved capacity by (type, zone)."""
     minimum_billed_seconds: float = 60.0
+    account: AccountLimits | None = field(default=None, compare=False, hash=False)
+    """vCPU service quotas and per-type instance limits of the account (reservations are
+    ``reservations`` above); a launch past one is cut short or raises
+    :class:`~fleetshare.autoscaling.cloud.AccountLimitError`."""
     catalog: Catalog | None = field(default=None, compare=False, hash=False)
     """Instance catalog for on-demand prices; ``None`` = the packaged catalog."""
 
@@ -280,7 +286,9 @@ class SimulatedCloud:
         ):
             self._mark_unavailable(key, now)
             raise InsufficientCapacityError(request)
-        granted = request.count
+        granted = min(request.count, self._account_room(request))
+        if granted == 0:
+            raise self._limit_error(request)
         capacity = self._capacity(key)
         if capacity is not None and capacity < granted:
             self._mark_unavailable(key, now)
@@ -315,6 +323,45 @@ class SimulatedCloud:
             self._records[instance_id] = _Record(instance, name, interrupt_at)
             launched.append(instance)
         return launched
+
+    def _account_room(self, request: LaunchRequest) -> int:
+        """How many instances of the request the account's limits still allow."""
+        limits = self.config.account
+        if limits is None:
+            return request.count
+        name = Catalog.ec2_name(request.instance_type)
+        used = account_usage(limits, self.instances(), self._catalog)
+        room = request.count
+        if name in limits.instance_limits:
+            room = min(room, limits.instance_limits[name] - used.get(f"type:{name}", 0))
+        if request.capacity_type != "reserved" and name in self._catalog:
+            spec = self._catalog.get(name)
+            for quota in limits.quotas:
+                if quota.covers(spec, request.capacity_type) and spec.vcpu > 0:
+                    left = quota.max_vcpus - used.get(f"quota:{quota.name}", 0)
+                    room = min(room, left // spec.vcpu)
+        return max(0, room)
+
+    def _limit_error(self, request: LaunchRequest) -> AccountLimitError:
+        limits = self.config.account
+        assert limits is not None
+        name = Catalog.ec2_name(request.instance_type)
+        if name in limits.instance_limits:
+            used = account_usage(limits, self.instances(), self._catalog).get(f"type:{name}", 0)
+            if used >= limits.instance_limits[name]:
+                return AccountLimitError(
+                    "InstanceLimitExceeded",
+                    f"your quota allows for {limits.instance_limits[name]} more running "
+                    f"instance(s) of {name}; you requested {request.count}",
+                )
+        spec = self._catalog.get(name)
+        quota = next(q for q in limits.quotas if q.covers(spec, request.capacity_type))
+        return AccountLimitError(
+            "VcpuLimitExceeded",
+            f"You have requested more vCPU capacity than your current vCPU limit of "
+            f"{quota.max_vcpus} allows for the instance bucket that the specified instance "
+            f"type belongs to ({quota.name}).",
+        )
 
     def _mark_unavailable(self, key: OfferingKey, now: float) -> None:
         self._unavailable_until[key] = now + self.config.ice_cooldown_seconds
