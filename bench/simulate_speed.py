@@ -43,6 +43,8 @@ TRACES: dict[str, dict[str, Any]] = {
     "alibaba": {"options": {}, "target_s": 20.0},
     "helios": {"options": {"days": 31.0}, "target_s": 60.0},
 }
+TRACE_POLICY = "trace"
+"""The trace's own policy (its teams and quotas as the loader made them)."""
 MEMORY_TARGET_MIB = 2048.0
 
 
@@ -141,19 +143,29 @@ def kueue_metrics(result: Any, nominal_cpu: float) -> dict[str, Any]:
     }
 
 
-def measure_one(name: str, options: dict[str, Any], profile: str | None) -> dict[str, Any]:
-    """Load one trace and time its replay (in this process)."""
+def measure_one(
+    name: str, options: dict[str, Any], profile: str | None, variant: str = TRACE_POLICY
+) -> dict[str, Any]:
+    """Load one trace and time its replay (in this process), under the trace's own policy or
+    one of ``fleetshare simulate``'s policy variants."""
     from fleetshare.model.catalog import load_catalog
     from fleetshare.scenario.loader import Scenario
     from fleetshare.scenario.runner import Runner
     from fleetshare.scenario.schema import ScenarioSpec
+    from fleetshare.simulate.run import build_scenario, from_trace
+    from fleetshare.simulate.variants import select
     from fleetshare.traces import load_trace
 
     t0 = time.perf_counter()
+    catalog = load_catalog()
     tr = load_trace(name, **options)
     policy = tr.load_policy()
-    spec = ScenarioSpec.model_validate({"cluster": {"nodes": []}, "policy": {}})
-    sc = Scenario(name, "", tr.nodes, [], policy, tr.workloads, [], None, {}, load_catalog(), spec)
+    if variant == TRACE_POLICY:
+        spec = ScenarioSpec.model_validate({"cluster": {"nodes": []}, "policy": {}})
+        sc = Scenario(name, "", tr.nodes, [], policy, tr.workloads, [], None, {}, catalog, spec)
+    else:
+        inp = from_trace(name, options, catalog=catalog)
+        sc = build_scenario(inp, select([variant])[0], catalog)
     load_s = time.perf_counter() - t0
     rss_loaded = _max_rss_mib()
     t0 = time.perf_counter()
@@ -174,6 +186,7 @@ def measure_one(name: str, options: dict[str, Any], profile: str | None) -> dict
         kinds[event["event"]] = kinds.get(event["event"], 0) + 1
     out: dict[str, Any] = {
         "trace": name,
+        "policy": variant,
         "options": options,
         "nodes": len(tr.nodes),
         "workloads": len(tr.workloads),
@@ -193,19 +206,21 @@ def measure_one(name: str, options: dict[str, Any], profile: str | None) -> dict
         "outcome_sha256": outcome_digest(res),
         "events_sha256": events_digest(res),
     }
-    if name == "kueue-generator":
+    if name == "kueue-generator" and variant == TRACE_POLICY:
         out["kueue"] = kueue_metrics(res, float(tr.facts["nominal_cpu"]))
     return out
 
 
-def run_sub(name: str, options: dict[str, Any], timeout: float) -> dict[str, Any]:
+def run_sub(name: str, options: dict[str, Any], timeout: float, variant: str) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--one", name, "--options", json.dumps(options)]
+    cmd += ["--variant", variant]
+    failed = {"trace": name, "policy": variant, "options": options}
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"trace": name, "options": options, "error": f"timed out after {timeout:g} s"}
+        return {**failed, "error": f"timed out after {timeout:g} s"}
     if proc.returncode != 0:
-        return {"trace": name, "options": options, "error": proc.stderr.strip()[-2000:]}
+        return {**failed, "error": proc.stderr.strip()[-2000:]}
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
@@ -223,10 +238,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--options", default="{}", help=argparse.SUPPRESS)
     parser.add_argument("--profile", help="with one --trace: cProfile the run into this file")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        help=f"policy: '{TRACE_POLICY}' (the trace's own) or a `fleetshare simulate` variant "
+        f"(repeatable; default: {TRACE_POLICY})",
+    )
     args = parser.parse_args(argv)
+    variants = args.variant or [TRACE_POLICY]
 
     if args.one:
-        row = measure_one(args.one, json.loads(args.options), args.profile)
+        row = measure_one(args.one, json.loads(args.options), args.profile, variants[0])
         print(json.dumps(row))
         return 0
     names = args.trace or list(TRACES)
@@ -236,15 +258,15 @@ def main(argv: list[str] | None = None) -> int:
         options = dict(TRACES[names[0]]["options"])
         if args.days is not None:
             options["days"] = args.days
-        print(json.dumps(measure_one(names[0], options, args.profile), indent=2))
+        print(json.dumps(measure_one(names[0], options, args.profile, variants[0]), indent=2))
         return 0
     load_before = [round(x, 2) for x in os.getloadavg()]
     rows = []
-    for name in names:
+    for name, variant in ((n, v) for n in names for v in variants):
         options = dict(TRACES[name]["options"])
         if args.days is not None:
             options["days"] = args.days
-        row = run_sub(name, options, args.timeout)
+        row = run_sub(name, options, args.timeout, variant)
         target = TRACES[name]["target_s"]
         if "error" not in row:
             row["target_s"] = target
@@ -256,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             else f"{row['run_s']:.1f} s (target {target:g} s), peak RSS {row['max_rss_mib']:.0f} "
             f"MiB, {row['workloads']:,} workloads, {row['events']:,} events"
         )
-        print(f"{name}: {summary}", file=sys.stderr)
+        print(f"{name} [{variant}]: {summary}", file=sys.stderr)
         if "kueue" in row:
             k = row["kueue"]
             waits = ", ".join(f"{c} {v:g} s" for c, v in k["mean_time_to_admission_s"].items())

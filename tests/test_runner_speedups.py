@@ -207,7 +207,9 @@ def test_a_small_kueue_generator_run_matches_the_reference() -> None:
 
     fast = run(False)
     assert fast == run(True)
-    assert sum(1 for e in fast["events"] if e["event"] == "pending") > 1000
+    # long queues: most of the work waited, so the shortcuts had queues to go through
+    waited = [w for w in fast["workloads"].values() if w["admitted_at"] > w["submitted_at"]]
+    assert len(waited) > 30
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -200,6 +200,9 @@ class _Cycle:
         # (``_version``). Starving workloads are always tried in full: they may own or make
         # a reservation.
         self._version = 0
+        self._shape_reserved: dict[int, Reservation] = {}
+        """Per shape, the reservation of its longest-waiting starving member: the members
+        behind it wait behind it (same team, needs and priority), so they reserve nothing."""
         self._memo: dict[int, tuple[int, str]] = {}
         self._explicit: dict[str, tuple[Workload, str]] = {}
         self._segments: list[list[str] | _Run] = [[]]
@@ -348,7 +351,11 @@ class _Cycle:
             nonlocal serial
             memo = self._memo.get(cursor.shape)
             at = cursor.at
-            if memo is not None and memo[0] == self._version and not self._starving(cursor.wls[at]):
+            if (
+                memo is not None
+                and memo[0] == self._version
+                and not self._may_reserve(cursor.wls[at], cursor.shape)
+            ):
                 cursor.valid, cursor.start, cursor.reason = True, at, memo[1]
                 return
             cursor.valid = False
@@ -687,7 +694,7 @@ class _Cycle:
         self._done.add(wl.name)
         shape = self._of[id(wl)][0].uid
         memo = self._memo.get(shape)
-        starving = self._starving(wl)
+        starving = self._may_reserve(wl, shape)
         if memo is not None and memo[0] == self._version and not starving:
             self._pend(wl, memo[1])  # the same shape failed since the last state change
             return
@@ -906,17 +913,24 @@ class _Cycle:
         guard = self.policy.cluster.starvation_guard_seconds
         return guard is not None and self.snapshot.now - wl.submit_time >= guard
 
+    def _may_reserve(self, wl: Workload, shape: int) -> bool:
+        """Starving, and no earlier member of its shape holds a reservation: trying it may
+        make one (so it is tried in full, never settled by its shape's failure)."""
+        if not self._starving(wl):
+            return False
+        res = self._shape_reserved.get(shape)
+        return res is None or not res.active or res.workload is wl
+
     def _reserve_starving(self) -> None:
         """Before the cycle: every starving workload that does not fit now reserves, so the
         order in which the cycle meets workloads cannot let later work slip past it."""
         now = self.snapshot.now
         guard = self.policy.cluster.starvation_guard_seconds
         assert guard is not None
-        starving: list[Workload] = []
-        for shape in self.index.shapes.values():  # a shape's members wait longest first
-            if now - shape.keys[0][1] >= guard:
-                count = bisect_left(shape.keys, 1, key=lambda k: 0 if now - k[1] >= guard else 1)
-                starving += shape.wls[:count]
+        # a shape's members wait longest first, and only its first starving member reserves
+        starving = [
+            shape.wls[0] for shape in self.index.shapes.values() if now - shape.keys[0][1] >= guard
+        ]
         for wl in sorted(starving, key=queue_key):
             rules = self.model.teams.get(wl.team)
             if rules is None or not rules.enabled or not self._starving(wl):
@@ -933,6 +947,10 @@ class _Cycle:
     def _maybe_reserve(self, wl: Workload, option: _Option) -> None:
         if wl.name in self.reservations or not self._starving(wl):
             return
+        shape = self._of[id(wl)][0].uid
+        first = self._shape_reserved.get(shape)
+        if first is not None and first.active:
+            return  # an earlier member of its shape reserves; this one waits behind it
         if not self._could_ever_fit(wl, option):
             return
         usage = {fr: v for fr, v in option.usage.items() if v > 0}
@@ -942,7 +960,9 @@ class _Cycle:
             for fr, value in usage.items()
             if fr in self.model.governed
         )
-        self.reservations.add(Reservation(wl, usage, team_only))
+        reservation = Reservation(wl, usage, team_only)
+        self.reservations.add(reservation)
+        self._shape_reserved[shape] = reservation
         self._version += 1  # a reservation may hold back what failed for another reason
 
     def _could_ever_fit(self, wl: Workload, option: _Option) -> bool:

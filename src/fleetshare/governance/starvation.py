@@ -1,7 +1,8 @@
 """The starvation guard: long-waiting workloads reserve what they need.
 
 A workload pending longer than ``starvation_guard_seconds`` that does not fit now (but could
-fit in an empty cluster) holds back later work of equal or lower priority that competes for the
+fit in an empty cluster) holds back later work (lower priority, or equal and submitted later,
+in queue order) that competes for the
 same (flavor, resource) pairs: its own team's work always; anyone's *borrowing* work too, unless
 the workload waits on its own team's quota or limits (then holding others back cannot help).
 Work within another team's own quota is never held back.
@@ -57,7 +58,11 @@ class Reservations:
             res.active = False
 
     def held_by(self, wl: Workload, usage: dict[FR, int], within_quota: bool) -> Reservation | None:
-        """The reservation that holds ``wl`` back, if any."""
+        """The reservation that holds ``wl`` back, if any (the first in queue order, so the
+        answer does not depend on the order reservations were made in)."""
+        mine = _key(wl)
+        best: Reservation | None = None
+        best_key: tuple[int, float, str] | None = None
         for fr, value in usage.items():
             if value <= 0:
                 continue
@@ -66,13 +71,18 @@ class Reservations:
                 lists.append(self._shared.get(fr, []))
             for candidates in lists:
                 for res in candidates:
-                    if (
-                        res.active
-                        and res.workload is not wl
-                        and (res.workload.priority >= wl.priority)
-                    ):
-                        return res
-        return None
+                    if not res.active:
+                        continue
+                    key = _key(res.workload)
+                    if key < mine and (best_key is None or key < best_key):
+                        best, best_key = res, key
+        return best
+
+
+def _key(wl: Workload) -> tuple[int, float, str]:
+    """Queue order (priority, then FIFO): only later work is held back, so two starving
+    workloads never hold each other."""
+    return (-wl.priority, wl.submit_time, wl.name)
 
 
 def held_message(res: Reservation, usage: dict[FR, int], now: float) -> str:

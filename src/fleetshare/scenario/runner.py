@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import operator
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ from fleetshare.scenario.loader import Scenario, build_nodes
 from fleetshare.scenario.schema import NodeEvent
 
 MAX_CYCLES_PER_INSTANT = 20
+_NUMBERS = re.compile(r"\d+(?:\.\d+)?")
 
 
 @dataclass
@@ -365,7 +367,12 @@ class Runner:
             reports = result.pending.items()
         for name, pending in reports:
             record = self.records[name]
-            if record.pending_reason != pending.reason:
+            if record.pending_reason != pending.reason and (
+                record.pending_reason is None
+                or _NUMBERS.sub("#", record.pending_reason) != _NUMBERS.sub("#", pending.reason)
+            ):
+                # logged when the reason changes, not when only its numbers do (usage moving
+                # under a waiting job would log it every cycle); the record keeps the latest
                 self._log(
                     now, "pending", workload=name, reason=pending.reason, position=pending.position
                 )
