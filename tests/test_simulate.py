@@ -87,7 +87,9 @@ def _check_invariants(inp: SimulationInput, r: VariantResult) -> None:
     assert c["used_hours"] <= c["available_hours"] + eps
     assert c["used_hours_in_window"] <= c["available_hours_in_window"] + eps
     assert c["used_hours"] <= c["paid_hours"] + eps
-    assert 0 <= c["allocation"] <= 1 + eps
+    # undefined only when nothing was schedulable in the window (autoscaled nodes came later)
+    assert c["allocation"] is not None or (r.variant.autoscale and c["used_hours_in_window"] == 0)
+    assert c["allocation"] is None or 0 <= c["allocation"] <= 1 + eps
     assert 0 <= c["utilisation_of_paid"] <= 1 + eps
     # teams add up to the cluster
     assert math.isclose(sum(t["used_hours"] for t in teams.values()), c["used_hours"], abs_tol=1e-3)

@@ -579,7 +579,8 @@ def summarize(m: Measured) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
             "used_hours_in_window": used_window,
             "spillover_hours": used - used_window,
             "available_hours_in_window": available_window,
-            "allocation": used_window / available_window if available_window else 0.0,
+            # no capacity in the window (an autoscaled run whose nodes came later): undefined
+            "allocation": used_window / available_window if available_window else None,
             "available_hours": available,
             "paid_hours": paid,
             "utilisation_of_paid": used / paid if paid else 0.0,

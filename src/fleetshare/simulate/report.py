@@ -128,7 +128,7 @@ def comparison_table(inp: SimulationInput, results: Sequence[VariantResult]) -> 
         )
         table.add_row(
             r.name,
-            f"{c['allocation']:.1%}",
+            _share(c["allocation"]),
             f"{c['utilisation_of_paid']:.1%}",
             "/".join(duration(w[k]) for k in ("p50", "p95", "p99")),
             str(c["never_admitted"]),
@@ -154,6 +154,11 @@ def comparison_table(inp: SimulationInput, results: Sequence[VariantResult]) -> 
 
 
 # -- charts ----------------------------------------------------------------------------------
+
+
+def _share(value: float | None) -> str:
+    """A fraction as a percentage; "n/a" when undefined."""
+    return "n/a" if value is None else f"{value:.1%}"
 
 
 def _scale(horizon: float) -> tuple[float, str]:
@@ -410,7 +415,7 @@ def _cluster_rows(inp: SimulationInput, results: Sequence[VariantResult]) -> lis
         rows.append(
             [
                 r.name,
-                f"{c['allocation']:.1%}",
+                _share(c["allocation"]),
                 f"{c['utilisation_of_paid']:.1%}",
                 f"{c['used_hours']:,.0f}",
                 f"{c['available_hours']:,.0f}",
