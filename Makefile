@@ -36,6 +36,9 @@ bench: $(STAMP)
 	$(BIN)/python bench/karpenter_shape.py --out bench/results/karpenter_shape.json
 	$(BIN)/python -m pip install -q ray
 	$(BIN)/python bench/ray_autoscaler.py --out bench/results/ray_autoscaler.json
+	$(BIN)/python bench/simulate_speed.py --variant trace --variant static --variant idle50 \
+		--variant borrow-quota --variant fair-share --variant no-fair-share \
+		--out bench/results/simulate_speed.json
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests bench scripts
