@@ -358,18 +358,22 @@ def _fair_share(
         gone = removed.get(team, {})
         return any(tree.usage(team, fr) - gone.get(fr, 0) > tree.quota(team, fr) for fr in frs)
 
+    freed: dict[FR, int] = {}  # what the chosen victims use, all teams together
+    fitted: list[bool] = []  # fits() in the current state (it changes only when victims go)
+
     def settled() -> bool:
-        freed: dict[FR, int] = {}
-        for gone in removed.values():
-            for fr, v in gone.items():
-                freed[fr] = freed.get(fr, 0) + v
-        if chosen and not _may_fit(state, wl.team, usage, contested, freed):
-            return False
-        for entry in chosen:
-            take(entry, "fair-share")
-        chosen.clear()
-        removed.clear()
-        return fits()
+        if chosen:
+            if not _may_fit(state, wl.team, usage, contested, freed):
+                return False
+            for entry in chosen:
+                take(entry, "fair-share")
+            chosen.clear()
+            removed.clear()
+            freed.clear()
+            fitted.clear()
+        if not fitted:
+            fitted.append(fits())
+        return fitted[0]
 
     remaining = list(candidates)
     for strategy in ("final-share", "initial-share"):
@@ -394,6 +398,7 @@ def _fair_share(
                 gone = removed.setdefault(team, {})
                 for fr, v in entry.usage.items():
                     gone[fr] = gone.get(fr, 0) + v
+                    freed[fr] = freed.get(fr, 0) + v
                 chosen.append(entry)
                 remaining.remove(entry)
                 current[team] = after
