@@ -8,6 +8,7 @@ when admitted again, run their whole duration again (no checkpointing).
 
 from __future__ import annotations
 
+import functools
 import heapq
 import operator
 import re
@@ -29,6 +30,12 @@ from fleetshare.scenario.schema import NodeEvent
 
 MAX_CYCLES_PER_INSTANT = 20
 _NUMBERS = re.compile(r"\d+(?:\.\d+)?")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _gist(reason: str) -> str:
+    """A pending reason without its numbers (many workloads share one reason: cached)."""
+    return _NUMBERS.sub("#", reason)
 
 
 @dataclass
@@ -369,7 +376,7 @@ class Runner:
             record = self.records[name]
             if record.pending_reason != pending.reason and (
                 record.pending_reason is None
-                or _NUMBERS.sub("#", record.pending_reason) != _NUMBERS.sub("#", pending.reason)
+                or _gist(record.pending_reason) != _gist(pending.reason)
             ):
                 # logged when the reason changes, not when only its numbers do (usage moving
                 # under a waiting job would log it every cycle); the record keeps the latest
