@@ -257,6 +257,29 @@ def test_starvation_guard_holds_back_later_work_until_the_large_job_fits() -> No
     assert "held back for large" in held[0]["reason"]
 
 
+def test_two_starving_jobs_never_hold_each_other_back() -> None:
+    """Both wait past the guard behind a low-priority job that may not be preempted before
+    t=100. Then the older one preempts it: the newer one's reservation does not hold it."""
+    policy = {
+        "cluster": {
+            "starvation_guard_seconds": 60,
+            "priority_classes": PRIORITIES,
+            "preemption": {"min_runtime_seconds": 100},
+        },
+        "teams": [{"name": "a", "quota": [{"resources": {"cpu": 12}}], "sharing": "DontLend"}],
+    }
+    jobs = [
+        cpu_job("batch", "a", 12, priority="low", duration=10_000),
+        cpu_job("older", "a", 8, at=1, priority="mid", duration=50),
+        cpu_job("newer", "a", 10, at=2, priority="mid", duration=50),
+    ]
+    wl = run_case(policy, CPU_NODE, jobs)["workloads"]
+    assert wl["older"]["admitted_at"] == 100
+    assert wl["batch"]["preemptions"][0] == {"at": 100, "by": "older", "reason": "priority"}
+    # the newer one waits for the older (it would not fit beside it), then runs
+    assert wl["newer"]["admitted_at"] == 150
+
+
 def test_minimum_runtime_delays_priority_preemption() -> None:
     policy = {
         "cluster": {"priority_classes": PRIORITIES, "preemption": {"min_runtime_seconds": 100}},
