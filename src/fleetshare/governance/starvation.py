@@ -10,6 +10,7 @@ Work within another team's own quota is never held back.
 
 from __future__ import annotations
 
+from bisect import insort
 from dataclasses import dataclass, field
 
 from fleetshare.governance.quota import FR
@@ -25,6 +26,11 @@ class Reservation:
     usage: dict[FR, int]
     team_only: bool
     active: bool = field(default=True)
+    key: tuple[int, float, str] = field(init=False)
+    """The workload's place in queue order."""
+
+    def __post_init__(self) -> None:
+        self.key = _key(self.workload)
 
 
 class Reservations:
@@ -46,10 +52,10 @@ class Reservations:
         if res.workload.name in self._by_name:
             return
         self._by_name[res.workload.name] = res
-        for fr in res.usage:
-            self._team.setdefault((res.workload.team, fr), []).append(res)
+        for fr in res.usage:  # each list in queue order
+            insort(self._team.setdefault((res.workload.team, fr), []), res, key=_res_key)
             if not res.team_only:
-                self._shared.setdefault(fr, []).append(res)
+                insort(self._shared.setdefault(fr, []), res, key=_res_key)
 
     def release(self, name: str) -> None:
         """The workload was admitted: its claim ends."""
@@ -62,7 +68,6 @@ class Reservations:
         answer does not depend on the order reservations were made in)."""
         mine = _key(wl)
         best: Reservation | None = None
-        best_key: tuple[int, float, str] | None = None
         for fr, value in usage.items():
             if value <= 0:
                 continue
@@ -70,13 +75,17 @@ class Reservations:
             if not within_quota:
                 lists.append(self._shared.get(fr, []))
             for candidates in lists:
-                for res in candidates:
-                    if not res.active:
-                        continue
-                    key = _key(res.workload)
-                    if key < mine and (best_key is None or key < best_key):
-                        best, best_key = res, key
+                for res in candidates:  # the first active one is the earliest of the list
+                    if res.key >= mine or (best is not None and res.key >= best.key):
+                        break
+                    if res.active:
+                        best = res
+                        break
         return best
+
+
+def _res_key(res: Reservation) -> tuple[int, float, str]:
+    return res.key
 
 
 def _key(wl: Workload) -> tuple[int, float, str]:
