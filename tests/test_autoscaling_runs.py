@@ -273,3 +273,18 @@ def test_work_past_the_accounts_quota_says_which_quota_blocks_it() -> None:
     assert out["workloads"]["big"]["state"] == "pending"
     assert "Running On-Demand G and VT instances" in reason, reason
     assert out["nodes"] == []
+
+
+def test_a_job_no_node_can_be_bought_for_does_not_hold_the_quota_of_the_work_behind_it() -> None:
+    # research's quota is 8 GPUs; the pool may hold 4. The 8-GPU gang can never get nodes, so
+    # the 1-GPU job submitted after it must not wait behind it for quota it will never use.
+    pool = {**POOL, "limits": {GPU: 4}}
+    policy = {"teams": [{"name": "research", "quota": [{"resources": {GPU: 8}}]}]}
+    work = [job("huge", "research", 0, 4, pods=2), job("small", "research", 5, 1)]
+    out = run_case(policy, [], work, node_pools=[pool], cloud={"seed": 1})
+    assert out["workloads"]["small"]["state"] == "finished"
+    huge = out["workloads"]["huge"]
+    assert huge["state"] == "pending"
+    assert "limit" in huge["pending_reason"] and "gpu" in huge["pending_reason"]
+    # and no node was bought for part of the gang
+    assert all(n["instance_type"] not in ("g6.12xlarge", "g5.12xlarge") for n in out["nodes"])
