@@ -18,12 +18,10 @@ explains how to read the output.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import gc
 import json
 import math
 import os
-import platform
 import re
 import resource
 import statistics
@@ -45,6 +43,7 @@ from fleetshare.model.node import INSTANCE_TYPE_LABEL, Node, Taint, Toleration
 from fleetshare.model.resources import CPU, GPU, parse_resources
 from fleetshare.model.workload import PodSet, Workload
 from fleetshare.policy.schema import Policy, load_policy
+from run_info import machine
 
 NOW = 1_000_000.0
 """The snapshot's clock (seconds); submit and admission times lie before it."""
@@ -588,34 +587,6 @@ def growth(rows: list[dict[str, Any]], tolerance: float) -> dict[str, Any]:
         "note": "marginal = cycle time minus the same cycle with an empty queue (fixed set-up "
         "cost); within_n_log_n compares the marginal ratio with the n·log n ratio times the "
         "tolerance",
-    }
-
-
-def _git(*argv: str) -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", *argv], cwd=Path(__file__).resolve().parent, capture_output=True, text=True
-        )
-    except OSError:
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
-def machine() -> dict[str, Any]:
-    """Where and on what code the benchmark ran (load average: the machine may be shared)."""
-    status = _git("status", "--porcelain", "--", "../src")
-    return {
-        "git_commit": _git("rev-parse", "--short", "HEAD"),
-        "src_modified": None if status is None else bool(status),
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "processor": platform.processor() or platform.machine(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "numpy": np.__version__,
-        "platform": platform.platform(),
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
 
 

@@ -34,11 +34,8 @@ anti-affinity pods all share one label (one pod per node overall). See ``bench/R
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
-import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
@@ -52,6 +49,7 @@ from fleetshare.autoscaling.cloud import Offering
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.provisioner import Plan, PodShape, plan_nodes
 from fleetshare.model.catalog import Catalog, InstanceType
+from run_info import machine
 
 ZONES = ("test-zone-1", "test-zone-2", "test-zone-3")
 CPU_MILLI = (100, 250, 500, 1000, 1500)
@@ -228,35 +226,6 @@ def measure(
     return row
 
 
-def _git(*argv: str) -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", *argv], cwd=Path(__file__).resolve().parent, capture_output=True, text=True
-        )
-    except OSError:
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
-def machine() -> dict[str, Any]:
-    """Where and on what code the benchmark ran (load average: the machine may be shared)."""
-    status = _git("status", "--porcelain", "--", "../src")
-    return {
-        "git_commit": _git("rev-parse", "--short", "HEAD"),
-        "src_modified": None if status is None else bool(status),
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "processor": platform.processor() or platform.machine(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "platform": platform.platform(),
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    }
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--sizes", default="1000,5000,20000", help="pod counts, comma separated")
@@ -299,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     at = next((r for r in rows if r["pods"] == args.target_at), None)
     report = {
         "benchmark": "karpenter_shape",
-        "machine": machine(),
+        "machine": machine(scipy=scipy.__version__),
         "config": {
             "sizes": args.sizes,
             "seed": args.seed,

@@ -24,12 +24,9 @@ shapes; CPU-only pods excluded). Results: ``bench/results/placement_alibaba.{jso
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import statistics
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -49,6 +46,7 @@ from fleetshare.placement.gpu_share import (
     gpu_allocation_ratio,
     make_policy,
 )
+from run_info import machine
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / ".." / "shared" / "data" / "alibaba-gpu-v2023"
@@ -121,30 +119,6 @@ def run(
         "frag_share_of_free_end": frag_end / free_end if free_end else 0.0,
         "curve": curve,
         "seconds": seconds,
-    }
-
-
-def _git(*argv: str) -> str | None:
-    try:
-        out = subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True)
-    except OSError:
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
-def machine() -> dict[str, Any]:
-    """Where and on what code the benchmark ran (load average: the machine may be shared)."""
-    status = _git("status", "--porcelain", "--", "src")
-    return {
-        "git_commit": _git("rev-parse", "--short", "HEAD"),
-        "src_modified": None if status is None else bool(status),
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "platform": platform.platform(),
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
 
 

@@ -39,14 +39,11 @@ See ``bench/README.md`` for the mixes and how to read the result.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import functools
 import json
 import logging
 import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -62,6 +59,7 @@ from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.provisioner import GPU_NAME_LABEL, Plan, PodShape, plan_nodes
 from fleetshare.model.catalog import Catalog, InstanceType, load_catalog
 from fleetshare.model.resources import GPU
+from run_info import machine
 
 FAMILIES = ("g4dn", "g5", "g6", "p3dn", "p4d", "p5", "m5", "c5", "r5")
 """Instance families offered to every planner (the catalog has no plain p3: p3dn stands in)."""
@@ -663,43 +661,6 @@ def compare(ours: dict[str, Any], ray: dict[str, Any]) -> dict[str, Any]:
 # -- report --------------------------------------------------------------------------------------
 
 
-def _git(*argv: str) -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", *argv], cwd=Path(__file__).resolve().parent, capture_output=True, text=True
-        )
-    except OSError:
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
-def machine(ray: Any) -> dict[str, Any]:
-    """Where and on what code the benchmark ran (load average: the machine may be shared)."""
-    import scipy
-
-    try:
-        from google.protobuf import __version__ as protobuf_version
-    except ImportError:
-        protobuf_version = None
-    status = _git("status", "--porcelain", "--", "../src")
-    return {
-        "git_commit": _git("rev-parse", "--short", "HEAD"),
-        "src_modified": None if status is None else bool(status),
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "processor": platform.processor() or platform.machine(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "ray": getattr(ray, "__version__", None),
-        "protobuf": protobuf_version,
-        "platform": platform.platform(),
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    }
-
-
 def summary(rows: list[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in names:
@@ -764,6 +725,18 @@ def print_table(rows: list[dict[str, Any]], names: Sequence[str]) -> None:
     )
 
 
+def machine_with(ray: Any) -> dict[str, Any]:
+    """:func:`run_info.machine` with the versions of scipy, Ray and protobuf."""
+    import scipy
+
+    try:
+        from google.protobuf import __version__ as protobuf_version
+    except ImportError:
+        protobuf_version = None
+    version = getattr(ray, "__version__", None)
+    return machine(scipy=scipy.__version__, ray=version, protobuf=protobuf_version)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--out", type=Path, default=Path("bench/results/ray_autoscaler.json"))
@@ -807,7 +780,7 @@ def main(argv: list[str] | None = None) -> int:
     names = [r.name for r in rays]
     report: dict[str, Any] = {
         "benchmark": "ray_autoscaler",
-        "machine": {**machine(ray), "load_average_before": load_before},
+        "machine": {**machine_with(ray), "load_average_before": load_before},
         "config": {
             "seed": args.seed,
             "repeat": args.repeat,

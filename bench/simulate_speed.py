@@ -24,11 +24,9 @@ admission (first admission - submit) per workload class.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import hashlib
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -36,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from run_info import machine
 
 TRACES: dict[str, dict[str, Any]] = {
     "kueue-generator": {"options": {}, "target_s": 10.0},
@@ -51,34 +49,6 @@ MEMORY_TARGET_MIB = 2048.0
 def _max_rss_mib() -> float:
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
-
-
-def _git(*argv: str) -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", *argv], cwd=Path(__file__).resolve().parent, capture_output=True, text=True
-        )
-    except OSError:
-        return None
-    return out.stdout.strip() if out.returncode == 0 else None
-
-
-def machine() -> dict[str, Any]:
-    """Where and on what code the benchmark ran (load average: the machine may be shared)."""
-    status = _git("status", "--porcelain", "--", "../src")
-    return {
-        "git_commit": _git("rev-parse", "--short", "HEAD"),
-        "src_modified": None if status is None else bool(status),
-        "load_average": [round(x, 2) for x in os.getloadavg()],
-        "processor": platform.processor() or platform.machine(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "numpy": np.__version__,
-        "platform": platform.platform(),
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    }
 
 
 def outcome_digest(result: Any) -> str:

@@ -20,6 +20,8 @@ GIB = 2**30
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
+    if str(SCRIPT.parent) not in sys.path:  # as when run as a script: its helpers beside it
+        sys.path.insert(0, str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("bench_ray_autoscaler", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
