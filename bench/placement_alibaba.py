@@ -1,7 +1,7 @@
 """Benchmark: packing the Alibaba GPU trace with first-fit, best-fit, dot-product and FGD.
 
 The experiment of "Beware of Fragmentation" (Weng et al., USENIX ATC 2023) on the trace it
-published (``../shared/data/alibaba-gpu-v2023``): 1,213 GPU nodes (6,212 GPUs) and the
+published (``alibaba-gpu-v2023`` of the bundled trace data): 1,213 GPU nodes (6,212 GPUs) and the
 ``default`` pod list (8,152 pods, whose GPU requests add up to ~98% of the capacity).
 
 Per seed (``numpy.random.default_rng(seed)``):
@@ -46,10 +46,11 @@ from fleetshare.placement.gpu_share import (
     gpu_allocation_ratio,
     make_policy,
 )
+from fleetshare.traces.common import data_root
 from run_info import machine
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / ".." / "shared" / "data" / "alibaba-gpu-v2023"
+DATA = data_root() / "alibaba-gpu-v2023"
 CHECKPOINTS = tuple(range(10, 130, 10))
 """Percent of GPU capacity arrived at which the allocation ratio is recorded (and the end)."""
 

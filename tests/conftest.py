@@ -10,8 +10,10 @@ import pytest
 from fleetshare.scenario.loader import load_scenario_data
 from fleetshare.scenario.report import to_json
 from fleetshare.scenario.runner import run_scenario
+from fleetshare.traces.common import data_root
 
-SHARED_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+TRACE_DATA = data_root()
+"""The trace data the loaders read by default (bundled in the package)."""
 
 
 def run_case(

@@ -32,9 +32,9 @@ from fleetshare.placement.gpu_share import (
     schedule,
 )
 
-from .conftest import SHARED_DATA
+from .conftest import TRACE_DATA
 
-ALIBABA = SHARED_DATA / "alibaba-gpu-v2023"
+ALIBABA = TRACE_DATA / "alibaba-gpu-v2023"
 
 
 def nodes(*gpus: int, model: str = "T4", cpu: int = 64_000, mem: int = 256_000) -> GpuCluster:
@@ -281,7 +281,6 @@ def test_trace_encoding() -> None:
             pod_shape(1000, 1, *bad, "")
 
 
-@pytest.mark.skipif(not ALIBABA.is_dir(), reason="../shared/data is not available")
 def test_alibaba_trace_loads_and_packs() -> None:
     cluster = load_cluster(ALIBABA / NODE_FILE)
     pods = load_pods(ALIBABA / DEFAULT_POD_FILE)

@@ -30,8 +30,6 @@ from fleetshare.simulate.run import (
 )
 from fleetshare.simulate.variants import VARIANTS, node_instance_type, select
 
-from .conftest import SHARED_DATA
-
 P4D = "p4d.24xlarge"
 
 # Two teams of 8 GPUs on two 8-GPU nodes. Team a wants 24 GPUs at t=0 (three 8-GPU jobs), team
@@ -251,7 +249,6 @@ def test_node_shape_for_traces_without_instance_types() -> None:
     assert chosen.gpu_count == 0 and chosen.allocatable["cpu"] >= 120 * MILLI
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "helios-earth").is_dir(), reason="no Helios data")
 def test_helios_window_invariants() -> None:
     inp = from_trace("helios", {"start_day": 15, "days": 0.1})
     assert "fleetshare.io/kind=training" in " ".join(inp.all_assumptions(load_catalog()))

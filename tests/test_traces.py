@@ -22,11 +22,8 @@ from fleetshare.traces.common import (
     jobs_from_counts,
     proportional_quotas,
 )
-from tests.conftest import SHARED_DATA
+from tests.conftest import TRACE_DATA
 
-needs_data = pytest.mark.skipif(
-    not SHARED_DATA.is_dir(), reason=f"../shared/data is not available ({SHARED_DATA})"
-)
 MINUTES_OF_MAY = 31 * 24 * 60
 
 
@@ -114,7 +111,6 @@ def alibaba() -> Trace:
     return load_trace("alibaba")
 
 
-@needs_data
 def test_alibaba_facts(alibaba: Trace) -> None:
     assert alibaba.facts["pods_in_file"] == 8152
     assert len(alibaba.workloads) == 8151  # one never-scheduled pod lasted 0 s
@@ -130,7 +126,6 @@ def test_alibaba_facts(alibaba: Trace) -> None:
     assert 60 < alibaba.demand["cluster"].peak < 70
 
 
-@needs_data
 def test_alibaba_requests_and_priorities(alibaba: Trace) -> None:
     by_name = {w.name: w for w in alibaba.workloads}
     share = by_name["openb-pod-0001"]  # num_gpu 1, gpu_milli 460, 6 cores, 12 GiB
@@ -146,7 +141,6 @@ def test_alibaba_requests_and_priorities(alibaba: Trace) -> None:
     assert Counter(w.labels["alibaba.com/qos"] for w in alibaba.workloads)["BE"] == 3398 - 1
 
 
-@needs_data
 def test_alibaba_teams_and_quotas(alibaba: Trace) -> None:
     assert alibaba.teams == ["team-0", "team-1", "team-2", "team-3"]
     assert alibaba.quota_total(GPU) == alibaba.capacity(GPU) == 6212 * 1000
@@ -160,7 +154,6 @@ def test_alibaba_teams_and_quotas(alibaba: Trace) -> None:
     assert other.quota_total(GPU) == 6212 * 1000
 
 
-@needs_data
 def test_alibaba_gpu_model_constraints() -> None:
     trace = load_trace("alibaba", pods="gpuspec33")
     selectors = Counter(tuple(sorted(w.podsets[0].node_selector.items())) for w in trace.workloads)
@@ -183,12 +176,11 @@ def helios() -> Trace:
 
 
 def _raw_demand(vc: str) -> np.ndarray:
-    with gzip.open(SHARED_DATA / "helios-earth" / f"{vc}.csv.gz", "rt") as f:
+    with gzip.open(TRACE_DATA / "helios-earth" / f"{vc}.csv.gz", "rt") as f:
         rows = list(csv.DictReader(f))
     return np.array([int(r["running_gpu_num"]) + int(r["pending_gpu_num"]) for r in rows])
 
 
-@needs_data
 def test_helios_facts_and_quotas(helios: Trace) -> None:
     assert len(helios.teams) == 16
     assert helios.start == "2020-05-01T00:00:00" and helios.duration == 31 * DAY
@@ -200,7 +192,6 @@ def test_helios_facts_and_quotas(helios: Trace) -> None:
     assert any("2020-05-09" in a for a in helios.assumptions)  # the glitch row is named
 
 
-@needs_data
 def test_helios_jobs_reproduce_each_teams_demand(helios: Trace) -> None:
     minutes = np.arange(MINUTES_OF_MAY) * 60.0
     for vc in helios.teams:
@@ -211,7 +202,6 @@ def test_helios_jobs_reproduce_each_teams_demand(helios: Trace) -> None:
     assert set(sizes) == {1000, 8000}
 
 
-@needs_data
 def test_helios_window_random_order_and_coarse_jobs() -> None:
     week = load_trace("helios", start_day=10, days=5, end_order="random", seed=4)
     assert week.start == "2020-05-11T00:00:00" and week.duration == 5 * DAY
@@ -228,7 +218,6 @@ def test_helios_window_random_order_and_coarse_jobs() -> None:
 # -- Philly --------------------------------------------------------------------------------------
 
 
-@needs_data
 def test_philly_facts_and_jobs() -> None:
     trace = load_trace("philly")
     assert trace.facts["rows"] == 105_644
@@ -246,7 +235,6 @@ def test_philly_facts_and_jobs() -> None:
 # -- Alibaba DLRM --------------------------------------------------------------------------------
 
 
-@needs_data
 def test_dlrm_facts_and_cluster() -> None:
     trace = load_trace("dlrm")
     f = trace.facts
@@ -262,7 +250,6 @@ def test_dlrm_facts_and_cluster() -> None:
     assert never_deleted >= 8_878 - 16
 
 
-@needs_data
 def test_dlrm_synthesized_jobs_follow_the_gpu_curve() -> None:
     trace = load_trace("dlrm", jobs="synthesized", days=3)
     grid = np.arange(0, trace.duration, 60.0)
@@ -323,7 +310,6 @@ def test_kueue_generator_policy_and_nodes(kueue: Trace) -> None:
 # -- every trace ---------------------------------------------------------------------------------
 
 
-@needs_data
 @pytest.mark.parametrize("name", ["alibaba", "helios", "philly", "dlrm", "kueue-generator"])
 def test_every_trace_validates(name: str, request: pytest.FixtureRequest) -> None:
     if name in ("alibaba", "helios", "kueue-generator"):

@@ -44,11 +44,6 @@ NODE_FILE = "openb_node_list_gpu_node.csv"
 DEFAULT_POD_FILE = "openb_pod_list_default.csv"
 
 
-def default_data_dir() -> Path:
-    """``../shared/data/alibaba-gpu-v2023`` next to the repository root (source checkouts)."""
-    return Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "alibaba-gpu-v2023"
-
-
 @dataclass(frozen=True, slots=True)
 class TracePod:
     """One pod of the trace: its shape plus the trace's bookkeeping columns."""

@@ -5,7 +5,7 @@ workloads with submit times and durations, teams with quotas (a policy dict), de
 and the loader's assumptions. ``TRACES`` lists the names with one-line descriptions; each
 loader's module docstring (and ``docs/traces.md``) gives its rules and options.
 
-Data files live in ``../shared/data`` next to the repository (or ``$FLEETSHARE_DATA``, or
+Data files ship inside the package (``fleetshare/data/traces``; ``$FLEETSHARE_DATA`` or
 ``data_dir=``); a missing file raises FileNotFoundError naming it and its README section.
 """
 

@@ -1,6 +1,6 @@
 """The Alibaba GPU cluster trace (cluster-trace-gpu-v2023, "openb") as a simulation trace.
 
-Files (``../shared/data/alibaba-gpu-v2023/``, see the README's ``alibaba-gpu-v2023/`` row),
+Files (``alibaba-gpu-v2023/`` of the data folder, see the README's ``alibaba-gpu-v2023/`` row),
 read with :mod:`fleetshare.placement.alibaba`:
 
 - ``openb_node_list_gpu_node.csv``: 1,213 GPU nodes with 6,212 GPUs of 7 models (``nodes="all"``

@@ -39,9 +39,12 @@ IntArray = npt.NDArray[np.int64]
 EndOrder = Literal["lifo", "random"]
 
 DATA_ENV = "FLEETSHARE_DATA"
-"""Environment variable naming the reference data folder (default ``../shared/data``)."""
+"""Environment variable naming a reference data folder to use instead of the bundled one."""
 
-README = "../shared/data/README.md"
+BUNDLED_DATA = Path(__file__).resolve().parents[1] / "data" / "traces"
+"""The trace files shipped inside the package (``fleetshare/data/traces``, with their README)."""
+
+README = "fleetshare/data/traces/README.md"
 MINUTE = 60.0
 DAY = 86400.0
 GIB = 2**30
@@ -54,17 +57,18 @@ TRACE_LABEL = "fleetshare.io/trace"
 
 
 def data_root(data_dir: str | Path | None = None) -> Path:
-    """The reference data folder: ``data_dir``, else ``$FLEETSHARE_DATA``, else ``../shared/data``.
+    """The trace data folder: ``data_dir``, else ``$FLEETSHARE_DATA``, else the bundled copy.
 
-    The default is the folder next to the repository root (a source checkout), the same path
-    the tests and benchmarks use.
+    The bundled copy (:data:`BUNDLED_DATA`) ships inside the package, so a clone or an
+    installed wheel needs nothing beside it; the override takes a folder of the same layout
+    (such as the reference data the files were copied from).
     """
     if data_dir is not None:
         return Path(data_dir)
     env = os.environ.get(DATA_ENV)
     if env:
         return Path(env)
-    return (Path(__file__).resolve().parents[3] / ".." / "shared" / "data").resolve()
+    return BUNDLED_DATA
 
 
 def require(path: Path, section: str) -> Path:

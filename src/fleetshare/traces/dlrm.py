@@ -1,6 +1,6 @@
 """Alibaba's disaggregated DLRM inference trace (cluster-trace-gpu-v2025), for autoscaling.
 
-File (``../shared/data/alibaba-dlrm/disaggregated_DLRM_trace.csv.gz``, see the README's
+File (``alibaba-dlrm/disaggregated_DLRM_trace.csv.gz`` of the data folder, see the README's
 ``alibaba-dlrm/`` row): 23,871 inference instances of 156 applications over 31 days. Each
 has a ``role`` -- ``HN`` (7,386 instances, 1 GPU each) or ``CN`` (16,485 CPU-only
 instances) -- ``cpu_request`` (cores), ``gpu_request``, ``memory_request`` (GiB), ``rdma``

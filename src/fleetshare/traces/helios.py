@@ -1,6 +1,6 @@
 """The Helios "Earth" cluster, May 2020: 16 teams' per-minute GPU demand, turned into jobs.
 
-Files (``../shared/data/helios-earth/``, see the README's ``helios-earth/`` row):
+Files (``helios-earth/`` of the data folder, see the README's ``helios-earth/`` row):
 
 - ``vc<ID>.csv.gz``, one per team (virtual cluster, VC): a row per minute from
   2020-05-01 00:00 to 2020-05-31 23:59 (44,640 rows) with ``running_gpu_num`` and

@@ -1,6 +1,6 @@
 """Microsoft Philly, Oct-Dec 2017: per-minute active vs total nodes, as demand and jobs.
 
-File (``../shared/data/philly/philly_node_sequence.csv.gz``, see the README's ``philly/``
+File (``philly/philly_node_sequence.csv.gz`` of the data folder, see the README's ``philly/``
 row): ``time, active, total`` -- how many of the cluster's nodes ran work each minute, from
 2017-10-03 00:00 to 2017-12-15 18:42 (105,644 rows, 73.78 days). ``total`` is 420 in 97% of
 the minutes; it reads 552 on 2017-11-01/02 and 174 for the hour 2017-11-05 01:00 (the night
