@@ -42,6 +42,7 @@ from fleetshare.model.catalog import Catalog, load_catalog
 from fleetshare.model.node import INSTANCE_TYPE_LABEL, Node, Taint, Toleration
 from fleetshare.model.resources import CPU, GPU, parse_resources
 from fleetshare.model.workload import PodSet, Workload
+from fleetshare.placement.fit import pod_may_run_on
 from fleetshare.policy.schema import Policy, load_policy
 from run_info import machine
 
@@ -458,9 +459,7 @@ def verify(snapshot: Snapshot, result: CycleResult) -> list[str]:
                 problems.append(f"{wl.name}/{ps.name}: placed {pods}, wants {ps.count} pods")
             for node_name, k in pods:
                 node = nodes[node_name]
-                if node.instance_type != flavor or not node.admits(
-                    ps.node_selector, ps.tolerations
-                ):
+                if node.instance_type != flavor or not pod_may_run_on(ps, node):
                     problems.append(f"{wl.name}/{ps.name} may not run on {node_name}")
                 for res, amount in ps.requests.items():
                     free[node_name][res] = free[node_name].get(res, 0) - amount * k

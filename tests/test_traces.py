@@ -13,6 +13,7 @@ import pytest
 from fleetshare.governance.quota import compile_policy
 from fleetshare.governance.tree import QuotaTree
 from fleetshare.model.resources import CPU, GPU
+from fleetshare.placement.predicate import may_run_on
 from fleetshare.traces import TRACES, Trace, load_trace
 from fleetshare.traces.common import (
     CENSORED_LABEL,
@@ -159,9 +160,13 @@ def test_alibaba_gpu_model_constraints() -> None:
     selectors = Counter(tuple(sorted(w.podsets[0].node_selector.items())) for w in trace.workloads)
     assert sum(n for sel, n in selectors.items() if sel) == 2388
     for sel in selectors:  # every selector is met by some node
-        assert any(n.admits(dict(sel), ()) for n in trace.nodes), sel
+        assert any(may_run_on(n.all_labels(), n.taints, dict(sel)) for n in trace.nodes), sel
     v100 = {"fleetshare.io/gpu-spec.V100M16.V100M32": "true"}
-    models = {n.labels["nvidia.com/gpu.product"] for n in trace.nodes if n.admits(v100, ())}
+    models = {
+        n.labels["nvidia.com/gpu.product"]
+        for n in trace.nodes
+        if may_run_on(n.all_labels(), n.taints, v100)
+    }
     assert models == {"V100M16", "V100M32"}
     with pytest.raises(ValueError, match="packing sample"):
         load_trace("alibaba", pods="multigpu50")

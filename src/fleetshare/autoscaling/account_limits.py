@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fleetshare.autoscaling.cloud import Instance, Offering
 from fleetshare.autoscaling.nodepool import NodePool
-from fleetshare.model.catalog import Catalog, InstanceType
+from fleetshare.model.catalog import Catalog, InstanceType, ec2_name
 
 COUNTED_STATES = ("pending", "running", "terminating")
 """Instance states that count against quotas (AWS counts an instance until it is terminated)."""
@@ -138,7 +138,7 @@ def aws_quota(
 
 
 def _ec2(name: str) -> str:
-    return name.removeprefix("ml.")
+    return ec2_name(name)
 
 
 def account_usage(

@@ -47,24 +47,23 @@ from fleetshare.autoscaling.disruption import (
 )
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.provisioner import (
-    CAPACITY_TYPE_LABEL,
-    FAMILY_LABEL,
-    GPU_NAME_LABEL,
-    POOL_LABEL,
     Launch,
     Plan,
     PodShape,
+    launch_labels,
     plan_nodes,
+    pool_taints,
 )
 from fleetshare.autoscaling.settings import AutoscalerSpec
 from fleetshare.autoscaling.simulated_cloud import SimulatedCloud
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.demand import Demand, admissible_demand
 from fleetshare.governance.snapshot import Running, Snapshot
-from fleetshare.model.catalog import Catalog
-from fleetshare.model.node import INSTANCE_TYPE_LABEL, ZONE_LABEL, Node, Taint
+from fleetshare.model.catalog import Catalog, ec2_name
+from fleetshare.model.node import Node
 from fleetshare.model.resources import parse_resources
 from fleetshare.model.workload import PodSet, Workload
+from fleetshare.placement.first_fit import Room, first_fit
 
 MAX_REPLANS = 3
 REPLACE_GRACE = 60.0
@@ -128,25 +127,15 @@ def _first_fit(
     podset: PodSet,
     selector: Mapping[str, str],
     count: int,
-    free: list[tuple[Node, dict[str, int]]],
+    free: Sequence[Room],
     used: set[str] | None = None,
 ) -> int:
     """Place up to ``count`` pods of ``podset`` onto ``free`` room (taken); how many fit
     (the nodes they went to are added to ``used``)."""
-    placed = 0
-    requests = podset.requests
-    for node, room in free:
-        if placed == count:
-            break
-        if not node.admits(selector, podset.tolerations):
-            continue
-        while placed < count and all(room.get(r, 0) >= v for r, v in requests.items()):
-            for resource, value in requests.items():
-                room[resource] = room.get(resource, 0) - value
-            placed += 1
-            if used is not None:
-                used.add(node.name)
-    return placed
+    placed = first_fit(free, podset.requests, count, selector, podset.tolerations, podset.affinity)
+    if used is not None:
+        used.update(room.name for room, _ in placed)
+    return sum(n for _, n in placed)
 
 
 def _pods_on(running: Mapping[str, Running]) -> dict[str, list[Running]]:
@@ -374,10 +363,10 @@ class Autoscaler:
         self._batch_start = None
         self._plan_and_launch(now, demand, self._free(snapshot), out)
 
-    def _free(self, snapshot: Snapshot) -> list[tuple[Node, dict[str, int]]]:
+    def _free(self, snapshot: Snapshot) -> list[Room]:
         """Room on Ready nodes and on nodes still launching (less what they were launched
         for): demand that fits there needs no new node."""
-        out: list[tuple[Node, dict[str, int]]] = []
+        out: list[Room] = []
         room = {n.name: dict(n.allocatable) for n in snapshot.nodes if n.schedulable}
         for entry in snapshot.running:
             for podset, placement in zip(
@@ -388,8 +377,8 @@ class Autoscaler:
                     if free is not None:
                         for resource, value in podset.requests.items():
                             free[resource] = free.get(resource, 0) - value * count
-        out = [(n, room[n.name]) for n in snapshot.nodes if n.name in room]
-        launching = [(m.node, dict(m.node.allocatable)) for m in self.live() if not m.joined]
+        out = [Room.of(n, room[n.name]) for n in snapshot.nodes if n.name in room]
+        launching = [Room.of(m.node) for m in self.live() if not m.joined]
         pending = {wl.name: wl for wl in snapshot.pending}
         for managed in self.live():
             for name in managed.for_workloads if not managed.joined else ():
@@ -402,7 +391,7 @@ class Autoscaler:
     def _shapes(
         self,
         demand: Sequence[Demand],
-        free: list[tuple[Node, dict[str, int]]] | None = None,
+        free: list[Room] | None = None,
         used: set[str] | None = None,
     ) -> list[PodShape]:
         grouped: dict[tuple[object, ...], PodShape] = {}
@@ -413,10 +402,6 @@ class Autoscaler:
             gang = item.workload.name if pods > 1 else None
             for podset in item.workload.podsets:
                 selector = {**podset.node_selector, **item.node_selector}
-                if INSTANCE_TYPE_LABEL in selector:
-                    selector[INSTANCE_TYPE_LABEL] = selector[INSTANCE_TYPE_LABEL].removeprefix(
-                        "ml."
-                    )
                 count = podset.count
                 if free:
                     count -= _first_fit(podset, selector, count, free, used)
@@ -426,6 +411,7 @@ class Autoscaler:
                     tuple(sorted(podset.requests.items())),
                     tuple(sorted(selector.items())),
                     podset.tolerations,
+                    podset.affinity,
                     gang,
                 )
                 old = grouped.get(key)
@@ -434,6 +420,7 @@ class Autoscaler:
                     count=(old.count if old else 0) + count,
                     node_selector=key[1],
                     tolerations=podset.tolerations,
+                    affinity=podset.affinity,
                     workloads=(*(old.workloads if old else ()), item.workload.name),
                     gang=gang,
                 )
@@ -466,7 +453,7 @@ class Autoscaler:
         self,
         now: float,
         demand: Sequence[Demand],
-        free: list[tuple[Node, dict[str, int]]],
+        free: list[Room],
         out: Step,
     ) -> None:
         used: set[str] = set()
@@ -540,7 +527,7 @@ class Autoscaler:
             if not shapes:
                 return
 
-    def _headroom_shapes(self, free: list[tuple[Node, dict[str, int]]]) -> list[PodShape]:
+    def _headroom_shapes(self, free: list[Room]) -> list[PodShape]:
         """Headroom pods that do not fit in ``free`` (taken as they fit): what to launch to
         keep the configured warm room."""
         out = []
@@ -662,25 +649,13 @@ class Autoscaler:
         self._seq += 1
         inst = self.catalog.get(instance.instance_type)
         name = f"{pool.name}-{inst.name}-{self._seq}"
-        labels = dict(pool.labels)
-        labels.update(
-            {
-                INSTANCE_TYPE_LABEL: inst.name,
-                FAMILY_LABEL: inst.family,
-                CAPACITY_TYPE_LABEL: instance.capacity_type,
-                ZONE_LABEL: instance.zone,
-                POOL_LABEL: pool.name,
-            }
-        )
-        if inst.gpu_name:
-            labels[GPU_NAME_LABEL] = inst.gpu_name
         node = Node(
             name=name,
             allocatable=dict(inst.allocatable),
             instance_type=inst.name,
             zone=instance.zone,
-            labels=labels,
-            taints=tuple(Taint(t.key, t.value, t.effect) for t in pool.taints),
+            labels=launch_labels(pool, inst, instance.zone, instance.capacity_type),
+            taints=pool_taints(pool),
             capacity_type=instance.capacity_type,
         )
         managed = ManagedNode(name, instance, pool.name, reason, node, for_workloads=workloads)
@@ -720,9 +695,9 @@ class Autoscaler:
             if rule.instance_type and window_active(
                 rule.schedule, rule.duration_seconds, now, start
             ):
-                return rule.instance_type.removeprefix("ml.")
+                return ec2_name(rule.instance_type)
         if pool.instance_groups:
-            return pool.instance_groups[0].instance_type.removeprefix("ml.")
+            return ec2_name(pool.instance_groups[0].instance_type)
         allowed = [i for i in self.catalog if pool.allows(i) and i.price_per_hour is not None]
         return min(allowed, key=lambda i: i.price_per_hour or 0.0).name if allowed else None
 
@@ -774,8 +749,10 @@ class Autoscaler:
         if not self.settings.headroom:
             return True
         gone = removing | {name}
-        free = [(m.node, dict(m.node.allocatable)) for m in self.live() if m.name not in gone]
-        for m_node, room in free:
+        free = [Room.of(m.node) for m in self.live() if m.name not in gone]
+        for room_of in free:
+            m_node, room = room_of.node, room_of.free
+            assert m_node is not None
             for entry in self._last_running.values():
                 for podset, placement in zip(
                     entry.workload.podsets, entry.assignment.placement, strict=True
@@ -875,6 +852,7 @@ class Autoscaler:
                                 started_at=t + entry.admitted_at,
                                 node_selector=podset.node_selector,
                                 tolerations=podset.tolerations,
+                                affinity=podset.affinity,
                             )
                         )
         return nodes, pods

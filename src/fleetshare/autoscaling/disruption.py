@@ -103,10 +103,24 @@ from fleetshare.autoscaling.provisioner import (
     PodShape,
     node_labels,
     plan_nodes,
+    pool_taints,
 )
-from fleetshare.model.catalog import Catalog, InstanceType, UnknownInstanceTypeError, load_catalog
-from fleetshare.model.node import INSTANCE_TYPE_LABEL, ZONE_LABEL, Taint, Toleration
-from fleetshare.model.resources import CPU, MEMORY, fits, is_accelerator
+from fleetshare.model.catalog import (
+    Catalog,
+    InstanceType,
+    UnknownInstanceTypeError,
+    ec2_name,
+    load_catalog,
+)
+from fleetshare.model.node import (
+    INSTANCE_TYPE_LABEL,
+    ZONE_LABEL,
+    NodeSelectorRequirement,
+    Taint,
+    Toleration,
+)
+from fleetshare.model.resources import CPU, MEMORY, is_accelerator
+from fleetshare.placement.first_fit import Room, first_fit
 
 ActionKind = Literal["delete-empty", "delete", "replace", "expire", "drift", "repair"]
 PodKind = Literal["training", "inference", "batch"]
@@ -185,6 +199,7 @@ class PodView:
     started_at: float = 0.0
     node_selector: Mapping[str, str] = field(default_factory=dict, hash=False)
     tolerations: tuple[Toleration, ...] = ()
+    affinity: tuple[tuple[NodeSelectorRequirement, ...], ...] = ()
 
     @property
     def unit(self) -> str:
@@ -386,34 +401,13 @@ def _size_key(pod: PodView) -> tuple[int, int, int, str]:
     return (-acc, -pod.requests.get(CPU, 0), -pod.requests.get(MEMORY, 0), pod.name)
 
 
-@dataclass
-class _Target:
-    name: str
-    labels: dict[str, str]
-    taints: tuple[Taint, ...]
-    free: dict[str, int]
-
-    def admits(self, pod: PodView) -> bool:
-        for key, value in pod.node_selector.items():
-            wanted = value.removeprefix("ml.") if key == INSTANCE_TYPE_LABEL else value
-            if self.labels.get(key) != wanted:
-                return False
-        return all(
-            any(t.tolerates(taint) for t in pod.tolerations)
-            for taint in self.taints
-            if taint.effect != "PreferNoSchedule"
-        )
-
-
 def _free_capacity(allocatable: Mapping[str, int]) -> dict[str, int]:
     free = dict(allocatable)
     free.setdefault(PODS, _UNLIMITED_PODS)
     return free
 
 
-def _existing_targets(
-    state: _State, removed: set[str], evicted: Sequence[PodView]
-) -> list[_Target]:
+def _existing_targets(state: _State, removed: set[str], evicted: Sequence[PodView]) -> list[Room]:
     """Nodes that may take evicted pods, with free capacity (evicted pods' requests freed)."""
     leaving = {p.name for p in evicted}
     out = []
@@ -426,15 +420,15 @@ def _existing_targets(
             if pod.name not in leaving:
                 for key, amount in _request(pod).items():
                     free[key] = free.get(key, 0) - amount
-        out.append(_Target(name, node.all_labels(), node.taints, free))
+        out.append(Room(name, node.all_labels(), node.taints, free))
     return out
 
 
 def _new_targets(
     replacements: Sequence[Replacement], state: _State, catalog: Catalog
-) -> list[_Target] | str:
+) -> list[Room] | str:
     """Nodes the replacements would add (or why they cannot be modelled)."""
-    out: list[_Target] = []
+    out: list[Room] = []
     for rep in replacements:
         pool = state.pools.get(rep.pool)
         if pool is None:
@@ -445,27 +439,25 @@ def _new_targets(
             return f"no-replacement: unknown instance type {rep.instance_type}"
         offering = Offering(rep.instance_type, rep.zone, rep.capacity_type, rep.price_per_hour)
         labels = node_labels(Candidate(rep.pool, inst, offering), pool)
-        taints = tuple(Taint(t.key, t.value, t.effect) for t in pool.taints)
+        taints = pool_taints(pool)
         for _ in range(rep.count):
             name = f"new {rep.instance_type} #{len(out) + 1}"
-            out.append(_Target(name, labels, taints, _free_capacity(inst.allocatable)))
+            out.append(Room(name, labels, taints, _free_capacity(inst.allocatable)))
     return out
 
 
 def _place(
-    pods: Sequence[PodView], targets: Sequence[_Target]
+    pods: Sequence[PodView], targets: Sequence[Room]
 ) -> tuple[dict[str, str], list[PodView]]:
     """First-fit decreasing: pod name -> target name, and the pods that fit nowhere."""
     placed: dict[str, str] = {}
     left: list[PodView] = []
     for pod in sorted(pods, key=_size_key):
-        req = _request(pod)
-        for target in targets:
-            if target.admits(pod) and fits(req, target.free):
-                for key, amount in req.items():
-                    target.free[key] = target.free.get(key, 0) - amount
-                placed[pod.name] = target.name
-                break
+        found = first_fit(
+            targets, _request(pod), 1, pod.node_selector, pod.tolerations, pod.affinity
+        )
+        if found:
+            placed[pod.name] = found[0][0].name
         else:
             left.append(pod)
     return placed, left
@@ -476,7 +468,7 @@ def _shapes(pods: Sequence[PodView]) -> list[PodShape]:
     for pod in pods:
         requests = tuple(sorted((k, v) for k, v in pod.requests.items() if v > 0 and k != PODS))
         selector = tuple(sorted(pod.node_selector.items()))
-        key = (requests, selector, pod.tolerations)
+        key = (requests, selector, pod.tolerations, pod.affinity)
         old = grouped.get(key)
         workloads = old.workloads if old else ()
         if pod.workload not in workloads:
@@ -486,6 +478,7 @@ def _shapes(pods: Sequence[PodView]) -> list[PodShape]:
             count=(old.count if old else 0) + 1,
             node_selector=selector,
             tolerations=pod.tolerations,
+            affinity=pod.affinity,
             workloads=workloads,
         )
     return list(grouped.values())
@@ -650,7 +643,7 @@ def _evaluate(
     targets = _existing_targets(state, names, evicted)
     placed, left = _place(evicted, targets)
     replacements: tuple[Replacement, ...] = ()
-    new_targets: list[_Target] = []
+    new_targets: list[Room] = []
     if fixed is not None and fixed and not left:
         return "does-not-fit: state changed: the pods now fit without the planned replacement"
     if left:
@@ -734,7 +727,7 @@ def _consolidation_action(
     removed: Sequence[NodeView],
     evicted: Sequence[PodView],
     placed: Mapping[str, str],
-    new_targets: Sequence[_Target],
+    new_targets: Sequence[Room],
     replacements: tuple[Replacement, ...],
     saving: float,
     state: _State,
@@ -1010,7 +1003,7 @@ def _offering_ok(
     price = node.price_per_hour
     for offering in offerings:
         if (
-            offering.instance_type.removeprefix("ml.") == node.instance_type.removeprefix("ml.")
+            ec2_name(offering.instance_type) == ec2_name(node.instance_type)
             and offering.zone == node.zone
             and offering.capacity_type == node.capacity_type
         ):

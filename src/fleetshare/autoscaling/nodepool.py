@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from fleetshare.model.catalog import InstanceType
+from fleetshare.model.catalog import InstanceType, ec2_name
 from fleetshare.model.quantity import check_quantities, parse_quantity
 from fleetshare.model.resources import GPU
 
@@ -134,11 +134,9 @@ class NodePool(_Strict):
     def allows(self, instance: InstanceType) -> bool:
         """True when this pool may launch ``instance``."""
         if self.instance_groups:
-            wanted = {g.instance_type.removeprefix("ml.") for g in self.instance_groups}
+            wanted = {ec2_name(g.instance_type) for g in self.instance_groups}
             return instance.name in wanted
-        if self.instance_types and instance.name not in {
-            t.removeprefix("ml.") for t in self.instance_types
-        }:
+        if self.instance_types and instance.name not in {ec2_name(t) for t in self.instance_types}:
             return False
         if self.families and instance.family not in self.families:
             return False

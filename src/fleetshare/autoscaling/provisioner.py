@@ -68,9 +68,10 @@ from fleetshare.autoscaling.topology import (
     split_items,
     spread_cap,
 )
-from fleetshare.model.catalog import Catalog, InstanceType
-from fleetshare.model.node import INSTANCE_TYPE_LABEL, Taint
+from fleetshare.model.catalog import Catalog, InstanceType, ec2_name
+from fleetshare.model.node import INSTANCE_TYPE_LABEL, ZONE_LABEL, Taint
 from fleetshare.model.resources import GPU, is_accelerator
+from fleetshare.placement.predicate import may_run_on
 
 __all__ = [
     "CAPACITY_TYPE_LABEL",
@@ -172,18 +173,31 @@ class Plan:
 # -- which candidates can run which shapes ----------------------------------------------------
 
 
-def node_labels(candidate: Candidate, pool: NodePool) -> dict[str, str]:
-    """Labels a node launched for this candidate would carry."""
-    inst = candidate.instance
+def launch_labels(
+    pool: NodePool, inst: InstanceType, zone: str, capacity_type: str
+) -> dict[str, str]:
+    """Labels a node the pool launches carries: the pool's own and Karpenter's well-known
+    ones (instance type, family, GPU name, capacity type, zone, pool)."""
     labels = dict(pool.labels)
     labels[INSTANCE_TYPE_LABEL] = inst.name
     labels[FAMILY_LABEL] = inst.family
-    labels[CAPACITY_TYPE_LABEL] = candidate.offering.capacity_type
-    labels["topology.kubernetes.io/zone"] = candidate.offering.zone
+    labels[CAPACITY_TYPE_LABEL] = capacity_type
+    labels[ZONE_LABEL] = zone
     labels[POOL_LABEL] = pool.name
     if inst.gpu_name:
         labels[GPU_NAME_LABEL] = inst.gpu_name
     return labels
+
+
+def pool_taints(pool: NodePool) -> tuple[Taint, ...]:
+    """Taints a node the pool launches carries."""
+    return tuple(Taint(t.key, t.value, t.effect) for t in pool.taints)
+
+
+def node_labels(candidate: Candidate, pool: NodePool) -> dict[str, str]:
+    """Labels a node launched for this candidate would carry."""
+    offering = candidate.offering
+    return launch_labels(pool, candidate.instance, offering.zone, offering.capacity_type)
 
 
 def _fits_count(requests: Mapping[str, int], allocatable: Mapping[str, int]) -> int:
@@ -195,18 +209,13 @@ def _fits_count(requests: Mapping[str, int], allocatable: Mapping[str, int]) -> 
 
 
 def _labels_ok(shape: PodShape, candidate: Candidate, pool: NodePool) -> bool:
-    labels = node_labels(candidate, pool)
-    for key, value in shape.node_selector:
-        wanted = value.removeprefix("ml.") if key == INSTANCE_TYPE_LABEL else value
-        if labels.get(key) != wanted:
-            return False
-    for spec in pool.taints:
-        taint = Taint(spec.key, spec.value, spec.effect)
-        if taint.effect != "PreferNoSchedule" and not any(
-            t.tolerates(taint) for t in shape.tolerations
-        ):
-            return False
-    return True
+    return may_run_on(
+        node_labels(candidate, pool),
+        pool_taints(pool),
+        dict(shape.node_selector),
+        shape.tolerations,
+        shape.affinity,
+    )
 
 
 def compatible(shape: PodShape, candidate: Candidate, pool: NodePool) -> bool:
@@ -222,7 +231,7 @@ def _pool_offerings(
     by_type: dict[str, list[Offering]] = {}
     for offering in offerings:
         if offering.available:
-            by_type.setdefault(offering.instance_type.removeprefix("ml."), []).append(offering)
+            by_type.setdefault(ec2_name(offering.instance_type), []).append(offering)
     out = []
     for pool in pools:
         for inst in catalog:
@@ -340,7 +349,7 @@ def _compat(
     ok = np.zeros((len(shapes), len(candidates)), bool)
     cache: dict[tuple[object, ...], np.ndarray] = {}
     for s, shape in enumerate(shapes):
-        key = (shape.node_selector, shape.tolerations)
+        key = (shape.node_selector, shape.tolerations, shape.affinity)
         if key not in cache:
             cache[key] = np.array(
                 [_labels_ok(shape, c, pools[c.pool]) for c in candidates], dtype=bool

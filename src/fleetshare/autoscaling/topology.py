@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from fleetshare.model.node import ZONE_LABEL, Toleration
+from fleetshare.model.node import ZONE_LABEL, NodeSelectorRequirement, Toleration
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,8 @@ class PodShape:
     count: int
     node_selector: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+    affinity: tuple[tuple[NodeSelectorRequirement, ...], ...] = ()
+    """Required node affinity (see :mod:`fleetshare.placement.predicate`)."""
     workloads: tuple[str, ...] = ()
     zone_spread: bool = False
     """Spread over zones, maxSkew 1 (DoNotSchedule)."""

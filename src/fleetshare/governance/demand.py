@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from fleetshare.governance.admission import Engine, queue_key
 from fleetshare.governance.snapshot import Snapshot
 from fleetshare.governance.state import CycleState, usage_of
+from fleetshare.model.catalog import ec2_name
 from fleetshare.model.node import INSTANCE_TYPE_LABEL
 from fleetshare.model.workload import Workload
+from fleetshare.placement.predicate import label_value
 from fleetshare.policy.schema import DEFAULT_FLAVOR
 
 
@@ -37,7 +39,7 @@ def flavor_selector(engine: Engine, flavor: str) -> dict[str, str]:
     if model.implicit_flavors:
         if flavor == DEFAULT_FLAVOR:
             return {}
-        return {INSTANCE_TYPE_LABEL: flavor.removeprefix("ml.")}
+        return {INSTANCE_TYPE_LABEL: ec2_name(flavor)}
     for candidate in model.flavors:
         if candidate.name == flavor:
             return dict(candidate.node_labels)
@@ -48,7 +50,7 @@ def _compatible(wl: Workload, selector: Mapping[str, str]) -> bool:
     for podset in wl.podsets:
         for key, value in selector.items():
             wanted = podset.node_selector.get(key)
-            if wanted is not None and wanted.removeprefix("ml.") != value.removeprefix("ml."):
+            if wanted is not None and label_value(key, wanted) != label_value(key, value):
                 return False
     return True
 

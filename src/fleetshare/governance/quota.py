@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fleetshare.model.catalog import Catalog, InstanceType, normalize_mig_profile
+from fleetshare.model.catalog import Catalog, InstanceType, ec2_name, normalize_mig_profile
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import MILLI, format_quantity, parse_quantity
 from fleetshare.model.resources import CPU, MEMORY
@@ -103,7 +103,7 @@ class QuotaModel:
 
 
 def _same_instance_type(a: str, b: str) -> bool:
-    return a.removeprefix("ml.") == b.removeprefix("ml.")
+    return ec2_name(a) == ec2_name(b)
 
 
 def _instance_for(flavor: str, catalog: Catalog | None) -> InstanceType:

@@ -115,6 +115,15 @@ def normalize_mig_profile(text: str) -> str:
     return MIG_PREFIX + core
 
 
+def ec2_name(name: str) -> str:
+    """The EC2 name for an instance type: ``"ml.p5.48xlarge"`` -> ``"p5.48xlarge"``.
+
+    SageMaker HyperPod's ``ml.`` names denote the hardware of the EC2 type without the prefix;
+    every comparison of instance-type names goes through this function.
+    """
+    return name.strip().lower().removeprefix(SAGEMAKER_PREFIX)
+
+
 class UnknownInstanceTypeError(KeyError):
     """An instance type that is not in the catalog; the message suggests close matches."""
 
@@ -189,8 +198,8 @@ class Catalog:
 
     @staticmethod
     def ec2_name(name: str) -> str:
-        """The EC2 name for ``name``: ``"ml.p5.48xlarge"`` -> ``"p5.48xlarge"``."""
-        return name.strip().lower().removeprefix(SAGEMAKER_PREFIX)
+        """The EC2 name for ``name`` (see :func:`ec2_name`)."""
+        return ec2_name(name)
 
     def get(self, name: str) -> InstanceType:
         """The instance type called ``name`` (EC2 or SageMaker ``ml.`` name).

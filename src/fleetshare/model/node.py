@@ -42,6 +42,15 @@ class Toleration:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    """One ``matchExpressions`` entry of a required node affinity term."""
+
+    key: str
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Node:
     """A node of the cluster.
 
@@ -88,15 +97,4 @@ class Node:
             ready=self.ready if ready is None else ready,
             unschedulable=self.unschedulable if unschedulable is None else unschedulable,
             healthy=self.healthy if healthy is None else healthy,
-        )
-
-    def admits(self, node_selector: Mapping[str, str], tolerations: tuple[Toleration, ...]) -> bool:
-        """True when a pod with this selector and these tolerations may run here."""
-        labels = self.all_labels()
-        if any(labels.get(key) != value for key, value in node_selector.items()):
-            return False
-        return all(
-            any(t.tolerates(taint) for t in tolerations)
-            for taint in self.taints
-            if taint.effect != "PreferNoSchedule"
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from fleetshare.model.node import Toleration
+from fleetshare.model.node import NodeSelectorRequirement, Toleration
 from fleetshare.model.resources import Resources, scale, total
 
 
@@ -18,6 +18,8 @@ class PodSet:
     requests: Resources
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
+    affinity: tuple[tuple[NodeSelectorRequirement, ...], ...] = ()
+    """Required node affinity: terms ORed, each a tuple of requirements ANDed."""
 
     def total(self) -> Resources:
         """What all pods of the set request together."""

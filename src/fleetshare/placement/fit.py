@@ -16,6 +16,15 @@ import numpy.typing as npt
 
 from fleetshare.model.node import Node
 from fleetshare.model.workload import PodSet
+from fleetshare.placement.predicate import may_run_on
+
+
+def pod_may_run_on(podset: PodSet, node: Node) -> bool:
+    """A pod of ``podset`` may run on ``node`` (labels, affinity, taints; not resources)."""
+    return may_run_on(
+        node.all_labels(), node.taints, podset.node_selector, podset.tolerations, podset.affinity
+    )
+
 
 IntArray = npt.NDArray[np.int64]
 PlacementPlan = list[list[tuple[int, int]]]
@@ -89,15 +98,16 @@ class NodeFit:
 
     def eligible(self, flavor: str, podset: PodSet) -> IntArray:
         """Indices of the flavor's nodes whose labels and taints admit the pod set."""
-        key = (flavor, tuple(sorted(podset.node_selector.items())), podset.tolerations)
+        key = (
+            flavor,
+            tuple(sorted(podset.node_selector.items())),
+            podset.tolerations,
+            podset.affinity,
+        )
         found = self._eligible.get(key)
         if found is None:
             candidates = self._by_flavor.get(flavor, np.zeros(0, np.int64))
-            ok = [
-                i
-                for i in candidates.tolist()
-                if self.nodes[i].admits(podset.node_selector, podset.tolerations)
-            ]
+            ok = [i for i in candidates.tolist() if pod_may_run_on(podset, self.nodes[i])]
             found = np.array(ok, np.int64)
             self._eligible[key] = found
         return found

@@ -40,6 +40,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from fleetshare.model.catalog import ec2_name
 from fleetshare.model.resources import CPU, GPU, MEMORY, MIG_PREFIX, NEURON
 from fleetshare.policy.import_report import ImportReport
 from fleetshare.policy.schema import (
@@ -591,7 +592,7 @@ def _limits_for(amounts: _Amounts, path: str, report: ImportReport) -> list[Borr
 
 def accelerator_resource(instance_type: str) -> str:
     """Kubernetes resource of an instance type's accelerators: Neuron for trn*/inf*, else GPU."""
-    family = instance_type.removeprefix("ml.").split(".")[0]
+    family = ec2_name(instance_type).split(".")[0]
     return NEURON if family.startswith(("trn", "inf")) else GPU
 
 

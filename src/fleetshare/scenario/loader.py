@@ -10,13 +10,25 @@ import yaml
 from pydantic import ValidationError
 
 from fleetshare.governance.quota import compile_policy
-from fleetshare.model.catalog import Catalog, load_catalog, mig_profiles, normalize_mig_profile
-from fleetshare.model.node import Node, Taint, Toleration
+from fleetshare.model.catalog import (
+    Catalog,
+    ec2_name,
+    load_catalog,
+    mig_profiles,
+    normalize_mig_profile,
+)
+from fleetshare.model.node import Node, NodeSelectorRequirement, Taint, Toleration
 from fleetshare.model.quantity import MILLI
 from fleetshare.model.resources import GPU, parse_resources
 from fleetshare.model.workload import PodSet, Workload
 from fleetshare.policy.schema import Policy, PolicyError, load_policy, validation_problems
-from fleetshare.scenario.schema import NodeEvent, NodeSpec, ScenarioSpec, TolerationSpec
+from fleetshare.scenario.schema import (
+    NodeAffinitySpec,
+    NodeEvent,
+    NodeSpec,
+    ScenarioSpec,
+    TolerationSpec,
+)
 
 
 class ScenarioError(ValueError):
@@ -58,7 +70,7 @@ def build_nodes(spec: NodeSpec, catalog: Catalog, start: int = 0) -> list[Node]:
             )
         gpus = allocatable.pop(GPU, 0) // MILLI
         allocatable[profile] = gpus * profiles[profile] * MILLI
-    base = spec.name or (spec.instance_type or "node").removeprefix("ml.")
+    base = spec.name or ec2_name(spec.instance_type or "node")
     taints = tuple(Taint(t.key, t.value, t.effect) for t in spec.taints)
     out = []
     for i in range(spec.count):
@@ -79,6 +91,13 @@ def build_nodes(spec: NodeSpec, catalog: Catalog, start: int = 0) -> list[Node]:
 
 def _tolerations(specs: list[TolerationSpec]) -> tuple[Toleration, ...]:
     return tuple(Toleration(t.key, t.operator, t.value, t.effect) for t in specs)
+
+
+def _affinity(terms: NodeAffinitySpec) -> tuple[tuple[NodeSelectorRequirement, ...], ...]:
+    return tuple(
+        tuple(NodeSelectorRequirement(r.key, r.operator, tuple(r.values)) for r in term)
+        for term in terms
+    )
 
 
 def _read(ref: str, base: Path) -> str:
@@ -129,6 +148,7 @@ def build_workloads(spec: ScenarioSpec, policy: Policy) -> list[Workload]:
                     parse_resources(ps.requests),
                     dict(ps.node_selector),
                     _tolerations(ps.tolerations),
+                    _affinity(ps.node_affinity),
                 )
                 for ps in w.podsets
             )
@@ -140,6 +160,7 @@ def build_workloads(spec: ScenarioSpec, policy: Policy) -> list[Workload]:
                     parse_resources(w.requests),
                     dict(w.node_selector),
                     _tolerations(w.tolerations),
+                    _affinity(w.node_affinity),
                 ),
             )
         out.append(
@@ -212,7 +233,7 @@ def load_scenario_data(data: Any, base: Path, source: str = "scenario") -> Scena
 
 
 def _next_index(nodes: list[Node], spec: NodeSpec) -> int:
-    base = spec.name or (spec.instance_type or "node").removeprefix("ml.")
+    base = spec.name or ec2_name(spec.instance_type or "node")
     return sum(1 for n in nodes if n.name.startswith(f"{base}-"))
 
 

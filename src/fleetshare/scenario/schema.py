@@ -29,6 +29,29 @@ class TolerationSpec(_Strict):
     effect: str = ""
 
 
+class NodeSelectorRequirementSpec(_Strict):
+    """One ``matchExpressions`` entry of a required node affinity term (Kubernetes' rules)."""
+
+    key: str = Field(min_length=1)
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]
+    values: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _values(self) -> NodeSelectorRequirementSpec:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        integer = len(self.values) == 1 and self.values[0].lstrip("-").isdigit()
+        if self.operator in ("Gt", "Lt") and not integer:
+            raise ValueError(f"operator {self.operator} needs exactly one integer value")
+        return self
+
+
+NodeAffinitySpec = list[list[NodeSelectorRequirementSpec]]
+"""Required node affinity: terms ORed, each a list of requirements ANDed."""
+
+
 class MigSpec(_Strict):
     """Partition every GPU of the node into as many ``profile`` slices as fit."""
 
@@ -86,6 +109,7 @@ class PodSetSpec(_Strict):
     requests: dict[str, Quantity]
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[TolerationSpec] = Field(default_factory=list)
+    node_affinity: NodeAffinitySpec = Field(default_factory=list)
 
 
 class WorkloadSpec(_Strict):
@@ -100,6 +124,7 @@ class WorkloadSpec(_Strict):
     requests: dict[str, Quantity] = Field(default_factory=dict)
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[TolerationSpec] = Field(default_factory=list)
+    node_affinity: NodeAffinitySpec = Field(default_factory=list)
     podsets: list[PodSetSpec] = Field(default_factory=list)
     labels: dict[str, str] = Field(default_factory=dict)
 

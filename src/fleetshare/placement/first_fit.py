@@ -1,0 +1,71 @@
+"""First fit of pods into the free room of nodes, in the order given.
+
+The one first-fit used outside governance's vectorised gang placement (``fit.py``): the
+autoscaler counts which pending pods fit on Ready and launching nodes before buying more, and
+disruption checks that evicted pods fit elsewhere (first fit decreasing: the caller sorts the
+pods). Whether a pod may run on a node is :func:`~fleetshare.placement.predicate.may_run_on`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from fleetshare.model.node import Node, NodeSelectorRequirement, Taint, Toleration
+from fleetshare.model.resources import fits
+from fleetshare.placement.predicate import may_run_on
+
+
+@dataclass
+class Room:
+    """Free resources (milli-units) of one node, reduced as pods are placed."""
+
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    free: dict[str, int]
+    node: Node | None = field(default=None, compare=False)
+
+    @classmethod
+    def of(cls, node: Node, free: Mapping[str, int] | None = None) -> Room:
+        """A node's room: ``free`` if given, else its whole allocatable."""
+        room = dict(node.allocatable if free is None else free)
+        return cls(node.name, node.all_labels(), node.taints, room, node)
+
+    def takes(self, requests: Mapping[str, int]) -> bool:
+        """The requests fit in the free room."""
+        return fits(requests, self.free)
+
+    def take(self, requests: Mapping[str, int], count: int = 1) -> None:
+        """Use the room of ``count`` pods."""
+        for resource, value in requests.items():
+            self.free[resource] = self.free.get(resource, 0) - value * count
+
+
+def first_fit(
+    rooms: Sequence[Room],
+    requests: Mapping[str, int],
+    count: int,
+    node_selector: Mapping[str, str],
+    tolerations: Iterable[Toleration] = (),
+    affinity: Iterable[tuple[NodeSelectorRequirement, ...]] = (),
+) -> list[tuple[Room, int]]:
+    """Place up to ``count`` identical pods, each on the first room that admits it and has
+    room; the rooms are reduced. Returns (room, pods placed there) in room order."""
+    tolerations, affinity = tuple(tolerations), tuple(affinity)
+    placed: list[tuple[Room, int]] = []
+    left = count
+    for room in rooms:
+        if left == 0:
+            break
+        if not room.takes(requests):
+            continue
+        if not may_run_on(room.labels, room.taints, node_selector, tolerations, affinity):
+            continue
+        here = 0
+        while left and room.takes(requests):
+            room.take(requests)
+            here += 1
+            left -= 1
+        placed.append((room, here))
+    return placed
