@@ -33,8 +33,6 @@ from typing import Any
 
 import numpy as np
 
-from fleetshare.placement.alibaba import DEFAULT_POD_FILE, NODE_FILE, load_cluster, load_pods
-from fleetshare.placement.alibaba import task_distribution as trace_distribution
 from fleetshare.placement.gpu_share import (
     POLICIES,
     GpuCluster,
@@ -47,6 +45,8 @@ from fleetshare.placement.gpu_share import (
     make_policy,
 )
 from fleetshare.traces.common import data_root
+from fleetshare.traces.openb import DEFAULT_POD_FILE, NODE_FILE, load_cluster, load_pods
+from fleetshare.traces.openb import task_distribution as trace_distribution
 from run_info import machine
 
 ROOT = Path(__file__).resolve().parents[1]

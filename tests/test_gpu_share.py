@@ -5,14 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fleetshare.placement.alibaba import (
-    DEFAULT_POD_FILE,
-    NODE_FILE,
-    load_cluster,
-    load_pods,
-    pod_shape,
-    task_distribution,
-)
 from fleetshare.placement.gpu_share import (
     FGD,
     POLICIES,
@@ -30,6 +22,14 @@ from fleetshare.placement.gpu_share import (
     place,
     release,
     schedule,
+)
+from fleetshare.traces.openb import (
+    DEFAULT_POD_FILE,
+    NODE_FILE,
+    load_cluster,
+    load_pods,
+    pod_shape,
+    task_distribution,
 )
 
 from .conftest import TRACE_DATA

@@ -169,7 +169,7 @@ def plan(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """What the provisioner would launch now: the cheapest nodes for the pending pods."""
-    from fleetshare.autoscaling.planning import describe, plan_to_json, run_plan
+    from fleetshare.scenario.planning import describe, plan_to_json, run_plan
 
     try:
         result, shapes, fits_now = run_plan(pools, pending, nodes, load_catalog())

@@ -33,14 +33,17 @@ capacity codes from CreateFleet become ``InsufficientCapacityError``.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from fleetshare.autoscaling.cloud import (
+    AccountLimitError,
     CapacityType,
     CloudError,
+    CloudTraits,
     Instance,
     InstanceState,
     InsufficientCapacityError,
@@ -67,6 +70,9 @@ CAPACITY_ERROR_CODES = frozenset(
     }
 )
 """Error codes that mean "no capacity for this offering right now"."""
+
+ACCOUNT_LIMIT_CODES = frozenset({"VcpuLimitExceeded", "InstanceLimitExceeded"})
+"""Error codes that mean "the account's service quota or per-type limit is reached"."""
 
 HYPERPOD_MAX_NODES_PER_CALL = 50
 HYPERPOD_MAX_IDS_PER_DELETE = 50
@@ -152,6 +158,8 @@ def _call(
                 raise CloudError(f"{operation}: {exc}") from exc
             raise
         code, message = error
+        if code in ACCOUNT_LIMIT_CODES:
+            raise AccountLimitError(code, message) from exc
         if capacity_for is not None and is_capacity_error(code, message):
             raise InsufficientCapacityError(
                 capacity_for, _capacity_message(capacity_for, code, message)
@@ -280,6 +288,8 @@ def parse_create_fleet_response(
         for e in response.get("Errors", [])
     ]
     for code, message in errors:
+        if code in ACCOUNT_LIMIT_CODES:
+            raise AccountLimitError(code, message)
         if is_capacity_error(code, message):
             raise InsufficientCapacityError(request, _capacity_message(request, code, message))
     if errors:
@@ -358,7 +368,11 @@ class Ec2FleetProvider:
         spot_prices: bool = True,
         launch_template_version: str = "$Latest",
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        traits: CloudTraits | None = None,
     ) -> None:
+        self.traits = traits or CloudTraits()
+        self._notices: dict[str, float] = {}
+        self._unavailable_until: dict[tuple[str, str, str], float] = {}
         self._ec2 = ec2_client
         self.launch_template_id = launch_template_id
         self.cluster_tag = cluster_tag
@@ -392,7 +406,7 @@ class Ec2FleetProvider:
             return 0.0  # marginal: the reservation is paid for whether used or not
         return on_demand_price(self._pricing, instance_type) or 0.0
 
-    def offerings(self, instance_types: Iterable[str]) -> list[Offering]:
+    def offerings(self, instance_types: Iterable[str], now: float = 0.0) -> list[Offering]:
         """On-demand offerings in every zone for priced types, plus spot offerings where
         DescribeSpotPriceHistory has a price (when ``spot_prices`` is on)."""
         types = list(dict.fromkeys(instance_types))
@@ -414,25 +428,51 @@ class Ec2FleetProvider:
             for zone in zones:
                 spot = self._spot_cache.get((Catalog.ec2_name(instance_type), zone))
                 if self._spot_prices and spot is not None:
-                    result.append(Offering(instance_type, zone, "spot", spot))
+                    ok = self._available(instance_type, zone, "spot", now)
+                    result.append(Offering(instance_type, zone, "spot", spot, ok))
                 if od is not None:
-                    result.append(Offering(instance_type, zone, "on-demand", od))
+                    ok = self._available(instance_type, zone, "on-demand", now)
+                    result.append(Offering(instance_type, zone, "on-demand", od, ok))
         return result
+
+    def _available(self, instance_type: str, zone: str, capacity_type: str, now: float) -> bool:
+        """Not in the cooldown after an insufficient-capacity error (Karpenter's
+        unavailable-offerings cache)."""
+        key = (Catalog.ec2_name(instance_type), zone, capacity_type)
+        return self._unavailable_until.get(key, -math.inf) <= now
 
     def launch(self, request: LaunchRequest, now: float) -> list[Instance]:
         """Launch through an instant fleet; may return fewer instances than asked."""
         params = build_create_fleet_request(
             request, self.launch_template_id, self.cluster_tag, self._launch_template_version
         )
-        response = _call(self._ec2.create_fleet, "CreateFleet", capacity_for=request, **params)
-        return parse_create_fleet_response(response, request, now, self._price)
+        try:
+            response = _call(self._ec2.create_fleet, "CreateFleet", capacity_for=request, **params)
+            launched = parse_create_fleet_response(response, request, now, self._price)
+        except InsufficientCapacityError:
+            key = (Catalog.ec2_name(request.instance_type), request.zone, request.capacity_type)
+            self._unavailable_until[key] = now + self.traits.ice_cooldown_seconds
+            raise
+        if len(launched) < request.count:  # a partial launch: the offering ran short
+            key = (Catalog.ec2_name(request.instance_type), request.zone, request.capacity_type)
+            self._unavailable_until[key] = now + self.traits.ice_cooldown_seconds
+        return launched
 
     def terminate(self, instance_ids: Sequence[str], now: float) -> None:
         """TerminateInstances (unknown ids fail with EC2's ``InvalidInstanceID.NotFound``)."""
         for chunk in _chunks(list(instance_ids), EC2_MAX_IDS_PER_TERMINATE):
             _call(self._ec2.terminate_instances, "TerminateInstances", InstanceIds=list(chunk))
 
-    def instances(self) -> list[Instance]:
+    def notice_interruption(self, instance_id: str, at: float) -> None:
+        """Record a spot interruption notice (EventBridge's "EC2 Spot Instance Interruption
+        Warning", two minutes ahead), as the loop's event source receives it."""
+        self._notices[instance_id] = at
+
+    def interruption_at(self, instance_id: str) -> float | None:
+        """When EC2 said it will reclaim the instance, if it did."""
+        return self._notices.get(instance_id)
+
+    def instances(self, now: float = 0.0) -> list[Instance]:
         """This cluster's instances that are not terminated (DescribeInstances, paginated)."""
         pages = _paginate(
             self._ec2.describe_instances,
@@ -572,7 +612,9 @@ class HyperPodProvider:
         *,
         zones: Mapping[str, str] | None = None,
         pricing: Pricing | None = None,
+        traits: CloudTraits | None = None,
     ) -> None:
+        self.traits = traits or CloudTraits()
         self._sagemaker = sagemaker_client
         self.cluster_name = cluster_name
         self._group_by_type = {Catalog.ec2_name(t): g for t, g in instance_groups.items()}
@@ -592,7 +634,7 @@ class HyperPodProvider:
             )
         return group
 
-    def offerings(self, instance_types: Iterable[str]) -> list[Offering]:
+    def offerings(self, instance_types: Iterable[str], now: float = 0.0) -> list[Offering]:
         """One on-demand offering (in the group's zone) per type that has an instance group."""
         result: list[Offering] = []
         for instance_type in dict.fromkeys(instance_types):
@@ -647,7 +689,11 @@ class HyperPodProvider:
             )
             parse_delete_nodes_response(response)
 
-    def instances(self) -> list[Instance]:
+    def interruption_at(self, instance_id: str) -> float | None:
+        """HyperPod nodes are on-demand: never interrupted."""
+        return None
+
+    def instances(self, now: float = 0.0) -> list[Instance]:
         """Nodes of the mapped instance groups that are not terminated or failed."""
         pages = _paginate(
             self._sagemaker.list_cluster_nodes,

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from fleetshare.autoscaling.account_limits import AccountLimits
 
 CapacityType = Literal["on-demand", "spot", "reserved"]
 InstanceState = Literal["pending", "running", "terminating", "terminated"]
@@ -85,11 +88,33 @@ class AccountLimitError(CloudError):
         super().__init__(f"{code}: {message}")
 
 
-class CloudProvider(Protocol):
-    """What the autoscaler needs from a cloud."""
+@dataclass(frozen=True, slots=True)
+class CloudTraits:
+    """What the autoscaler may assume of a provider without asking it: static facts."""
 
-    def offerings(self, instance_types: Iterable[str]) -> list[Offering]:
-        """Offerings (zones x capacity types, with prices) for these instance types."""
+    launch_latency_seconds: float = 90.0
+    """The longest expected time from a launch call to a Ready node (latency + jitter)."""
+    ice_cooldown_seconds: float = 180.0
+    """How long an offering that ran out of capacity stays unavailable."""
+    account: AccountLimits | None = None
+    """vCPU service quotas, per-type instance limits and reservations of the account."""
+
+
+class CloudProvider(Protocol):
+    """What the control loop needs from a cloud: offerings with price and availability,
+    launch, terminate, the live instances and interruption notices, plus static traits.
+
+    Implemented by the simulated cloud and by the EC2 and HyperPod adapters; billing is not
+    part of it (the simulator computes the bill from its own records)."""
+
+    @property
+    def traits(self) -> CloudTraits:
+        """Launch latency, capacity cooldown and account limits."""
+        ...
+
+    def offerings(self, instance_types: Iterable[str], now: float) -> list[Offering]:
+        """Offerings (zones x capacity types, with prices) for these instance types, with
+        ``available`` False where capacity ran out recently."""
         ...
 
     def launch(self, request: LaunchRequest, now: float) -> list[Instance]:
@@ -101,6 +126,11 @@ class CloudProvider(Protocol):
         """Terminate instances (unknown ids raise :class:`CloudError`)."""
         ...
 
-    def instances(self) -> list[Instance]:
+    def instances(self, now: float) -> list[Instance]:
         """Instances this provider launched that are not terminated."""
+        ...
+
+    def interruption_at(self, instance_id: str) -> float | None:
+        """When the provider will reclaim the instance (a spot interruption notice), if it
+        said so; None otherwise."""
         ...

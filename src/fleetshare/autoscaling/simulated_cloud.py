@@ -49,6 +49,7 @@ from fleetshare.autoscaling.cloud import (
     AccountLimitError,
     CapacityType,
     CloudError,
+    CloudTraits,
     Instance,
     InsufficientCapacityError,
     LaunchRequest,
@@ -160,6 +161,17 @@ class SimulatedCloud:
         self._reservations = {
             (Catalog.ec2_name(t), z): r for (t, z), r in self.config.reservations.items()
         }
+
+    @property
+    def traits(self) -> CloudTraits:
+        """The static facts the autoscaler plans with (latency includes the jitter)."""
+        config = self.config
+        return CloudTraits(
+            launch_latency_seconds=config.launch_latency_seconds
+            + config.launch_latency_jitter_seconds,
+            ice_cooldown_seconds=config.ice_cooldown_seconds,
+            account=config.account,
+        )
 
     # -- prices -------------------------------------------------------------------------------
 

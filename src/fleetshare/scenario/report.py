@@ -91,7 +91,8 @@ def autoscaling_summary(result: RunResult) -> dict[str, Any]:
     ``"cost"`` (USD over the run) and ``"capacity"`` (time-to-capacity: submit -> first
     admission, for workloads that nodes were launched for)."""
     scaler = result.autoscaler
-    assert scaler is not None
+    cloud = result.cloud
+    assert scaler is not None and cloud is not None
     nodes = [m.record() for m in scaler.nodes.values()]
     hours = sum(
         max(
@@ -118,7 +119,7 @@ def autoscaling_summary(result: RunResult) -> dict[str, Any]:
     return {
         "nodes": nodes,
         "cost": {
-            "total_usd": round(scaler.cost(result.end_time), 4),
+            "total_usd": round(cloud.cost(result.end_time), 4),
             "node_hours": round(hours, 4),
             "launched": len(nodes),
             "terminated": sum(1 for m in scaler.nodes.values() if m.terminated_at is not None),

@@ -1,9 +1,13 @@
-"""Replay a scenario on a virtual clock with the governance engine.
+"""Replay a scenario on a virtual clock: the simulated backend of the control loop.
 
-At each moment something happens (a workload is submitted or finishes, a node changes), the
-runner applies it and runs admission cycles until nothing more changes at that moment.
-Preempted and evicted workloads go back to their queue with their original submit time and,
-when admitted again, run their whole duration again (no checkpointing).
+The :class:`Runner` is a :class:`~fleetshare.control.cluster.Cluster`: it holds the simulated
+world (nodes, pending and running workloads, a simulated cloud) and an event queue of what
+happens to it (submissions, finishes, node events, policy changes, nodes joining, wake-ups).
+At each moment it applies those events, then lets the
+:class:`~fleetshare.control.loop.ControlLoop` observe, decide and act through it until nothing
+more changes at that moment. Preempted and evicted workloads go back to their queue with
+their original submit time and, when admitted again, run their whole duration again (no
+checkpointing).
 """
 
 from __future__ import annotations
@@ -16,11 +20,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetshare.autoscaling.controller import Autoscaler, Step
+from fleetshare.autoscaling.cloud import CloudProvider
 from fleetshare.autoscaling.simulated_cloud import SimulatedCloud
+from fleetshare.control.autoscaler import Autoscaler
+from fleetshare.control.clock import VirtualClock
+from fleetshare.control.loop import ControlLoop
 from fleetshare.governance.admission import CycleCache, Engine
 from fleetshare.governance.queues import PendingView
-from fleetshare.governance.snapshot import CycleResult, Pending, Running, Snapshot
+from fleetshare.governance.snapshot import Admission, CycleResult, Pending, Running
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import to_number
 from fleetshare.model.workload import Workload
@@ -28,7 +35,6 @@ from fleetshare.policy.schema import Policy
 from fleetshare.scenario.loader import Scenario, build_nodes
 from fleetshare.scenario.schema import NodeEvent
 
-MAX_CYCLES_PER_INSTANT = 20
 _NUMBERS = re.compile(r"\d+(?:\.\d+)?")
 
 
@@ -69,6 +75,8 @@ class RunResult:
     engine: Engine
     warnings: list[str]
     autoscaler: Autoscaler | None = None
+    cloud: SimulatedCloud | None = None
+    """The simulated cloud (its records are the bill)."""
 
 
 # at one instant: finishes, then node changes, then submits, then wake-ups
@@ -76,17 +84,25 @@ _FINISH, _NODE, _SUBMIT, _WAKE = 0, 1, 2, 3
 
 
 class Runner:
-    """Drives the engine over a scenario's events."""
+    """The simulated cluster: a scenario's world and events, driven by the control loop."""
 
-    def __init__(self, scenario: Scenario, *, reference: bool = False) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        *,
+        reference: bool = False,
+        cloud: CloudProvider | None = None,
+        billing: SimulatedCloud | None = None,
+    ) -> None:
+        """``cloud`` replaces the scenario's simulated cloud (e.g. an AWS adapter over a
+        stubbed client); ``billing`` is then what the bill is read from."""
         self.scenario = scenario
         self.reference = reference
         """Run the engine as first written: nothing carried between cycles, no shortcuts in
         one (slow; the same decisions and report, for tests)."""
         self.cache = CycleCache()
         """Carried between this run's cycles (the engine's decisions do not depend on it)."""
-        self.engine = self._engine(scenario.policy)
-        self._last_cycle: CycleResult | None = None
+        self.clock = VirtualClock()
         self._pending_changes: list[tuple[bool, Workload]] = []
         self._pending_serial = 0
         self._node_view: tuple[Node, ...] = ()
@@ -107,11 +123,20 @@ class Runner:
         for at, policy in scenario.policy_changes:
             self._push(at, _NODE, policy)
         spec = scenario.spec
+        self.cloud: SimulatedCloud | None = billing
         self.autoscaler: Autoscaler | None = None
         if spec.node_pools:
-            cloud = SimulatedCloud(spec.cloud.config(scenario.catalog))
+            if cloud is None:
+                self.cloud = SimulatedCloud(spec.cloud.config(scenario.catalog))
+                cloud = self.cloud
             self.autoscaler = Autoscaler(spec.node_pools, cloud, scenario.catalog, spec.autoscaler)
             self._push(0.0, _WAKE, None)  # floors and headroom from the start
+        self.loop = ControlLoop(self, self._engine(scenario.policy), self.autoscaler)
+
+    @property
+    def engine(self) -> Engine:
+        """The governance engine in force (the policy's)."""
+        return self.loop.engine
 
     def _engine(self, policy: Policy) -> Engine:
         engine = Engine(policy, self.scenario.catalog)
@@ -139,10 +164,12 @@ class Runner:
             if until is not None and now > until:
                 now = until
                 break
+            self.clock.advance_to(now)
             while self._queue and self._queue[0][0] == now:
                 _, kind, _, payload = heapq.heappop(self._queue)
                 self._apply(now, kind, payload)
-            self._settle(now)
+            self.loop.reconcile(now)
+            self._settled(now)
         self._final_positions()
         return RunResult(
             self.scenario,
@@ -154,7 +181,11 @@ class Runner:
             self.engine,
             list(dict.fromkeys(self.warnings)),
             self.autoscaler,
+            self.cloud,
         )
+
+    def _settled(self, now: float) -> None:
+        """Called after each moment is settled (a hook for progress reports)."""
 
     def _apply(self, now: float, kind: int, payload: Any) -> None:
         if kind == _WAKE:
@@ -172,11 +203,11 @@ class Runner:
                 record.state, record.finished_at = "finished", now
                 self._log(now, "finish", workload=name)
         elif isinstance(payload, Node):  # a launched node joins the cluster
-            if self.autoscaler is None or self.autoscaler.joined(payload.name):
+            if self.loop.node_ready(payload.name):
                 self.nodes[payload.name] = payload
                 self._log(now, "node", action="join", node=payload.name)
         elif isinstance(payload, Policy):
-            self.engine = self._engine(payload)
+            self.loop.set_engine(self._engine(payload))
             self._log(now, "policy", teams=[t.name for t in payload.teams])
         else:
             self._node_event(now, payload)
@@ -209,8 +240,7 @@ class Runner:
                     self.nodes[name] = node.with_state(healthy=False)
                 else:
                     del self.nodes[name]
-                    if self.autoscaler is not None:
-                        self.autoscaler.terminated(name, now, "removed")
+                    self.loop.node_gone(name, now, "removed")
                 reason = "node-removed" if event.action == "remove" else "node-failure"
                 self._evict_from(now, name, reason)
 
@@ -229,91 +259,9 @@ class Runner:
         record.preemptions.append({"at": to_number_time(now), "by": by, "reason": reason})
         self._log(now, "preempt", workload=wl.name, by=by, reason=reason, message=message)
 
-    # -- admission -------------------------------------------------------------------------
+    # -- the Cluster backend: what the control loop observes -----------------------------
 
-    def _settle(self, now: float) -> None:
-        for _ in range(MAX_CYCLES_PER_INSTANT):
-            self._admit(now)
-            if self.autoscaler is None or not self._autoscale(now):
-                break
-
-    def _autoscale(self, now: float) -> bool:
-        """One autoscaler step; True when it evicted work (admission must run again)."""
-        assert self.autoscaler is not None
-        step: Step = self.autoscaler.step(
-            now, self.engine, self.nodes, self.running, list(self.pending.values())
-        )
-        for entry in step.log:
-            self._log(now, entry.pop("event"), **entry)
-        for ready_at, node in step.joins:
-            self._push(max(ready_at, now), _NODE, node)
-        evicted = False
-        for name, reason in step.removals:
-            if name not in self.nodes and name not in self.autoscaler.nodes:
-                continue
-            self._log(now, "node", action="terminate", node=name, reason=reason)
-            before = len(self.running)
-            self.nodes.pop(name, None)
-            self._evict_from(now, name, reason)
-            self.autoscaler.terminated(name, now, reason)
-            evicted = evicted or len(self.running) < before
-        for name in self.pending:
-            note = self.autoscaler.note(name)
-            record = self.records[name]
-            if note and record.pending_reason and note not in record.pending_reason:
-                record.pending_reason = f"{record.pending_reason}; {note}"
-        until = self.scenario.until
-        busy = (
-            bool(self.pending or self.running)
-            or (until is not None and now < until)
-            or any(k != _WAKE for _, k, _, _ in self._queue)
-        )
-        for at in {*step.wake, *(step.wake_if_busy if busy else ())}:
-            self._wake(now, at)
-        return evicted
-
-    def _wake(self, now: float, at: float) -> None:
-        if at > now and at not in self._wakes:
-            self._wakes.add(at)
-            self._push(at, _WAKE, None)
-
-    def _admit(self, now: float) -> None:
-        for _ in range(MAX_CYCLES_PER_INSTANT):
-            result = self.engine.cycle(
-                Snapshot(
-                    now,
-                    self._nodes_now(),
-                    list(self.running.values()),
-                    self._pending_now(),
-                )
-            )
-            self.warnings.extend(
-                f"t={now:g}: {w}"
-                for w in result.warnings
-                if self.autoscaler is None or "may wait for capacity" not in w
-            )
-            self._apply_cycle(now, result)
-            if not result.admissions and not result.preemptions:
-                break
-        wake = result.wake_at
-        if wake is not None and wake > now and (not self._queue or self._queue[0][0] > wake):
-            self._wake(now, wake)
-
-    def _pend(self, wl: Workload) -> None:
-        replaced = self.pending.get(wl.name)
-        if replaced is not None:
-            self._pending_changes.append((False, replaced))
-        self.pending[wl.name] = wl
-        self._pending_changes.append((True, wl))
-
-    def _pending_now(self) -> PendingView:
-        """The pending workloads, with what changed since the last cycle (so that the
-        engine's cache need not compare the whole lists)."""
-        self._pending_serial += 1
-        changes, self._pending_changes = self._pending_changes, []
-        return PendingView(self.pending.values(), self, self._pending_serial, changes)
-
-    def _nodes_now(self) -> tuple[Node, ...]:
+    def node_list(self) -> tuple[Node, ...]:
         """The nodes as a tuple, the same object as last time when no node changed (the
         engine's cache then knows at a glance that its node state still holds)."""
         nodes = tuple(self.nodes.values())
@@ -323,46 +271,58 @@ class Runner:
         self._node_view = nodes
         return nodes
 
-    def _final_positions(self) -> None:
-        """Cycles with a cache report only the pending workloads whose reason changed; the
-        others' queue positions are set here, from the last cycle (as if set every cycle)."""
-        last, self._last_cycle = self._last_cycle, None
-        if last is None or last.pending_changed is None or self.autoscaler is not None:
-            return
-        for name, pending in last.pending.items():
-            if name in self.pending:
-                self.records[name].queue_position = pending.position
+    def running_workloads(self) -> dict[str, Running]:
+        return self.running
 
-    def _apply_cycle(self, now: float, result: CycleResult) -> None:
-        for preemption in result.preemptions:
-            self._requeue(
-                now, preemption.workload, preemption.by, preemption.reason, preemption.message
-            )
-        for admission in result.admissions:
-            wl = admission.workload
-            self._pending_changes.append((False, self.pending.pop(wl.name)))
-            self.running[wl.name] = Running(wl, admission.assignment, now)
-            record = self.records[wl.name]
-            record.state, record.admitted_at = "admitted", now
-            if record.first_admitted_at is None:
-                record.first_admitted_at = now
-            record.borrowed = dict(admission.borrowed)
-            record.pending_reason = record.queue_position = None
-            record.flavors = admission.assignment.flavors
-            record.nodes = [n for ps in admission.assignment.placement for n, _ in ps]
-            borrowed = {k: to_number(v) for k, v in sorted(admission.borrowed.items())}
-            self._log(
-                now,
-                "admit",
-                workload=wl.name,
-                flavors=list(dict.fromkeys(admission.assignment.flavors)),
-                borrowed=borrowed,
-            )
-            if wl.duration is not None:
-                version = self._finish_version.get(wl.name, 0) + 1
-                self._finish_version[wl.name] = version
-                self._push(now + wl.duration, _FINISH, (wl.name, version))
-        self._last_cycle = result
+    def pending_workloads(self) -> list[Workload]:
+        return list(self.pending.values())
+
+    def pending_for_cycle(self) -> PendingView:
+        """The pending workloads, with what changed since the last cycle (so that the
+        engine's cache need not compare the whole lists)."""
+        self._pending_serial += 1
+        changes, self._pending_changes = self._pending_changes, []
+        return PendingView(self.pending.values(), self, self._pending_serial, changes)
+
+    def busy(self, now: float) -> bool:
+        until = self.scenario.until
+        return (
+            bool(self.pending or self.running)
+            or (until is not None and now < until)
+            or any(k != _WAKE for _, k, _, _ in self._queue)
+        )
+
+    # -- ... and how it acts -------------------------------------------------------------------
+
+    def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
+        self._requeue(now, workload, by=by, reason=reason, message=message)
+
+    def bind(self, admission: Admission, now: float) -> None:
+        wl = admission.workload
+        self._pending_changes.append((False, self.pending.pop(wl.name)))
+        self.running[wl.name] = Running(wl, admission.assignment, now)
+        record = self.records[wl.name]
+        record.state, record.admitted_at = "admitted", now
+        if record.first_admitted_at is None:
+            record.first_admitted_at = now
+        record.borrowed = dict(admission.borrowed)
+        record.pending_reason = record.queue_position = None
+        record.flavors = admission.assignment.flavors
+        record.nodes = [n for ps in admission.assignment.placement for n, _ in ps]
+        borrowed = {k: to_number(v) for k, v in sorted(admission.borrowed.items())}
+        self._log(
+            now,
+            "admit",
+            workload=wl.name,
+            flavors=list(dict.fromkeys(admission.assignment.flavors)),
+            borrowed=borrowed,
+        )
+        if wl.duration is not None:
+            version = self._finish_version.get(wl.name, 0) + 1
+            self._finish_version[wl.name] = version
+            self._push(now + wl.duration, _FINISH, (wl.name, version))
+
+    def report_pending(self, result: CycleResult, now: float) -> None:
         changed = result.pending_changed
         if changed is not None and self.autoscaler is None:
             # the others keep the reason they had: only their queue positions may differ,
@@ -385,6 +345,50 @@ class Runner:
                 )
             record.pending_reason = pending.reason
             record.queue_position = pending.position
+
+    def note_pending(self, workload: str, note: str) -> None:
+        record = self.records[workload]
+        if record.pending_reason and note not in record.pending_reason:
+            record.pending_reason = f"{record.pending_reason}; {note}"
+
+    def join_node(self, node: Node, at: float) -> None:
+        self._push(at, _NODE, node)
+
+    def remove_node(self, name: str, reason: str, now: float) -> bool:
+        before = len(self.running)
+        self.nodes.pop(name, None)
+        self._evict_from(now, name, reason)
+        return len(self.running) < before
+
+    def wake(self, at: float, now: float, *, unless_sooner: bool = False) -> None:
+        if unless_sooner and self._queue and self._queue[0][0] <= at:
+            return
+        if at > now and at not in self._wakes:
+            self._wakes.add(at)
+            self._push(at, _WAKE, None)
+
+    def warn(self, now: float, message: str) -> None:
+        self.warnings.append(f"t={now:g}: {message}")
+
+    def log(self, now: float, event: str, **details: Any) -> None:
+        self._log(now, event, **details)
+
+    def _pend(self, wl: Workload) -> None:
+        replaced = self.pending.get(wl.name)
+        if replaced is not None:
+            self._pending_changes.append((False, replaced))
+        self.pending[wl.name] = wl
+        self._pending_changes.append((True, wl))
+
+    def _final_positions(self) -> None:
+        """Cycles with a cache report only the pending workloads whose reason changed; the
+        others' queue positions are set here, from the last cycle (as if set every cycle)."""
+        last, self.loop.last_cycle = self.loop.last_cycle, None
+        if last is None or last.pending_changed is None or self.autoscaler is not None:
+            return
+        for name, pending in last.pending.items():
+            if name in self.pending:
+                self.records[name].queue_position = pending.position
 
 
 def to_number_time(t: float) -> int | float:

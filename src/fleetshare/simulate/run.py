@@ -320,8 +320,7 @@ class ProgressRunner(Runner):
         self._every = every
         self._last = 0.0
 
-    def _settle(self, now: float) -> None:
-        super()._settle(now)
+    def _settled(self, now: float) -> None:
         if self._report is not None:
             tick = time.monotonic()
             if tick - self._last >= self._every:

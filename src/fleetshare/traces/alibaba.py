@@ -1,7 +1,7 @@
 """The Alibaba GPU cluster trace (cluster-trace-gpu-v2023, "openb") as a simulation trace.
 
 Files (``alibaba-gpu-v2023/`` of the data folder, see the README's ``alibaba-gpu-v2023/`` row),
-read with :mod:`fleetshare.placement.alibaba`:
+read with :mod:`fleetshare.traces.openb`:
 
 - ``openb_node_list_gpu_node.csv``: 1,213 GPU nodes with 6,212 GPUs of 7 models (``nodes="all"``
   reads ``openb_node_list_all_node.csv`` instead: 1,523 nodes, the other 310 without GPUs).
@@ -49,8 +49,6 @@ from fleetshare.model.node import Node
 from fleetshare.model.quantity import MILLI
 from fleetshare.model.resources import CPU, GPU, MEMORY
 from fleetshare.model.workload import Workload
-from fleetshare.placement.alibaba import DEFAULT_POD_FILE, NODE_FILE, TracePod, load_pods
-from fleetshare.placement.alibaba import load_nodes as load_gpu_nodes
 from fleetshare.placement.gpu_share import GpuNode
 from fleetshare.traces.common import (
     DAY,
@@ -65,6 +63,8 @@ from fleetshare.traces.common import (
     stable_hash,
     step_curve,
 )
+from fleetshare.traces.openb import DEFAULT_POD_FILE, NODE_FILE, TracePod, load_pods
+from fleetshare.traces.openb import load_nodes as load_gpu_nodes
 
 FOLDER = "alibaba-gpu-v2023"
 SECTION = "alibaba-gpu-v2023/"

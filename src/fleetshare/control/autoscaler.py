@@ -32,6 +32,7 @@ from typing import Any
 
 from fleetshare.autoscaling.cloud import (
     AccountLimitError,
+    CloudProvider,
     Instance,
     InsufficientCapacityError,
     LaunchRequest,
@@ -55,7 +56,6 @@ from fleetshare.autoscaling.provisioner import (
     pool_taints,
 )
 from fleetshare.autoscaling.settings import AutoscalerSpec
-from fleetshare.autoscaling.simulated_cloud import SimulatedCloud
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.demand import Demand, admissible_demand
 from fleetshare.governance.snapshot import Running, Snapshot
@@ -89,6 +89,8 @@ class ManagedNode:
     """Pending work counts on this node's room: not removed as empty before then."""
     pods_changed_at: float | None = None
     pods_seen: frozenset[str] = frozenset()
+    ready_at: float = 0.0
+    """When the node is expected Ready: the provider's word, else launch + its latency."""
 
     def record(self) -> dict[str, Any]:
         """The JSON form (the ``"nodes"`` list of scenario output)."""
@@ -102,7 +104,7 @@ class ManagedNode:
             "capacity_type": inst.capacity_type,
             "price_per_hour": round(inst.price_per_hour, 6),
             "launched_at": inst.launched_at,
-            "ready_at": inst.ready_at,
+            "ready_at": self.ready_at,
             "launch_reason": self.reason,
             "terminated_at": self.terminated_at,
             "termination_reason": self.termination_reason,
@@ -155,7 +157,7 @@ class Autoscaler:
     def __init__(
         self,
         pools: Sequence[NodePool],
-        cloud: SimulatedCloud,
+        cloud: CloudProvider,
         catalog: Catalog,
         settings: AutoscalerSpec | None = None,
     ) -> None:
@@ -196,6 +198,10 @@ class Autoscaler:
         """Nodes launched and not terminated."""
         return [m for m in self.nodes.values() if m.terminated_at is None]
 
+    def manages(self, name: str) -> bool:
+        """The node was launched by this autoscaler (it may be terminated by now)."""
+        return name in self.nodes
+
     def joined(self, name: str) -> bool:
         """The node's launch latency passed: True when it joins the cluster (it was not
         terminated meanwhile)."""
@@ -220,7 +226,7 @@ class Autoscaler:
         """What the autoscaler is doing about a pending workload, for "why pending"."""
         launching = [m for m in self.live() if not m.joined and workload in m.for_workloads]
         if launching:
-            ready = max(m.instance.ready_at or 0.0 for m in launching)
+            ready = max(m.ready_at for m in launching)
             names = ", ".join(m.name for m in launching)
             return f"nodes launching for it: {names} (ready at t={ready:g})"
         reason = self.unplaceable.get(workload)
@@ -233,10 +239,6 @@ class Autoscaler:
 
     def _nominated(self) -> set[str]:
         return {w for m in self.live() if not m.joined for w in m.for_workloads}
-
-    def cost(self, until: float) -> float:
-        """USD billed for every instance up to ``until``."""
-        return self.cloud.cost(until)
 
     # -- the step ------------------------------------------------------------------------------
 
@@ -475,7 +477,7 @@ class Autoscaler:
                 self._offerings(now),
                 pool_usage=self._pool_usage(),
                 time_limit=self.settings.plan_time_limit_seconds,
-                account_limits=self.cloud.config.account,
+                account_limits=self.cloud.traits.account,
                 running_instances=self.cloud.instances(now),
             )
             self.plans.append(plan)
@@ -549,8 +551,7 @@ class Autoscaler:
     def _hold(self, names: set[str], now: float) -> None:
         """Nodes whose room pending work counts on are not removed as empty meanwhile
         (until the nodes launched with them are up, plus the pool's consolidate-after)."""
-        config = self.cloud.config
-        latency = config.launch_latency_seconds + config.launch_latency_jitter_seconds
+        latency = self.cloud.traits.launch_latency_seconds
         for name in names:
             managed = self.nodes.get(name)
             if managed is not None:
@@ -613,9 +614,18 @@ class Autoscaler:
                 instances = self.cloud.launch(request, now)
             except InsufficientCapacityError as exc:
                 failed = True
-                self._retry_at = now + self.cloud.config.ice_cooldown_seconds
+                self._retry_at = now + self.cloud.traits.ice_cooldown_seconds
                 out.wake.append(self._retry_at)
-                out.log.append({"event": "autoscaler", "action": "ice", "message": str(exc)})
+                out.log.append(
+                    {
+                        "event": "autoscaler",
+                        "action": "ice",
+                        "instance_type": exc.instance_type,
+                        "zone": exc.zone,
+                        "capacity_type": exc.capacity_type,
+                        "message": str(exc),
+                    }
+                )
                 continue
             except AccountLimitError as exc:  # the plan kept within the limits it knew
                 failed = True
@@ -627,7 +637,7 @@ class Autoscaler:
                 failed = True
             for instance in instances:
                 managed = self._managed(instance, pool, reason, workloads)
-                out.joins.append((instance.ready_at or now, managed.node))
+                out.joins.append((managed.ready_at, managed.node))
                 out.log.append(
                     {
                         "event": "launch",
@@ -658,7 +668,12 @@ class Autoscaler:
             taints=pool_taints(pool),
             capacity_type=instance.capacity_type,
         )
-        managed = ManagedNode(name, instance, pool.name, reason, node, for_workloads=workloads)
+        ready_at = instance.ready_at
+        if ready_at is None:  # the provider cannot tell: expect its usual latency
+            ready_at = instance.launched_at + self.cloud.traits.launch_latency_seconds
+        managed = ManagedNode(
+            name, instance, pool.name, reason, node, for_workloads=workloads, ready_at=ready_at
+        )
         self.nodes[name] = managed
         self._by_instance[instance.id] = name
         return managed

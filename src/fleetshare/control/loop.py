@@ -1,0 +1,126 @@
+"""The control loop: observe the cluster, decide with governance and the autoscaler, act.
+
+One :meth:`ControlLoop.reconcile` settles a moment: admission cycles run until nothing more
+changes (preempted work is retried at once), then the autoscaler takes one step; when that
+step evicted work (a node removed), admission runs again. Every decision is a pure function
+of what was observed and ``now``; the backend (:class:`~fleetshare.control.cluster.Cluster`)
+and the cloud carry the effects out. The same loop drives the simulator (virtual clock) and,
+later, the service and the Kubernetes operator (wall clock).
+"""
+
+from __future__ import annotations
+
+from fleetshare.control.autoscaler import Autoscaler, Step
+from fleetshare.control.cluster import Cluster
+from fleetshare.governance.admission import Engine
+from fleetshare.governance.snapshot import CycleResult, Snapshot
+
+MAX_CYCLES_PER_INSTANT = 20
+"""A safety net: admission cycles (and autoscaler rounds) at one moment."""
+
+CAPACITY_WARNING = "may wait for capacity"
+"""Governance's warning that quotas exceed the nodes: expected while an autoscaler adds them."""
+
+
+class ControlLoop:
+    """Governance and, when configured, the autoscaler over one cluster backend."""
+
+    def __init__(
+        self, cluster: Cluster, engine: Engine, autoscaler: Autoscaler | None = None
+    ) -> None:
+        self.cluster = cluster
+        self.engine = engine
+        self.autoscaler = autoscaler
+        self.last_cycle: CycleResult | None = None
+
+    def set_engine(self, engine: Engine) -> None:
+        """A new policy: the next cycle decides with it."""
+        self.engine = engine
+
+    def node_ready(self, name: str) -> bool:
+        """A launched node finished booting: True when it may join (it was not terminated
+        meanwhile). Nodes the autoscaler does not manage always may."""
+        return self.autoscaler is None or self.autoscaler.joined(name)
+
+    def node_gone(self, name: str, now: float, reason: str) -> None:
+        """A node left the cluster outside the loop (removed by an admin, lost)."""
+        if self.autoscaler is not None:
+            self.autoscaler.terminated(name, now, reason)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def reconcile(self, now: float) -> None:
+        """Settle the moment ``now``: admit until stable, then autoscale, and again while the
+        autoscaler evicts work."""
+        for _ in range(MAX_CYCLES_PER_INSTANT):
+            self.admit(now)
+            if self.autoscaler is None or not self.autoscale(now):
+                break
+
+    def admit(self, now: float) -> None:
+        """Admission cycles until one changes nothing; ask to be woken when a time-based
+        guard expires."""
+        cluster = self.cluster
+        result: CycleResult | None = None
+        for _ in range(MAX_CYCLES_PER_INSTANT):
+            result = self.engine.cycle(
+                Snapshot(
+                    now,
+                    cluster.node_list(),
+                    list(cluster.running_workloads().values()),
+                    cluster.pending_for_cycle(),
+                )
+            )
+            for warning in result.warnings:
+                if self.autoscaler is None or CAPACITY_WARNING not in warning:
+                    cluster.warn(now, warning)
+            self.apply(now, result)
+            if not result.admissions and not result.preemptions:
+                break
+        assert result is not None
+        if result.wake_at is not None and result.wake_at > now:
+            cluster.wake(result.wake_at, now, unless_sooner=True)
+
+    def apply(self, now: float, result: CycleResult) -> None:
+        """Carry out one cycle's decisions: evictions first, then bindings."""
+        cluster = self.cluster
+        for preemption in result.preemptions:
+            cluster.evict(
+                preemption.workload, preemption.by, preemption.reason, preemption.message, now
+            )
+        for admission in result.admissions:
+            cluster.bind(admission, now)
+        self.last_cycle = result
+        cluster.report_pending(result, now)
+
+    def autoscale(self, now: float) -> bool:
+        """One autoscaler step; True when it evicted work (admission must run again)."""
+        autoscaler, cluster = self.autoscaler, self.cluster
+        assert autoscaler is not None
+        step: Step = autoscaler.step(
+            now,
+            self.engine,
+            {n.name: n for n in cluster.node_list()},
+            cluster.running_workloads(),
+            list(cluster.pending_workloads()),
+        )
+        for entry in step.log:
+            details = dict(entry)
+            cluster.log(now, details.pop("event"), **details)
+        for ready_at, node in step.joins:
+            cluster.join_node(node, max(ready_at, now))
+        evicted = False
+        for name, reason in step.removals:
+            if not autoscaler.manages(name) and name not in {n.name for n in cluster.node_list()}:
+                continue
+            cluster.log(now, "node", action="terminate", node=name, reason=reason)
+            evicted = cluster.remove_node(name, reason, now) or evicted
+            autoscaler.terminated(name, now, reason)
+        for workload in cluster.pending_workloads():
+            note = autoscaler.note(workload.name)
+            if note:
+                cluster.note_pending(workload.name, note)
+        busy = cluster.busy(now)
+        for at in {*step.wake, *(step.wake_if_busy if busy else ())}:
+            cluster.wake(at, now)
+        return evicted
