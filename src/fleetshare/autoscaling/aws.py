@@ -33,7 +33,6 @@ capacity codes from CreateFleet become ``InsufficientCapacityError``.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
@@ -49,6 +48,7 @@ from fleetshare.autoscaling.cloud import (
     InsufficientCapacityError,
     LaunchRequest,
     Offering,
+    UnavailableOfferings,
 )
 from fleetshare.model.catalog import Catalog, UnknownInstanceTypeError, load_catalog
 
@@ -372,7 +372,7 @@ class Ec2FleetProvider:
     ) -> None:
         self.traits = traits or CloudTraits()
         self._notices: dict[str, float] = {}
-        self._unavailable_until: dict[tuple[str, str, str], float] = {}
+        self._unavailable = UnavailableOfferings(self.traits.ice_cooldown_seconds)
         self._ec2 = ec2_client
         self.launch_template_id = launch_template_id
         self.cluster_tag = cluster_tag
@@ -428,18 +428,12 @@ class Ec2FleetProvider:
             for zone in zones:
                 spot = self._spot_cache.get((Catalog.ec2_name(instance_type), zone))
                 if self._spot_prices and spot is not None:
-                    ok = self._available(instance_type, zone, "spot", now)
+                    ok = self._unavailable.available(instance_type, zone, "spot", now)
                     result.append(Offering(instance_type, zone, "spot", spot, ok))
                 if od is not None:
-                    ok = self._available(instance_type, zone, "on-demand", now)
+                    ok = self._unavailable.available(instance_type, zone, "on-demand", now)
                     result.append(Offering(instance_type, zone, "on-demand", od, ok))
         return result
-
-    def _available(self, instance_type: str, zone: str, capacity_type: str, now: float) -> bool:
-        """Not in the cooldown after an insufficient-capacity error (Karpenter's
-        unavailable-offerings cache)."""
-        key = (Catalog.ec2_name(instance_type), zone, capacity_type)
-        return self._unavailable_until.get(key, -math.inf) <= now
 
     def launch(self, request: LaunchRequest, now: float) -> list[Instance]:
         """Launch through an instant fleet; may return fewer instances than asked."""
@@ -450,12 +444,10 @@ class Ec2FleetProvider:
             response = _call(self._ec2.create_fleet, "CreateFleet", capacity_for=request, **params)
             launched = parse_create_fleet_response(response, request, now, self._price)
         except InsufficientCapacityError:
-            key = (Catalog.ec2_name(request.instance_type), request.zone, request.capacity_type)
-            self._unavailable_until[key] = now + self.traits.ice_cooldown_seconds
+            self._unavailable.mark(request.instance_type, request.zone, request.capacity_type, now)
             raise
         if len(launched) < request.count:  # a partial launch: the offering ran short
-            key = (Catalog.ec2_name(request.instance_type), request.zone, request.capacity_type)
-            self._unavailable_until[key] = now + self.traits.ice_cooldown_seconds
+            self._unavailable.mark(request.instance_type, request.zone, request.capacity_type, now)
         return launched
 
     def terminate(self, instance_ids: Sequence[str], now: float) -> None:
@@ -615,6 +607,7 @@ class HyperPodProvider:
         traits: CloudTraits | None = None,
     ) -> None:
         self.traits = traits or CloudTraits()
+        self._unavailable = UnavailableOfferings(self.traits.ice_cooldown_seconds)
         self._sagemaker = sagemaker_client
         self.cluster_name = cluster_name
         self._group_by_type = {Catalog.ec2_name(t): g for t, g in instance_groups.items()}
@@ -641,9 +634,9 @@ class HyperPodProvider:
             group = self._group_by_type.get(Catalog.ec2_name(instance_type))
             if group is not None:
                 zone = self._zones.get(group, "")
-                result.append(
-                    Offering(instance_type, zone, "on-demand", self._price(instance_type))
-                )
+                ok = self._unavailable.available(instance_type, zone, "on-demand", now)
+                price = self._price(instance_type)
+                result.append(Offering(instance_type, zone, "on-demand", price, ok))
         return result
 
     def launch(self, request: LaunchRequest, now: float) -> list[Instance]:
@@ -669,12 +662,15 @@ class HyperPodProvider:
                 added = parse_add_nodes_response(
                     response, request, zone or request.zone, self._price(request.instance_type), now
                 )
-            except CloudError:
+            except CloudError as exc:
+                if isinstance(exc, InsufficientCapacityError):
+                    self._unavailable.mark(request.instance_type, zone, "on-demand", now)
                 if launched:
                     break  # keep the partial launch
                 raise
             launched.extend(added)
             if len(added) < count:
+                self._unavailable.mark(request.instance_type, zone, "on-demand", now)
                 break  # short on capacity: do not ask for more
         for instance in launched:
             self._pools[instance.id] = request.pool

@@ -11,6 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from fleetshare.model.catalog import ec2_name
+
 if TYPE_CHECKING:
     from fleetshare.autoscaling.account_limits import AccountLimits
 
@@ -98,6 +100,29 @@ class CloudTraits:
     """How long an offering that ran out of capacity stays unavailable."""
     account: AccountLimits | None = None
     """vCPU service quotas, per-type instance limits and reservations of the account."""
+
+
+class UnavailableOfferings:
+    """Offerings that ran out of capacity, unavailable until a cooldown ends (Karpenter's
+    unavailable-offerings cache): the one rule every provider follows."""
+
+    def __init__(self, cooldown_seconds: float) -> None:
+        self.cooldown_seconds = cooldown_seconds
+        self._until: dict[tuple[str, str, str], float] = {}
+
+    @staticmethod
+    def _key(instance_type: str, zone: str, capacity_type: str) -> tuple[str, str, str]:
+        return ec2_name(instance_type), zone, capacity_type
+
+    def mark(self, instance_type: str, zone: str, capacity_type: str, now: float) -> None:
+        """The offering just ran short: unavailable for the cooldown."""
+        until = now + self.cooldown_seconds
+        self._until[self._key(instance_type, zone, capacity_type)] = until
+
+    def available(self, instance_type: str, zone: str, capacity_type: str, now: float) -> bool:
+        """Not in a cooldown at ``now``."""
+        until = self._until.get(self._key(instance_type, zone, capacity_type))
+        return until is None or until <= now
 
 
 class CloudProvider(Protocol):

@@ -54,6 +54,7 @@ from fleetshare.autoscaling.cloud import (
     InsufficientCapacityError,
     LaunchRequest,
     Offering,
+    UnavailableOfferings,
 )
 from fleetshare.model.catalog import Catalog, load_catalog
 
@@ -153,7 +154,7 @@ class SimulatedCloud:
         self._records: dict[str, _Record] = {}
         self._next_id = 1
         self._launch_calls = 0
-        self._unavailable_until: dict[OfferingKey, float] = {}
+        self._unavailable = UnavailableOfferings(self.config.ice_cooldown_seconds)
         self._clock = 0.0
         self._limits = {
             (Catalog.ec2_name(t), z, c): n for (t, z, c), n in self.config.capacity_limits.items()
@@ -250,7 +251,7 @@ class SimulatedCloud:
         return result
 
     def _available(self, key: OfferingKey, at: float) -> bool:
-        return self._unavailable_until.get(key, -math.inf) <= at
+        return self._unavailable.available(*key, at)
 
     def _live_count(self, key: OfferingKey) -> int:
         return sum(
@@ -376,7 +377,7 @@ class SimulatedCloud:
         )
 
     def _mark_unavailable(self, key: OfferingKey, now: float) -> None:
-        self._unavailable_until[key] = now + self.config.ice_cooldown_seconds
+        self._unavailable.mark(*key, now)
 
     def _interruption_time(self, instance_id: str, launched_at: float) -> float | None:
         rate = self.config.spot_interruption_rate_per_hour

@@ -1,9 +1,11 @@
-"""EC2 as the adapter sees it: a real boto3 client whose calls botocore's Stubber answers.
+"""EC2 and SageMaker HyperPod as the adapters see them: real boto3 clients whose calls
+botocore's Stubber answers.
 
 There is no AWS account here, so the answers come from a :class:`SimulatedCloud` (capacity,
-prices, latency) and are written in EC2's response shapes; the Stubber checks every request
-and response against the real service model, so a wrong field name or type fails. Each answer
-is queued just before its call (on ``provide-client-params``), from the call's parameters.
+prices, latency) and are written in the services' response shapes; the Stubber checks every
+request and response against the real service models, so a wrong field name or type fails.
+Each answer is queued just before its call (on ``provide-client-params``), from the call's
+parameters.
 """
 
 from __future__ import annotations
@@ -31,14 +33,16 @@ def _when(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
 
-class Ec2World:
-    """A stubbed EC2 client answering from a simulated cloud at the clock's time."""
+class _World:
+    """A stubbed client of ``service`` answering from a simulated cloud at the clock's time."""
+
+    service = ""
 
     def __init__(self, sim: SimulatedCloud, clock: Callable[[], float]) -> None:
         self.sim = sim
         self.clock = clock
         self.client = boto3.client(
-            "ec2", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
+            self.service, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
         )
         self.stubber = Stubber(self.client)
         self.calls: list[str] = []
@@ -46,12 +50,14 @@ class Ec2World:
         self._sim_ids: dict[str, str] = {}
         self.stubber.activate()
         # fires before the Stubber checks for a queued response (before-parameter-build)
-        self.client.meta.events.register("provide-client-params.ec2.*", self._answer)
+        self.client.meta.events.register(f"provide-client-params.{self.service}.*", self._answer)
+
+    id_format = "i-{:017x}"
 
     def _ec2_id(self, sim_id: str) -> str:
         found = self._ec2_ids.get(sim_id)
         if found is None:
-            found = f"i-{len(self._ec2_ids) + 1:017x}"
+            found = self.id_format.format(len(self._ec2_ids) + 1)
             self._ec2_ids[sim_id] = found
             self._sim_ids[found] = sim_id
         return found
@@ -68,7 +74,11 @@ class Ec2World:
         else:
             self.stubber.add_response(method, result)
 
-    # -- operations ----------------------------------------------------------------------------
+
+class Ec2World(_World):
+    """EC2: instant fleets, termination, instances by tag, spot prices, zones."""
+
+    service = "ec2"
 
     def _describe_availability_zones(self, params: dict[str, Any]) -> dict[str, Any]:
         zones = [{"ZoneName": z, "State": "available"} for z in self.sim.config.zones]
@@ -177,3 +187,93 @@ class Ec2World:
                 entry["InstanceLifecycle"] = "spot"
             found.append(entry)
         return {"Reservations": [{"Instances": found}] if found else []}
+
+
+class HyperPodWorld(_World):
+    """SageMaker HyperPod: nodes added to and deleted from pre-created instance groups."""
+
+    service = "sagemaker"
+    id_format = "node-{:06d}"
+    """NodeLogicalIds (the adapter deletes by them; EC2 ids would go to NodeIds)."""
+
+    def __init__(
+        self,
+        sim: SimulatedCloud,
+        clock: Callable[[], float],
+        groups: dict[str, tuple[str, str]],
+    ) -> None:
+        """``groups``: instance group -> (``ml.`` instance type, zone)."""
+        super().__init__(sim, clock)
+        self.groups = groups
+        self._group_of: dict[str, str] = {}
+
+    def _batch_add_cluster_nodes(self, params: dict[str, Any]) -> dict[str, Any]:
+        successful: list[dict[str, Any]] = []
+        failed: list[dict[str, Any]] = []
+        for entry in params["NodesToAdd"]:
+            group = entry["InstanceGroupName"]
+            instance_type, zone = self.groups[group]
+            count = entry["IncrementTargetCountBy"]
+            request = LaunchRequest(instance_type, zone, "on-demand", count, pool=group)
+            try:
+                launched = self.sim.launch(request, self.clock())
+            except InsufficientCapacityError as exc:
+                failed.append(
+                    {
+                        "InstanceGroupName": group,
+                        "ErrorCode": "InsufficientCapacity",
+                        "FailedCount": count,
+                        "Message": str(exc),
+                    }
+                )
+                continue
+            for instance in launched:
+                node_id = self._ec2_id(instance.id)
+                self._group_of[node_id] = group
+                successful.append(
+                    {"NodeLogicalId": node_id, "InstanceGroupName": group, "Status": "Pending"}
+                )
+            if len(launched) < count:
+                failed.append(
+                    {
+                        "InstanceGroupName": group,
+                        "ErrorCode": "InsufficientCapacity",
+                        "FailedCount": count - len(launched),
+                        "Message": "insufficient capacity",
+                    }
+                )
+        return {"Successful": successful, "Failed": failed}
+
+    def _batch_delete_cluster_nodes(self, params: dict[str, Any]) -> dict[str, Any]:
+        logical = params.get("NodeLogicalIds", [])
+        known = [i for i in logical if i in self._sim_ids]
+        self.sim.terminate([self._sim_ids[i] for i in known], self.clock())
+        missing = [
+            {"Code": "NodeIdNotFound", "Message": "no such node", "NodeLogicalId": i}
+            for i in logical
+            if i not in self._sim_ids
+        ]
+        out: dict[str, Any] = {"SuccessfulNodeLogicalIds": known}
+        if missing:
+            out["FailedNodeLogicalIds"] = missing
+        return out
+
+    def _list_cluster_nodes(self, params: dict[str, Any]) -> dict[str, Any]:
+        now = self.clock()
+        summaries = []
+        for instance in self.sim.instances(now):
+            node_id = self._ec2_id(instance.id)
+            group = self._group_of[node_id]
+            summaries.append(
+                {
+                    "InstanceGroupName": group,
+                    "InstanceId": "i-" + node_id.removeprefix("node-").rjust(17, "0"),
+                    "NodeLogicalId": node_id,
+                    "InstanceType": self.groups[group][0],
+                    "LaunchTime": _when(instance.launched_at),
+                    "InstanceStatus": {
+                        "Status": "Running" if instance.state == "running" else "Pending"
+                    },
+                }
+            )
+        return {"ClusterNodeSummaries": summaries}
