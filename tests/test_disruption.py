@@ -68,6 +68,17 @@ def pod(
     return PodView(name=name, team="t", node=on, requests=parse_resources(spec), **kw)
 
 
+def category(decision: Decision, node: str) -> str | None:
+    """The category of why ``node`` was kept (None: not kept)."""
+    reason = decision.why_not(node)
+    return None if reason is None else reason.category
+
+
+def message(decision: Decision, node: str) -> str:
+    """What a user is told about why ``node`` was kept ("" when not kept)."""
+    return str(decision.why_not(node) or "")
+
+
 def only(actions: list[Action]) -> Action:
     assert len(actions) == 1, actions
     return actions[0]
@@ -88,7 +99,7 @@ def test_empty_node_is_deleted_only_after_consolidate_after() -> None:
     nodes = [node("n1", empty_since=NOW - 100)]
     early = empty_nodes(nodes, [], pools, NOW)
     assert early.actions == []
-    assert (early.why_not("n1") or "").startswith("consolidate-after:")
+    assert category(early, "n1") == "consolidate-after"
     late = empty_nodes(nodes, [], pools, NOW + 200)
     action = only(late.actions)
     assert (action.kind, action.nodes) == ("delete-empty", ("n1",))
@@ -110,7 +121,7 @@ def test_a_pools_floor_is_kept() -> None:
     nodes = [node("a"), node("b", "g5.2xlarge"), node("c")]
     decision = empty_nodes(nodes, [], [pool()], NOW, floors={"gpu": 1})
     assert only(decision.actions).nodes == ("b", "a")  # pricier first, then by name
-    assert (decision.why_not("c") or "").startswith("floor:")
+    assert category(decision, "c") == "floor"
 
 
 # -- consolidation: delete -----------------------------------------------------------------------
@@ -128,7 +139,7 @@ def test_underutilized_node_is_deleted_when_its_pods_fit_elsewhere() -> None:
     assert (action.kind, action.nodes, action.evict) == ("delete", ("small",), ("web-0",))
     assert action.replacements == ()
     assert "its 1 pod fits on big" in action.reason
-    assert (decision.why_not("big") or "").startswith("consolidate-after:")
+    assert category(decision, "big") == "consolidate-after"
 
 
 def test_no_delete_when_the_pods_do_not_fit_and_no_cheaper_node_exists() -> None:
@@ -140,7 +151,7 @@ def test_no_delete_when_the_pods_do_not_fit_and_no_cheaper_node_exists() -> None
     ]
     decision = consolidate(nodes, pods, pools, offered=CPU_TYPES)
     assert decision.actions == []
-    assert (decision.why_not("small") or "").startswith("no-saving:")
+    assert category(decision, "small") == "no-saving"
 
 
 def test_node_selectors_are_honoured_when_moving_pods() -> None:
@@ -198,7 +209,7 @@ def test_replacement_must_save_the_minimum() -> None:
     strict = DisruptionSettings(min_saving_fraction=0.3)
     decision = consolidate(nodes, pods, [pool()], settings=strict)
     assert decision.actions == []
-    assert (decision.why_not("n") or "").startswith("no-saving:")
+    assert category(decision, "n") == "no-saving"
 
 
 # -- budgets -------------------------------------------------------------------------------------
@@ -208,10 +219,10 @@ def test_budget_zero_blocks_and_one_allows_one_counting_nodes_in_flight() -> Non
     nodes = [node("a"), node("b"), node("c")]
     zero = empty_nodes(nodes, [], [pool(budgets=[Budget(nodes="0")])], NOW)
     assert zero.actions == []
-    assert all((zero.why_not(n) or "").startswith("budget:") for n in "abc")
+    assert all(category(zero, n) == "budget" for n in "abc")
     one = empty_nodes(nodes, [], [pool(budgets=[Budget(nodes="1")])], NOW)
     assert len(only(one.actions).nodes) == 1
-    assert sum((r or "").startswith("budget:") for r in one.blocked.values()) == 2
+    assert sum(r.category == "budget" for r in one.reasons.values()) == 2
     busy = empty_nodes(nodes, [], [pool(budgets=[Budget(nodes="1")])], NOW, disrupting={"a"})
     assert busy.actions == []
     # the default budget is 10% of the pool's nodes, rounded up
@@ -225,7 +236,7 @@ def test_cron_budget_applies_only_inside_its_window() -> None:
     monday = datetime(2024, 1, 1, tzinfo=UTC).timestamp()  # a Monday, 00:00 UTC
     inside = empty_nodes(nodes, [], pools, monday + 10 * 3600)
     assert inside.actions == []
-    assert "window '0 9 * * 1-5'" in (inside.why_not("a") or "")
+    assert "window '0 9 * * 1-5'" in message(inside, "a")
     evening = empty_nodes(nodes, [], pools, monday + 17 * 3600 + 60)
     assert len(only(evening.actions).nodes) == 2
     saturday = empty_nodes(nodes, [], pools, monday + 5 * 86400 + 10 * 3600)
@@ -237,7 +248,7 @@ def test_budget_limits_consolidation_too() -> None:
     pods = [pod("infer-0", "big", cpu="2", gpu=1)]
     decision = consolidate(nodes, pods, [pool(budgets=[Budget(nodes="0")])])
     assert decision.actions == []
-    assert (decision.why_not("big") or "").startswith("budget:")
+    assert category(decision, "big") == "budget"
 
 
 # -- do-not-disrupt and PDBs ---------------------------------------------------------------------
@@ -257,11 +268,15 @@ def test_do_not_disrupt_on_a_pod_or_a_node_blocks_consolidation() -> None:
     pinned = [replace(pods[0], do_not_disrupt=True)]
     decision = consolidate(nodes, pinned, pools, offered=CPU_TYPES)
     assert decision.actions == []
-    assert (decision.why_not("small") or "").startswith("do-not-disrupt: pod web-0")
+    assert category(decision, "small") == "do-not-disrupt" and "pod web-0" in message(
+        decision, "small"
+    )
     annotated = [nodes[0], replace(nodes[1], do_not_disrupt=True)]
     decision = consolidate(annotated, pods, pools, offered=CPU_TYPES)
     assert decision.actions == []
-    assert (decision.why_not("small") or "").startswith("do-not-disrupt: the node")
+    assert category(decision, "small") == "do-not-disrupt" and "the node" in message(
+        decision, "small"
+    )
     # and an annotated empty node is not deleted either
     empty = empty_nodes([replace(nodes[1], do_not_disrupt=True)], [], pools, NOW)
     assert empty.actions == []
@@ -273,7 +288,7 @@ def test_pdb_that_allows_no_more_disruptions_blocks() -> None:
     exhausted = [Pdb("web", max_unavailable=1, disrupted=1)]
     decision = consolidate(nodes, covered, pools, offered=CPU_TYPES, pdbs=exhausted)
     assert decision.actions == []
-    assert (decision.why_not("small") or "").startswith("pdb:")
+    assert category(decision, "small") == "pdb"
     fine = [Pdb("web", max_unavailable=1, disrupted=0)]
     assert consolidate(nodes, covered, pools, offered=CPU_TYPES, pdbs=fine).actions
     min_available = [Pdb("web", min_available=1)]  # its only running pod must stay
@@ -291,11 +306,13 @@ def test_training_gang_is_protected_unless_preemptible_and_the_saving_is_large()
     training = [pod("t-0", "n", cpu="4", gpu=1, kind="training", gang="t")]
     decision = consolidate(nodes, training, [pool()])
     assert decision.actions == []
-    assert "not preemptible" in (decision.why_not("n") or "")
+    assert "not preemptible" in message(decision, "n")
     preemptible = [replace(training[0], preemptible=True)]
     decision = consolidate(nodes, preemptible, [pool()])
     assert decision.actions == []
-    assert (decision.why_not("n") or "").startswith("training: preemptible training gang t")
+    assert category(decision, "n") == "training" and "preemptible training gang t" in message(
+        decision, "n"
+    )
     # g5.12xlarge -> g5.2xlarge saves 79%: a preemptible gang may be restarted for that
     big = [node("n", "g5.12xlarge")]
     action = only(consolidate(big, preemptible, [pool()]).actions)
@@ -320,12 +337,12 @@ def test_a_gang_is_disrupted_whole() -> None:
     strict = DisruptionSettings(training_saving_threshold=0.75)  # 82% of node a alone
     decision = consolidate(nodes, gang, [pool()], settings=strict)
     assert decision.actions == []
-    assert "$6.678/h" in (decision.why_not("a") or "")
+    assert "$6.678/h" in message(decision, "a")
     # a gang member elsewhere that may not be disrupted protects the whole gang
     pinned = [gang[0], replace(gang[1], do_not_disrupt=True)]
     decision = consolidate(nodes, pinned, [pool()])
     assert decision.actions == []
-    assert (decision.why_not("a") or "").startswith("do-not-disrupt: pod t-1")
+    assert category(decision, "a") == "do-not-disrupt" and "pod t-1" in message(decision, "a")
 
 
 # -- revalidation --------------------------------------------------------------------------------
@@ -343,7 +360,7 @@ def test_revalidate_detects_a_node_that_got_a_new_pod() -> None:
     # capacity taken meanwhile on the target node invalidates it too
     crowded = [*pods, pod("hog", "big", cpu="7.5", started_at=later - 1)]
     verdict = revalidate(action, nodes, crowded, pools, later)
-    assert not verdict.valid and verdict.reason.startswith("does-not-fit:")
+    assert not verdict.valid and verdict.cause.category == "does-not-fit"
     gone = revalidate(action, nodes[:1], pods, pools, later)
     assert not gone.valid and "no longer exists" in gone.reason
 
@@ -396,16 +413,16 @@ def test_do_not_disrupt_blocks_drift_but_not_expiry_and_budgets_apply() -> None:
     pods = [pod("a", "old", gpu=1), pod("b", "drifted", gpu=1)]
     decision = expiration_and_drift(nodes, pods, pools, NOW)
     assert [a.nodes for a in decision.actions] == [("old",)]
-    assert (decision.why_not("drifted") or "").startswith("do-not-disrupt:")
+    assert category(decision, "drifted") == "do-not-disrupt"
     # a grace period delays a forced expiry of a protected node
     grace = DisruptionSettings(expiry_grace_seconds=3600)
     delayed = expiration_and_drift(nodes, pods, pools, NOW, settings=grace)
     assert delayed.actions == []
-    assert "forced at t=" in (delayed.why_not("old") or "")
+    assert "forced at t=" in message(delayed, "old")
     closed = [pool(expire_after_seconds=3600, budgets=[Budget(nodes="0")])]
     blocked = expiration_and_drift(nodes, pods, closed, NOW)
     assert blocked.actions == []
-    assert (blocked.why_not("old") or "").startswith("budget:")
+    assert category(blocked, "old") == "budget"
 
 
 def test_drift_to_a_type_the_pool_no_longer_allows_plans_a_new_shape() -> None:
@@ -413,7 +430,7 @@ def test_drift_to_a_type_the_pool_no_longer_allows_plans_a_new_shape() -> None:
     nodes = [node("n", "g5.xlarge", drifted=True)]
     pods = [pod("a", "n", gpu=1)]
     without = expiration_and_drift(nodes, pods, pools, NOW)
-    assert (without.why_not("n") or "").startswith("no-replacement:")
+    assert category(without, "n") == "no-replacement"
     action = only(
         expiration_and_drift(nodes, pods, pools, NOW, offerings=offerings(*GPU_TYPES)).actions
     )
@@ -447,7 +464,7 @@ def test_repair_requeues_the_whole_gang_and_launches_the_same_shape() -> None:
     # within the grace period nothing happens yet
     early = repair(nodes, pods, NOW - 90)
     assert early.actions == []
-    assert (early.why_not("bad") or "").startswith("repair-grace:")
+    assert category(early, "bad") == "repair-grace"
 
 
 def test_repair_halts_when_more_than_20_percent_of_a_pool_is_unhealthy() -> None:
@@ -460,7 +477,7 @@ def test_repair_halts_when_more_than_20_percent_of_a_pool_is_unhealthy() -> None
     assert len(repair(fleet(2), [], NOW).actions) == 2
     halted = repair(fleet(3), [], NOW)
     assert halted.actions == []
-    assert (halted.why_not("n0") or "").startswith("repair-halted:")
+    assert category(halted, "n0") == "repair-halted"
     # a tiny pool can always repair one node (20% rounded up)
     tiny = [node("a", ready=False, unhealthy_since=NOW - 600), node("b")]
     assert len(repair(tiny, [], NOW).actions) == 1

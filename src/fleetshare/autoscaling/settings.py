@@ -5,13 +5,18 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fleetshare.autoscaling.account_limits import (
     AWS_QUOTA_GROUPS,
     AccountLimits,
     ServiceQuota,
     aws_quota,
+)
+from fleetshare.autoscaling.disruption.types import (
+    DisruptionSettings,
+    DoNotDisrupt,
+    Pdb,
 )
 from fleetshare.autoscaling.simulated_cloud import (
     DEFAULT_ZONES,
@@ -171,3 +176,109 @@ class AutoscalerSpec(_Strict):
         description="a consolidation is re-validated this long after it is "
         "decided, and carried out only if still valid (Karpenter: 15 s)",
     )
+
+
+class DisruptionSettingsSpec(_Strict):
+    """Disruption tunables (:class:`~fleetshare.autoscaling.disruption.DisruptionSettings`)."""
+
+    training_saving_threshold: float = Field(
+        default=0.3,
+        ge=0,
+        le=1,
+        description="preemptible training is restarted only to save this fraction of the "
+        "price of the nodes the action touches",
+    )
+    min_saving_fraction: float = Field(default=0.05, ge=0, lt=1)
+    min_saving_per_hour: float = Field(default=0.01, ge=0)
+    max_multi_node_candidates: int = Field(default=100, ge=2)
+    max_replacement_candidates: int = Field(default=10, ge=0)
+    plan_time_limit_seconds: float = Field(default=2.0, gt=0)
+    expiry_grace_seconds: float = Field(
+        default=0.0, ge=0, description="protected expired nodes are forced this long after"
+    )
+    drift_waits_for_training: bool = True
+    repair_grace_seconds: float = Field(
+        default=60.0, ge=0, description="an unhealthy node is replaced after this long"
+    )
+    max_unhealthy_fraction: float = Field(
+        default=0.2,
+        ge=0,
+        le=1,
+        description="a pool stops repairing while more of its nodes than this fraction "
+        "(rounded up) are unhealthy (Karpenter: 20%)",
+    )
+
+    def settings(self) -> DisruptionSettings:
+        """The plain settings the disruption methods read."""
+        return DisruptionSettings(
+            training_saving_threshold=self.training_saving_threshold,
+            min_saving_fraction=self.min_saving_fraction,
+            min_saving_per_hour=self.min_saving_per_hour,
+            max_multi_node_candidates=self.max_multi_node_candidates,
+            max_replacement_candidates=self.max_replacement_candidates,
+            plan_time_limit=self.plan_time_limit_seconds,
+            expiry_grace_seconds=self.expiry_grace_seconds,
+            drift_waits_for_training=self.drift_waits_for_training,
+            repair_grace_seconds=self.repair_grace_seconds,
+            max_unhealthy_fraction=self.max_unhealthy_fraction,
+        )
+
+
+class PdbSpec(_Strict):
+    """A PodDisruptionBudget over the pods of ``workloads`` and/or the workloads whose labels
+    include all of ``selector``: at most ``max_unavailable`` of them disrupted at once, and/or
+    at least ``min_available`` of them running."""
+
+    name: str = Field(min_length=1)
+    workloads: list[str] = Field(default_factory=list)
+    selector: dict[str, str] = Field(default_factory=dict, description="workload labels")
+    max_unavailable: int | None = Field(default=None, ge=0)
+    min_available: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _complete(self) -> PdbSpec:
+        if not self.workloads and not self.selector:
+            raise ValueError(
+                f"pdb {self.name}: give 'workloads' or 'selector' (it selects nothing)"
+            )
+        if self.max_unavailable is None and self.min_available is None:
+            raise ValueError(
+                f"pdb {self.name}: give 'max_unavailable' or 'min_available' (it limits nothing)"
+            )
+        return self
+
+    def pdb(self, disrupted: int = 0) -> Pdb:
+        """The budget, with ``disrupted`` of its pods currently unavailable."""
+        return Pdb(
+            name=self.name,
+            max_unavailable=self.max_unavailable,
+            min_available=self.min_available,
+            disrupted=disrupted,
+            workloads=frozenset(self.workloads),
+            selector=dict(self.selector),
+        )
+
+
+class DoNotDisruptSpec(_Strict):
+    """``karpenter.sh/do-not-disrupt`` set by configuration: on every node of ``pools``, on the
+    ``nodes`` named, and on the pods of ``workloads`` (a workload may also carry the label
+    ``karpenter.sh/do-not-disrupt: "true"`` itself)."""
+
+    pools: list[str] = Field(default_factory=list)
+    nodes: list[str] = Field(default_factory=list)
+    workloads: list[str] = Field(default_factory=list)
+
+    @field_validator("pools", "nodes", "workloads")
+    @classmethod
+    def _names(cls, value: list[str]) -> list[str]:
+        if any(not name for name in value):
+            raise ValueError("names must not be empty")
+        return value
+
+    def do_not_disrupt(self) -> DoNotDisrupt:
+        """The plain form the disruption methods read."""
+        return DoNotDisrupt(
+            pools=frozenset(self.pools),
+            nodes=frozenset(self.nodes),
+            workloads=frozenset(self.workloads),
+        )
