@@ -24,7 +24,12 @@ from fleetshare.autoscaling.disruption import (
     validate,
 )
 from fleetshare.autoscaling.nodepool import Budget, Disruption, NodePool
-from fleetshare.autoscaling.settings import DisruptionSettingsSpec, DoNotDisruptSpec, PdbSpec
+from fleetshare.autoscaling.settings import (
+    AutoscalerSpec,
+    DisruptionSettingsSpec,
+    DoNotDisruptSpec,
+    PdbSpec,
+)
 from fleetshare.model.catalog import load_catalog
 from fleetshare.model.resources import parse_resources
 
@@ -224,14 +229,17 @@ def test_repair_pauses_when_more_than_20_percent_rounded_up_are_unhealthy(
 
 
 def test_repair_threshold_and_grace_come_from_the_settings_spec() -> None:
-    settings = DisruptionSettingsSpec(repair_grace_seconds=900, max_unhealthy_fraction=0.5)
+    spec = AutoscalerSpec(
+        repair_after_seconds=900, disruption=DisruptionSettingsSpec(max_unhealthy_fraction=0.5)
+    )
+    settings = spec.disruption_settings()
     nodes = [sick("s0"), sick("s1"), node("h0"), node("h1")]  # 50%: paused at the default 20%
     assert decide(State(nodes, [], [], NOW), (REPAIR,)).actions == []
-    waiting = decide(State(nodes, [], [], NOW, settings=settings.settings()), (REPAIR,))
+    waiting = decide(State(nodes, [], [], NOW, settings=settings), (REPAIR,))
     assert waiting.actions == []  # unhealthy for 600 s of the 900 s grace
     reason = waiting.why_not("s0")
     assert reason is not None and reason.category == "repair-grace"
-    later = decide(State(nodes, [], [], NOW + 300, settings=settings.settings()), (REPAIR,))
+    later = decide(State(nodes, [], [], NOW + 300, settings=settings), (REPAIR,))
     assert len(later.actions) == 2
 
 
@@ -287,8 +295,9 @@ def test_disruption_settings_spec_builds_the_settings_and_names_bad_fields() -> 
     assert (built.repair_grace_seconds, built.max_unhealthy_fraction) == (60, 0.2)
     with pytest.raises(ValidationError, match="max_unhealthy_fraction"):
         DisruptionSettingsSpec(max_unhealthy_fraction=1.5)
-    with pytest.raises(ValidationError, match="repair_grace"):
-        DisruptionSettingsSpec(repair_grace=60)  # type: ignore[call-arg]
+    with pytest.raises(ValidationError, match="repair_grace_seconds"):
+        # one knob for the repair grace: the autoscaler's repair_after_seconds
+        DisruptionSettingsSpec(repair_grace_seconds=60)  # type: ignore[call-arg]
 
 
 def test_pdb_spec_needs_a_selection_and_a_limit() -> None:

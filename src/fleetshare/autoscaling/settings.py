@@ -176,6 +176,11 @@ class AutoscalerSpec(_Strict):
         description="a consolidation is re-validated this long after it is "
         "decided, and carried out only if still valid (Karpenter: 15 s)",
     )
+    disruption: DisruptionSettingsSpec = Field(default_factory=lambda: DisruptionSettingsSpec())
+
+    def disruption_settings(self) -> DisruptionSettings:
+        """What the disruption methods read: ``disruption`` with the repair grace."""
+        return self.disruption.settings(repair_grace_seconds=self.repair_after_seconds)
 
 
 class DisruptionSettingsSpec(_Strict):
@@ -197,9 +202,6 @@ class DisruptionSettingsSpec(_Strict):
         default=0.0, ge=0, description="protected expired nodes are forced this long after"
     )
     drift_waits_for_training: bool = True
-    repair_grace_seconds: float = Field(
-        default=60.0, ge=0, description="an unhealthy node is replaced after this long"
-    )
     max_unhealthy_fraction: float = Field(
         default=0.2,
         ge=0,
@@ -208,8 +210,9 @@ class DisruptionSettingsSpec(_Strict):
         "(rounded up) are unhealthy (Karpenter: 20%)",
     )
 
-    def settings(self) -> DisruptionSettings:
-        """The plain settings the disruption methods read."""
+    def settings(self, repair_grace_seconds: float = 60.0) -> DisruptionSettings:
+        """The plain settings the disruption methods read (the repair grace is the
+        autoscaler's ``repair_after_seconds``)."""
         return DisruptionSettings(
             training_saving_threshold=self.training_saving_threshold,
             min_saving_fraction=self.min_saving_fraction,
@@ -219,7 +222,7 @@ class DisruptionSettingsSpec(_Strict):
             plan_time_limit=self.plan_time_limit_seconds,
             expiry_grace_seconds=self.expiry_grace_seconds,
             drift_waits_for_training=self.drift_waits_for_training,
-            repair_grace_seconds=self.repair_grace_seconds,
+            repair_grace_seconds=repair_grace_seconds,
             max_unhealthy_fraction=self.max_unhealthy_fraction,
         )
 

@@ -39,12 +39,21 @@ from fleetshare.autoscaling.cloud import (
 )
 from fleetshare.autoscaling.cron import next_change, window_active
 from fleetshare.autoscaling.disruption import (
+    DRIFT,
+    EMPTINESS,
+    EXPIRATION,
+    MULTI_NODE,
+    REPAIR,
+    SINGLE_NODE,
     Action,
+    DisruptionSettings,
+    DoNotDisrupt,
     NodeView,
+    Pdb,
     PodView,
-    consolidation,
-    expiration_and_drift,
-    revalidate,
+    State,
+    decide,
+    validate,
 )
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.provisioner import (
@@ -55,12 +64,13 @@ from fleetshare.autoscaling.provisioner import (
     plan_nodes,
     pool_taints,
 )
-from fleetshare.autoscaling.settings import AutoscalerSpec
+from fleetshare.autoscaling.settings import AutoscalerSpec, DoNotDisruptSpec, PdbSpec
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.demand import Demand, admissible_demand
 from fleetshare.governance.snapshot import Running, Snapshot
 from fleetshare.model.catalog import Catalog, ec2_name
 from fleetshare.model.node import Node
+from fleetshare.model.reason import Reason
 from fleetshare.model.resources import parse_resources
 from fleetshare.model.workload import PodSet, Workload
 from fleetshare.placement.first_fit import Room, first_fit
@@ -68,6 +78,33 @@ from fleetshare.placement.first_fit import Room, first_fit
 MAX_REPLANS = 3
 REPLACE_GRACE = 60.0
 """Seconds a Ready replacement is kept even if empty, for the pods it was bought for."""
+
+VOLUNTARY = (EXPIRATION, DRIFT, MULTI_NODE, SINGLE_NODE)
+"""The disruption methods walked every ``disruption_interval_seconds`` (repair and emptiness,
+cheap and urgent, are walked at every step)."""
+TIME_BOUND = frozenset({"consolidate-after", "budget", "floor", "nominated"})
+"""Reasons to keep a node that lapse with time alone: the next pass must look again."""
+ANNOUNCED = frozenset({"training", "do-not-disrupt", "pdb", "budget"})
+"""Reasons to keep a node that are logged (once per node and reason)."""
+WAITED = {
+    "consolidate-after": ("after", "waited"),
+    "repair-grace": ("grace", "waited"),
+}
+"""Reasons that end after a known wait: (the wait, the time waited so far)."""
+
+
+def _due(now: float, reasons: Mapping[str, Reason]) -> list[float]:
+    """When the nodes kept for a reason that lapses with time may be looked at again."""
+    out = []
+    for reason in reasons.values():
+        numbers = reason.numbers
+        if reason.category == "nominated" and "left" in numbers:
+            out.append(now + numbers["left"])
+        elif reason.category in WAITED:
+            wait, waited = WAITED[reason.category]
+            if wait in numbers and waited in numbers:
+                out.append(now + numbers[wait] - numbers[waited])
+    return out
 
 
 @dataclass
@@ -123,6 +160,9 @@ class Step:
     wake_if_busy: list[float] = field(default_factory=list)
     """...and at these while there is work (schedule changes, spot interruptions)."""
     log: list[dict[str, Any]] = field(default_factory=list)
+    again: bool = False
+    """Step again at once: nodes were removed while others waited only for the budget they
+    used (removal is immediate, so the budget is free again)."""
 
 
 def _first_fit(
@@ -160,11 +200,19 @@ class Autoscaler:
         cloud: CloudProvider,
         catalog: Catalog,
         settings: AutoscalerSpec | None = None,
+        *,
+        pdbs: Sequence[PdbSpec] = (),
+        do_not_disrupt: DoNotDisruptSpec | None = None,
     ) -> None:
         self.pools = {p.name: p for p in pools}
         self.cloud = cloud
         self.catalog = catalog
         self.settings = settings or AutoscalerSpec()
+        self.disruption_settings: DisruptionSettings = self.settings.disruption_settings()
+        self.pdbs = list(pdbs)
+        self.do_not_disrupt: DoNotDisrupt = (do_not_disrupt or DoNotDisruptSpec()).do_not_disrupt()
+        self._ran: set[str] = set()
+        """Workloads that have run: pending again, they count as disrupted for their PDBs."""
         self.nodes: dict[str, ManagedNode] = {}
         self._by_instance: dict[str, str] = {}
         self._seq = 0
@@ -189,8 +237,8 @@ class Autoscaler:
         self._last_running: Mapping[str, Running] = {}
         self._announced: dict[str, str] = {}
         self._offset = self.settings.clock_start.timestamp()
-        self.blocked: dict[str, str] = {}
-        """Node -> why the latest disruption pass kept it."""
+        self.blocked: dict[str, Reason] = {}
+        """Node -> why the latest voluntary disruption pass kept it."""
 
     # -- bookkeeping ---------------------------------------------------------------------------
 
@@ -253,14 +301,16 @@ class Autoscaler:
         """One pass of the control loop at ``now`` (see the module docstring)."""
         out = Step()
         self._last_running = running
+        self._ran.update(running)
         pods = _pods_on(running)
         self._observe(now, nodes, pods, out)
-        self._repair(now, out)
+        self._repair(now, running, pending, out)
         snapshot = Snapshot(now, list(nodes.values()), list(running.values()), list(pending))
         self._provision(now, engine, snapshot, out)
         self._schedules(now, pods, out)
-        self._empty(now, out)
-        self._disrupt(now, running, out)
+        self._finish_replacements(now, out)
+        self._emptiness(now, running, pending, out)
+        self._disrupt(now, running, pending, out)
         return out
 
     def _observe(
@@ -291,38 +341,29 @@ class Autoscaler:
             elif managed.empty_since is None:
                 managed.empty_since = now
 
-    def _repair(self, now: float, out: Step) -> None:
-        """Unhealthy nodes: replaced after ``repair_after_seconds``, unless too many of a pool
-        are unhealthy at once (then something wider is wrong: wait, as Karpenter does)."""
-        grace = self.settings.repair_after_seconds
+    def _repair(
+        self, now: float, running: Mapping[str, Running], pending: Sequence[Workload], out: Step
+    ) -> None:
+        """Unhealthy nodes go after the repair grace (:data:`REPAIR`, whose one rule pauses a
+        pool where too many nodes are unhealthy at once); their work was requeued when they
+        failed and provisioning replaces the capacity it needs."""
         removing = {name for name, _ in out.removals}
-        by_pool: dict[str, list[ManagedNode]] = {}
-        for managed in self.live():
-            if managed.joined:
-                by_pool.setdefault(managed.pool, []).append(managed)
-        for pool, members in by_pool.items():
-            sick = [m for m in members if m.unhealthy_since is not None]
-            if not sick:
-                continue
-            if len(members) >= 5 and len(sick) > 0.2 * len(members):
+        state = self._state(now, running, pending, removing, removing)
+        decision = decide(state, (REPAIR,))
+        for action in decision.actions:
+            out.removals.extend((name, "repair") for name in action.nodes)
+        for node, reason in sorted(decision.reasons.items()):
+            if reason.category == "repair-halted" and self._announced.get(node) != str(reason):
+                self._announced[node] = str(reason)
                 out.log.append(
                     {
                         "event": "autoscaler",
                         "action": "repair-paused",
-                        "pool": pool,
-                        "reason": f"{len(sick)} of {len(members)} nodes unhealthy (> 20%)",
+                        "node": node,
+                        "reason": str(reason),
                     }
                 )
-                continue
-            for managed in sick:
-                assert managed.unhealthy_since is not None
-                due = managed.unhealthy_since + grace
-                if managed.name in removing:
-                    continue
-                if due > now:
-                    out.wake.append(due)
-                    continue
-                out.removals.append((managed.name, "repair"))
+        out.wake.extend(_due(now, decision.reasons))
 
     # -- provisioning ----------------------------------------------------------------------
 
@@ -711,8 +752,6 @@ class Autoscaler:
                 rule.schedule, rule.duration_seconds, now, start
             ):
                 return ec2_name(rule.instance_type)
-        if pool.instance_groups:
-            return ec2_name(pool.instance_groups[0].instance_type)
         allowed = [i for i in self.catalog if pool.allows(i) and i.price_per_hour is not None]
         return min(allowed, key=lambda i: i.price_per_hour or 0.0).name if allowed else None
 
@@ -724,29 +763,22 @@ class Autoscaler:
                 change = next_change(rule.schedule, rule.duration_seconds, now, start)
                 out.wake_if_busy.append(change)
             floor, ceiling = self._bounds(pool, now)
-            count = self._count(pool.name) - sum(
-                1 for name in removing if self.nodes[name].pool == pool.name
-            )
+            members = [m for m in self.live() if m.pool == pool.name and m.name not in removing]
+            count = len(members)
+            for group in pool.instance_groups:  # each group keeps its own minimum
+                have = sum(
+                    1 for m in members if m.instance.instance_type == ec2_name(group.instance_type)
+                )
+                if have < group.min_count:
+                    why = f"instance group {group.name} minimum of {group.min_count}"
+                    count += self._launch_floor(
+                        now, pool, ec2_name(group.instance_type), group.min_count - have, why, out
+                    )
             if floor is not None and count < floor:
                 instance_type = self._floor_type(pool, now)
-                offers = [
-                    o
-                    for o in self.cloud.offerings([instance_type] if instance_type else [], now)
-                    if o.available
-                    and o.capacity_type in pool.capacity_types
-                    and (not pool.zones or o.zone in pool.zones)
-                ]
-                if offers:
-                    best = min(offers, key=lambda o: (o.price_per_hour, o.zone))
-                    launch = Launch(
-                        pool.name,
-                        best.instance_type,
-                        best.zone,
-                        best.capacity_type,
-                        floor - count,
-                        best.price_per_hour,
-                    )
-                    self._launch(now, [launch], f"scheduled floor of {floor}", (), out)
+                if instance_type is not None:
+                    why = f"scheduled floor of {floor}"
+                    self._launch_floor(now, pool, instance_type, floor - count, why, out)
             if ceiling is not None and count > ceiling:
                 empty = sorted(
                     (m for m in self.live() if m.pool == pool.name and not pods.get(m.name)),
@@ -758,6 +790,27 @@ class Autoscaler:
                             (managed.name, f"above the pool's ceiling of {ceiling}")
                         )
                         removing.add(managed.name)
+
+    def _launch_floor(
+        self, now: float, pool: NodePool, instance_type: str, count: int, why: str, out: Step
+    ) -> int:
+        """Launch ``count`` nodes of one type for a floor, at its cheapest offering the pool
+        takes; how many were asked for (0 when none is offered)."""
+        offers = [
+            o
+            for o in self.cloud.offerings([instance_type], now)
+            if o.available
+            and o.capacity_type in pool.capacity_types
+            and (not pool.zones or o.zone in pool.zones)
+        ]
+        if not offers:
+            return 0
+        best = min(offers, key=lambda o: (o.price_per_hour, o.zone))
+        launch = Launch(
+            pool.name, best.instance_type, best.zone, best.capacity_type, count, best.price_per_hour
+        )
+        self._launch(now, [launch], why, (), out)
+        return count
 
     def _headroom_without(self, name: str, removing: set[str]) -> bool:
         """True when the configured headroom still fits once ``name`` is gone."""
@@ -778,38 +831,73 @@ class Autoscaler:
                                 room[resource] = room.get(resource, 0) - value * count
         return not self._headroom_shapes(free)
 
-    def _empty(self, now: float, out: Step) -> None:
-        """Nodes empty for their pool's consolidate-after are removed, down to the floor."""
+    def _emptiness(
+        self, now: float, running: Mapping[str, Running], pending: Sequence[Workload], out: Step
+    ) -> None:
+        """Nodes empty for their pool's consolidate-after go (:data:`EMPTINESS`: down to the
+        floor, within budgets, not annotated do-not-disrupt, not nominated), at every step; a
+        node the configured headroom still needs stays."""
         removing = {name for name, _ in out.removals}
-        # a replacement waits, empty, for the pods of the nodes it replaces: never removed then
-        replacing = {n for _, new in self._replacing for n in new}
-        for pool in self.pools.values():
-            floor = self._bounds(pool, now)[0] or 0
-            members = [m for m in self.live() if m.pool == pool.name and m.name not in removing]
-            spare = len(members) - floor
-            after = pool.disruption.consolidate_after_seconds
-            empty = sorted(
-                (
-                    m
-                    for m in members
-                    if m.joined
-                    and m.empty_since is not None
-                    and m.unhealthy_since is None
-                    and m.name not in replacing
-                ),
-                key=lambda m: (-m.instance.price_per_hour, m.name),
-            )
-            for managed in empty:
-                assert managed.empty_since is not None
-                due = max(managed.empty_since + after, managed.held_until)
-                if due > now:
-                    out.wake.append(due)
-                elif spare > 0 and self._headroom_without(managed.name, removing):
-                    out.removals.append((managed.name, "empty"))
-                    removing.add(managed.name)
-                    spare -= 1
+        disrupting = removing | {n for action, _ in self._replacing for n in action.nodes}
+        state = self._state(now, running, pending, removing, disrupting)
+        decision = decide(state, (EMPTINESS,))
+        removed = False
+        for action in decision.actions:
+            for name in action.nodes:
+                if self._headroom_without(name, removing):
+                    out.removals.append((name, "empty"))
+                    removing.add(name)
+                    removed = True
+        budget_bound = any(r.category == "budget" for r in decision.reasons.values())
+        out.again = out.again or (removed and budget_bound)
+        out.wake.extend(_due(now, decision.reasons))
 
     # -- consolidation, expiry and drift -------------------------------------------------------
+
+    def _state(
+        self,
+        now: float,
+        running: Mapping[str, Running],
+        pending: Sequence[Workload],
+        exclude: set[str],
+        disrupting: set[str],
+    ) -> State:
+        """What the disruption methods see at ``now`` (on the wall clock, for cron budgets):
+        the Ready nodes but ``exclude``, their pods, the settings, PDBs with the pods they have
+        lost, do-not-disrupt, floors and offerings."""
+        nodes, pods = self._views(running, exclude)
+        return State(
+            nodes,
+            pods,
+            list(self.pools.values()),
+            now + self._offset,
+            disrupting=disrupting,
+            pdbs=self._pdbs(pending),
+            settings=self.disruption_settings,
+            floors=self._floors(now),
+            do_not_disrupt=self.do_not_disrupt,
+            catalog=self.catalog,
+            offerings=self._offerings(now) if nodes else (),
+        )
+
+    def _pdbs(self, pending: Sequence[Workload]) -> list[Pdb]:
+        """The PDBs, each with the pods it covers that ran and now wait (disrupted)."""
+        out = []
+        for spec in self.pdbs:
+            disrupted = sum(
+                wl.pod_count
+                for wl in pending
+                if wl.name in self._ran
+                and (
+                    wl.name in spec.workloads
+                    or (
+                        bool(spec.selector)
+                        and all(wl.labels.get(k) == v for k, v in spec.selector.items())
+                    )
+                )
+            )
+            out.append(spec.pdb(disrupted))
+        return out
 
     def _views(
         self, running: Mapping[str, Running], exclude: set[str]
@@ -838,6 +926,7 @@ class Autoscaler:
                     labels=m.node.labels,
                     taints=m.node.taints,
                     pods_changed_at=None if m.pods_changed_at is None else t + m.pods_changed_at,
+                    nominated_until=t + m.held_until if m.held_until > 0 else None,
                 )
             )
         names = {n.name for n in nodes}
@@ -868,6 +957,7 @@ class Autoscaler:
                                 node_selector=podset.node_selector,
                                 tolerations=podset.tolerations,
                                 affinity=podset.affinity,
+                                labels=wl.labels,
                             )
                         )
         return nodes, pods
@@ -879,10 +969,14 @@ class Autoscaler:
             if (floor := self._bounds(pool, now)[0] or 0)
         }
 
-    def _disrupt(self, now: float, running: Mapping[str, Running], out: Step) -> None:
-        """Finish replacements whose new nodes are Ready; carry out a re-validated proposal;
-        otherwise look for the next action (at most one at a time, as Karpenter does)."""
-        self._finish_replacements(now, out)
+    def _disrupt(
+        self, now: float, running: Mapping[str, Running], pending: Sequence[Workload], out: Step
+    ) -> None:
+        """Carry out a re-validated proposal; otherwise, every ``disruption_interval_seconds``,
+        walk expiration, drift, multi-node and single-node consolidation (:data:`VOLUNTARY`)
+        for the next action (one at a time, as Karpenter does). Expiry and drift are acted on
+        at once; a consolidation is proposed and re-validated ``disruption_validation_seconds``
+        later."""
         removing = {name for name, _ in out.removals}
         disrupting = {n for action, _ in self._replacing for n in action.nodes} | removing
         if self._proposed is not None:
@@ -891,18 +985,8 @@ class Autoscaler:
                 out.wake_if_busy.append(due)
                 return
             self._proposed = None
-            nodes, pods = self._views(running, removing)
-            check = revalidate(
-                action,
-                nodes,
-                pods,
-                list(self.pools.values()),
-                now + self._offset,
-                disrupting=disrupting - set(action.nodes),
-                settings=None,
-                floors=self._floors(now),
-                catalog=self.catalog,
-            )
+            state = self._state(now, running, pending, removing, disrupting - set(action.nodes))
+            check = validate(state, action)
             if not check.valid:
                 out.log.append(
                     {"event": "autoscaler", "action": "cancelled", "reason": check.reason}
@@ -915,64 +999,37 @@ class Autoscaler:
                 out.wake_if_busy.append(self._next_disruption)
             return
         self._next_disruption = now + self.settings.disruption_interval_seconds
-        nodes, pods = self._views(running, removing)
-        if not nodes:
+        if not any(m.joined and m.name not in removing for m in self.live()):
             return
         signature = (
             frozenset((m.name, m.pods_seen) for m in self.live()),
             frozenset(disrupting),
         )
-        time_bound = any(
-            reason.split(":", 1)[0] in ("consolidate-after", "budget", "floor")
-            for reason in self.blocked.values()
-        )
+        time_bound = any(r.category in TIME_BOUND for r in self.blocked.values())
         if signature == self._last_signature and not time_bound and not self._expiring():
             return  # nothing changed since a pass that found nothing to do
         self._last_signature = signature
-        pools = list(self.pools.values())
-        offerings = self._offerings(now)
-        floors = self._floors(now)
-        at = now + self._offset
-        decision = expiration_and_drift(
-            nodes,
-            pods,
-            pools,
-            at,
-            disrupting=disrupting,
-            catalog=self.catalog,
-            offerings=offerings,
-        )
-        if not decision.actions and any(
-            p.disruption.consolidation_policy == "WhenEmptyOrUnderutilized" for p in pools
-        ):
-            decision = consolidation(
-                nodes,
-                pods,
-                pools,
-                self.catalog,
-                offerings,
-                at,
-                disrupting=disrupting,
-                floors=floors,
-            )
-        for node, reason in sorted(decision.blocked.items()):
-            shown = reason.split(":", 1)[0] in ("training", "do-not-disrupt", "pdb", "budget")
-            if shown and self._announced.get(node) != reason:
-                self._announced[node] = reason
+        state = self._state(now, running, pending, removing, disrupting)
+        decision = decide(state, VOLUNTARY)
+        for node, reason in sorted(decision.reasons.items()):
+            if reason.category in ANNOUNCED and self._announced.get(node) != str(reason):
+                self._announced[node] = str(reason)
                 out.log.append(
-                    {"event": "autoscaler", "action": "kept", "node": node, "reason": reason}
+                    {"event": "autoscaler", "action": "kept", "node": node, "reason": str(reason)}
                 )
-        self.blocked = dict(decision.blocked)
+        self.blocked = dict(decision.reasons)
         out.wake_if_busy.append(self._next_disruption)
         if not decision.actions:
             return
         action = decision.actions[0]
-        if action.kind not in ("expire", "drift") and not self._headroom_without(
+        forced_by_time = action.kind in ("expire", "drift")
+        if not forced_by_time and not self._headroom_without(
             action.nodes[0], removing | set(action.nodes)
         ):
-            self.blocked.update(dict.fromkeys(action.nodes, "headroom: keeps the warm room"))
+            keep = Reason("headroom", "headroom: keeps the warm room")
+            self.blocked.update(dict.fromkeys(action.nodes, keep))
             return
-        if action.kind in ("expire", "drift"):
+        if forced_by_time:
             self._act(now, action, out)  # forced by time, not a judgement on the moment
             return
         due = now + self.settings.disruption_validation_seconds

@@ -94,7 +94,8 @@ class ControlLoop:
         cluster.report_pending(result, now)
 
     def autoscale(self, now: float) -> bool:
-        """One autoscaler step; True when it evicted work (admission must run again)."""
+        """One autoscaler step; True when it evicted work (admission must run again) or asked
+        to step again at once."""
         autoscaler, cluster = self.autoscaler, self.cluster
         assert autoscaler is not None
         step: Step = autoscaler.step(
@@ -123,4 +124,4 @@ class ControlLoop:
         busy = cluster.busy(now)
         for at in {*step.wake, *(step.wake_if_busy if busy else ())}:
             cluster.wake(at, now)
-        return evicted
+        return evicted or step.again

@@ -129,7 +129,14 @@ class Runner:
             if cloud is None:
                 self.cloud = SimulatedCloud(spec.cloud.config(scenario.catalog))
                 cloud = self.cloud
-            self.autoscaler = Autoscaler(spec.node_pools, cloud, scenario.catalog, spec.autoscaler)
+            self.autoscaler = Autoscaler(
+                spec.node_pools,
+                cloud,
+                scenario.catalog,
+                spec.autoscaler,
+                pdbs=spec.pdbs,
+                do_not_disrupt=spec.do_not_disrupt,
+            )
             self._push(0.0, _WAKE, None)  # floors and headroom from the start
         self.loop = ControlLoop(self, self._engine(scenario.policy), self.autoscaler)
 

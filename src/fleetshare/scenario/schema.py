@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from fleetshare.autoscaling.nodepool import NodePool
-from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec
+from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec, DoNotDisruptSpec, PdbSpec
 
 Quantity = str | int | float
 
@@ -162,6 +162,13 @@ class ScenarioSpec(_Strict):
     )
     cloud: CloudSpec = Field(default_factory=CloudSpec)
     autoscaler: AutoscalerSpec = Field(default_factory=AutoscalerSpec)
+    pdbs: list[PdbSpec] = Field(
+        default_factory=list, description="PodDisruptionBudgets over workloads (by name or label)"
+    )
+    do_not_disrupt: DoNotDisruptSpec = Field(
+        default_factory=DoNotDisruptSpec,
+        description="karpenter.sh/do-not-disrupt on pools, nodes or workloads",
+    )
     until: float | None = Field(default=None, ge=0)
     expect: dict[str, Any] = Field(default_factory=dict)
 
@@ -178,6 +185,18 @@ class ScenarioSpec(_Strict):
         dupes = sorted({n for n in pools if pools.count(n) > 1})
         if dupes:
             raise ValueError(f"node pool names must be unique; repeated: {', '.join(dupes)}")
+        pdbs = [p.name for p in self.pdbs]
+        dupes = sorted({n for n in pdbs if pdbs.count(n) > 1})
+        if dupes:
+            raise ValueError(f"pdb names must be unique; repeated: {', '.join(dupes)}")
+        named = set(names)
+        for pdb in self.pdbs:
+            unknown = sorted(set(pdb.workloads) - named)
+            if unknown:
+                raise ValueError(f"pdb {pdb.name} names unknown workloads {unknown}")
+        unknown_pools = sorted(set(self.do_not_disrupt.pools) - set(pools))
+        if unknown_pools:
+            raise ValueError(f"do_not_disrupt names unknown node pools {unknown_pools}")
         zones = set(self.cloud.zones)
         for pool in self.node_pools:
             unknown = sorted(set(pool.zones) - zones)

@@ -1,10 +1,11 @@
-"""Repair: replace nodes that stay NotReady or fail their GPU health check (forced).
+"""Repair: remove nodes that stay NotReady or fail their GPU health check (forced).
 
-A node unhealthy for ``settings.repair_grace_seconds`` is cordoned and terminated at once, its
-workloads requeued (whole gangs), and a node of the same instance type, zone and capacity type
-launched. Budgets, PDBs and do-not-disrupt do not apply. A pool pauses repair while more of its
-nodes are unhealthy than ``settings.max_unhealthy_fraction`` of them rounded *up*
-(:func:`repair_paused`, the one rule for every caller)."""
+A node unhealthy for ``settings.repair_grace_seconds`` is cordoned and terminated at once and
+its workloads requeued (whole gangs). As in Karpenter's node repair, no replacement is bought
+for the node itself: the requeued work drives provisioning, so a node whose work already moved
+elsewhere is not replaced for nothing. Budgets, PDBs and do-not-disrupt do not apply. A pool
+pauses repair while more of its nodes are unhealthy than ``settings.max_unhealthy_fraction`` of
+them rounded *up* (:func:`repair_paused`, the one rule for every caller)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from fleetshare.autoscaling.disruption.types import (
     Action,
     Decision,
     NodeView,
-    Replacement,
     Validation,
     plural,
 )
@@ -112,11 +112,10 @@ def _repair_action(node: NodeView, state: State) -> Action:
     grace = state.settings.repair_grace_seconds
     evicted = state.expand(state.pods_on[node.name])
     requeue = tuple(sorted({p.unit for p in evicted}))
-    rep = Replacement.same_shape(node)
     status = "NotReady" if not node.ready else "failing its health check"
     text = (
         f"repair: {node.describe()} {status} for {state.now - since:.0f}s (grace {grace:g}s): "
-        f"cordon and terminate; launch {rep.describe()}"
+        "cordon and terminate"
     )
     if requeue:
         elsewhere = sum(1 for p in evicted if p.node != node.name)
@@ -127,7 +126,6 @@ def _repair_action(node: NodeView, state: State) -> Action:
         kind="repair",
         nodes=(node.name,),
         reason=text,
-        replacements=(rep,),
         evict=tuple(p.name for p in evicted),
         requeue=requeue,
         saving_per_hour=0.0,

@@ -322,11 +322,23 @@ def node_pinned(node: NodeView, state: State) -> Reason | None:
     return None
 
 
+def node_nominated(node: NodeView, state: State) -> Reason | None:
+    """Pending work counts on the node's room (see ``NodeView.nominated_until``)."""
+    until = node.nominated_until
+    if until is not None and state.now < until:
+        return why(
+            "nominated",
+            f"pending work counts on this node's room for {until - state.now:.0f}s more",
+            left=until - state.now,
+        )
+    return None
+
+
 def node_block(node: NodeView, state: State) -> Reason | None:
     """Reasons any voluntary disruption of ``node`` is out of the question."""
     if node.pool not in state.pools:
         return why("unknown-pool", f"node pool {node.pool} is not known")
-    return busy_block(node, state) or node_pinned(node, state)
+    return busy_block(node, state) or node_pinned(node, state) or node_nominated(node, state)
 
 
 def floor_block(

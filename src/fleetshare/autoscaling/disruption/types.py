@@ -63,6 +63,10 @@ class NodeView:
     taints: tuple[Taint, ...] = ()
     pods_changed_at: float | None = None
     """When a pod last bound to or left the node (None: derived, see the package docstring)."""
+    nominated_until: float | None = None
+    """Pending work counts on this node's room until then (it was launched for that work, or
+    the provisioner found room here): voluntary disruption leaves it alone meanwhile, as
+    Karpenter leaves nominated nodes alone."""
 
     @property
     def usable(self) -> bool:
