@@ -26,13 +26,16 @@ class PlanBudget:
     cg_columns: int = 20_000
     """Column generation: columns the master LP may hold; generation stops once it holds more."""
     exact_knapsacks: int = 12
-    """Column generation on problems with more than ``SMALL`` classes: exact knapsacks solved
-    per round (small problems solve every knapsack whose upper bound leaves room)."""
+    """Column generation: exact knapsacks (small MILPs) solved in all, when the greedy pricing
+    finds no column; one that finds a column ends its round."""
     knapsack_nodes: int = 1_000
     """HiGHS branch-and-bound nodes per exact knapsack (one not solved within it proves
     nothing)."""
-    milp_nodes: int = 2_000
-    """HiGHS branch-and-bound nodes of the MILP over the generated columns."""
+    milp_columns: int = 60
+    """The MILP chooses among at most this many columns: those the LP solution uses, then the
+    lowest reduced costs."""
+    milp_nodes: int = 200
+    """HiGHS branch-and-bound nodes of the MILP over those columns."""
 
 
 class SafetyNet:

@@ -5,7 +5,6 @@ packing, and the MILP over the generated columns.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -160,6 +159,8 @@ class Relaxation:
     exact: bool = False
     y: np.ndarray = field(default_factory=lambda: np.zeros(0))
     rounds: int = 0
+    pi: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    mu: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
 
 def column_generation(
@@ -173,7 +174,7 @@ def column_generation(
     """Column generation within ``budget`` (rounds, columns, exact knapsacks and their
     branch-and-bound nodes): the master LP's value and solution, and the best lower bound."""
     out = Relaxation(bound=bound_res)
-    exact_budget = math.inf if p.n_classes <= SMALL else budget.exact_knapsacks
+    exact_left = budget.exact_knapsacks
     tol = 1e-9 * max(1.0, float(p.obj.max()))
     pi = mu = np.zeros(0)
     for _ in range(budget.cg_rounds):
@@ -184,6 +185,7 @@ def column_generation(
         if solved is None:
             break
         out.value, out.y, pi, mu = solved
+        out.pi, out.mu = pi, mu
         reduced_base = p.obj + (mu @ p.limits.matrix if len(p.limits) else 0.0)
         values, patterns = _price_greedy(p, pi)
         rc = reduced_base - values
@@ -202,13 +204,15 @@ def column_generation(
             np.argsort(-(upper[suspects] - reduced_base[suspects]) / p.obj[suspects], kind="stable")
         ]
         proven = True
-        for checked, j in enumerate(suspects.tolist()):
-            if checked >= exact_budget or net.fired():
+        for j in suspects.tolist():
+            if exact_left <= 0 or net.fired():
                 proven = False
                 break
+            exact_left -= 1
             value, pattern, optimal = _knapsack_exact(p, pi, j, budget.knapsack_nodes, net)
             if reduced_base[j] - value < -tol and cols.add(j, pattern):
                 added += 1
+                break  # a new column: solve the master again before more exact pricing
             elif optimal:
                 upper[j] = value
             else:
@@ -250,8 +254,30 @@ def decode(p: Problem, cols: Columns, y: np.ndarray) -> Packing:
     return pack
 
 
+def milp_columns(p: Problem, cols: Columns, relax: Relaxation, most: int) -> Columns:
+    """The columns the MILP chooses from: those the LP uses, then the lowest reduced costs
+    (ties: generation order), at most ``most``."""
+    if len(cols) <= most or not relax.pi.size:
+        return cols
+    cand = np.asarray(cols.cand, np.int64)
+    used = np.array([float(relax.pi[r] @ v) for r, v in zip(cols.rows, cols.vals, strict=True)])
+    rc = p.obj[cand] - used
+    if len(p.limits) and relax.mu.size:
+        rc = rc + relax.mu @ p.limits.matrix[:, cand]
+    y = np.zeros(len(cols))
+    y[: len(relax.y)] = relax.y  # columns added after the last LP solve have no value yet
+    rc = np.where(y > 1e-9, -np.inf, rc)
+    keep = np.sort(np.argsort(rc, kind="stable")[:most])
+    out = Columns()
+    for k in keep.tolist():
+        out.cand.append(cols.cand[k])
+        out.rows.append(cols.rows[k])
+        out.vals.append(cols.vals[k])
+    return out
+
+
 def solve_milp(p: Problem, cols: Columns, nodes: int, net: SafetyNet) -> np.ndarray | None:
-    """The master problem in integers over the generated columns (HiGHS, at most ``nodes``
+    """The master problem in integers over ``cols`` (HiGHS, at most ``nodes``
     branch-and-bound nodes): the best column counts found, or None."""
     cost, A, head, bounds = _master(p, cols)
     C = p.n_classes

@@ -18,6 +18,7 @@ from fleetshare.autoscaling.provisioner.columns import (
     add_singletons,
     column_generation,
     decode,
+    milp_columns,
     solve_milp,
 )
 from fleetshare.autoscaling.provisioner.greedy import greedy
@@ -167,9 +168,10 @@ def plan_nodes(
             if _score(p, pack) < _score(p, best) - 1e-9:
                 best_method, best = "lp-rounding", pack
         if (small or p.n_classes <= SMALL) and _gap(p, best, bound) > 1e-6 and not net.fired():
-            y = solve_milp(p, cols, budget.milp_nodes, net)
+            chosen = milp_columns(p, cols, relax, budget.milp_columns)
+            y = solve_milp(p, chosen, budget.milp_nodes, net)
             if y is not None:
-                pack = greedy(p, "spread", start=decode(p, cols, y))
+                pack = greedy(p, "spread", start=decode(p, chosen, y))
                 costs["cost_milp"] = _score(p, pack)
                 if _score(p, pack) < _score(p, best) - 1e-9:
                     best_method, best = "milp", pack
