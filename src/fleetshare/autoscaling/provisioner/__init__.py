@@ -1,0 +1,71 @@
+"""Choose the cheapest set of new nodes for pending pods (pure, deterministic decisions).
+
+The problem is variable-sized bin packing with prices, zones and limits. Pods are grouped into
+*shapes* (same requests and constraints, :class:`PodShape`); a zone-constrained shape becomes one
+*item* per zone (``topology.py``); items that pack identically are merged into *classes*. A
+*candidate* is one way to buy a node: a pool, an instance type and an offering, or a capacity
+reservation. Limits (node pools, account quotas, reservations: ``account_limits.py``) are rows
+``L y <= headroom`` that no plan exceeds. The modules, in the order :func:`plan_nodes` uses them:
+
+- ``candidates``: candidates per pool and offering, compatibility, launched nodes' labels;
+- ``problem``: the item x candidate problem in arrays, classes, dominated candidates dropped;
+- ``greedy``: four greedy plans (cheapest per pod, first fit and even spread by capacity per
+  dollar, constrained first), every node right-sized (``packing``);
+- ``local_search``: move a node to a cheaper candidate, or empty it, when its pods find room;
+- ``bound``: a lower bound from resource prices, and from column-generation duals;
+- ``columns``: column generation (master LP with HiGHS, knapsack pricing) and a MILP over the
+  columns, whose plans compete with the greedy one;
+- ``topology_check``: zone spreads trimmed to skew 1, gangs not placed in full removed;
+- ``reasons``: why pods are left out (no fitting pool, or the limit that blocks them).
+
+Every search is bounded by a work budget (:class:`PlanBudget`: passes, moves, rounds, columns,
+branch-and-bound nodes), never by the clock, so the same input gives the same plan on any
+machine. ``time_limit`` is only an outer safety net; when it fires, ``Plan.time_limit_hit``
+says so.
+"""
+
+from __future__ import annotations
+
+from fleetshare.autoscaling.account_limits import AccountLimits
+from fleetshare.autoscaling.provisioner.budget import PlanBudget
+from fleetshare.autoscaling.provisioner.candidates import (
+    CAPACITY_TYPE_LABEL,
+    FAMILY_LABEL,
+    GPU_NAME_LABEL,
+    POOL_LABEL,
+    Candidate,
+    candidates_for,
+    compatible,
+    labels_ok,
+    launch_labels,
+    node_labels,
+    offering_candidates,
+    pool_taints,
+)
+from fleetshare.autoscaling.provisioner.planner import plan_nodes
+from fleetshare.autoscaling.provisioner.result import Launch, Plan, PlannedNode
+from fleetshare.autoscaling.topology import PodShape
+
+_labels_ok = labels_ok  # the name tests/test_predicate.py imports
+
+__all__ = [
+    "CAPACITY_TYPE_LABEL",
+    "FAMILY_LABEL",
+    "GPU_NAME_LABEL",
+    "POOL_LABEL",
+    "AccountLimits",
+    "Candidate",
+    "Launch",
+    "Plan",
+    "PlanBudget",
+    "PlannedNode",
+    "PodShape",
+    "candidates_for",
+    "compatible",
+    "labels_ok",
+    "launch_labels",
+    "node_labels",
+    "offering_candidates",
+    "plan_nodes",
+    "pool_taints",
+]

@@ -1,0 +1,61 @@
+"""How much work a plan may take (:class:`PlanBudget`), and the outer time limit
+(:class:`SafetyNet`) that cuts a plan short only when the budget was sized too large for the
+machine, and is then reported on the plan."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class PlanBudget:
+    """Work limits of :func:`~fleetshare.autoscaling.provisioner.plan_nodes`.
+
+    Counted in steps of the algorithms, not seconds: the same input and budget give the same
+    plan on any machine and under any load.
+    """
+
+    search_passes: int = 50
+    """Local search: passes over the nodes per run (a run also ends at a pass that finds no
+    improvement)."""
+    search_moves: int = 100_000
+    """Local search: node moves tried per run (to a cheaper candidate, or emptying it)."""
+    cg_rounds: int = 50
+    """Column generation: rounds, each one master-LP solve and one pricing step."""
+    cg_columns: int = 20_000
+    """Column generation: columns the master LP may hold; generation stops once it holds more."""
+    exact_knapsacks: int = 12
+    """Column generation: exact knapsacks (small MILPs) solved in all, when the greedy pricing
+    finds no column; one that finds a column ends its round."""
+    knapsack_nodes: int = 1_000
+    """HiGHS branch-and-bound nodes per exact knapsack (one not solved within it proves
+    nothing)."""
+    milp_columns: int = 60
+    """The MILP chooses among at most this many columns: those the LP solution uses, then the
+    lowest reduced costs."""
+    milp_nodes: int = 200
+    """HiGHS branch-and-bound nodes of the MILP over those columns."""
+
+
+class SafetyNet:
+    """The outer time limit. It takes no part in a decision unless it fires; then the search
+    stops where it is and ``hit`` records it (``Plan.time_limit_hit``)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.started = time.perf_counter()
+        self.deadline = self.started + seconds
+        self.hit = False
+
+    def fired(self) -> bool:
+        """True (and recorded) once the time limit has passed."""
+        if not self.hit and time.perf_counter() > self.deadline:
+            self.hit = True
+        return self.hit
+
+    def left(self) -> float:
+        """Seconds left (for HiGHS's own time limit, the same safety net inside a solve)."""
+        return max(0.01, self.deadline - time.perf_counter())
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started

@@ -1,0 +1,209 @@
+"""``plan_nodes``: the control loop over the phases (see the package docstring)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from fleetshare.autoscaling.account_limits import AccountLimits
+from fleetshare.autoscaling.cloud import Instance, Offering
+from fleetshare.autoscaling.nodepool import NodePool
+from fleetshare.autoscaling.provisioner.bound import most_nodes, resource_prices
+from fleetshare.autoscaling.provisioner.budget import PlanBudget, SafetyNet
+from fleetshare.autoscaling.provisioner.columns import (
+    SMALL,
+    Columns,
+    Relaxation,
+    add_singletons,
+    column_generation,
+    decode,
+    milp_columns,
+    solve_milp,
+)
+from fleetshare.autoscaling.provisioner.greedy import greedy
+from fleetshare.autoscaling.provisioner.local_search import improve
+from fleetshare.autoscaling.provisioner.packing import Packing
+from fleetshare.autoscaling.provisioner.problem import Problem, build_problem
+from fleetshare.autoscaling.provisioner.reasons import NOT_PLANNED
+from fleetshare.autoscaling.provisioner.result import Launch, Plan, PlannedNode
+from fleetshare.autoscaling.provisioner.topology_check import enforce_topology
+from fleetshare.autoscaling.topology import PodShape
+from fleetshare.model.catalog import Catalog
+
+SMALL_PROBLEM = 20_000
+"""Problems with at most this many (class, candidate) pairs always run column generation."""
+
+
+def _finish(
+    p: Problem, pack: Packing, plan: Plan, why: Mapping[int, str], cover: np.ndarray
+) -> None:
+    """Reasons for pods left out, the planned nodes with their pods, launches and cost."""
+    missing: dict[int, int] = {}
+    for k, it in enumerate(p.items):
+        if it.count > cover[k]:
+            missing[it.shape] = missing.get(it.shape, 0) + it.count - int(cover[k])
+    for s, n in sorted(missing.items()):
+        reason = why.get(s, NOT_PLANNED)
+        plan.unplaceable[s] = f"{n} of {p.shapes[s].count} pods not planned: {reason}"
+    # per node, which shapes: hand each class's pods on the nodes to its items in order
+    per_node: list[dict[int, int]] = [{} for _ in range(pack.n)]
+    for c, members in enumerate(p.class_items):
+        nodes = np.flatnonzero(pack.counts[: pack.n, c])
+        amounts = pack.counts[nodes, c].copy()
+        pos = 0
+        for k in members:
+            want, s = int(cover[k]), p.items[k].shape
+            while want > 0 and pos < len(nodes):
+                t = min(want, int(amounts[pos]))
+                per_node[nodes[pos]][s] = per_node[nodes[pos]].get(s, 0) + t
+                amounts[pos] -= t
+                want -= t
+                if amounts[pos] == 0:
+                    pos += 1
+    for n in range(pack.n):
+        cand = p.candidates[int(pack.cand[n])]
+        o = cand.offering
+        plan.nodes.append(
+            PlannedNode(
+                cand.pool,
+                cand.instance.name,
+                o.zone,
+                o.capacity_type,
+                o.price_per_hour,
+                tuple(sorted(per_node[n].items())),
+                cand.reservation,
+            )
+        )
+    counts: dict[tuple[str, str, str, str, float], int] = {}
+    for node in plan.nodes:
+        key = (node.pool, node.instance_type, node.zone, node.capacity_type, node.price_per_hour)
+        counts[key] = counts.get(key, 0) + 1
+    plan.launches = sorted(
+        (Launch(*key[:4], n, key[4]) for key, n in counts.items()),
+        key=lambda la: (la.pool, la.instance_type, la.zone, la.capacity_type, la.price_per_hour),
+    )
+    plan.hourly_cost = sum(node.price_per_hour for node in plan.nodes)
+
+
+def _gap(p: Problem, pack: Packing, bound: float) -> float:
+    return (_score(p, pack) - bound) / max(bound, 1e-12)
+
+
+def _score(p: Problem, pack: Packing) -> float:
+    short = np.maximum(p.demand - pack.covered(), 0).sum()
+    return float(p.obj[pack.cand[: pack.n]].sum()) + p.penalty * float(short)
+
+
+def plan_nodes(
+    shapes: Sequence[PodShape],
+    pools: Sequence[NodePool],
+    catalog: Catalog,
+    offerings: Sequence[Offering],
+    *,
+    pool_usage: Mapping[str, Mapping[str, int]] | None = None,
+    time_limit: float = 10.0,
+    account_limits: AccountLimits | None = None,
+    running_instances: Sequence[Instance] = (),
+    target_gap: float = 0.02,
+    budget: PlanBudget | None = None,
+) -> Plan:
+    """The cheapest launches that fit every shape's pods (see the package docstring).
+
+    ``account_limits``: vCPU quotas, per-type counts and capacity reservations of the cloud
+    account; ``running_instances``: the instances that exist now (their usage counts against
+    those limits). ``pool_usage``: per pool, what its existing nodes already use of its limits
+    (milli-units; ``nodes`` as a count). ``target_gap``: when the greedy plan is already this
+    close to the lower bound, column generation and the MILP are skipped (small problems always
+    run them). ``budget``: how much search each phase may do (:class:`PlanBudget`); the plan
+    depends only on the input and the budget. ``time_limit`` (seconds) is an outer safety net:
+    if it fires, the search stops where it is and ``Plan.time_limit_hit`` is set.
+    """
+    budget = budget or PlanBudget()
+    net = SafetyNet(time_limit)
+    plan = Plan()
+    p = build_problem(
+        shapes,
+        pools,
+        catalog,
+        offerings,
+        pool_usage or {},
+        account_limits,
+        running_instances,
+        plan,
+    )
+    if p is None:
+        plan.seconds = net.elapsed()
+        return plan
+    clock = {"build_s": net.elapsed()}
+
+    def lap(name: str) -> None:
+        clock[name] = net.elapsed() - sum(clock.values())
+
+    plans: list[tuple[str, Packing]] = [
+        ("greedy", greedy(p, r)) for r in ("pod", "big", "spread", "balance")
+    ]
+    costs = {f"cost_greedy_{i}": _score(p, pk) for i, (_, pk) in enumerate(plans)}
+    best_method, best = min(plans, key=lambda mp: _score(p, mp[1]))
+    lap("greedy_s")
+    res_bound, pi_res = resource_prices(p)
+    bound = res_bound
+    work = {"search_moves": float(improve(p, best, budget, net))}
+    costs["cost_improved"] = _score(p, best)
+    lap("improve_s")
+    small = p.n_classes * len(p.candidates) <= SMALL_PROBLEM
+    relax = Relaxation(bound=bound)
+    cols = Columns()
+    if (small or _gap(p, best, bound) > target_gap) and not net.fired():
+        for _, pack in plans:
+            for n in range(pack.n):
+                cols.add(int(pack.cand[n]), pack.counts[n])
+        add_singletons(p, cols)
+        relax = column_generation(p, cols, budget, net, bound, pi_res)
+        bound = max(bound, relax.bound)
+        lap("lp_s")
+        if relax.y.size:
+            pack = greedy(p, "spread", start=decode(p, cols, np.floor(relax.y + 1e-6)))
+            costs["cost_lp_rounding"] = _score(p, pack)
+            if _score(p, pack) < _score(p, best) - 1e-9:
+                best_method, best = "lp-rounding", pack
+        if (small or p.n_classes <= SMALL) and _gap(p, best, bound) > 1e-6 and not net.fired():
+            chosen = milp_columns(p, cols, relax, budget.milp_columns)
+            y = solve_milp(p, chosen, budget.milp_nodes, net)
+            if y is not None:
+                pack = greedy(p, "spread", start=decode(p, chosen, y))
+                costs["cost_milp"] = _score(p, pack)
+                if _score(p, pack) < _score(p, best) - 1e-9:
+                    best_method, best = "milp", pack
+        lap("milp_s")
+        if best_method != "greedy":
+            work["search_moves"] += improve(p, best, budget, net)
+            lap("improve2_s")
+    net.fired()  # a solve the time limit cut short inside HiGHS is reported too
+    why, cover = enforce_topology(p, best)
+    _finish(p, best, plan, why, cover)
+    plan.method = best_method + (" (cut short by the time limit)" if net.hit else "")
+    plan.time_limit_hit = net.hit
+    # the bound is on objective prices; free reservations cost a tiny amount there
+    token = p.obj - p.price
+    ymax = np.minimum(most_nodes(p), float(p.demand.sum()))
+    nudge = float((token * np.where(token > 0, ymax, 0)).sum())
+    uncovered = float(np.maximum(p.demand - best.covered(), 0).sum())
+    plan.lower_bound = max(0.0, bound - p.penalty * uncovered - nudge)
+    plan.bound_is_proven = uncovered == 0 and plan.lower_bound > 0
+    plan.stats = {
+        "classes": p.n_classes,
+        "items": len(p.items),
+        "candidates": len(p.candidates),
+        "columns": len(cols),
+        "rounds": relax.rounds,
+        "lp_value": relax.value,
+        "lp_converged": float(relax.exact),
+        "resource_bound": res_bound,
+        **work,
+        **costs,
+        "time_limit_hit": float(net.hit),
+        **clock,
+    }
+    plan.seconds = net.elapsed()
+    return plan

@@ -1,0 +1,275 @@
+"""The planning problem in arrays: shapes become items (one per zone when zonal) and items
+that pack identically become classes; candidates another one dominates are dropped; limits are
+rows ``L y <= headroom``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleetshare.autoscaling.account_limits import (
+    AccountLimits,
+    LimitRows,
+    account_usage,
+    limit_rows,
+)
+from fleetshare.autoscaling.cloud import Instance, Offering
+from fleetshare.autoscaling.nodepool import NodePool
+from fleetshare.autoscaling.provisioner.candidates import Candidate, labels_ok, offering_candidates
+from fleetshare.autoscaling.provisioner.reasons import why_unplaceable
+from fleetshare.autoscaling.provisioner.result import Plan
+from fleetshare.autoscaling.topology import Item, PodShape, gang_members, split_items
+from fleetshare.model.catalog import Catalog
+from fleetshare.model.resources import GPU, is_accelerator
+
+
+@dataclass
+class Problem:
+    shapes: Sequence[PodShape]
+    candidates: list[Candidate]
+    items: list[Item]
+    class_items: list[list[int]]
+    cap: np.ndarray  # J x R, int64 (resource units scaled by a common divisor)
+    size: np.ndarray  # C x R, int64
+    demand: np.ndarray  # C, int64
+    upper: np.ndarray  # C, int64: per-node cap (demand when uncapped)
+    allowed: np.ndarray  # C x J bool
+    fit: np.ndarray  # C x J int64: how many of the class one node holds (0: not allowed)
+    price: np.ndarray  # J: real price
+    obj: np.ndarray  # J: objective price (>0 even for free reservations)
+    limits: LimitRows
+    class_gang: np.ndarray  # C int: gang index or -1
+    gangs: list[str]
+    weights: list[np.ndarray]  # surrogate weights per resource, >= 0
+    capref: np.ndarray  # R: the largest capacity per resource (for normalised sizes)
+    penalty: float
+    accel: np.ndarray  # C: accelerator amount per pod (for ordering)
+    item_class: np.ndarray  # I: class of each item
+    domains: dict[int, list[str]]  # zone-spread shape -> the zones it may use
+    allowed_id: np.ndarray  # C: index into allowed_rows
+    allowed_rows: np.ndarray  # U x J: the distinct rows of ``allowed``
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.class_items)
+
+
+def _scaled(values: list[list[int]]) -> np.ndarray:
+    """Integer matrix with every column divided by the gcd of its entries (exact in floats)."""
+    arr = np.array(values, dtype=object)
+    out = np.zeros(arr.shape, dtype=np.int64)
+    for r in range(arr.shape[1] if arr.ndim == 2 else 0):
+        col = [int(v) for v in arr[:, r]]
+        g = 0
+        for v in col:
+            g = math.gcd(g, v)
+        g = g or 1
+        out[:, r] = [v // g for v in col]
+    return out
+
+
+def _compat(
+    shapes: Sequence[PodShape],
+    candidates: list[Candidate],
+    pools: Mapping[str, NodePool],
+    fit: np.ndarray,
+) -> np.ndarray:
+    """S x J: labels, taints, resources and the pool's GPU fallback rule."""
+    ok = np.zeros((len(shapes), len(candidates)), bool)
+    cache: dict[tuple[object, ...], np.ndarray] = {}
+    for s, shape in enumerate(shapes):
+        key = (shape.node_selector, shape.tolerations, shape.affinity)
+        if key not in cache:
+            cache[key] = np.array(
+                [labels_ok(shape, c, pools[c.pool]) for c in candidates], dtype=bool
+            )
+        ok[s] = cache[key] & fit[s]
+        if dict(shape.requests).get(GPU, 0) > 0 and ok[s].any():
+            idx = np.flatnonzero(ok[s])
+            if not all(pools[candidates[j].pool].allow_gpu_fallback for j in idx):
+                counts = np.array([candidates[j].instance.gpu_count for j in idx])
+                ok[s, idx[counts != counts.min()]] = False
+    return ok
+
+
+def _dominated(allowed: np.ndarray, cap: np.ndarray, obj: np.ndarray, L: np.ndarray) -> np.ndarray:
+    """Candidates another one dominates: allowed for a superset of items, at least as large in
+    every resource, no dearer and using no more of any limit (ties: the lower index stays)."""
+    J = cap.shape[0]
+    dead = np.zeros(J, bool)
+    if J < 2:
+        return dead
+    packed = np.packbits(allowed.T, axis=1)
+    ids: dict[bytes, int] = {}
+    sig = np.array([ids.setdefault(row.tobytes(), len(ids)) for row in packed], np.int64)
+    first = np.unique(sig, return_index=True)[1]
+    colf = allowed.T[first].astype(np.int64)
+    # superset[u, v]: column u allows everything column v allows
+    superset = (colf @ (1 - colf).T) == 0
+    superset = superset.T
+    chunk = max(1, 2_000_000 // max(1, J * max(1, cap.shape[1])))
+    for start in range(0, J, chunk):
+        js = np.arange(start, min(J, start + chunk))
+        # k dominates j
+        m = superset[sig[None, :], sig[js, None]]  # len(js) x J: col(k) >= col(j)
+        m &= (cap[None, :, :] >= cap[js, None, :]).all(axis=2)
+        m &= obj[None, :] <= obj[js, None] + 1e-12
+        if L.shape[0]:
+            m &= (L.T[None, :, :] <= L.T[js, None, :] + 1e-9).all(axis=2)
+        strict = (cap[None, :, :] > cap[js, None, :]).any(axis=2) | (
+            obj[None, :] < obj[js, None] - 1e-12
+        )
+        if L.shape[0]:
+            strict |= (L.T[None, :, :] < L.T[js, None, :] - 1e-9).any(axis=2)
+        m &= strict | (np.arange(J)[None, :] < js[:, None])
+        m[np.arange(len(js)), js] = False
+        dead[js] = m.any(axis=1)
+    return dead
+
+
+def build_problem(
+    shapes: Sequence[PodShape],
+    pools: Sequence[NodePool],
+    catalog: Catalog,
+    offerings: Sequence[Offering],
+    pool_usage: Mapping[str, Mapping[str, int]],
+    account: AccountLimits | None,
+    running: Sequence[Instance],
+    plan: Plan,
+) -> Problem | None:
+    pools_by_name = {p.name: p for p in pools}
+    candidates = offering_candidates(pools, catalog, offerings, account)
+    resources = sorted({name for s in shapes for name, _ in s.requests} | {"pods"})
+    raw_size = [[s.request().get(r, 0) if r != "pods" else 1000 for r in resources] for s in shapes]
+    raw_cap = [[c.instance.allocatable.get(r, 0) for r in resources] for c in candidates]
+    both = _scaled(raw_size + raw_cap) if shapes and candidates else np.zeros((0, len(resources)))
+    ssize, cap = both[: len(shapes)], both[len(shapes) :]
+    S, J = len(shapes), len(candidates)
+    fits: np.ndarray = np.zeros((S, J), bool)
+    if S and J:
+        fits = np.asarray((cap[None, :, :] >= ssize[:, None, :]).all(axis=2))
+    compat = _compat(shapes, candidates, pools_by_name, fits) if J else np.zeros((S, 0), bool)
+    placeable = [i for i, s in enumerate(shapes) if s.count > 0 and compat[i].any()]
+    for i, s in enumerate(shapes):
+        if s.count > 0 and not compat[i].any():
+            plan.unplaceable[i] = why_unplaceable(s, pools, catalog)
+    gangs = gang_members(shapes)
+    for gang, members in gangs.items():
+        broken = [i for i in members if i in plan.unplaceable]
+        if broken:
+            for i in members:
+                if shapes[i].count > 0 and i not in plan.unplaceable:
+                    plan.unplaceable[i] = (
+                        f"gang '{gang}' cannot be planned in full, so none of it is: shape "
+                        f"{broken[0]}: {plan.unplaceable[broken[0]]}"
+                    )
+            placeable = [i for i in placeable if i not in members]
+    if not placeable:
+        return None
+    price = np.array([c.price for c in candidates], float)
+    zones = np.array([c.offering.zone for c in candidates])
+    items: list[Item] = []
+    zone_names = sorted(set(zones.tolist()))
+    zone_mask = {z: zones == z for z in zone_names}
+    domains: dict[int, list[str]] = {}
+    for i in placeable:
+        shape = shapes[i]
+        zone_prices: dict[str, float] = {}
+        if shape.zone_spread or shape.same_zone:
+            per_node = np.floor_divide(cap, np.maximum(ssize[i], 1)).min(axis=1)
+            per_node = np.minimum(per_node, min(shape.max_per_node or shape.count, shape.count))
+            per_pod = np.where(compat[i], price / np.maximum(per_node, 1), np.inf)
+            for z in zone_names:
+                best = float(per_pod[zone_mask[z]].min(initial=np.inf))
+                if np.isfinite(best):
+                    zone_prices[z] = best
+            domains[i] = sorted(zone_prices)
+        items.extend(split_items(i, shape, zone_prices))
+    item_allowed = np.array(
+        [compat[it.shape] & ((zones == it.zone) if it.zone is not None else True) for it in items]
+    )
+    usage = account_usage(account, running, catalog) if account is not None else {}
+    limits = limit_rows(candidates, pools, pool_usage, account, usage)
+    # free capacity (reservations) costs a token amount, so no plan launches it for nothing
+    obj = np.where(price > 0, price, 1e-6 * max(1.0, float(price.max(initial=0.0))))
+    # same pool and type, same items, same limit use: only the cheapest offering matters
+    cheapest: dict[tuple[object, ...], int] = {}
+    packed = np.packbits(item_allowed.T, axis=1)
+    for j in np.argsort(obj, kind="stable").tolist():
+        c = candidates[j]
+        same = (c.pool, c.instance.name, packed[j].tobytes(), limits.matrix[:, j].tobytes())
+        cheapest.setdefault(same, j)
+    keep = np.array(sorted(cheapest.values()), np.int64)
+    dead = _dominated(item_allowed[:, keep], cap[keep], obj[keep], limits.matrix[:, keep])
+    keep = keep[~dead]
+    candidates = [candidates[j] for j in keep]
+    cap, price, obj, item_allowed = cap[keep], price[keep], obj[keep], item_allowed[:, keep]
+    limits.matrix = limits.matrix[:, keep]
+    # merge items that pack identically into classes
+    gang_names = sorted({it.gang for it in items if it.gang is not None})
+    class_of: dict[tuple[object, ...], int] = {}
+    class_items: list[list[int]] = []
+    for k, it in enumerate(items):
+        key = (
+            it.shape if it.max_per_node is not None else None,
+            shapes[it.shape].requests,
+            item_allowed[k].tobytes(),
+            it.gang,
+        )
+        if key not in class_of:
+            class_of[key] = len(class_items)
+            class_items.append([])
+        class_items[class_of[key]].append(k)
+    first = [members[0] for members in class_items]
+    size = ssize[[items[k].shape for k in first]]
+    demand = np.array([sum(items[k].count for k in members) for members in class_items], np.int64)
+    upper = np.array(
+        [min(int(d), items[k].max_per_node or int(d)) for k, d in zip(first, demand, strict=True)],
+        np.int64,
+    )
+    allowed = item_allowed[first]
+    fit = np.floor_divide(cap[None, :, :], np.maximum(size[:, None, :], 1))
+    fit = np.where(size[:, None, :] > 0, fit, np.iinfo(np.int64).max).min(axis=2)
+    fit = np.where(allowed, np.minimum(fit, upper[:, None]), 0)
+    class_gang = np.array(
+        [gang_names.index(g) if (g := items[k].gang) is not None else -1 for k in first], int
+    )
+    capref = np.maximum(cap.max(axis=0), 1).astype(float)
+    weights = [np.eye(len(resources))[r] for r in range(len(resources))] + [1.0 / capref]
+    item_class = np.zeros(len(items), np.int64)
+    for c, members in enumerate(class_items):
+        item_class[members] = c
+    allowed_rows, allowed_id = np.unique(allowed, axis=0, return_inverse=True)
+    accel = np.array(
+        [sum(v for k, v in shapes[items[k].shape].requests if is_accelerator(k)) for k in first],
+        float,
+    )
+    return Problem(
+        shapes=shapes,
+        candidates=candidates,
+        items=items,
+        class_items=class_items,
+        cap=cap,
+        size=size,
+        demand=demand,
+        upper=upper,
+        allowed=allowed,
+        fit=fit,
+        price=price,
+        obj=obj,
+        limits=limits,
+        class_gang=class_gang,
+        gangs=gang_names,
+        weights=weights,
+        capref=capref,
+        penalty=1.0 + 2.0 * float(obj.max()),
+        accel=accel,
+        item_class=item_class,
+        domains=domains,
+        allowed_id=allowed_id.ravel(),
+        allowed_rows=allowed_rows,
+    )
