@@ -288,3 +288,21 @@ def test_a_job_no_node_can_be_bought_for_does_not_hold_the_quota_of_the_work_beh
     assert "limit" in huge["pending_reason"] and "gpu" in huge["pending_reason"]
     # and no node was bought for part of the gang
     assert all(n["instance_type"] not in ("g6.12xlarge", "g5.12xlarge") for n in out["nodes"])
+
+
+def test_a_pool_node_limit_counts_nodes_not_milli_nodes() -> None:
+    """A pool limited to 3 nodes keeps adding nodes for later demand up to 3 (its usage was
+    once counted in milli-nodes against a limit in nodes, so a pool stopped at one node)."""
+    pool = {**POOL, "families": ["g6"], "instance_types": ["g6.xlarge"], "limits": {"nodes": 3}}
+    jobs = [job(f"j{i}", "research", 600 * i, 1) for i in range(5)]
+    for j in jobs:
+        j["duration"] = 7200
+    out = scaled(jobs, node_pools=[pool])
+    assert len(out["nodes"]) == 3
+    assert [n["launched_at"] for n in out["nodes"]] == [1.0, 601.0, 1201.0]
+    admitted = {name: w["admitted_at"] for name, w in out["workloads"].items()}
+    assert admitted["j3"] is not None and admitted["j3"] > 7200  # waited for a node to free up
+    # while it waits, it says which limit keeps nodes from being bought for it
+    waiting = scaled(jobs, node_pools=[pool], until=3000)
+    reason = waiting["workloads"]["j3"]["pending_reason"]
+    assert "node pool 'gpu' limit nodes (3 nodes, 3 in use)" in reason, reason

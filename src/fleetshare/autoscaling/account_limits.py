@@ -245,7 +245,7 @@ def limit_rows(
             mine = [c.pool == pool.name for c in candidates]
             if resource == "nodes":
                 row = [1.0 if m else 0.0 for m in mine]
-                limit, used, unit = limit // 1000, used, "nodes"
+                limit, used, unit = limit // 1000, used, "nodes"  # usage counts nodes
             else:
                 row = [
                     float(c.instance.allocatable.get(resource, 0)) if m else 0.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -165,3 +166,43 @@ class PoolSet(_Strict):
 
 
 ACCELERATOR_LIMIT_KEYS = (GPU, "aws.amazon.com/neuron")
+
+
+NODES = "nodes"
+"""The pool limit on its number of nodes (a count, not milli-units, in usage)."""
+
+
+def pool_usage(
+    members: Iterable[tuple[str, Mapping[str, int]]],
+) -> dict[str, dict[str, int]]:
+    """What each pool's nodes use of its limits, from (pool, allocatable) pairs: ``nodes`` as
+    a count, resources in milli-units. The one usage every limit check reads."""
+    usage: dict[str, dict[str, int]] = {}
+    for pool, allocatable in members:
+        used = usage.setdefault(pool, {NODES: 0})
+        used[NODES] += 1
+        for resource, amount in allocatable.items():
+            used[resource] = used.get(resource, 0) + amount
+    return usage
+
+
+def limit_passed(
+    pool: NodePool, used: Mapping[str, int], allocatable: Mapping[str, int]
+) -> str | None:
+    """The pool limit one more node with ``allocatable`` would pass, or None."""
+    for resource in pool.limits:
+        limit = pool.limit_of(resource)
+        assert limit is not None
+        if resource == NODES:
+            if used.get(NODES, 0) + 1 > limit // 1000:
+                return resource
+        elif used.get(resource, 0) + allocatable.get(resource, 0) > limit:
+            return resource
+    return None
+
+
+def add_node(used: dict[str, int], allocatable: Mapping[str, int]) -> None:
+    """Count one more node in a pool's ``used`` (as :func:`pool_usage` counts)."""
+    used[NODES] = used.get(NODES, 0) + 1
+    for resource, amount in allocatable.items():
+        used[resource] = used.get(resource, 0) + amount

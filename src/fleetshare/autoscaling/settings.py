@@ -165,7 +165,12 @@ class AutoscalerSpec(_Strict):
         default=datetime(2026, 1, 5, tzinfo=UTC),
         description="wall-clock time of t=0, for cron schedules (a Monday 00:00 UTC)",
     )
-    plan_time_limit_seconds: float = Field(default=5.0, gt=0)
+    plan_time_limit_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="a safety net only: plans are bounded by a work budget, and a plan cut "
+        "short by this limit says so",
+    )
     headroom: list[HeadroomSpec] = Field(default_factory=list)
     disruption_interval_seconds: float = Field(
         default=60.0, gt=0, description="how often consolidation, expiry and drift are evaluated"
@@ -197,7 +202,7 @@ class DisruptionSettingsSpec(_Strict):
     min_saving_per_hour: float = Field(default=0.01, ge=0)
     max_multi_node_candidates: int = Field(default=100, ge=2)
     max_replacement_candidates: int = Field(default=10, ge=0)
-    plan_time_limit_seconds: float = Field(default=2.0, gt=0)
+    plan_time_limit_seconds: float = Field(default=30.0, gt=0)
     expiry_grace_seconds: float = Field(
         default=0.0, ge=0, description="protected expired nodes are forced this long after"
     )

@@ -51,6 +51,8 @@ class PodShape:
     gang: str | None = None
     """All shapes with this gang id are planned in full, or none of them."""
     zone_counts: tuple[tuple[str, int], ...] = ()
+    headroom: bool = False
+    """Warm room the autoscaler keeps, not pods of any workload."""
     """Pods of this shape's group already running, per zone (for spread and affinity)."""
 
     def __post_init__(self) -> None:

@@ -55,7 +55,7 @@ from fleetshare.autoscaling.disruption import (
     decide,
     validate,
 )
-from fleetshare.autoscaling.nodepool import NodePool
+from fleetshare.autoscaling.nodepool import NODES, NodePool, add_node, limit_passed, pool_usage
 from fleetshare.autoscaling.provisioner import (
     Launch,
     Plan,
@@ -268,7 +268,14 @@ class Autoscaler:
             return
         managed.terminated_at, managed.termination_reason = now, reason
         self.cloud.terminate([managed.instance.id], now)
-        self._retry_stuck = True  # room under the pool's limits: plan them again
+        if not self._retry_stuck:  # room under the pool's limits: plan stuck work again
+            self._retry_stuck = True
+            self._seen -= set(self.unplaceable)  # fresh again: a plan is made for them
+
+    def retry_due(self) -> bool:
+        """Work no node could be bought for waits, and a node went away since: planning it
+        again now may succeed (room under a pool or account limit)."""
+        return self._retry_stuck and bool(self.unplaceable)
 
     def note(self, workload: str) -> str | None:
         """What the autoscaler is doing about a pending workload, for "why pending"."""
@@ -375,11 +382,7 @@ class Autoscaler:
         self.unplaceable = {w: r for w, r in self.unplaceable.items() if w in waiting}
         # Work no node can be bought for holds no quota on paper, so it does not block the
         # work behind it; it is tried again when a node goes away or a retry is due.
-        stuck: set[str] = set()
-        if self._retry_stuck:
-            self._seen -= set(self.unplaceable)  # fresh again: a plan is made for them
-        else:
-            stuck = set(self.unplaceable)
+        stuck = set() if self._retry_stuck else set(self.unplaceable)
         demand, self.quota_blocked = admissible_demand(engine, snapshot, self._nominated(), stuck)
         names = {d.workload.name for d in demand}
         fresh = names - self._seen
@@ -475,22 +478,20 @@ class Autoscaler:
         return self.cloud.offerings(wanted, now)
 
     def _open_pools(self, now: float) -> list[NodePool]:
-        """Pools that may launch now (not at a scheduled ceiling)."""
+        """The pools as they stand now: a pool's node limit tightened to its current ceiling
+        (instance-group maximums, schedules), so the planner keeps within it and says which
+        limit keeps work from getting nodes."""
         out = []
         for pool in self.pools.values():
             ceiling = self._bounds(pool, now)[1]
-            if ceiling is None or self._count(pool.name) < ceiling:
-                out.append(pool)
+            limit = pool.limit_of(NODES)
+            if ceiling is not None and (limit is None or ceiling < limit // 1000):
+                pool = pool.model_copy(update={"limits": {**pool.limits, NODES: ceiling}})
+            out.append(pool)
         return out
 
     def _pool_usage(self) -> dict[str, dict[str, int]]:
-        usage: dict[str, dict[str, int]] = {}
-        for managed in self.live():
-            mine = usage.setdefault(managed.pool, {})
-            mine["nodes"] = mine.get("nodes", 0) + 1000
-            for resource, value in managed.node.allocatable.items():
-                mine[resource] = mine.get(resource, 0) + value
-        return usage
+        return pool_usage((m.pool, m.node.allocatable) for m in self.live())
 
     def _plan_and_launch(
         self,
@@ -523,15 +524,18 @@ class Autoscaler:
             )
             self.plans.append(plan)
             planned = [
-                w for i, s in enumerate(shapes) if i not in plan.unplaceable for w in s.workloads
+                w
+                for i, s in enumerate(shapes)
+                if i not in plan.unplaceable and not s.headroom
+                for w in s.workloads
             ]
             for w in planned:
                 self.unplaceable.pop(w, None)
             stuck = {
                 w: reason
                 for i, reason in plan.unplaceable.items()
+                if not shapes[i].headroom
                 for w in shapes[i].workloads
-                if not w.startswith("(headroom")
             }
             if stuck.keys() - self.unplaceable.keys():
                 out.wake.append(now + max(1.0, self.settings.batch_idle_seconds))  # free quota
@@ -574,7 +578,7 @@ class Autoscaler:
         """Headroom pods that do not fit in ``free`` (taken as they fit): what to launch to
         keep the configured warm room."""
         out = []
-        for i, room in enumerate(self.settings.headroom):
+        for room in self.settings.headroom:
             requests = parse_resources(room.requests)
             podset = PodSet("headroom", room.count, requests, dict(room.node_selector))
             missing = room.count - _first_fit(podset, podset.node_selector, room.count, free)
@@ -584,7 +588,7 @@ class Autoscaler:
                         requests=tuple(sorted(requests.items())),
                         count=missing,
                         node_selector=tuple(sorted(room.node_selector.items())),
-                        workloads=(f"(headroom {i})",),
+                        headroom=True,
                     )
                 )
         return out
@@ -608,24 +612,15 @@ class Autoscaler:
             pool = self.pools[launch.pool]
             ceiling = self._bounds(pool, now)[1]
             allocatable = self.catalog.get(launch.instance_type).allocatable
-            mine = usage.setdefault(pool.name, {})
+            mine = usage.setdefault(pool.name, {NODES: 0})
             count = 0
             for _ in range(launch.count):
-                if ceiling is not None and mine.get("nodes", 0) // 1000 >= ceiling:
+                if ceiling is not None and mine[NODES] >= ceiling:
                     break
-                over = False
-                for resource in pool.limits:
-                    limit = pool.limit_of(resource)
-                    assert limit is not None
-                    add = 1000 if resource == "nodes" else allocatable.get(resource, 0)
-                    if mine.get(resource, 0) + add > limit:
-                        over = True
-                if over:
+                if limit_passed(pool, mine, allocatable) is not None:
                     break
                 count += 1
-                mine["nodes"] = mine.get("nodes", 0) + 1000
-                for resource, value in allocatable.items():
-                    mine[resource] = mine.get(resource, 0) + value
+                add_node(mine, allocatable)
             if count:
                 out.append(replace(launch, count=count))
         return out

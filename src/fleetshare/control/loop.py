@@ -111,12 +111,14 @@ class ControlLoop:
         for ready_at, node in step.joins:
             cluster.join_node(node, max(ready_at, now))
         evicted = False
+        removed = False
         for name, reason in step.removals:
             if not autoscaler.manages(name) and name not in {n.name for n in cluster.node_list()}:
                 continue
             cluster.log(now, "node", action="terminate", node=name, reason=reason)
             evicted = cluster.remove_node(name, reason, now) or evicted
             autoscaler.terminated(name, now, reason)
+            removed = True
         for workload in cluster.pending_workloads():
             note = autoscaler.note(workload.name)
             if note:
@@ -124,4 +126,4 @@ class ControlLoop:
         busy = cluster.busy(now)
         for at in {*step.wake, *(step.wake_if_busy if busy else ())}:
             cluster.wake(at, now)
-        return evicted or step.again
+        return evicted or step.again or (removed and autoscaler.retry_due())

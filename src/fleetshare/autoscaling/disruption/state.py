@@ -17,7 +17,8 @@ from fleetshare.autoscaling.disruption.types import (
     PodView,
     Replacement,
 )
-from fleetshare.autoscaling.nodepool import NodePool
+from fleetshare.autoscaling.nodepool import NODES, NodePool
+from fleetshare.autoscaling.nodepool import pool_usage as usage_of
 from fleetshare.autoscaling.provisioner import (
     Candidate,
     PodShape,
@@ -218,17 +219,17 @@ def shapes(pods: Sequence[PodView]) -> list[PodShape]:
 
 
 def pool_usage(state: State, pools: Iterable[str], removed: set[str]) -> dict[str, dict[str, int]]:
-    """What each pool's other nodes use of its limits (``nodes`` as a count)."""
-    usage: dict[str, dict[str, int]] = {}
-    for pool in pools:
-        used: dict[str, int] = {"nodes": 0}
-        for node in state.pool_nodes(pool):
-            if node.name in removed:
-                continue
-            used["nodes"] += 1
-            for key, amount in node.allocatable.items():
-                used[key] = used.get(key, 0) + amount
-        usage[pool] = used
+    """What each pool's other nodes use of its limits (see :func:`~.nodepool.pool_usage`)."""
+    wanted = list(pools)
+    usage = {pool: {NODES: 0} for pool in wanted}
+    usage.update(
+        usage_of(
+            (node.pool, node.allocatable)
+            for pool in wanted
+            for node in state.pool_nodes(pool)
+            if node.name not in removed
+        )
+    )
     return usage
 
 

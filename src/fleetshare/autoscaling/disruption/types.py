@@ -183,7 +183,7 @@ class DisruptionSettings:
     min_saving_per_hour: float = 0.01
     max_multi_node_candidates: int = 100
     max_replacement_candidates: int = 10
-    plan_time_limit: float = 2.0
+    plan_time_limit: float = 30.0
     expiry_grace_seconds: float = 0.0
     drift_waits_for_training: bool = True
     repair_grace_seconds: float = 60.0
