@@ -147,7 +147,8 @@ def test_an_unhealthy_node_is_repaired_and_its_gang_requeued() -> None:
     assert record["state"] == "finished"
     by_name = {n["node"]: n for n in out["nodes"]}
     sick = by_name["gpu-g6.12xlarge-1"]
-    assert sick["termination_reason"] == "repair" and sick["terminated_at"] == 720
+    assert sick["termination_category"] == "repair" and sick["terminated_at"] == 720
+    assert "failing its health check for 120s" in sick["termination_reason"]
     # the requeued gang's lost capacity is replaced at once (one node: the healthy one
     # still has room for the other pod), not after the repair grace
     later = [n for n in out["nodes"] if n["launched_at"] > 1]
@@ -215,7 +216,11 @@ def test_an_underused_node_is_replaced_by_a_cheaper_one() -> None:
     assert first["terminated_at"] == replacement[0]["ready_at"]
     small = out["workloads"]["small"]
     assert small["state"] == "finished"
-    assert [p["reason"] for p in small["preemptions"]] == [first["termination_reason"]]
+    assert first["termination_category"] == "consolidation"
+    assert [p["reason"] for p in small["preemptions"]] == ["consolidation"]
+    # the eviction's event carries the node's full reason
+    [evicted] = [e for e in out["events"] if e["event"] == "preempt" and e["workload"] == "small"]
+    assert evicted["message"] == first["termination_reason"]
     kept = _consolidation_case({}, "WhenEmpty")
     assert out["cost"]["total_usd"] < 0.5 * kept["cost"]["total_usd"]
 

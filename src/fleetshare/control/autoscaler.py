@@ -93,6 +93,22 @@ WAITED = {
 """Reasons that end after a known wait: (the wait, the time waited so far)."""
 
 
+CONSOLIDATION_KINDS = frozenset({"delete", "replace"})
+
+
+def removal(category: str, message: str = "") -> Reason:
+    """Why a node is removed: ``category`` (``empty``, ``repair``, ``consolidation``,
+    ``expire``, ``drift``, ``spot-interruption``, ``ceiling``, ...) and the words shown."""
+    return Reason(category, message or category)
+
+
+def action_removal(action: Action) -> Reason:
+    """A disruption action's removal reason: its kind (delete and replace are consolidation)
+    and its text, e.g. ``replace: consolidation: replace node-3 (...) with ...``."""
+    category = "consolidation" if action.kind in CONSOLIDATION_KINDS else action.kind
+    return Reason(category, f"{action.kind}: {action.reason}")
+
+
 def _due(now: float, reasons: Mapping[str, Reason]) -> list[float]:
     """When the nodes kept for a reason that lapses with time may be looked at again."""
     out = []
@@ -121,6 +137,7 @@ class ManagedNode:
     unhealthy_since: float | None = None
     terminated_at: float | None = None
     termination_reason: str | None = None
+    termination_category: str | None = None
     for_workloads: tuple[str, ...] = ()
     held_until: float = 0.0
     """Pending work counts on this node's room: not removed as empty before then."""
@@ -145,6 +162,7 @@ class ManagedNode:
             "launch_reason": self.reason,
             "terminated_at": self.terminated_at,
             "termination_reason": self.termination_reason,
+            "termination_category": self.termination_category,
         }
 
 
@@ -153,7 +171,7 @@ class Step:
     """What the runner applies after a step."""
 
     joins: list[tuple[float, Node]] = field(default_factory=list)
-    removals: list[tuple[str, str]] = field(default_factory=list)
+    removals: list[tuple[str, Reason]] = field(default_factory=list)
     """(node, reason): remove the node and requeue its workloads."""
     wake: list[float] = field(default_factory=list)
     """Call again at these times."""
@@ -261,12 +279,13 @@ class Autoscaler:
         managed.joined = True
         return True
 
-    def terminated(self, name: str, now: float, reason: str) -> None:
+    def terminated(self, name: str, now: float, reason: Reason) -> None:
         """The node is gone: terminate its instance (if not already) and record why."""
         managed = self.nodes.get(name)
         if managed is None or managed.terminated_at is not None:
             return
-        managed.terminated_at, managed.termination_reason = now, reason
+        managed.terminated_at = now
+        managed.termination_reason, managed.termination_category = reason.message, reason.category
         self.cloud.terminate([managed.instance.id], now)
         if not self._retry_stuck:  # room under the pool's limits: plan stuck work again
             self._retry_stuck = True
@@ -327,7 +346,7 @@ class Autoscaler:
             interrupt = self.cloud.interruption_at(managed.instance.id)
             if interrupt is not None:
                 if interrupt <= now:
-                    out.removals.append((managed.name, "spot-interruption"))
+                    out.removals.append((managed.name, removal("spot-interruption")))
                     continue
                 out.wake_if_busy.append(interrupt)
             if not managed.joined:
@@ -358,7 +377,7 @@ class Autoscaler:
         state = self._state(now, running, pending, removing, removing)
         decision = decide(state, (REPAIR,))
         for action in decision.actions:
-            out.removals.extend((name, "repair") for name in action.nodes)
+            out.removals.extend((name, removal("repair", action.reason)) for name in action.nodes)
         for node, reason in sorted(decision.reasons.items()):
             if reason.category == "repair-halted" and self._announced.get(node) != str(reason):
                 self._announced[node] = str(reason)
@@ -781,9 +800,8 @@ class Autoscaler:
                 )
                 for managed in empty[: count - ceiling]:
                     if managed.name not in removing:
-                        out.removals.append(
-                            (managed.name, f"above the pool's ceiling of {ceiling}")
-                        )
+                        why = f"above the pool's ceiling of {ceiling}"
+                        out.removals.append((managed.name, removal("ceiling", why)))
                         removing.add(managed.name)
 
     def _launch_floor(
@@ -840,7 +858,7 @@ class Autoscaler:
         for action in decision.actions:
             for name in action.nodes:
                 if self._headroom_without(name, removing):
-                    out.removals.append((name, "empty"))
+                    out.removals.append((name, removal("empty")))
                     removing.add(name)
                     removed = True
         budget_bound = any(r.category == "budget" for r in decision.reasons.values())
@@ -1046,7 +1064,7 @@ class Autoscaler:
         )
         if not action.replacements:
             for name in action.nodes:
-                out.removals.append((name, f"{action.kind}: {action.reason}"))
+                out.removals.append((name, action_removal(action)))
             return
         before = set(self.nodes)
         launches = [
@@ -1077,7 +1095,7 @@ class Autoscaler:
                     managed.held_until = max(managed.held_until, now + max(after, REPLACE_GRACE))
                 for name in action.nodes:
                     if name in self.nodes and self.nodes[name].terminated_at is None:
-                        out.removals.append((name, f"{action.kind}: {action.reason}"))
+                        out.removals.append((name, action_removal(action)))
                 continue
             waiting.append((action, new))
         self._replacing = waiting

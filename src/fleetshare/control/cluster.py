@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from fleetshare.governance.snapshot import Admission, CycleResult, Running
 from fleetshare.model.node import Node
+from fleetshare.model.reason import Reason
 from fleetshare.model.workload import Workload
 
 
@@ -67,9 +68,10 @@ class Cluster(Protocol):
         """A launched node becomes part of the cluster at ``at`` (when it is Ready)."""
         ...
 
-    def remove_node(self, name: str, reason: str, now: float) -> bool:
-        """The node leaves the cluster; its workloads are evicted with ``reason``. True when
-        some workload was evicted."""
+    def remove_node(self, name: str, reason: Reason, now: float) -> bool:
+        """The node leaves the cluster; its workloads are evicted for ``reason`` (its category
+        is the eviction's reason, its message the details). True when some workload was
+        evicted."""
         ...
 
     def wake(self, at: float, now: float, *, unless_sooner: bool = False) -> None:

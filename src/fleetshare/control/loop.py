@@ -14,6 +14,7 @@ from fleetshare.control.autoscaler import Autoscaler, Step
 from fleetshare.control.cluster import Cluster
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.snapshot import CycleResult, Snapshot
+from fleetshare.model.reason import Reason
 
 MAX_CYCLES_PER_INSTANT = 20
 """A safety net: admission cycles (and autoscaler rounds) at one moment."""
@@ -42,7 +43,7 @@ class ControlLoop:
         meanwhile). Nodes the autoscaler does not manage always may."""
         return self.autoscaler is None or self.autoscaler.joined(name)
 
-    def node_gone(self, name: str, now: float, reason: str) -> None:
+    def node_gone(self, name: str, now: float, reason: Reason) -> None:
         """A node left the cluster outside the loop (removed by an admin, lost)."""
         if self.autoscaler is not None:
             self.autoscaler.terminated(name, now, reason)
@@ -115,7 +116,7 @@ class ControlLoop:
         for name, reason in step.removals:
             if not autoscaler.manages(name) and name not in {n.name for n in cluster.node_list()}:
                 continue
-            cluster.log(now, "node", action="terminate", node=name, reason=reason)
+            cluster.log(now, "node", action="terminate", node=name, reason=reason.message)
             evicted = cluster.remove_node(name, reason, now) or evicted
             autoscaler.terminated(name, now, reason)
             removed = True

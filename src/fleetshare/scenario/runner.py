@@ -30,6 +30,7 @@ from fleetshare.governance.queues import PendingView
 from fleetshare.governance.snapshot import Admission, CycleResult, Pending, Running
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import to_number
+from fleetshare.model.reason import Reason
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import Policy
 from fleetshare.scenario.loader import Scenario, build_nodes
@@ -247,15 +248,15 @@ class Runner:
                     self.nodes[name] = node.with_state(healthy=False)
                 else:
                     del self.nodes[name]
-                    self.loop.node_gone(name, now, "removed")
+                    self.loop.node_gone(name, now, Reason("removed", "removed"))
                 reason = "node-removed" if event.action == "remove" else "node-failure"
                 self._evict_from(now, name, reason)
 
-    def _evict_from(self, now: float, node: str, reason: str) -> None:
+    def _evict_from(self, now: float, node: str, reason: str, message: str = "") -> None:
         for running in list(self.running.values()):
             on_node = any(n == node for ps in running.assignment.placement for n, _ in ps)
             if on_node:
-                self._requeue(now, running.workload, by=node, reason=reason)
+                self._requeue(now, running.workload, by=node, reason=reason, message=message)
 
     def _requeue(self, now: float, wl: Workload, by: str, reason: str, message: str = "") -> None:
         del self.running[wl.name]
@@ -361,10 +362,11 @@ class Runner:
     def join_node(self, node: Node, at: float) -> None:
         self._push(at, _NODE, node)
 
-    def remove_node(self, name: str, reason: str, now: float) -> bool:
+    def remove_node(self, name: str, reason: Reason, now: float) -> bool:
         before = len(self.running)
         self.nodes.pop(name, None)
-        self._evict_from(now, name, reason)
+        message = "" if reason.message == reason.category else reason.message
+        self._evict_from(now, name, reason.category, message)
         return len(self.running) < before
 
     def wake(self, at: float, now: float, *, unless_sooner: bool = False) -> None:

@@ -204,10 +204,10 @@ def measured_resource(nodes: Sequence[Node], requests: Sequence[Mapping[str, int
 
 
 def category(reason: str) -> str:
-    """A preemption reason's category: reclaim, fair-share, priority, consolidation, ..."""
-    if "consolidation" in reason:
-        return "consolidation"
-    return reason.split(":", 1)[0].strip() or "other"
+    """A preemption's category: a ``preempt`` event's ``reason`` is one already (reclaim,
+    fair-share, priority, node-failure, node-removed, consolidation, empty, repair, expire,
+    drift, spot-interruption); its ``message`` holds the details."""
+    return reason or "other"
 
 
 def percentiles(values: FloatArray) -> dict[str, float | None]:
