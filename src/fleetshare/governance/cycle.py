@@ -178,9 +178,9 @@ class Cycle:
         shape = self._of[id(wl)][0].uid
         failures = self.failures
         starving = self.guard.may_reserve(wl, shape)
-        reason = failures.reason(shape)
-        if reason is not None and not starving:
-            self._pend(wl, reason)  # the same shape failed since the last state change
+        failure = failures.by_shape.get(shape)
+        if failure is not None and failure.version == failures.version and not starving:
+            self._pend(wl, failure.reason)  # the same shape failed since the last state change
             return
         version = failures.version
         carried = self._carried.get(shape) if not version and not starving else None

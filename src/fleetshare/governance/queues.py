@@ -238,27 +238,24 @@ class Stretch:
     """The index of the next workload."""
     end: int
 
-    def __lt__(self, other: Stretch) -> bool:
-        return False  # only compared on equal queue keys (duplicate names): any order
-
 
 class Lane:
     """A team's queue in one cycle: a heap of :class:`Stretch` (a shape's members, or a run
-    moved in from another queue), each under its next workload's queue key. Pops come in
-    queue order, as from one heap of all the workloads."""
+    moved in from another queue), each under its next workload's queue key and with that
+    workload. Pops come in queue order, as from one heap of all the workloads."""
 
     __slots__ = ("heap",)
 
     def __init__(self) -> None:
-        self.heap: list[tuple[QueueKey, Stretch]] = []
+        self.heap: list[tuple[QueueKey, Workload, Stretch]] = []
 
     def add(self, shape: Shape, at: int, end: int) -> None:
         """Add the run ``shape.wls[at:end]`` (without restoring the heap order)."""
-        self.heap.append((shape.keys[at], Stretch(shape, at, end)))
+        self.heap.append((shape.keys[at], shape.wls[at], Stretch(shape, at, end)))
 
     def push(self, shape: Shape, at: int, end: int) -> None:
         """Add the run ``shape.wls[at:end]``."""
-        heapq.heappush(self.heap, (shape.keys[at], Stretch(shape, at, end)))
+        heapq.heappush(self.heap, (shape.keys[at], shape.wls[at], Stretch(shape, at, end)))
 
     def heapify(self) -> None:
         heapq.heapify(self.heap)
@@ -267,18 +264,17 @@ class Lane:
         return bool(self.heap)
 
     def head(self) -> Workload:
-        top = self.heap[0][1]
-        return top.shape.wls[top.at]
+        return self.heap[0][1]
 
     def pop(self) -> None:
         """Take the head."""
-        self._advance(self.heap[0][1].at + 1)
+        self._advance(self.heap[0][2].at + 1)
 
     def pop_run(self) -> tuple[Shape, int, int]:
         """Take the head and what follows it from the same run before any other run's head:
         the workloads single pops would take next, in a row, from that run."""
         heap = self.heap
-        top = heap[0][1]
+        top = heap[0][2]
         shape, at, end = top.shape, top.at, top.end
         stop = end
         if len(heap) > 1:
@@ -289,25 +285,26 @@ class Lane:
 
     def _advance(self, at: int) -> None:
         heap = self.heap
-        top = heap[0][1]
+        top = heap[0][2]
         if at < top.end:
             top.at = at
-            heapq.heapreplace(heap, (top.shape.keys[at], top))
+            shape = top.shape
+            heapq.heapreplace(heap, (shape.keys[at], shape.wls[at], top))
         else:
             heapq.heappop(heap)
 
     def remaining(self) -> Iterator[tuple[Shape, int]]:
         """(shape, first index) of what is left, stretch by stretch."""
-        for _, stretch in self.heap:
+        for _, _, stretch in self.heap:
             yield stretch.shape, stretch.at
 
     def stretches(self) -> list[Stretch]:
         """What is left, stretch by stretch (in heap order)."""
-        return [stretch for _, stretch in self.heap]
+        return [stretch for _, _, stretch in self.heap]
 
     def rebuild(self, stretches: list[Stretch]) -> None:
         """Hold these stretches (positions moved on since) and nothing else."""
-        self.heap = [(s.shape.keys[s.at], s) for s in stretches if s.at < s.end]
+        self.heap = [(s.shape.keys[s.at], s.shape.wls[s.at], s) for s in stretches if s.at < s.end]
         heapq.heapify(self.heap)
 
     def clear(self) -> None:
