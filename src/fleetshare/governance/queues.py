@@ -4,7 +4,7 @@ A shape is what a failed admission attempt depends on: the team, the priority an
 sets (names, counts, requests, node selectors, tolerations), plus the submit time for teams
 whose preemption rule compares submit times. Within one cycle, two workloads of the same shape
 meet the same state the same way: if one fails while nothing has changed since (no admission
-or preemption), the other fails too, for the same reason (see ``admission._Cycle``).
+or preemption), the other fails too, for the same reason (see ``governance/cycle.py``).
 
 :class:`PendingIndex` keeps each shape's members sorted in queue order (priority, then FIFO)
 and updates them from one snapshot to the next by difference; a list is copied before it is
@@ -20,7 +20,7 @@ import itertools
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from fleetshare.governance.preemption_cache import Attempt
 from fleetshare.governance.quota import FR, QuotaModel
@@ -229,24 +229,33 @@ def _first(item: tuple[QueueKey, Workload]) -> QueueKey:
     return item[0]
 
 
+@dataclass(slots=True, eq=False)
+class Stretch:
+    """A sorted run of one shape's workloads in a queue: ``shape.wls[at:end]``."""
+
+    shape: Shape
+    at: int
+    """The index of the next workload."""
+    end: int
+
+
 class Lane:
-    """A team's queue in one cycle: a heap of cursors over sorted runs of workloads (a
-    shape's members, or a run moved in from another queue). Pops come in queue order, as
-    from one heap of all the workloads."""
+    """A team's queue in one cycle: a heap of :class:`Stretch` (a shape's members, or a run
+    moved in from another queue), each under its next workload's queue key and with that
+    workload. Pops come in queue order, as from one heap of all the workloads."""
 
     __slots__ = ("heap",)
 
     def __init__(self) -> None:
-        # [queue key, workload, shape, index, end]: the cursor's next workload first
-        self.heap: list[list[Any]] = []
+        self.heap: list[tuple[QueueKey, Workload, Stretch]] = []
 
     def add(self, shape: Shape, at: int, end: int) -> None:
         """Add the run ``shape.wls[at:end]`` (without restoring the heap order)."""
-        self.heap.append([shape.keys[at], shape.wls[at], shape, at, end])
+        self.heap.append((shape.keys[at], shape.wls[at], Stretch(shape, at, end)))
 
     def push(self, shape: Shape, at: int, end: int) -> None:
         """Add the run ``shape.wls[at:end]``."""
-        heapq.heappush(self.heap, [shape.keys[at], shape.wls[at], shape, at, end])
+        heapq.heappush(self.heap, (shape.keys[at], shape.wls[at], Stretch(shape, at, end)))
 
     def heapify(self) -> None:
         heapq.heapify(self.heap)
@@ -255,19 +264,18 @@ class Lane:
         return bool(self.heap)
 
     def head(self) -> Workload:
-        wl: Workload = self.heap[0][1]
-        return wl
+        return self.heap[0][1]
 
     def pop(self) -> None:
         """Take the head."""
-        self._advance(self.heap[0][3] + 1)
+        self._advance(self.heap[0][2].at + 1)
 
     def pop_run(self) -> tuple[Shape, int, int]:
         """Take the head and what follows it from the same run before any other run's head:
         the workloads single pops would take next, in a row, from that run."""
         heap = self.heap
-        top = heap[0]
-        shape, at, end = top[2], top[3], top[4]
+        top = heap[0][2]
+        shape, at, end = top.shape, top.at, top.end
         stop = end
         if len(heap) > 1:
             bound = heap[1][0] if len(heap) == 2 or heap[1][0] < heap[2][0] else heap[2][0]
@@ -277,18 +285,30 @@ class Lane:
 
     def _advance(self, at: int) -> None:
         heap = self.heap
-        top = heap[0]
-        if at < top[4]:
-            shape = top[2]
-            top[0], top[1], top[3] = shape.keys[at], shape.wls[at], at
-            heapq.heapreplace(heap, top)
+        top = heap[0][2]
+        if at < top.end:
+            top.at = at
+            shape = top.shape
+            heapq.heapreplace(heap, (shape.keys[at], shape.wls[at], top))
         else:
             heapq.heappop(heap)
 
     def remaining(self) -> Iterator[tuple[Shape, int]]:
-        """(shape, first index) of what is left, cursor by cursor."""
-        for item in self.heap:
-            yield item[2], item[3]
+        """(shape, first index) of what is left, stretch by stretch."""
+        for _, _, stretch in self.heap:
+            yield stretch.shape, stretch.at
+
+    def stretches(self) -> list[Stretch]:
+        """What is left, stretch by stretch (in heap order)."""
+        return [stretch for _, _, stretch in self.heap]
+
+    def rebuild(self, stretches: list[Stretch]) -> None:
+        """Hold these stretches (positions moved on since) and nothing else."""
+        self.heap = [(s.shape.keys[s.at], s.shape.wls[s.at], s) for s in stretches if s.at < s.end]
+        heapq.heapify(self.heap)
+
+    def clear(self) -> None:
+        self.heap.clear()
 
 
 @dataclass(slots=True)

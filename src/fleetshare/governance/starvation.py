@@ -6,16 +6,25 @@ in queue order) that competes for the
 same (flavor, resource) pairs: its own team's work always; anyone's *borrowing* work too, unless
 the workload waits on its own team's quota or limits (then holding others back cannot help).
 Work within another team's own quota is never held back.
+
+:class:`StarvationGuard` applies this in one cycle: before the cycle every starving workload
+that does not fit reserves (so the order in which the cycle meets workloads cannot let later
+work slip past it), the cycle asks it whom the reservations hold back, and a starving workload
+that fails reserves when the cycle meets it.
 """
 
 from __future__ import annotations
 
 from bisect import insort
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from fleetshare.governance.quota import FR
-from fleetshare.governance.state import amount
+from fleetshare.governance.flavors import SHORT, Flavors, Option
+from fleetshare.governance.queues import QueueKey, Shape, queue_key
+from fleetshare.governance.quota import FR, QuotaModel
+from fleetshare.governance.state import CycleState, amount
 from fleetshare.model.workload import Workload
+from fleetshare.placement.fit import NoFit
 
 
 @dataclass(slots=True, eq=False)
@@ -103,3 +112,118 @@ def held_message(res: Reservation, usage: dict[FR, int], now: float) -> str:
         f"held back for {other.name} (pending {now - other.submit_time:.0f}s), which needs "
         f"{needs} on {shared[0][0]} first (starvation guard)"
     )
+
+
+class StarvationGuard:
+    """The guard in one cycle: who starves, what they reserve, and whom that holds back."""
+
+    def __init__(
+        self,
+        seconds: float | None,
+        now: float,
+        model: QuotaModel,
+        state: CycleState,
+        flavors: Flavors,
+        of: dict[int, tuple[Shape, QueueKey, Workload]],
+    ) -> None:
+        self.seconds = seconds
+        """``starvation_guard_seconds`` (None: no guard)."""
+        self.now = now
+        self.model = model
+        self.state = state
+        self.flavors = flavors
+        self._of = of
+        self.reservations = Reservations()
+        self._shape_reserved: dict[int, Reservation] = {}
+        """Per shape, the reservation of its longest-waiting starving member: the members
+        behind it wait behind it (same team, needs and priority), so they reserve nothing."""
+        self._fits_empty: dict[tuple[object, ...], bool] = {}
+
+    def held_by(self, wl: Workload, option: Option) -> Reservation | None:
+        """The reservation that holds ``wl`` back on ``option``, if any."""
+        if not self.reservations:
+            return None
+        return self.reservations.held_by(wl, option.usage, option.within)
+
+    def starving(self, wl: Workload) -> bool:
+        seconds = self.seconds
+        return seconds is not None and self.now - wl.submit_time >= seconds
+
+    def may_reserve(self, wl: Workload, shape: int) -> bool:
+        """Starving, and no earlier member of its shape holds a reservation: trying it may
+        make one (so it is tried in full, never settled by its shape's failure)."""
+        if not self.starving(wl):
+            return False
+        res = self._shape_reserved.get(shape)
+        return res is None or not res.active or res.workload is wl
+
+    def reserve_starving(self, shapes: Iterable[Shape]) -> int:
+        """Before the cycle: every starving workload that does not fit now reserves. Returns
+        how many reserved."""
+        now = self.now
+        seconds = self.seconds
+        assert seconds is not None
+        # a shape's members wait longest first, and only its first starving member reserves
+        starving = [shape.wls[0] for shape in shapes if now - shape.keys[0][1] >= seconds]
+        made = 0
+        for wl in sorted(starving, key=queue_key):
+            rules = self.model.teams.get(wl.team)
+            if rules is None or not rules.enabled or not self.starving(wl):
+                continue
+            flavors = self.flavors.eligible(wl)
+            if not flavors:
+                continue
+            option = self.flavors.option(wl, flavors[0])
+            free = self.state.fit.flavor_free
+            if option.mode != SHORT and all(v <= free(fr) for fr, v in option.usage.items()):
+                continue  # probably fits; if it does not, the cycle reserves when it meets it
+            made += self.reserve(wl, option)
+        return made
+
+    def reserve(self, wl: Workload, option: Option) -> bool:
+        """A starving workload that failed reserves what ``option`` asks for, unless an
+        earlier member of its shape does or it could never fit. True if it reserved."""
+        if wl.name in self.reservations or not self.starving(wl):
+            return False
+        shape = self._of[id(wl)][0].uid
+        first = self._shape_reserved.get(shape)
+        if first is not None and first.active:
+            return False  # an earlier member of its shape reserves; this one waits behind it
+        if not self._could_ever_fit(wl, option):
+            return False
+        usage = {fr: v for fr, v in option.usage.items() if v > 0}
+        state = self.state
+        team_only = any(
+            value > state.ceiling(wl.team, fr)
+            for fr, value in usage.items()
+            if fr in self.model.governed
+        )
+        reservation = Reservation(wl, usage, team_only)
+        self.reservations.add(reservation)
+        self._shape_reserved[shape] = reservation
+        return True
+
+    def _could_ever_fit(self, wl: Workload, option: Option) -> bool:
+        """Would the workload fit in an empty cluster, within its team's limits?"""
+        node = self.model.nodes[wl.team]
+        capacity = self.state.capacity
+        for fr, value in option.usage.items():
+            if fr not in self.model.governed:
+                continue
+            ceiling = node.quota.get(fr, 0)
+            limit = node.borrowing_limit.get(fr)
+            ceiling += capacity.get(fr, 0) if limit is None else limit.amount
+            if value > min(ceiling, capacity.get(fr, 0)):
+                return False
+        shape = (option.flavors, tuple((ps.count, *ps.requests.items()) for ps in wl.podsets))
+        known = self._fits_empty.get(shape)
+        if known is None:
+            fit = self.state.fit
+            saved = fit.free
+            fit.free = fit.allocatable
+            try:
+                plan = fit.place(option.flavors, wl.podsets, explain=False)
+                known = self._fits_empty[shape] = not isinstance(plan, NoFit)
+            finally:
+                fit.free = saved
+        return known

@@ -1,0 +1,495 @@
+"""One admission cycle: consider every pending workload once, in merge order.
+
+The loop (:meth:`Cycle.run`): starving workloads that do not fit reserve first
+(``starvation.py``); then the cycle pulls workloads from the merge order (``ordering.py``)
+and considers each: its flavor options (``flavors.py``) — the first within quota that places
+is taken, then the first borrowing one, then preemption per option — or it stays pending with
+the reasons of every option. A workload that does not fit is skipped, so a large job never
+blocks smaller ones behind it (no head-of-line blocking).
+
+Shortcuts (off with ``shortcuts=False``, the plain algorithm they must agree with):
+
+- a shape that failed since the last state change fails again, for the same reason
+  (:class:`~fleetshare.governance.ordering.ShapeFailures`), unless it may reserve;
+- a preemption search among the team's own work that failed fails again while nothing was
+  evicted and the same pairs are short (work only got added since); such results, and the
+  failures of the final state, carry over to the next cycle at the same moment when it starts
+  where this one ended (:class:`Carry`).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fleetshare.governance.flavors import BORROWING, WITHIN, Flavors, Option
+from fleetshare.governance.ordering import (
+    Failure,
+    MergeKeys,
+    MergeOrder,
+    ShapeFailures,
+)
+from fleetshare.governance.preemption import (
+    Victim,
+    contested_pairs,
+    find_victims,
+    may_have_own,
+)
+from fleetshare.governance.preemption_cache import Attempt, FailedPreemptions
+from fleetshare.governance.queues import PendingMap, QueueKey
+from fleetshare.governance.quota import FR, QuotaModel
+from fleetshare.governance.snapshot import (
+    Admission,
+    Assignment,
+    CycleResult,
+    Preemption,
+    Running,
+    Snapshot,
+)
+from fleetshare.governance.starvation import StarvationGuard, held_message
+from fleetshare.governance.state import Admitted
+from fleetshare.model.workload import Workload
+from fleetshare.placement.fit import NoFit, PlacementPlan
+from fleetshare.policy.schema import Policy, PreemptTeamTasks
+
+if TYPE_CHECKING:
+    from fleetshare.governance.admission import CycleCache
+
+OwnSearch = tuple[str, int, int, tuple[str, ...]]
+"""A preemption search among a team's own work: (team, priority, shape uid, flavors)."""
+
+
+@dataclass(slots=True)
+class Carry:
+    """Failed own-work preemption searches (see :meth:`Cycle._try_preemption`) that still
+    fail in the next cycle, if it starts where this one ended: same moment, nodes and policy,
+    the admissions applied, and no eviction. Not those whose team admitted work they may
+    preempt: admitted in this cycle, it was no candidate; in the next, it is."""
+
+    now: float
+    model: QuotaModel
+    admitted: dict[str, Assignment]
+    failed_own: dict[OwnSearch, tuple[int, frozenset[FR]]]
+    failed: dict[int, tuple[str, list[Option]]]
+    """Shapes that failed in the final state, every option needing to borrow (so their
+    searches are among their own team's work only): the reason and the options then."""
+    prefixes: dict[int, tuple[str, tuple[object, ...]]]
+    """Merge-key prefixes of shapes in the final state (with their team)."""
+
+
+class Cycle:
+    """One admission cycle over a snapshot (see :meth:`Engine.cycle
+    <fleetshare.governance.admission.Engine.cycle>`)."""
+
+    def __init__(
+        self,
+        model: QuotaModel,
+        policy: Policy,
+        snapshot: Snapshot,
+        cache: CycleCache,
+        shortcuts: bool = True,
+    ) -> None:
+        self.model = model
+        self.policy = policy
+        self.snapshot = snapshot
+        self._shortcuts = shortcuts
+        self._cache = cache
+        state = self.state = cache.state.state(model, policy.cluster, snapshot)
+        self.result = CycleResult(warnings=list(state.warnings))
+        self.failed_preemption = FailedPreemptions()
+        self._evictions = 0
+        self._failed_own: dict[OwnSearch, tuple[int, frozenset[FR]]] = {}
+        prefixes: dict[int, tuple[int, tuple[object, ...], str]] = {}
+        carry, cache.carry = cache.carry, None
+        self._carried: dict[int, tuple[str, list[Option]]] = {}
+        if shortcuts and carry is not None and self._continues(carry, cache.state.changes):
+            self._failed_own = carry.failed_own
+            self._carried = carry.failed
+            prefixes = {uid: (0, p, team) for uid, (team, p) in carry.prefixes.items()}
+        self._options: list[Option] = []
+        """The options of the workload attempted last."""
+        self._held: str | None = None
+        """Why the workload being attempted is held back (starvation guard), if it is."""
+        self._explicit: dict[str, tuple[Workload, str]] = {}
+        """Workloads left pending one by one, with their reasons."""
+        self._known: dict[str, tuple[Workload, str]] = {}
+        index = self.index = cache.pending
+        index.update(model, snapshot.pending)
+        self._of = index.of
+        self.flavors = Flavors(model, state, index.of)
+        self.keys = MergeKeys(
+            model, state, self.flavors, index.of, policy.cluster.fair_share, prefixes
+        )
+        self.guard = StarvationGuard(
+            policy.cluster.starvation_guard_seconds,
+            snapshot.now,
+            model,
+            state,
+            self.flavors,
+            index.of,
+        )
+        self.failures = ShapeFailures()
+        self._team_keys: dict[str, list[list[QueueKey]]] = {}
+        for shape in index.shapes.values():
+            self._team_keys.setdefault(shape.team, []).append(shape.keys)
+        idle_limited = {name for name, node in model.nodes.items() if node.idle_percent}
+        self.order = MergeOrder(
+            self.keys,
+            state,
+            index.of,
+            index.shapes.values(),
+            self.failures,
+            self.guard,
+            idle_limited,
+            shortcuts,
+        )
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def run(self) -> CycleResult:
+        """Consider every pending workload once, in merge order."""
+        failures = self.failures
+        if self.guard.seconds is not None:
+            failures.version += self.guard.reserve_starving(self.index.shapes.values())
+        order = self.order
+        result = self.result
+        failed_preemption = self.failed_preemption
+        while (wl := order.next()) is not None:
+            version = failures.version
+            admitted = len(result.admissions)
+            preempted = len(result.preemptions)
+            forgets = failed_preemption.forgets
+            self._consider(wl)
+            if len(result.admissions) == admitted:
+                order.failed(wl, reserved=failures.version != version)
+                continue
+            teams = {wl.team} | {p.workload.team for p in result.preemptions[preempted:]}
+            quiet = len(result.preemptions) == preempted and failed_preemption.forgets == forgets
+            order.admitted(wl, teams, quiet)
+        self._finish()
+        result.wake_at = self._wake_at()
+        self._leave_carry()
+        return result
+
+    # -- one workload ----------------------------------------------------------------------
+
+    def _consider(self, wl: Workload) -> None:
+        shape = self._of[id(wl)][0].uid
+        failures = self.failures
+        starving = self.guard.may_reserve(wl, shape)
+        failure = failures.by_shape.get(shape)
+        if failure is not None and failure.version == failures.version and not starving:
+            self._pend(wl, failure.reason)  # the same shape failed since the last state change
+            return
+        version = failures.version
+        carried = self._carried.get(shape) if not version and not starving else None
+        if carried is not None and not self.guard.reservations and self._replay(wl, carried[1]):
+            self._pend(wl, carried[0])
+        else:
+            self._options = []
+            self._attempt(wl)
+        if failures.version == version and not starving and self._shortcuts:  # failed
+            reason = self._explicit[wl.name][1]
+            options = carried[1] if carried is not None else self._options
+            failures.by_shape[shape] = Failure(version, reason, wl, options)
+
+    def _pend(self, wl: Workload, reason: str) -> None:
+        self._explicit[wl.name] = (wl, reason)
+
+    def _attempt(self, wl: Workload) -> None:
+        rules = self.model.teams.get(wl.team)
+        if rules is None:
+            self._pend(wl, f"team {wl.team!r} has no quota policy")
+            return
+        if not rules.enabled:
+            self._pend(wl, f"team {wl.team}'s quota is disabled")
+            return
+        flavors = self.flavors.eligible(wl)
+        if not flavors:
+            self._pend(wl, self.flavors.none_eligible(wl))
+            return
+        problems: list[str] = []
+        options: list[Option] = []
+        self._held = None
+        for flavor in flavors:  # the first flavor that fits within quota wins at once
+            option = self.flavors.option(wl, flavor)
+            options.append(option)
+            if option.mode == WITHIN and self._try_place(wl, option, problems):
+                return
+        for option in options:
+            if option.mode == BORROWING and self._try_place(wl, option, problems):
+                return
+        for option in options:
+            if option.problem:
+                problems.append(option.problem)
+            if self.guard.held_by(wl, option) is None and self._try_preemption(wl, option):
+                return
+        reason = self._held or "; ".join(dict.fromkeys(problems)) or "does not fit"
+        self._pend(wl, reason)
+        self._options = options
+        if self.guard.reserve(wl, options[0]):
+            self.failures.version += 1  # a reservation may hold back what failed otherwise
+
+    def _try_place(self, wl: Workload, option: Option, problems: list[str]) -> bool:
+        """Admit if the pods fit and no starving workload holds this one back."""
+        held = self.guard.held_by(wl, option)
+        if held is not None:  # quota would allow it: the reservation is what stops it
+            if self._held is None:
+                self._held = held_message(held, option.usage, self.snapshot.now)
+            return False
+        plan = self.state.fit.place(option.flavors, wl.podsets)
+        if isinstance(plan, NoFit):
+            problems.append(plan.message)
+            return False
+        self._admit(wl, option, plan)
+        return True
+
+    # -- admission and preemption ----------------------------------------------------------
+
+    def _admit(
+        self,
+        wl: Workload,
+        option: Option,
+        plan: PlacementPlan,
+        victims: list[Victim] = (),  # type: ignore[assignment]
+    ) -> None:
+        tree = self.state.tree
+        before = {fr: tree.borrowed(wl.team, fr) for fr in option.usage}
+        entry = Admitted(wl, option.flavors, option.usage, plan, self.snapshot.now, True)
+        self.state.admit(entry)
+        self.failures.version += 1  # what failed before may fit now
+        self.guard.reservations.release(wl.name)
+        borrowed: dict[str, int] = {}
+        for fr in option.usage:
+            extra = tree.borrowed(wl.team, fr) - before[fr]
+            if extra > 0:
+                borrowed[fr[1]] = borrowed.get(fr[1], 0) + extra
+                if before[fr] == 0:  # the team's running work just became reclaimable
+                    self.failed_preemption.forget({fr[0]})
+        for victim in victims:
+            self.result.preemptions.append(
+                Preemption(victim.entry.workload, wl.name, victim.reason, self._why(victim, wl))
+            )
+        assignment = Assignment(option.flavors, self.state.fit.names(plan))
+        self.result.admissions.append(Admission(wl, assignment, borrowed))
+
+    def _why(self, victim: Victim, by: Workload) -> str:
+        v = victim.entry.workload
+        if victim.reason == "reclaim":
+            return f"{by.team} reclaims its lent quota for {by.name}; {v.team} was borrowing"
+        if victim.reason == "priority":
+            return f"{by.name} (priority {by.priority}) preempts {v.name} (priority {v.priority})"
+        return f"fair share: {by.team} borrows less than {v.team} (weighted dominant share)"
+
+    def _attempt_of(self, wl: Workload) -> Attempt:
+        shape = self._of[id(wl)][0]
+        if shape.attempt is None:
+            shape.attempt = Attempt.of(wl)
+        return shape.attempt
+
+    def _try_preemption(self, wl: Workload, option: Option) -> bool:
+        if self.failed_preemption.known_to_fail(wl, option.flavors, self._attempt_of(wl)):
+            return False
+        state = self.state
+        # A search among the team's own work only (no reclaim, no fair share) that failed
+        # fails again while nothing was evicted since and the same pairs are short: since
+        # then, work was only added (taking room and quota), and work admitted in this cycle
+        # is never a victim, so the candidates are the same and have less room to make.
+        own_only = self._shortcuts and not self.policy.cluster.fair_share and not option.within
+        searched = (wl.team, wl.priority, self._of[id(wl)][0].uid, option.flavors)
+        short: set[FR] | None = None
+        contested: tuple[int, frozenset[FR]] | None = None
+        if own_only:
+            if not may_have_own(state, wl):  # what find_victims would find at once
+                self.failed_preemption.record(wl, option.flavors, self._attempt_of(wl))
+                return False
+            short = contested_pairs(state, wl.team, option.usage)
+            contested = (self._evictions, frozenset(short))
+            if self._failed_own.get(searched) == contested:
+                self.failed_preemption.record(wl, option.flavors, self._attempt_of(wl))
+                return False
+
+        def fits() -> bool:
+            if state.quota_problem(wl.team, option.usage) is not None:
+                return False
+            return not isinstance(state.fit.place(option.flavors, wl.podsets, explain=False), NoFit)
+
+        victims = find_victims(state, wl, option.usage, fits, short)
+        if victims is None:
+            self.failed_preemption.record(wl, option.flavors, self._attempt_of(wl))
+            if contested is not None:
+                self._failed_own[searched] = contested
+            return False
+        self._evictions += 1
+        plan = state.fit.place(option.flavors, wl.podsets)
+        assert not isinstance(plan, NoFit), "victims were chosen so that the workload fits"
+        self.failed_preemption.forget(
+            set(option.flavors).union(*(v.entry.flavors for v in victims))
+        )
+        self._admit(wl, option, plan, victims)
+        return True
+
+    # -- what carries over to the next cycle at the same moment ------------------------------
+
+    def _replay(self, wl: Workload, options: list[Option]) -> bool:
+        """The previous cycle at this moment ended with ``wl``'s shape failing, and this one
+        starts in the same state (:class:`Carry`): quota and placement fail as then, for the
+        same reason. Do what trying it again would do to the preemption part: note each search
+        as failed, as one that cannot succeed would be. False if a search might succeed (the
+        caller then tries in full; what was noted here is what trying notes first)."""
+        state = self.state
+        failed = self.failed_preemption
+        attempt = self._attempt_of(wl)
+        uid = self._of[id(wl)][0].uid
+        for option in options:
+            if failed.known_to_fail(wl, option.flavors, attempt):
+                continue
+            if may_have_own(state, wl):
+                short = frozenset(contested_pairs(state, wl.team, option.usage))
+                searched = (wl.team, wl.priority, uid, option.flavors)
+                if self._failed_own.get(searched) != (self._evictions, short):
+                    return False
+            failed.record(wl, option.flavors, attempt)
+        return True
+
+    def _continues(self, carry: Carry, changes: tuple[bool, int, list[Running]]) -> bool:
+        """Does this cycle start where the carrying one ended?"""
+        rebuilt, gone, added = changes
+        if rebuilt or gone or carry.now != self.snapshot.now or carry.model is not self.model:
+            return False
+        if len(added) != len(carry.admitted):
+            return False
+        return all(carry.admitted.get(r.workload.name) == r.assignment for r in added)
+
+    def _leave_carry(self) -> None:
+        if self._evictions or not self._shortcuts:
+            return
+        admitted = {a.workload.name: a.assignment for a in self.result.admissions}
+        lowest: dict[str, int] = {}  # per team, the lowest priority it admitted
+        for a in self.result.admissions:
+            wl = a.workload
+            lowest[wl.team] = min(wl.priority, lowest.get(wl.team, wl.priority))
+
+        def same_candidates(team: str, priority: int) -> bool:
+            """Is nothing the team admitted a candidate for its own work at ``priority``?"""
+            if team not in lowest:
+                return True
+            rule = self.model.teams[team].preempt_team_tasks
+            if rule == PreemptTeamTasks.NEVER:
+                return True
+            if rule == PreemptTeamTasks.LOWER_OR_NEWER_EQUAL_PRIORITY:
+                return lowest[team] > priority
+            return lowest[team] >= priority
+
+        kept = {key: v for key, v in self._failed_own.items() if same_candidates(*key[:2])}
+        failed: dict[int, tuple[str, list[Option]]] = {}
+        if not self.guard.reservations and not self.policy.cluster.fair_share:
+            version = self.failures.version
+            for uid, failure in self.failures.by_shape.items():
+                wl = failure.workload
+                if (
+                    failure.version == version
+                    and (wl.team not in self.model.teams or same_candidates(wl.team, wl.priority))
+                    and not any(option.within for option in failure.options)
+                ):
+                    failed[uid] = (failure.reason, failure.options)
+        versions = self.state.version
+        prefixes = {
+            uid: (team, prefix)
+            for uid, (version, prefix, team) in self.keys.prefixes.items()
+            if version == versions.get(team, 0)
+        }
+        self._cache.carry = Carry(self.snapshot.now, self.model, admitted, kept, failed, prefixes)
+
+    # -- the result ------------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        """The pending result, and which reasons changed since the previous cycle."""
+        admitted: dict[str, list[QueueKey]] = {}
+        for admission in self.result.admissions:
+            wl = admission.workload
+            admitted.setdefault(wl.team, []).append(self._of[id(wl)][1])
+        for keys in admitted.values():
+            keys.sort()
+        changed = self._changed()
+        self.result.pending = PendingMap(
+            self._explicit,
+            self.order.segments,
+            self.order.groups,
+            self._team_keys,
+            admitted,
+            self._known,
+        )
+        self.result.pending_changed = changed
+
+    def _changed(self) -> list[str]:
+        index = self.index
+        last_explicit, last_bulk = index.last_explicit, index.last_bulk
+        explicit = self._explicit
+
+        def differs(name: str, wl: Workload, reason: str) -> bool:
+            before = last_explicit.get(name)
+            if before is None:
+                for was, members in last_bulk.get(self._of[id(wl)][0].uid, {}).items():
+                    if name in members:
+                        before = was
+                        break
+            return before != reason
+
+        changed: list[str] = []
+        known = self._known
+        by_name = index.by_name
+        bulk_now: dict[int, dict[str, set[str]]] = {}
+        for segment in self.order.segments:
+            if isinstance(segment, list):
+                changed += [n for n in segment if differs(n, *explicit[n])]
+                continue
+            found = [(key, n) for key, n in segment.explicit if differs(n, *explicit[n])]
+            for group in segment.groups:
+                members = set(group.names[group.start : group.end])
+                reason = group.reason
+                same = last_bulk.get(group.shape, {}).get(reason)
+                fresh = members if same is None else members - same
+                for name in fresh:
+                    if last_explicit.get(name) != reason:
+                        _, qk, wl = by_name[name]
+                        found.append((group.prefix + qk, name))
+                        known[name] = (wl, reason)
+                slots = bulk_now.setdefault(group.shape, {})
+                now = slots.get(reason)
+                if now is None:
+                    slots[reason] = members
+                else:
+                    now |= members
+            found.sort()
+            changed += [n for _, n in found]
+        index.last_explicit = {name: reason for name, (_, reason) in explicit.items()}
+        index.last_bulk = bulk_now
+        return changed
+
+    def _wake_at(self) -> float | None:
+        if not self.result.pending:
+            return None
+        now = self.snapshot.now
+        settings = self.policy.cluster.preemption
+        times: list[float] = []
+        started = self.state.admitted_times  # sorted; then what the cycle admitted, now
+        for grace in (settings.min_runtime_seconds, settings.reclaim_grace_seconds):
+            at = bisect_right(started, now, key=lambda t: t + grace)
+            if at < len(started):
+                times.append(started[at] + grace)
+            if self.result.admissions and now + grace > now:
+                times.append(now + grace)
+        guard = self.policy.cluster.starvation_guard_seconds
+        if guard is not None:
+            times += [
+                wl.submit_time + guard
+                for wl, _ in self._explicit.values()
+                if wl.submit_time + guard > now
+            ]
+            for g in self.order.groups:  # one shape: in submit order, so the first after now
+                at = bisect_right(g.keys, now, g.start, g.end, key=lambda k: k[1] + guard)
+                if at < g.end:
+                    times.append(g.wls[at].submit_time + guard)
+        return min(times, default=None)
