@@ -198,6 +198,36 @@ def _first_fit(
     return sum(n for _, n in placed)
 
 
+def _pod_views(entry: Running, offset: float) -> list[PodView]:
+    """The disruption logic's view of a running workload's pods (times on the wall clock)."""
+    wl = entry.workload
+    kind = wl.labels.get("fleetshare.io/kind") or ("training" if wl.pod_count > 1 else "batch")
+    preemptible = wl.labels.get("fleetshare.io/preemptible", "") == "true"
+    out = []
+    for podset, placement in zip(wl.podsets, entry.assignment.placement, strict=True):
+        for node, count in placement:
+            for i in range(count):
+                out.append(
+                    PodView(
+                        name=f"{wl.name}/{podset.name}/{node}/{i}",
+                        workload=wl.name,
+                        team=wl.team,
+                        node=node,
+                        requests=podset.requests,
+                        priority=wl.priority,
+                        kind=kind,  # type: ignore[arg-type]
+                        preemptible=preemptible,
+                        gang=wl.name if wl.pod_count > 1 else None,
+                        started_at=offset + entry.admitted_at,
+                        node_selector=podset.node_selector,
+                        tolerations=podset.tolerations,
+                        affinity=podset.affinity,
+                        labels=wl.labels,
+                    )
+                )
+    return out
+
+
 def _pods_on(running: Mapping[str, Running]) -> dict[str, list[Running]]:
     out: dict[str, list[Running]] = {}
     for entry in running.values():
@@ -229,6 +259,12 @@ class Autoscaler:
         self.disruption_settings: DisruptionSettings = self.settings.disruption_settings()
         self.pdbs = list(pdbs)
         self.do_not_disrupt: DoNotDisrupt = (do_not_disrupt or DoNotDisruptSpec()).do_not_disrupt()
+        self._launchable = [i.name for i in catalog if any(p.allows(i) for p in pools)]
+        """Instance types some pool may launch (pools' type rules do not change)."""
+        self._step_views: tuple[list[NodeView], list[PodView]] | None = None
+        self._pod_views: dict[str, tuple[Running, list[PodView]]] = {}
+        """A running workload's pod views, kept while it runs (they do not change)."""
+        """The disruption views of this step's nodes and pods (built once per step)."""
         self._ran: set[str] = set()
         """Workloads that have run: pending again, they count as disrupted for their PDBs."""
         self.nodes: dict[str, ManagedNode] = {}
@@ -327,6 +363,7 @@ class Autoscaler:
         """One pass of the control loop at ``now`` (see the module docstring)."""
         out = Step()
         self._last_running = running
+        self._step_views = None
         self._ran.update(running)
         pods = _pods_on(running)
         self._observe(now, nodes, pods, out)
@@ -335,6 +372,7 @@ class Autoscaler:
         self._provision(now, engine, snapshot, out)
         self._schedules(now, pods, out)
         self._finish_replacements(now, out)
+        self._step_views = None  # provisioning and replacements nominated nodes' room
         self._emptiness(now, running, pending, out)
         self._disrupt(now, running, pending, out)
         return out
@@ -373,8 +411,10 @@ class Autoscaler:
         """Unhealthy nodes go after the repair grace (:data:`REPAIR`, whose one rule pauses a
         pool where too many nodes are unhealthy at once); their work was requeued when they
         failed and provisioning replaces the capacity it needs."""
+        if not any(m.joined and m.unhealthy_since is not None for m in self.live()):
+            return  # no unhealthy node: nothing to repair (and no snapshot to build)
         removing = {name for name, _ in out.removals}
-        state = self._state(now, running, pending, removing, removing)
+        state = self._state(now, running, pending, removing, removing, offerings=False)
         decision = decide(state, (REPAIR,))
         for action in decision.actions:
             out.removals.extend((name, removal("repair", action.reason)) for name in action.nodes)
@@ -492,9 +532,8 @@ class Autoscaler:
         return list(grouped.values())
 
     def _offerings(self, now: float) -> list[Any]:
-        pools = self._open_pools(now)
-        wanted = [i.name for i in self.catalog if any(p.allows(i) for p in pools)]
-        return self.cloud.offerings(wanted, now)
+        """Offerings of every type some pool may launch (in catalog order)."""
+        return self.cloud.offerings(self._launchable, now)
 
     def _open_pools(self, now: float) -> list[NodePool]:
         """The pools as they stand now: a pool's node limit tightened to its current ceiling
@@ -850,9 +889,11 @@ class Autoscaler:
         """Nodes empty for their pool's consolidate-after go (:data:`EMPTINESS`: down to the
         floor, within budgets, not annotated do-not-disrupt, not nominated), at every step; a
         node the configured headroom still needs stays."""
+        if not any(m.joined and not m.pods_seen for m in self.live()):
+            return  # no empty node: nothing to remove (and no snapshot to build)
         removing = {name for name, _ in out.removals}
         disrupting = removing | {n for action, _ in self._replacing for n in action.nodes}
-        state = self._state(now, running, pending, removing, disrupting)
+        state = self._state(now, running, pending, removing, disrupting, offerings=False)
         decision = decide(state, (EMPTINESS,))
         removed = False
         for action in decision.actions:
@@ -874,23 +915,29 @@ class Autoscaler:
         pending: Sequence[Workload],
         exclude: set[str],
         disrupting: set[str],
+        *,
+        offerings: bool = True,
     ) -> State:
         """What the disruption methods see at ``now`` (on the wall clock, for cron budgets):
         the Ready nodes but ``exclude``, their pods, the settings, PDBs with the pods they have
-        lost, do-not-disrupt, floors and offerings."""
-        nodes, pods = self._views(running, exclude)
+        lost, do-not-disrupt, floors and (for methods that buy replacements) offerings."""
+        if self._step_views is None:
+            self._step_views = self._views(running, set())
+        nodes, pods = self._step_views
+        if exclude:
+            nodes = [n for n in nodes if n.name not in exclude]
         return State(
             nodes,
             pods,
             list(self.pools.values()),
             now + self._offset,
             disrupting=disrupting,
-            pdbs=self._pdbs(pending),
+            pdbs=self._pdbs(pending) if self.pdbs else (),
             settings=self.disruption_settings,
             floors=self._floors(now),
             do_not_disrupt=self.do_not_disrupt,
             catalog=self.catalog,
-            offerings=self._offerings(now) if nodes else (),
+            offerings=self._offerings(now) if offerings and nodes else (),
         )
 
     def _pdbs(self, pending: Sequence[Workload]) -> list[Pdb]:
@@ -943,36 +990,15 @@ class Autoscaler:
                 )
             )
         names = {n.name for n in nodes}
-        pods = []
-        for entry in running.values():
-            wl = entry.workload
-            kind = wl.labels.get("fleetshare.io/kind") or (
-                "training" if wl.pod_count > 1 else "batch"
-            )
-            preemptible = wl.labels.get("fleetshare.io/preemptible", "") == "true"
-            for podset, placement in zip(wl.podsets, entry.assignment.placement, strict=True):
-                for node, count in placement:
-                    if node not in names:
-                        continue
-                    for i in range(count):
-                        pods.append(
-                            PodView(
-                                name=f"{wl.name}/{podset.name}/{node}/{i}",
-                                workload=wl.name,
-                                team=wl.team,
-                                node=node,
-                                requests=podset.requests,
-                                priority=wl.priority,
-                                kind=kind,  # type: ignore[arg-type]
-                                preemptible=preemptible,
-                                gang=wl.name if wl.pod_count > 1 else None,
-                                started_at=t + entry.admitted_at,
-                                node_selector=podset.node_selector,
-                                tolerations=podset.tolerations,
-                                affinity=podset.affinity,
-                                labels=wl.labels,
-                            )
-                        )
+        cache: dict[str, tuple[Running, list[PodView]]] = {}
+        pods: list[PodView] = []
+        for name, entry in running.items():
+            found = self._pod_views.get(name)
+            if found is None or found[0] is not entry:
+                found = (entry, _pod_views(entry, t))
+            cache[name] = found
+            pods.extend(p for p in found[1] if p.node in names)
+        self._pod_views = cache
         return nodes, pods
 
     def _floors(self, now: float) -> dict[str, int]:

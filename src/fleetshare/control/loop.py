@@ -14,13 +14,11 @@ from fleetshare.control.autoscaler import Autoscaler, Step
 from fleetshare.control.cluster import Cluster
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.snapshot import CycleResult, Snapshot
+from fleetshare.governance.state import CAPACITY_BELOW_QUOTA
 from fleetshare.model.reason import Reason
 
 MAX_CYCLES_PER_INSTANT = 20
 """A safety net: admission cycles (and autoscaler rounds) at one moment."""
-
-CAPACITY_WARNING = "may wait for capacity"
-"""Governance's warning that quotas exceed the nodes: expected while an autoscaler adds them."""
 
 
 class ControlLoop:
@@ -73,8 +71,9 @@ class ControlLoop:
                 )
             )
             for warning in result.warnings:
-                if self.autoscaler is None or CAPACITY_WARNING not in warning:
-                    cluster.warn(now, warning)
+                # quotas above the nodes are expected while an autoscaler adds nodes
+                if self.autoscaler is None or warning.category != CAPACITY_BELOW_QUOTA:
+                    cluster.warn(now, warning.message)
             self.apply(now, result)
             if not result.admissions and not result.preemptions:
                 break

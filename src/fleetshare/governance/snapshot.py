@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from fleetshare.model.node import Node
+from fleetshare.model.reason import Reason
 from fleetshare.model.resources import Resources
 from fleetshare.model.workload import Workload
 
@@ -80,7 +81,7 @@ class CycleResult:
     pending: Mapping[str, Pending] = field(default_factory=dict)
     """Every workload not admitted, with its reason and queue position, in the order the
     cycle considered them (a lazily built mapping when the cycle ran with a cache)."""
-    warnings: list[str] = field(default_factory=list)
+    warnings: list[Reason] = field(default_factory=list)
     wake_at: float | None = None
     """When a time-based guard (minimum runtime, reclaim grace, starvation guard) next expires:
     a cycle then may decide differently even if nothing else changes."""

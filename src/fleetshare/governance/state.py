@@ -17,12 +17,16 @@ from fleetshare.governance.snapshot import Running, Snapshot
 from fleetshare.governance.tree import QuotaTree
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import format_quantity
+from fleetshare.model.reason import Reason
 from fleetshare.model.workload import Workload
 from fleetshare.placement.fit import NodeFit, PlacementPlan
 from fleetshare.policy.schema import ClusterPolicy
 
 ZERO_WEIGHT = 1e-6
 """Fair-share weight used in place of 0, so zero-weight teams still compare with each other."""
+
+CAPACITY_BELOW_QUOTA = "capacity-below-quota"
+"""Warning category: the quotas add up to more than the Ready nodes offer."""
 
 
 def usage_of(workload: Workload, flavors: Sequence[str]) -> dict[FR, int]:
@@ -219,16 +223,20 @@ class CycleState:
                 out[id(entry)] = entry
         return list(out.values())
 
-    def _oversubscription(self) -> list[str]:
+    def _oversubscription(self) -> list[Reason]:
         out = []
         for fr in sorted(self.model.governed):
             allocated = self.tree.allocated.get(fr, 0)
             cap = self.capacity.get(fr, 0)
             if allocated > cap:
                 out.append(
-                    f"quotas for {fr[1]} on {fr[0]} add up to {format_quantity(allocated, fr[1])} "
-                    f"but Ready, schedulable nodes offer {format_quantity(cap, fr[1])}: "
-                    "guaranteed work may wait for capacity"
+                    Reason(
+                        CAPACITY_BELOW_QUOTA,
+                        f"quotas for {fr[1]} on {fr[0]} add up to "
+                        f"{format_quantity(allocated, fr[1])} but Ready, schedulable nodes offer "
+                        f"{format_quantity(cap, fr[1])}: guaranteed work may wait for capacity",
+                        {"quota": allocated, "capacity": cap},
+                    )
                 )
         return out
 

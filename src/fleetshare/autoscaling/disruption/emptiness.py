@@ -15,6 +15,7 @@ from fleetshare.autoscaling.disruption.state import (
     floor_block,
     missing_nodes,
     node_block,
+    node_nominated,
     stable_since,
     why,
 )
@@ -42,10 +43,13 @@ class Emptiness(Base):
             node = state.nodes[name]
             if state.pods_on[name]:
                 continue
-            block = node_block(node, state)
+            block = node_block(node, state, nominated=False)
             if block is None:
+                # kept both for consolidate-after and for pending work: the reason that lapses
+                # later is the one given, so the node is looked at again once, when both have
                 after = state.pools[node.pool].disruption.consolidate_after_seconds
                 empty_for = state.now - stable_since(node, ())
+                nominated = node_nominated(node, state)
                 if empty_for < after:
                     block = why(
                         "consolidate-after",
@@ -53,6 +57,10 @@ class Emptiness(Base):
                         waited=empty_for,
                         after=after,
                     )
+                    if nominated is not None and nominated.numbers["left"] > after - empty_for:
+                        block = nominated
+                else:
+                    block = nominated
             if block:
                 out.kept[name] = block
             else:

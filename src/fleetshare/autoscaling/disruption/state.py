@@ -335,11 +335,13 @@ def node_nominated(node: NodeView, state: State) -> Reason | None:
     return None
 
 
-def node_block(node: NodeView, state: State) -> Reason | None:
-    """Reasons any voluntary disruption of ``node`` is out of the question."""
+def node_block(node: NodeView, state: State, *, nominated: bool = True) -> Reason | None:
+    """Reasons any voluntary disruption of ``node`` is out of the question (``nominated``:
+    including pending work counting on its room)."""
     if node.pool not in state.pools:
         return why("unknown-pool", f"node pool {node.pool} is not known")
-    return busy_block(node, state) or node_pinned(node, state) or node_nominated(node, state)
+    block = busy_block(node, state) or node_pinned(node, state)
+    return block or (node_nominated(node, state) if nominated else None)
 
 
 def floor_block(
