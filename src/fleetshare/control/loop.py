@@ -31,10 +31,18 @@ class ControlLoop:
         self.engine = engine
         self.autoscaler = autoscaler
         self.last_cycle: CycleResult | None = None
+        self.preempted: set[str] = set()
+        """Workloads preempted since the world last changed (see ``Snapshot.preempted``)."""
 
     def set_engine(self, engine: Engine) -> None:
         """A new policy: the next cycle decides with it."""
         self.engine = engine
+        self.world_changed()
+
+    def world_changed(self) -> None:
+        """Something changed besides the loop's own decisions (a submission, a finish, a node
+        or policy change): work preempted before may preempt, and be preempted, again."""
+        self.preempted.clear()
 
     def node_ready(self, name: str) -> bool:
         """A launched node finished booting: True when it may join (it was not terminated
@@ -43,6 +51,7 @@ class ControlLoop:
 
     def node_gone(self, name: str, now: float, reason: Reason) -> None:
         """A node left the cluster outside the loop (removed by an admin, lost)."""
+        self.world_changed()
         if self.autoscaler is not None:
             self.autoscaler.terminated(name, now, reason)
 
@@ -68,6 +77,7 @@ class ControlLoop:
                     cluster.node_list(),
                     list(cluster.running_workloads().values()),
                     cluster.pending_for_cycle(),
+                    frozenset(self.preempted),
                 )
             )
             for warning in result.warnings:
@@ -85,6 +95,7 @@ class ControlLoop:
         """Carry out one cycle's decisions: evictions first, then bindings."""
         cluster = self.cluster
         for preemption in result.preemptions:
+            self.preempted.add(preemption.workload.name)
             cluster.evict(
                 preemption.workload, preemption.by, preemption.reason, preemption.message, now
             )
@@ -119,6 +130,8 @@ class ControlLoop:
             evicted = cluster.remove_node(name, reason, now) or evicted
             autoscaler.terminated(name, now, reason)
             removed = True
+        if removed:
+            self.world_changed()  # a node went away
         for workload in cluster.pending_workloads():
             note = autoscaler.note(workload.name)
             if note:

@@ -69,6 +69,7 @@ class Carry:
 
     now: float
     model: QuotaModel
+    protected: frozenset[str]
     admitted: dict[str, Assignment]
     failed_own: dict[OwnSearch, tuple[int, frozenset[FR]]]
     failed: dict[int, tuple[str, list[Option]]]
@@ -96,6 +97,7 @@ class Cycle:
         self._shortcuts = shortcuts
         self._cache = cache
         state = self.state = cache.state.state(model, policy.cluster, snapshot)
+        state.protected = snapshot.preempted
         self.result = CycleResult(warnings=list(state.warnings))
         self.failed_preemption = FailedPreemptions()
         self._evictions = 0
@@ -189,7 +191,9 @@ class Cycle:
         else:
             self._options = []
             self._attempt(wl)
-        if failures.version == version and not starving and self._shortcuts:  # failed
+        # a failure of work that may not preempt now says nothing about the rest of its shape
+        protected = wl.name in self.snapshot.preempted
+        if failures.version == version and not starving and self._shortcuts and not protected:
             reason = self._explicit[wl.name][1]
             options = carried[1] if carried is not None else self._options
             failures.by_shape[shape] = Failure(version, reason, wl, options)
@@ -289,6 +293,8 @@ class Cycle:
         return shape.attempt
 
     def _try_preemption(self, wl: Workload, option: Option) -> bool:
+        if wl.name in self.snapshot.preempted:
+            return False  # preempted since the last change: it preempts no one (no memo noted)
         if self.failed_preemption.known_to_fail(wl, option.flavors, self._attempt_of(wl)):
             return False
         state = self.state
@@ -358,6 +364,8 @@ class Cycle:
         rebuilt, gone, added = changes
         if rebuilt or gone or carry.now != self.snapshot.now or carry.model is not self.model:
             return False
+        if carry.protected != self.snapshot.preempted:
+            return False
         if len(added) != len(carry.admitted):
             return False
         return all(carry.admitted.get(r.workload.name) == r.assignment for r in added)
@@ -400,7 +408,15 @@ class Cycle:
             for uid, (version, prefix, team) in self.keys.prefixes.items()
             if version == versions.get(team, 0)
         }
-        self._cache.carry = Carry(self.snapshot.now, self.model, admitted, kept, failed, prefixes)
+        self._cache.carry = Carry(
+            self.snapshot.now,
+            self.model,
+            self.snapshot.preempted,
+            admitted,
+            kept,
+            failed,
+            prefixes,
+        )
 
     # -- the result ------------------------------------------------------------------------
 

@@ -15,7 +15,9 @@ Three reasons to preempt, as in Kueue and HyperPod:
 Victims are removed greedily until the preemptor fits, then the set is minimised: each victim
 is put back, newest choice first, if the preemptor still fits without evicting it. Work younger
 than the configured minimum runtime (or reclaim grace) is never a victim, nor is work admitted
-in the same cycle.
+in the same cycle, nor work preempted since the world last changed and admitted again; and
+such work preempts no one either (``Snapshot.preempted``): while nothing changes, preemption
+cannot go round in a circle, whatever mix of reclaim, priority and fair share drives it.
 """
 
 from __future__ import annotations
@@ -43,8 +45,14 @@ def _order(entries: list[Admitted]) -> list[Admitted]:
     return sorted(entries, key=lambda e: (e.workload.priority, -e.admitted_at, e.workload.name))
 
 
-def _old_enough(entry: Admitted, now: float, minimum: float) -> bool:
-    return not entry.this_cycle and now - entry.admitted_at >= minimum
+def _old_enough(state: CycleState, entry: Admitted, minimum: float) -> bool:
+    """May be a victim: not admitted in this cycle, past the minimum runtime, and not work that
+    was preempted since the last change and admitted again (see ``Snapshot.preempted``)."""
+    return (
+        not entry.this_cycle
+        and state.now - entry.admitted_at >= minimum
+        and entry.workload.name not in state.protected
+    )
 
 
 def _own_candidates(state: CycleState, wl: Workload, contested: set[FR]) -> list[Admitted]:
@@ -63,7 +71,7 @@ def _own_candidates(state: CycleState, wl: Workload, contested: set[FR]) -> list
             and other.priority == wl.priority
             and other.submit_time > wl.submit_time
         )
-        if (lower or newer_equal) and _old_enough(entry, state.now, minimum):
+        if (lower or newer_equal) and _old_enough(state, entry, minimum):
             out.append(entry)
     return _order(out)
 
@@ -115,7 +123,7 @@ def _other_candidates(
                 continue
             if rule == ReclaimPolicy.LOWER_PRIORITY and other.priority >= wl.priority:
                 continue
-            if _old_enough(entry, state.now, minimum):
+            if _old_enough(state, entry, minimum):
                 out.append(entry)
     return _order(out)
 

@@ -42,6 +42,11 @@ class Snapshot:
     nodes: Sequence[Node]
     running: Sequence[Running]
     pending: Sequence[Workload]
+    preempted: frozenset[str] = frozenset()
+    """Workloads preempted since something last changed (a submission, a finish, a node or
+    policy change): they preempt no one, and once admitted again no one preempts them, until
+    the next change. Preemption decisions therefore cannot cycle (A evicts B, B evicts A, ...)
+    while the world stands still; the control loop keeps this set."""
 
 
 @dataclass(frozen=True, slots=True)

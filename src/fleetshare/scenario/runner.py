@@ -197,7 +197,9 @@ class Runner:
 
     def _apply(self, now: float, kind: int, payload: Any) -> None:
         if kind == _WAKE:
-            return
+            return  # time passing alone is no change: a guard that expires is its own reason
+        if kind != _FINISH:
+            self.loop.world_changed()  # a submission, a node or a policy change
         if kind == _SUBMIT:
             wl: Workload = payload
             self._pend(wl)
@@ -210,6 +212,7 @@ class Runner:
                 record = self.records[name]
                 record.state, record.finished_at = "finished", now
                 self._log(now, "finish", workload=name)
+                self.loop.world_changed()  # (a finish of a run that was preempted is none)
         elif isinstance(payload, Node):  # a launched node joins the cluster
             if self.loop.node_ready(payload.name):
                 self.nodes[payload.name] = payload
