@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from enum import StrEnum
 from importlib.resources import files
 from pathlib import Path
-from typing import Annotated, Literal, NoReturn
+from typing import Annotated, Any, Literal, NoReturn
 
 import typer
 import yaml
@@ -14,6 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetshare.governance.quota import compile_policy
+from fleetshare.inputs import InputError, load_yaml, parse_yaml, read_text
 from fleetshare.model.catalog import load_catalog
 from fleetshare.model.quantity import format_quantity
 from fleetshare.policy.schema import PolicyError, load_policy
@@ -22,9 +25,35 @@ from fleetshare.scenario.loader import ScenarioError, load_scenario
 from fleetshare.scenario.report import print_text, to_json
 from fleetshare.scenario.runner import run_scenario
 
-app = typer.Typer(
+DEBUG_ENV = "FLEETSHARE_DEBUG"
+
+
+class _App(typer.Typer):
+    """The command line: an unexpected failure prints one line, not a traceback, unless
+    ``--debug`` (or ``FLEETSHARE_DEBUG=1``) asks for it. Bad input has its own messages and
+    exit code 2; a failed expectation exits 1."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        debug = "--debug" in sys.argv[1:] or os.environ.get(DEBUG_ENV) == "1"
+        if "--debug" in sys.argv[1:]:
+            sys.argv.remove("--debug")
+        try:
+            return super().__call__(*args, **kwargs)
+        except Exception as exc:
+            if debug:
+                raise
+            message = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+            Console(stderr=True).print(
+                f"[red]error:[/] {message} (run with --debug for the traceback)",
+                highlight=False,
+            )
+            raise SystemExit(1) from None
+
+
+app = _App(
     help="fleetshare: fair sharing and right-sizing of shared accelerator clusters.",
     no_args_is_help=True,
+    pretty_exceptions_enable=False,
 )
 scenario_app = typer.Typer(
     help="Run governance scenarios on a virtual clock.", no_args_is_help=True
@@ -52,9 +81,9 @@ def validate_policy(
 ) -> None:
     """Check a fleetshare policy; print what it resolves to, or each bad field and why."""
     try:
-        policy = load_policy(yaml.safe_load(path.read_text()), str(path))
+        policy = load_policy(load_yaml(path), str(path))
         model = compile_policy(policy, load_catalog())
-    except (PolicyError, yaml.YAMLError, OSError) as exc:
+    except (PolicyError, InputError) as exc:
         _fail(str(exc))
     console = Console()
     console.print(f"[green]valid:[/] {len(policy.teams)} teams, {len(policy.groups)} groups")
@@ -81,7 +110,7 @@ def import_policy(
     if borrow_limit_reading not in ("quota", "idle"):
         _fail("--borrow-limit-reading must be quota or idle")
     try:
-        text = path.read_text()
+        text = read_text(path)
         if source == Source.KUEUE:
             policy = import_kueue(text)
         else:
@@ -89,7 +118,7 @@ def import_policy(
                 "idle" if borrow_limit_reading == "idle" else "quota"
             )
             policy = import_hyperpod(text, borrow_limit_reading=reading)
-    except (PolicyError, OSError) as exc:
+    except (PolicyError, InputError) as exc:
         _fail(str(exc))
     data = policy.model_dump(mode="json", exclude_defaults=True)
     print(yaml.safe_dump(data, sort_keys=False), end="")
@@ -370,7 +399,7 @@ def _trace_options(items: list[str]) -> dict[str, object]:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ValueError(f"--option wants KEY=VALUE, got {item!r}")
-        out[key.strip()] = yaml.safe_load(text)
+        out[key.strip()] = parse_yaml(text, f"--option {key.strip()}")
     return out
 
 

@@ -31,6 +31,11 @@ _QUANTITY = re.compile(
 )
 
 
+MAX_MILLI = 10**18
+"""The largest quantity accepted, in milli-units (10^15 base units: a petabyte of memory, a
+quadrillion CPUs): sums over a cluster stay within 64-bit integers."""
+
+
 class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity."""
 
@@ -44,6 +49,10 @@ def parse_quantity(value: str | int | float) -> int:
     if isinstance(value, bool):
         raise QuantityError(f"not a quantity: {value!r}")
     if isinstance(value, int):
+        if value < 0:
+            raise QuantityError(f"quantity must not be negative: {value!r}")
+        if value * MILLI > MAX_MILLI:
+            raise QuantityError(f"quantity too large: {value!r} (at most {MAX_MILLI // MILLI})")
         return value * MILLI
     text = repr(value) if isinstance(value, float) else str(value).strip()
     match = _QUANTITY.match(text)
@@ -62,7 +71,10 @@ def parse_quantity(value: str | int | float) -> int:
         scaled = number * (Decimal(10) ** int(suffix[1:]))
     if scaled < 0:
         raise QuantityError(f"quantity must not be negative: {value!r}")
-    return int((scaled * MILLI).to_integral_value(rounding=ROUND_CEILING))
+    milli = int((scaled * MILLI).to_integral_value(rounding=ROUND_CEILING))
+    if milli > MAX_MILLI:
+        raise QuantityError(f"quantity too large: {value!r} (at most {MAX_MILLI // MILLI})")
+    return milli
 
 
 def to_number(milli: int) -> int | float:

@@ -31,7 +31,6 @@ versions, times, tags) carry no policy and are skipped without a note.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from fleetshare.inputs import InputError, parse_json
 from fleetshare.model.catalog import ec2_name
 from fleetshare.model.resources import CPU, GPU, MEMORY, MIG_PREFIX, NEURON
 from fleetshare.policy.import_report import ImportReport
@@ -159,9 +159,9 @@ def _parse(source: str | dict[str, Any] | list[Any]) -> Any:
     if not isinstance(source, str):
         return source
     try:
-        return json.loads(source)
-    except json.JSONDecodeError as exc:
-        raise PolicyError([("(top level)", f"not valid JSON: {exc}")], SOURCE) from None
+        return parse_json(source, SOURCE)
+    except InputError as exc:
+        raise PolicyError([("(top level)", exc.why)], SOURCE) from None
 
 
 def _join(path: str, key: str) -> str:

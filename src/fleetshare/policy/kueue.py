@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import ValidationError
 
+from fleetshare.inputs import InputError, parse_yaml_all
 from fleetshare.model.quantity import MILLI, QuantityError, parse_quantity
 from fleetshare.policy.import_report import ImportReport
 from fleetshare.policy.schema import (
@@ -163,9 +163,9 @@ def _documents(source: str | list[dict[str, Any]]) -> list[Any]:
     """Parse YAML text (or take parsed documents), flattening ``kind: List`` wrappers."""
     if isinstance(source, str):
         try:
-            loaded = [doc for doc in yaml.safe_load_all(source) if doc is not None]
-        except yaml.YAMLError as exc:
-            raise PolicyError([("(top level)", f"not valid YAML: {exc}")], SOURCE) from None
+            loaded = parse_yaml_all(source, SOURCE)
+        except InputError as exc:
+            raise PolicyError([("(top level)", exc.why)], SOURCE) from None
     else:
         loaded = list(source)
     return list(_flatten_lists(loaded))

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from fleetshare.governance.quota import compile_policy
+from fleetshare.inputs import InputError, load_yaml, read_text
 from fleetshare.model.catalog import (
     Catalog,
     ec2_name,
@@ -103,7 +103,10 @@ def _affinity(terms: NodeAffinitySpec) -> tuple[tuple[NodeSelectorRequirement, .
 def _read(ref: str, base: Path) -> str:
     """Inline text, or the contents of a file named relative to the scenario."""
     if "\n" not in ref and (base / ref).is_file():
-        return (base / ref).read_text()
+        try:
+            return read_text(base / ref)
+        except InputError as exc:
+            raise ScenarioError(str(exc)) from None
     return ref
 
 
@@ -240,7 +243,7 @@ def _next_index(nodes: list[Node], spec: NodeSpec) -> int:
 def load_scenario(path: Path) -> Scenario:
     """Read a scenario YAML file."""
     try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path}: not valid YAML: {exc}") from None
+        data = load_yaml(path)
+    except InputError as exc:
+        raise ScenarioError(str(exc)) from None
     return load_scenario_data(data, path.parent, str(path))

@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleetshare.autoscaling.cloud import Offering
 from fleetshare.autoscaling.nodepool import NodePool, PoolSet
 from fleetshare.autoscaling.provisioner import Plan, PodShape, plan_nodes
+from fleetshare.inputs import InputError, load_yaml
 from fleetshare.model.catalog import Catalog
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import to_number
@@ -41,9 +41,9 @@ class NodesFile(BaseModel):
 
 def _load(path: Path, model: type[BaseModel]) -> Any:
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ScenarioError(f"{path}: {exc}") from None
+        data = load_yaml(path) or {}
+    except InputError as exc:
+        raise ScenarioError(str(exc)) from None
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec, DoNotDisruptSpec, PdbSpec
+from fleetshare.model.quantity import check_quantities
 
 Quantity = str | int | float
+
+
+def _quantities(value: dict[str, Quantity]) -> dict[str, Quantity]:
+    """Every amount a Kubernetes quantity: not negative, not infinite, not absurdly large."""
+    check_quantities(value)
+    return value
+
+
+Quantities = Annotated[dict[str, Quantity], AfterValidator(_quantities)]
+"""Named amounts (requests, allocatable), checked where the file is read."""
 
 
 class _Strict(BaseModel):
@@ -64,7 +75,7 @@ class NodeSpec(_Strict):
     name: str | None = None
     instance_type: str | None = None
     count: int = Field(default=1, ge=1)
-    allocatable: dict[str, Quantity] = Field(default_factory=dict)
+    allocatable: Quantities = Field(default_factory=dict)
     zone: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[TaintSpec] = Field(default_factory=list)
@@ -106,7 +117,7 @@ class ClusterSpec(_Strict):
 class PodSetSpec(_Strict):
     name: str = "main"
     count: int = Field(default=1, ge=1)
-    requests: dict[str, Quantity]
+    requests: Quantities
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[TolerationSpec] = Field(default_factory=list)
     node_affinity: NodeAffinitySpec = Field(default_factory=list)
@@ -121,7 +132,7 @@ class WorkloadSpec(_Strict):
     submit_at: float = Field(default=0, ge=0, validation_alias=AliasChoices("submit_at", "at"))
     duration: float | None = Field(default=None, gt=0)
     pods: int = Field(default=1, ge=1)
-    requests: dict[str, Quantity] = Field(default_factory=dict)
+    requests: Quantities = Field(default_factory=dict)
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[TolerationSpec] = Field(default_factory=list)
     node_affinity: NodeAffinitySpec = Field(default_factory=list)

@@ -33,13 +33,14 @@ What the loader builds (one team, ``dlrm``):
 from __future__ import annotations
 
 import csv
-import gzip
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from fleetshare.inputs import read_gzip_text
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import MILLI
 from fleetshare.model.resources import CPU, GPU, MEMORY
@@ -93,7 +94,7 @@ def _opt(value: str) -> float | None:
 
 def read_instances(path: Path) -> list[Instance]:
     """Every row of the trace."""
-    with gzip.open(path, "rt", newline="") as f:
+    with io.StringIO(read_gzip_text(path), newline="") as f:
         return [
             Instance(
                 name=row["instance_sn"],

@@ -43,12 +43,13 @@ The loader is deterministic; ``seed`` matters only with ``end_order="random"``.
 from __future__ import annotations
 
 import csv
-import gzip
+import io
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from fleetshare.inputs import read_gzip_text, read_text
 from fleetshare.model.quantity import MILLI
 from fleetshare.model.resources import GPU
 from fleetshare.model.workload import Workload
@@ -110,7 +111,7 @@ def vc_files(folder: Path) -> list[Path]:
 
 def read_vc(path: Path) -> VcSeries:
     """Read one ``vc*.csv.gz`` (numpy, a few tens of milliseconds)."""
-    with gzip.open(path, "rt") as f:
+    with io.StringIO(read_gzip_text(path)) as f:
         header = f.readline().rstrip("\n").split(",")
         lines = f.read().splitlines()
     missing = [c for c in ("time", *_COLUMNS) if c not in header]
@@ -127,7 +128,7 @@ def read_vc(path: Path) -> VcSeries:
 
 def read_quotas(path: Path) -> dict[str, dict[str, int]]:
     """Daily quota per VC: ``{date: {vc: gpus}}``."""
-    with path.open(newline="") as f:
+    with io.StringIO(read_text(path), newline="") as f:
         return {
             row["date"]: {k: int(v) for k, v in row.items() if k not in ("date", "total")}
             for row in csv.DictReader(f)

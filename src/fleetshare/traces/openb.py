@@ -28,10 +28,12 @@ How the columns are read:
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from fleetshare.inputs import read_text
 from fleetshare.placement.gpu_share import (
     GPU_MILLI,
     GpuCluster,
@@ -74,7 +76,7 @@ def _optional_int(row: dict[str, str], name: str) -> int | None:
 
 def load_nodes(path: Path) -> list[GpuNode]:
     """The nodes of a node list CSV."""
-    with path.open(newline="") as f:
+    with io.StringIO(read_text(path), newline="") as f:
         return [
             GpuNode(
                 name=row["sn"],
@@ -109,7 +111,7 @@ def pod_shape(cpu_milli: int, memory_mib: int, num_gpu: int, gpu_milli: int, spe
 def load_pods(path: Path) -> list[TracePod]:
     """The pods of a pod list CSV, in file order."""
     pods: list[TracePod] = []
-    with path.open(newline="") as f:
+    with io.StringIO(read_text(path), newline="") as f:
         for row in csv.DictReader(f):
             try:
                 shape = pod_shape(

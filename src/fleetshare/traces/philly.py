@@ -27,11 +27,12 @@ What the loader builds (one team, ``philly``):
 
 from __future__ import annotations
 
-import gzip
+import io
 from pathlib import Path
 
 import numpy as np
 
+from fleetshare.inputs import read_gzip_text
 from fleetshare.model.quantity import MILLI
 from fleetshare.model.resources import GPU
 from fleetshare.traces.common import (
@@ -63,7 +64,7 @@ TEAM = "philly"
 
 def read_sequence(path: Path) -> tuple[np.datetime64, FloatArray, IntArray, IntArray]:
     """``(first timestamp, seconds since it, active, total)``."""
-    with gzip.open(path, "rt") as f:
+    with io.StringIO(read_gzip_text(path)) as f:
         header = f.readline().rstrip("\n").split(",")
         lines = f.read().splitlines()
     if header[:3] != ["time", "active", "total"]:

@@ -1,0 +1,222 @@
+"""Reading the files users give: one layer, one set of checks, one kind of error.
+
+Every file fleetshare reads from a user (policies, Kueue and HyperPod imports, scenarios, node
+pools, pending work, traces) goes through here:
+
+- the path must name a readable regular file (not a directory, a pipe or a device), at most
+  :data:`MAX_BYTES` long, so ``/dev/zero`` or a named pipe with no writer cannot hang a run;
+- text must be UTF-8; a bad byte is reported with its offset;
+- YAML is parsed safely, rejecting duplicate keys (the second would silently win), nesting
+  deeper than :data:`MAX_DEPTH`, and non-finite numbers (``.inf``, ``.nan``);
+- JSON likewise (``NaN`` and ``Infinity`` are not JSON numbers).
+
+Problems raise :class:`InputError`, whose message names the file and, where there is one, the
+place: ``error: policy.yaml: line 4: duplicate key 'teams'``.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import os
+import stat
+import zlib
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+MAX_BYTES = 256 * 2**20
+"""The largest file read (256 MiB): far above any real policy or bundled trace."""
+MAX_DEPTH = 64
+"""The deepest nesting of mappings and lists accepted."""
+
+
+class InputError(ValueError):
+    """A file that cannot be used as input; the message names it and says why."""
+
+    def __init__(self, source: str, why: str) -> None:
+        self.source = source
+        self.why = why
+        super().__init__(f"{source}: {why}")
+
+
+def check_file(path: Path, source: str | None = None) -> int:
+    """The size of ``path``, or :class:`InputError` when it is no readable regular file."""
+    name = source or str(path)
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(name, "no such file") from None
+    except OSError as exc:
+        raise InputError(name, exc.strerror or str(exc)) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InputError(name, "is a directory, not a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise InputError(name, "is not a regular file (a pipe, socket or device?)")
+    if info.st_size > MAX_BYTES:
+        raise InputError(name, f"is {info.st_size:,} bytes; at most {MAX_BYTES:,} are read")
+    if not os.access(path, os.R_OK):
+        raise InputError(name, "is not readable")
+    return info.st_size
+
+
+def read_bytes(path: Path, source: str | None = None) -> bytes:
+    """The contents of a checked file (see :func:`check_file`)."""
+    check_file(path, source)
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_BYTES + 1)
+    except OSError as exc:
+        raise InputError(source or str(path), exc.strerror or str(exc)) from None
+    if len(data) > MAX_BYTES:
+        raise InputError(source or str(path), f"is longer than {MAX_BYTES:,} bytes")
+    return data
+
+
+def decode(data: bytes, source: str) -> str:
+    """UTF-8 text, or :class:`InputError` naming the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            source, f"is not UTF-8 text (byte {exc.start}: {data[exc.start : exc.start + 1]!r})"
+        ) from None
+
+
+def read_text(path: Path, source: str | None = None) -> str:
+    """A checked file's UTF-8 text."""
+    return decode(read_bytes(path, source), source or str(path))
+
+
+def read_gzip_text(path: Path, source: str | None = None) -> str:
+    """A checked gzip file's UTF-8 text (a corrupt or truncated archive is an input error)."""
+    name = source or str(path)
+    data = read_bytes(path, name)
+    try:
+        raw = gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise InputError(name, f"is not a readable gzip file ({exc})") from None
+    if len(raw) > 8 * MAX_BYTES:
+        raise InputError(name, "unpacks to more than 2 GiB")
+    return decode(raw, name)
+
+
+# -- YAML ----------------------------------------------------------------------------------------
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe YAML that refuses duplicate keys."""
+
+
+def _mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    out: dict[Any, Any] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if not isinstance(key, Hashable):
+            raise yaml.constructor.ConstructorError(
+                None, None, "a mapping key must be a plain value", key_node.start_mark
+            )
+        if key in out:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        out[key] = loader.construct_object(value_node, deep=deep)
+    return out
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
+def _where(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    if mark is not None:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    return str(problem)
+
+
+def _depth_and_numbers(data: Any, source: str) -> None:
+    """Reject nesting deeper than :data:`MAX_DEPTH` and non-finite numbers (iteratively)."""
+    stack: list[tuple[Any, int, str]] = [(data, 0, "")]
+    while stack:
+        value, depth, where = stack.pop()
+        if depth > MAX_DEPTH:
+            at = f" at {where}" if where else ""
+            raise InputError(source, f"nested more than {MAX_DEPTH} levels deep{at}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError(source, f"{where or 'value'}: {value} is not a finite number")
+        if isinstance(value, dict):
+            for key, item in value.items():
+                stack.append((item, depth + 1, f"{where}.{key}" if where else str(key)))
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                stack.append((item, depth + 1, f"{where}[{i}]"))
+
+
+def parse_yaml_all(text: str, source: str) -> list[Any]:
+    """Every document of a YAML stream (empty documents dropped), checked as above."""
+    try:
+        docs = [doc for doc in yaml.load_all(text, Loader=_Loader) if doc is not None]
+    except RecursionError:
+        raise InputError(source, f"nested more than {MAX_DEPTH} levels deep") from None
+    except yaml.YAMLError as exc:
+        raise InputError(source, f"not valid YAML: {_where(exc)}") from None
+    for doc in docs:
+        _depth_and_numbers(doc, source)
+    return docs
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """One YAML document (None when empty), checked as above."""
+    docs = parse_yaml_all(text, source)
+    if len(docs) > 1:
+        raise InputError(source, f"holds {len(docs)} YAML documents; one was expected")
+    return docs[0] if docs else None
+
+
+def load_yaml(path: Path, source: str | None = None) -> Any:
+    """A YAML file, read and checked."""
+    name = source or str(path)
+    return parse_yaml(read_text(path, name), name)
+
+
+# -- JSON ----------------------------------------------------------------------------------------
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def parse_json(text: str, source: str) -> Any:
+    """A JSON document, checked as above."""
+    try:
+        data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique)
+    except RecursionError:
+        raise InputError(source, f"nested more than {MAX_DEPTH} levels deep") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            source, f"not valid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+    except ValueError as exc:
+        raise InputError(source, f"not valid JSON: {exc}") from None
+    _depth_and_numbers(data, source)
+    return data
+
+
+def load_json(path: Path, source: str | None = None) -> Any:
+    """A JSON file, read and checked."""
+    name = source or str(path)
+    return parse_json(read_text(path, name), name)

@@ -1,0 +1,159 @@
+"""Bad and hostile input gets one clear line and exit code 2, never a traceback or a hang.
+
+Each test is a class of input that once escaped as a Python traceback, hung, or was accepted
+and silently wrong (the hostile-input issue); it runs the real command line in-process.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fleetshare import cli
+from fleetshare.cli import app
+from fleetshare.traces.common import BUNDLED_DATA, DATA_ENV
+
+ROOT = Path(__file__).resolve().parents[1]
+POOLS = ROOT / "examples" / "pools.yaml"
+POLICY = "teams:\n  - name: a\n    quota: [{resources: {nvidia.com/gpu: 4}}]\n"
+SCENARIO = (
+    "cluster: {nodes: [{name: n, allocatable: {nvidia.com/gpu: 8, cpu: 8}}]}\n"
+    "policy: {teams: [{name: a, quota: [{resources: {nvidia.com/gpu: 4}}]}]}\n"
+    "workloads: [{name: w, team: a, requests: {nvidia.com/gpu: %s}}]\n"
+)
+
+
+def run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "1000"})
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(
+        result.exception
+    )
+    return result.exit_code, result.output
+
+
+def one_error_line(output: str, *words: str) -> None:
+    text = " ".join(output.split())  # rich wraps long lines
+    assert text.startswith("error: "), output
+    assert "Traceback" not in output
+    for word in words:
+        assert word in text, output
+
+
+def write(tmp_path: Path, name: str, data: str | bytes) -> Path:
+    path = tmp_path / name
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        path.write_text(data)
+    return path
+
+
+@pytest.mark.parametrize("command", ["validate", "import-hyperpod", "plan-pending", "plan-pools"])
+def test_files_that_are_not_utf8(tmp_path: Path, command: str) -> None:
+    bad = write(tmp_path, "bad.yaml", "teams: [{name: caf\xe9}]".encode("latin-1"))
+    args = {
+        "validate": ["policy", "validate", str(bad)],
+        "import-hyperpod": ["policy", "import", "hyperpod", str(bad)],
+        "plan-pending": ["plan", "--pools", str(POOLS), "--pending", str(bad)],
+        "plan-pools": ["plan", "--pools", str(bad), "--pending", str(bad)],
+    }[command]
+    code, out = run(*args)
+    assert code == 2
+    one_error_line(out, "bad.yaml", "is not UTF-8 text")
+
+
+def test_devices_pipes_and_directories_are_refused_before_reading(tmp_path: Path) -> None:
+    code, out = run("policy", "validate", "/dev/zero")
+    assert code == 2
+    one_error_line(out, "/dev/zero", "not a regular file")
+    fifo = tmp_path / "pipe.yaml"
+    os.mkfifo(fifo)  # no writer: opening it would block for ever
+    code, out = run("scenario", "run", str(fifo))
+    assert code == 2
+    one_error_line(out, "pipe.yaml", "not a regular file")
+    code, out = run("policy", "validate", str(tmp_path))
+    assert code == 2
+    one_error_line(out, "is a directory")
+
+
+def test_deep_nesting(tmp_path: Path) -> None:
+    deep_yaml = write(tmp_path, "deep.yaml", "teams: " + "[" * 5000 + "]" * 5000)
+    code, out = run("policy", "validate", str(deep_yaml))
+    assert code == 2
+    one_error_line(out, "nested more than")
+    deep_json = write(tmp_path, "deep.json", "[" * 100_000 + "]" * 100_000)
+    code, out = run("policy", "import", "hyperpod", str(deep_json))
+    assert code == 2
+    one_error_line(out, "nested more than")
+
+
+def test_a_duplicate_key_is_an_error_not_a_silent_override(tmp_path: Path) -> None:
+    dup = write(tmp_path, "dup.yaml", POLICY + "teams: []\n")
+    code, out = run("policy", "validate", str(dup))
+    assert code == 2
+    one_error_line(out, "dup.yaml", "duplicate key 'teams'", "line 4")
+
+
+def test_non_finite_numbers(tmp_path: Path) -> None:
+    inf = write(tmp_path, "inf.yaml", SCENARIO % ".inf")
+    code, out = run("scenario", "run", str(inf))
+    assert code == 2
+    one_error_line(out, "is not a finite number")
+    nan = write(tmp_path, "nan.json", '{"ComputeQuotas": [{"Name": NaN}]}')
+    code, out = run("policy", "import", "hyperpod", str(nan))
+    assert code == 2
+    one_error_line(out, "NaN is not a finite number")
+
+
+def test_a_negative_request_cannot_give_a_team_quota(tmp_path: Path) -> None:
+    negative = write(tmp_path, "neg.yaml", SCENARIO % "-4")
+    code, out = run("scenario", "run", str(negative))
+    assert code == 2
+    one_error_line(out, "workloads[0](w).requests: nvidia.com/gpu", "must not be negative")
+    pending = write(tmp_path, "pending.yaml", "workloads: [{name: w, requests: {cpu: -2}}]\n")
+    code, out = run("plan", "--pools", str(POOLS), "--pending", str(pending))
+    assert code == 2
+    one_error_line(out, "must not be negative")
+
+
+def test_absurdly_large_requests_are_refused(tmp_path: Path) -> None:
+    pending = write(tmp_path, "pending.yaml", "workloads: [{name: w, requests: {cpu: 1e30}}]\n")
+    code, out = run("plan", "--pools", str(POOLS), "--pending", str(pending))
+    assert code == 2
+    one_error_line(out, "requests: cpu", "quantity too large")
+
+
+def test_a_corrupt_gzip_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(BUNDLED_DATA / "philly", data / "philly")
+    target = data / "philly" / "philly_node_sequence.csv.gz"
+    target.write_bytes(gzip.compress(b"time,active,total\n")[:20])  # truncated
+    monkeypatch.setenv(DATA_ENV, str(data))
+    code, out = run("simulate", "--trace", "philly", "--days", "0.1", "-p", "static")
+    assert code == 2
+    one_error_line(out, "philly_node_sequence.csv.gz", "not a readable gzip file")
+
+
+def test_an_unexpected_failure_prints_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    scenario = write(tmp_path, "ok.yaml", SCENARIO % "1")
+
+    def boom(*_: object) -> None:
+        raise RuntimeError("something nobody expected\nsecond line")
+
+    monkeypatch.setattr(cli, "run_scenario", boom)
+    with pytest.raises(SystemExit) as exit_info:
+        app(args=["scenario", "run", str(scenario)], prog_name="fleetshare")
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err
+    assert "RuntimeError: something nobody expected" in err and "second line" not in err
+    assert "--debug" in err and "Traceback" not in err
+    monkeypatch.setattr(cli.sys, "argv", ["fleetshare", "--debug"])
+    with pytest.raises(RuntimeError):  # --debug lets it through, traceback and all
+        app(args=["scenario", "run", str(scenario)], prog_name="fleetshare")
