@@ -157,3 +157,106 @@ def test_an_unexpected_failure_prints_one_line(
     monkeypatch.setattr(cli.sys, "argv", ["fleetshare", "--debug"])
     with pytest.raises(RuntimeError):  # --debug lets it through, traceback and all
         app(args=["scenario", "run", str(scenario)], prog_name="fleetshare")
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "words"),
+    [
+        ("--days", "nan", "days must be a finite number"),
+        ("--days", "inf", "days must be a finite number"),
+        ("--start-day", "-1", "start_day must be a finite number >= 0"),
+    ],
+)
+def test_simulate_options_out_of_range(option: str, value: str, words: str) -> None:
+    code, out = run("simulate", "--trace", "helios", option, value, "-p", "static")
+    assert code == 2
+    one_error_line(out, words)
+
+
+def test_a_worker_count_below_one_is_refused() -> None:
+    for jobs in ("0", "-3"):
+        code, out = run("simulate", "--trace", "helios", "--jobs", jobs, "-p", "static")
+        assert code == 2 and "--jobs" in out and "Traceback" not in out
+
+
+@pytest.mark.parametrize(
+    ("team", "words"),
+    [
+        ("fair_share_weight: .inf", "is not a finite number"),  # refused when read
+        ("quota: [{instance_type: ml.g5.8xlarge, count: true}]", "count: Input should be a valid"),
+        (
+            "quota: [{instance_type: ml.p4d.24xlarge, accelerator_partition: "
+            "{type: mig-9g.99gb, count: 2}}]",
+            "has no MIG profile mig-9g.99gb",
+        ),
+        ("quota: [{resources: {nvidia.com/gpu: -4}}]", "must not be negative"),
+        (
+            "quota: [{resources: {nvidia.com/gpu: 4}}]\n    "
+            "borrow_limits: [{resource: nvidia.com/gpu, absolute: -1}]",
+            "must not be negative",
+        ),
+    ],
+)
+def test_policies_silently_wrong_before(tmp_path: Path, team: str, words: str) -> None:
+    policy = write(tmp_path, "policy.yaml", f"teams:\n  - name: a\n    {team}\n")
+    code, out = run("policy", "validate", str(policy))
+    assert code == 2
+    one_error_line(out, words)
+
+
+def _helios_copy(tmp_path: Path) -> Path:
+    data = tmp_path / "data"
+    shutil.copytree(BUNDLED_DATA / "helios-earth", data / "helios-earth")
+    return data
+
+
+def _rewrite_vc(path: Path, keep: int, swap: bool = False) -> None:
+    lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+    body = lines[1 : keep + 1]
+    if swap:
+        body[1], body[2] = body[2], body[1]
+    path.write_bytes(gzip.compress(("\n".join([lines[0], *body]) + "\n").encode()))
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        ("header-only", "has a header but no data rows"),
+        ("out-of-order", "is not after the row before"),
+        ("negative-quota", "negative quota -8"),
+    ],
+)
+def test_helios_files_are_checked_row_by_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str, words: str
+) -> None:
+    data = _helios_copy(tmp_path)
+    folder = data / "helios-earth"
+    vc = sorted(folder.glob("vc*.csv.gz"))[0]
+    if damage == "header-only":
+        _rewrite_vc(vc, 0)
+    elif damage == "out-of-order":
+        _rewrite_vc(vc, 10, swap=True)
+    else:
+        quota = folder / "vc_gpu_quota_daily.csv"
+        rows = quota.read_text().splitlines()
+        cells = rows[1].split(",")
+        cells[1] = "-8"
+        quota.write_text("\n".join([rows[0], ",".join(cells), *rows[2:]]) + "\n")
+    monkeypatch.setenv(DATA_ENV, str(data))
+    code, out = run("simulate", "--trace", "helios", "--days", "0.1", "-p", "static")
+    assert code == 2
+    one_error_line(out, words)
+
+
+def test_philly_active_above_total(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    data = tmp_path / "data"
+    shutil.copytree(BUNDLED_DATA / "philly", data / "philly")
+    path = data / "philly" / "philly_node_sequence.csv.gz"
+    lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+    stamp = lines[3].split(",")[0]
+    lines[3] = f"{stamp},500,420"
+    path.write_bytes(gzip.compress(("\n".join(lines) + "\n").encode()))
+    monkeypatch.setenv(DATA_ENV, str(data))
+    code, out = run("simulate", "--trace", "philly", "--days", "0.1", "-p", "static")
+    assert code == 2
+    one_error_line(out, "row 4: 500 active nodes of 420 in all")

@@ -292,7 +292,8 @@ def simulate(
         ),
     ] = None,
     jobs: Annotated[
-        int | None, typer.Option(help="variants run in parallel (default: one per core)")
+        int | None,
+        typer.Option(min=1, help="variants run in parallel (default: one per core)"),
     ] = None,
 ) -> None:
     """Compare sharing policies on one trace or scenario: same workloads, same seed.

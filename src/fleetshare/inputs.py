@@ -27,11 +27,20 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel, ConfigDict
 
 MAX_BYTES = 256 * 2**20
 """The largest file read (256 MiB): far above any real policy or bundled trace."""
 MAX_DEPTH = 64
 """The deepest nesting of mappings and lists accepted."""
+
+
+class StrictModel(BaseModel):
+    """The base of every schema a user's file is validated against: unknown fields are errors
+    (a typo is not silently ignored), fields may be given by name or alias, and floats must be
+    finite (``.inf`` and ``.nan`` are refused)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 class InputError(ValueError):

@@ -30,10 +30,11 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from fleetshare.autoscaling.cloud import Instance, Offering
 from fleetshare.autoscaling.nodepool import NodePool
+from fleetshare.inputs import StrictModel
 from fleetshare.model.catalog import Catalog, InstanceType, ec2_name
 
 COUNTED_STATES = ("pending", "running", "terminating")
@@ -77,8 +78,8 @@ def quota_group(family: str) -> str | None:
     return None
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Strict(StrictModel):
+    model_config = ConfigDict(frozen=True)
 
 
 class ServiceQuota(_Strict):

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from fleetshare.inputs import StrictModel
 from fleetshare.model.catalog import InstanceType, ec2_name
 from fleetshare.model.quantity import check_quantities, parse_quantity
 from fleetshare.model.resources import GPU
@@ -24,8 +25,8 @@ def _amd64() -> list[Architecture]:
     return ["amd64"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+class _Strict(StrictModel):
+    model_config = ConfigDict(frozen=True)
 
 
 class TaintSpec(_Strict):

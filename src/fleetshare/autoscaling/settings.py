@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from fleetshare.autoscaling.account_limits import (
     AWS_QUOTA_GROUPS,
@@ -23,11 +23,12 @@ from fleetshare.autoscaling.simulated_cloud import (
     Reservation,
     SimulatedCloudConfig,
 )
+from fleetshare.inputs import StrictModel
 from fleetshare.model.catalog import Catalog
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+class _Strict(StrictModel):
+    model_config = ConfigDict(frozen=True)
 
 
 class CapacityLimitSpec(_Strict):

@@ -12,7 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fleetshare.model.catalog import Catalog, InstanceType, ec2_name, normalize_mig_profile
+from fleetshare.model.catalog import (
+    Catalog,
+    InstanceType,
+    ec2_name,
+    mig_profiles,
+    normalize_mig_profile,
+)
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import MILLI, format_quantity, parse_quantity
 from fleetshare.model.resources import CPU, MEMORY
@@ -112,6 +118,13 @@ def _instance_for(flavor: str, catalog: Catalog | None) -> InstanceType:
     return catalog.get(flavor)
 
 
+def _known_instance(flavor: str, catalog: Catalog | None) -> InstanceType | None:
+    """The catalog's instance type a flavor names, if it names one."""
+    if catalog is None or flavor not in catalog:
+        return None
+    return catalog.get(flavor)
+
+
 def resolve_entry(entry: QuotaEntry, catalog: Catalog | None) -> dict[str, int]:
     """The resources (milli-units, zeros kept) that one quota entry guarantees."""
     out: dict[str, int] = {name: parse_quantity(v) for name, v in entry.resources.items()}
@@ -141,6 +154,15 @@ def resolve_entry(entry: QuotaEntry, catalog: Catalog | None) -> dict[str, int]:
         out[MEMORY] = out.get(MEMORY, 0) + round(entry.memory_gib * GiB) * MILLI
     if entry.accelerator_partition is not None:
         name = normalize_mig_profile(entry.accelerator_partition.type)
+        known = _known_instance(entry.flavor, catalog)
+        if known is not None:
+            profiles = mig_profiles(known)
+            if name not in profiles:
+                offered = ", ".join(p.removeprefix("nvidia.com/") for p in profiles) or "none"
+                raise ValueError(
+                    f"instance type {entry.flavor} has no MIG profile "
+                    f"{name.removeprefix('nvidia.com/')} (its GPUs offer: {offered})"
+                )
         out[name] = out.get(name, 0) + entry.accelerator_partition.count * MILLI
     return out
 

@@ -13,14 +13,15 @@ from typing import Any
 
 from pydantic import (
     AliasChoices,
-    BaseModel,
     ConfigDict,
     Field,
+    StrictInt,
     ValidationError,
     field_validator,
     model_validator,
 )
 
+from fleetshare.inputs import StrictModel
 from fleetshare.model.quantity import QuantityError, check_quantities, parse_quantity
 
 Quantity = str | int | float
@@ -36,8 +37,8 @@ class PolicyError(ValueError):
         super().__init__(f"invalid {source}:\n{lines}")
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+class _Strict(StrictModel):
+    model_config = ConfigDict(frozen=True)
 
 
 def _check_quantity(value: Quantity | None) -> Quantity | None:
@@ -153,8 +154,8 @@ class QuotaEntry(_Strict):
         min_length=1,
         validation_alias=AliasChoices("flavor", "instance_type"),
     )
-    count: int | None = Field(default=None, ge=0)
-    accelerators: int | None = Field(default=None, ge=0)
+    count: StrictInt | None = Field(default=None, ge=0)
+    accelerators: StrictInt | None = Field(default=None, ge=0)
     vcpu: float | None = Field(default=None, ge=0)
     memory_gib: float | None = Field(default=None, ge=0)
     accelerator_partition: AcceleratorPartition | None = None

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, AliasChoices, Field, StrictInt, model_validator
 
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec, DoNotDisruptSpec, PdbSpec
+from fleetshare.inputs import StrictModel
 from fleetshare.model.quantity import check_quantities
 
 Quantity = str | int | float
@@ -23,8 +24,8 @@ Quantities = Annotated[dict[str, Quantity], AfterValidator(_quantities)]
 """Named amounts (requests, allocatable), checked where the file is read."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+class _Strict(StrictModel):
+    pass
 
 
 class TaintSpec(_Strict):
@@ -74,7 +75,7 @@ class NodeSpec(_Strict):
 
     name: str | None = None
     instance_type: str | None = None
-    count: int = Field(default=1, ge=1)
+    count: StrictInt = Field(default=1, ge=1)
     allocatable: Quantities = Field(default_factory=dict)
     zone: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
@@ -116,7 +117,7 @@ class ClusterSpec(_Strict):
 
 class PodSetSpec(_Strict):
     name: str = "main"
-    count: int = Field(default=1, ge=1)
+    count: StrictInt = Field(default=1, ge=1)
     requests: Quantities
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[TolerationSpec] = Field(default_factory=list)
@@ -131,7 +132,7 @@ class WorkloadSpec(_Strict):
     priority: str | None = None
     submit_at: float = Field(default=0, ge=0, validation_alias=AliasChoices("submit_at", "at"))
     duration: float | None = Field(default=None, gt=0)
-    pods: int = Field(default=1, ge=1)
+    pods: StrictInt = Field(default=1, ge=1)
     requests: Quantities = Field(default_factory=dict)
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[TolerationSpec] = Field(default_factory=list)

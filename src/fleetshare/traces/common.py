@@ -28,6 +28,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from fleetshare.inputs import InputError
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import MILLI, parse_quantity
 from fleetshare.model.resources import GPU
@@ -54,6 +55,40 @@ CENSORED_LABEL = "fleetshare.io/censored"
 SYNTHETIC_LABEL = "fleetshare.io/synthetic"
 """Set to ``"true"`` on jobs synthesized from a demand curve rather than read from the trace."""
 TRACE_LABEL = "fleetshare.io/trace"
+
+
+def timed_rows(
+    source: str, lines: list[str], columns: list[int]
+) -> tuple[npt.NDArray[np.datetime64], IntArray]:
+    """The timestamps (first 19 characters of each line) and integer ``columns`` of a CSV
+    time series' data lines, checked: at least one row, timestamps that parse and strictly
+    increase, non-negative integers. Problems name the file and the row (1 = the header)."""
+    if not lines:
+        raise InputError(source, "has a header but no data rows")
+    try:
+        stamps = np.array([ln[:19] for ln in lines], dtype="datetime64[s]")
+    except ValueError:
+        for i, ln in enumerate(lines):
+            try:
+                np.datetime64(ln[:19], "s")
+            except ValueError:
+                raise InputError(source, f"row {i + 2}: not a timestamp: {ln[:19]!r}") from None
+        raise
+    try:
+        data = np.loadtxt(lines, delimiter=",", usecols=columns, dtype=np.int64, ndmin=2)
+    except ValueError as exc:
+        raise InputError(source, f"not a whole number: {exc}") from None
+    late = np.flatnonzero(np.diff(stamps) <= np.timedelta64(0, "s"))
+    if late.size:
+        i = int(late[0]) + 1
+        raise InputError(
+            source, f"row {i + 2}: time {stamps[i]} is not after the row before ({stamps[i - 1]})"
+        )
+    negative = np.argwhere(data < 0)
+    if negative.size:
+        row = int(negative[0][0])
+        raise InputError(source, f"row {row + 2}: negative count {int(data[row].min())}")
+    return stamps, data
 
 
 def data_root(data_dir: str | Path | None = None) -> Path:
@@ -261,10 +296,10 @@ def gpu_team(name: str, gpus: int, **extra: Any) -> dict[str, Any]:
 
 def window(start_day: float, days: float | None, available: float) -> tuple[float, float]:
     """``(lo, hi)`` seconds of the requested window, clipped to the data; raises when empty."""
-    if start_day < 0:
-        raise ValueError(f"start_day must not be negative, got {start_day}")
-    if days is not None and days <= 0:
-        raise ValueError(f"days must be positive, got {days}")
+    if not math.isfinite(start_day) or start_day < 0:
+        raise ValueError(f"start_day must be a finite number >= 0, got {start_day}")
+    if days is not None and not (math.isfinite(days) and days > 0):
+        raise ValueError(f"days must be a finite number > 0, got {days}")
     lo = start_day * DAY
     hi = available if days is None else min(available, lo + days * DAY)
     if lo >= available:

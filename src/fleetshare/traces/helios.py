@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from fleetshare.inputs import read_gzip_text, read_text
+from fleetshare.inputs import InputError, read_gzip_text, read_text
 from fleetshare.model.quantity import MILLI
 from fleetshare.model.resources import GPU
 from fleetshare.model.workload import Workload
@@ -73,6 +73,7 @@ from fleetshare.traces.common import (
     nodes_for,
     require,
     single_pod,
+    timed_rows,
     window,
 )
 
@@ -116,23 +117,35 @@ def read_vc(path: Path) -> VcSeries:
         lines = f.read().splitlines()
     missing = [c for c in ("time", *_COLUMNS) if c not in header]
     if missing:
-        raise ValueError(f"{path}: missing columns {missing}")
-    stamps = np.array([ln[:19] for ln in lines], dtype="datetime64[s]")
+        raise InputError(str(path), f"missing columns {missing}")
+    stamps, data = timed_rows(str(path), lines, [header.index(c) for c in _COLUMNS])
     t0 = np.datetime64(MONTH_START, "s")
     times = (stamps - t0).astype(np.float64)
-    cols = [header.index(c) for c in _COLUMNS]
-    data = np.loadtxt(lines, delimiter=",", usecols=cols, dtype=np.int64, ndmin=2)
     columns = {c: data[:, i] for i, c in enumerate(_COLUMNS)}
     return VcSeries(path.name.removesuffix(".csv.gz"), times, columns)
 
 
 def read_quotas(path: Path) -> dict[str, dict[str, int]]:
     """Daily quota per VC: ``{date: {vc: gpus}}``."""
+    out: dict[str, dict[str, int]] = {}
     with io.StringIO(read_text(path), newline="") as f:
-        return {
-            row["date"]: {k: int(v) for k, v in row.items() if k not in ("date", "total")}
-            for row in csv.DictReader(f)
-        }
+        for n, row in enumerate(csv.DictReader(f), start=2):
+            quotas: dict[str, int] = {}
+            for vc, text in row.items():
+                if vc in ("date", "total"):
+                    continue
+                try:
+                    quotas[vc] = int(text or "")
+                except ValueError:
+                    raise InputError(
+                        str(path), f"row {n}: {vc}: not a GPU count: {text!r}"
+                    ) from None
+                if quotas[vc] < 0:
+                    raise InputError(str(path), f"row {n}: {vc}: negative quota {quotas[vc]}")
+            out[row["date"]] = quotas
+    if not out:
+        raise InputError(str(path), "has a header but no data rows")
+    return out
 
 
 def _in_window(

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fleetshare.inputs import read_gzip_text
+from fleetshare.inputs import InputError, read_gzip_text
 from fleetshare.model.quantity import MILLI
 from fleetshare.model.resources import GPU
 from fleetshare.traces.common import (
@@ -54,6 +54,7 @@ from fleetshare.traces.common import (
     modal,
     require,
     single_pod,
+    timed_rows,
     window,
 )
 
@@ -68,9 +69,14 @@ def read_sequence(path: Path) -> tuple[np.datetime64, FloatArray, IntArray, IntA
         header = f.readline().rstrip("\n").split(",")
         lines = f.read().splitlines()
     if header[:3] != ["time", "active", "total"]:
-        raise ValueError(f"{path}: expected columns time,active,total; got {header}")
-    stamps = np.array([ln[:19] for ln in lines], dtype="datetime64[s]")
-    data = np.loadtxt(lines, delimiter=",", usecols=(1, 2), dtype=np.int64, ndmin=2)
+        raise InputError(str(path), f"expected columns time,active,total; got {header}")
+    stamps, data = timed_rows(str(path), lines, [1, 2])
+    over = np.flatnonzero(data[:, 0] > data[:, 1])
+    if over.size:
+        row = int(over[0])
+        raise InputError(
+            str(path), f"row {row + 2}: {data[row, 0]} active nodes of {data[row, 1]} in all"
+        )
     t0 = stamps[0]
     return t0, (stamps - t0).astype(np.float64), data[:, 0], data[:, 1]
 
