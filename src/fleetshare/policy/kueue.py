@@ -14,8 +14,13 @@ Mapping, Kueue -> fleetshare:
   queue without a cohort can neither lend nor borrow (``DontLend``);
   ``preemption.withinClusterQueue`` -> ``preempt_team_tasks`` and ``reclaimWithinCohort`` ->
   ``reclaim`` (both ``Never`` when absent, Kueue's default); ``fairSharing.weight`` ->
-  ``fair_share_weight``.
-- ``LocalQueue`` -> ``"namespace/name"`` in its ClusterQueue's ``local_queues``.
+  ``fair_share_weight``. ``coveredResources`` of every resource group -> ``covered_resources``
+  (none for a queue without resourceGroups: its work waits, as in Kueue). The node group is the
+  first group with a flavor that has nodeLabels (else the first); any other group must have
+  one flavor without nodeLabels and becomes a :class:`QuotaGroup` (quota only, like credits),
+  else it is rejected: fleetshare gives a pod set one node flavor.
+- ``LocalQueue`` -> ``"namespace/name"`` in its ClusterQueue's ``local_queues``; workloads
+  naming it reach that team (:meth:`Policy.team_for`).
 - ``WorkloadPriorityClass`` -> :class:`PriorityClass` (weight = value, rescaled into 0–100 when
   a value falls outside it, keeping order and distinctness).
 - kueue ``Configuration`` ``fairSharing`` -> ``cluster.fair_share`` (off without it). In Kueue only
