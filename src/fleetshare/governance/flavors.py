@@ -3,7 +3,7 @@
 A workload runs with one node flavor for all its pod sets. Its *eligible* flavors are those
 whose Ready, schedulable nodes admit every pod set (labels, taints), its team's own flavors
 first; none is eligible when it requests a resource its team does not cover
-(:meth:`TeamRules.uncovered <fleetshare.governance.quota.TeamRules.uncovered>`). Requests for
+(:meth:`TeamRules.unavailable <fleetshare.governance.quota.TeamRules.unavailable>`). Requests for
 the team's quota-only resources are charged to their own flavor, not the node flavor. On each
 flavor, an :class:`Option` says whether it is within the team's quota, borrowing, or short.
 """
@@ -56,7 +56,7 @@ class Flavors:
         found = self._cache.get(shape)
         if found is None:
             rules = self._model.teams[wl.team]
-            if self._uncovered(wl):
+            if rules.unavailable(wl) is not None:
                 self._cache[shape] = ()
                 return ()
             with_nodes = self._state.flavors_with_nodes
@@ -85,16 +85,11 @@ class Flavors:
         mode = SHORT if problem is not None else WITHIN if within else BORROWING
         return Option((flavor,) * len(wl.podsets), usage, mode, problem, within)
 
-    def _uncovered(self, wl: Workload) -> list[str]:
-        rules = self._model.teams[wl.team]
-        return rules.uncovered((r, a) for ps in wl.podsets for r, a in ps.requests.items())
-
     def none_eligible(self, wl: Workload) -> str:
         """Why no flavor is eligible."""
-        uncovered = self._uncovered(wl)
-        if uncovered:
-            names = ", ".join(uncovered)
-            return f"resource {names} unavailable in {wl.team} (not among its covered resources)"
+        unavailable = self._model.teams[wl.team].unavailable(wl)
+        if unavailable is not None:
+            return unavailable
         selectors = {k: v for ps in wl.podsets for k, v in ps.node_selector.items()}
         if not self._state.flavors_with_nodes:
             return "no Ready, schedulable nodes in the cluster"

@@ -16,6 +16,7 @@ from fleetshare.model.catalog import Catalog, InstanceType, ec2_name, normalize_
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import MILLI, format_quantity, parse_quantity
 from fleetshare.model.resources import CPU, MEMORY
+from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import (
     DEFAULT_FLAVOR,
     BorrowLimit,
@@ -72,18 +73,29 @@ class TeamRules:
     sharing: SharingStrategy
     flavor_order: tuple[str, ...]
     covered: frozenset[str] | None = None
-    """The only resources its work may request (None: any); see :meth:`uncovered`."""
+    """The only resources its work may request (None: any); see :meth:`unavailable`."""
     charged: Mapping[str, str] = field(default_factory=dict)
     """Quota-only resource -> the flavor its requests are charged to (``Team.quota_groups``)."""
 
-    def uncovered(self, requests: Iterable[tuple[str, int]]) -> list[str]:
-        """The resources requested (a positive amount) that the team does not cover, sorted.
+    def unavailable(self, workload: Workload) -> str | None:
+        """Why ``workload`` may not run in this team at all: it requests (a positive amount
+        of) a resource the team does not cover; None when it covers them all.
 
-        Kueue leaves such work pending ("resource ... unavailable in ClusterQueue"); a zero
-        request is no request."""
+        Kueue leaves such work pending ("resource ... unavailable in ClusterQueue")."""
         if self.covered is None:
-            return []
-        return sorted({r for r, amount in requests if amount > 0 and r not in self.covered})
+            return None
+        missing = sorted(
+            {
+                r
+                for ps in workload.podsets
+                for r, amount in ps.requests.items()
+                if amount > 0 and r not in self.covered
+            }
+        )
+        if not missing:
+            return None
+        names = ", ".join(missing)
+        return f"resource {names} unavailable in {self.name} (not among its covered resources)"
 
 
 @dataclass(frozen=True)
