@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from fleetshare.scenario.loader import load_scenario_data
+from fleetshare.scenario.loader import Scenario, build_workloads, load_scenario_data
 from fleetshare.scenario.report import to_json
 from fleetshare.scenario.runner import run_scenario
+from fleetshare.scenario.schema import ScenarioSpec
 from fleetshare.traces.common import data_root
 
 TRACE_DATA = data_root()
@@ -28,6 +29,21 @@ def run_case(
         data["cluster"]["events"] = extra.pop("events")
     data.update(extra)
     return to_json(run_scenario(load_scenario_data(data, Path("."))))
+
+
+def load_case(data: dict[str, Any]) -> Scenario:
+    """Load a generated scenario whose workloads may name teams no policy knows.
+
+    The loader rejects those; generated cases keep them on purpose so that the engine's own
+    handling of work without a team policy (it waits) stays exercised, so they are added
+    after loading, unresolved."""
+    teams = {t["name"] for t in data.get("policy", {}).get("teams", [])}
+    known = [w for w in data["workloads"] if w["team"] in teams]
+    scenario = load_scenario_data({**data, "workloads": known}, Path("."))
+    if len(known) != len(data["workloads"]):
+        spec = ScenarioSpec.model_validate(data)
+        scenario.workloads = build_workloads(spec, scenario.policy, resolve_teams=False)
+    return scenario
 
 
 @pytest.fixture

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from fleetshare.scenario.loader import ScenarioError
 from tests.conftest import run_case
 
 CPU_NODE = [{"name": "n", "allocatable": {"cpu": 12, "memory": "64Gi"}}]
@@ -367,10 +370,12 @@ def test_mig_partitions_are_capacity_and_quota() -> None:
     )
 
 
-def test_workloads_of_unknown_teams_wait_with_a_reason() -> None:
+def test_workloads_of_unknown_teams_are_rejected_when_the_scenario_loads() -> None:
     policy = {"teams": [{"name": "a", "quota": [{"resources": {"cpu": 4}}]}]}
-    result = run_case(policy, CPU_NODE, [cpu_job("x", "nobody", 1)])
-    assert result["workloads"]["x"]["pending_reason"] == "team 'nobody' has no quota policy"
+    with pytest.raises(
+        ScenarioError, match=r"workloads\[0\]\(x\)\.team: unknown team or queue 'nobody'"
+    ):
+        run_case(policy, CPU_NODE, [cpu_job("x", "nobody", 1)])
 
 
 def test_same_input_gives_the_same_decisions() -> None:

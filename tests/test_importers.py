@@ -744,3 +744,115 @@ def test_kueue_separate_cohorts_never_borrow_from_each_other() -> None:
     result = engine.cycle(Snapshot(0, [node], [], [big, fits]))
     assert [a.workload.name for a in result.admissions] == ["fits"]
     assert "needs 2" in result.pending["big"].reason  # b's unused quota is not a's to take
+
+
+# --- Kueue: resource groups and local queues ------------------------------------------------
+
+
+def test_kueue_covered_resources_are_the_union_of_the_resource_groups() -> None:
+    policy = kueue_fixture("kueue_resource_groups.yaml")
+    assert policy.team("cpu-mem-cq").covered_resources == ["cpu", "memory"]
+    assert policy.team("credits-cq").covered_resources == ["example.com/credits", "cpu"]
+
+
+def test_kueue_queue_without_resource_groups_covers_nothing_and_says_so() -> None:
+    policy = kueue_fixture("kueue_resource_groups.yaml")
+    assert policy.team("empty-cq").covered_resources == []
+    assert any(n.startswith("ClusterQueue/empty-cq: no resourceGroups") for n in policy.notes)
+
+
+def test_kueue_second_group_with_one_unlabelled_flavor_is_quota_only() -> None:
+    """The node group is the one whose flavor selects nodes (spot), wherever it is listed."""
+    policy = kueue_fixture("kueue_resource_groups.yaml")
+    team = policy.team("credits-cq")
+    assert [(g.resources, g.flavor) for g in team.quota_groups] == [
+        (["example.com/credits"], "credit-pool")
+    ]
+    assert QuotaEntry(flavor="credit-pool", resources={"example.com/credits": 14}) in team.quota
+    path = "ClusterQueue/credits-cq.spec.resourceGroups[0]"
+    assert any(n.startswith(f"{path}: quota only") for n in policy.notes)
+
+
+def _two_node_groups() -> list[dict[str, Any]]:
+    docs = list(yaml.safe_load_all((FIXTURES / "kueue_resource_groups.yaml").read_text()))
+    queue = next(d for d in docs if d["metadata"]["name"] == "credits-cq")
+    queue["spec"]["resourceGroups"][0]["flavors"].append(
+        {"name": "on-demand", "resources": [{"name": "example.com/credits", "nominalQuota": 1}]}
+    )
+    return docs
+
+
+def test_kueue_second_group_that_selects_nodes_is_rejected_with_the_reason() -> None:
+    with pytest.raises(PolicyError) as excinfo:
+        import_kueue(_two_node_groups())
+    # both groups now select nodes: the first is the node group, the second is rejected
+    reason = problems_of(excinfo)["ClusterQueue/credits-cq.spec.resourceGroups[1]"]
+    assert "one node flavor" in reason and "quota only" in reason
+
+
+def test_kueue_resource_in_two_groups_is_rejected() -> None:
+    docs = list(yaml.safe_load_all((FIXTURES / "kueue_resource_groups.yaml").read_text()))
+    queue = next(d for d in docs if d["metadata"]["name"] == "credits-cq")
+    queue["spec"]["resourceGroups"][1]["coveredResources"].append("example.com/credits")
+    queue["spec"]["resourceGroups"][1]["flavors"][0]["resources"].append(
+        {"name": "example.com/credits", "nominalQuota": 1}
+    )
+    with pytest.raises(PolicyError) as excinfo:
+        import_kueue(docs)
+    path = "ClusterQueue/credits-cq.spec.resourceGroups[1].coveredResources"
+    assert "already covered" in problems_of(excinfo)[path]
+
+
+def _credits_run(until: float) -> dict[str, Any]:
+    from fleetshare.scenario.loader import load_scenario
+    from fleetshare.scenario.report import to_json
+    from fleetshare.scenario.runner import run_scenario
+
+    scenario = load_scenario(Path(__file__).parent / "scenarios/kueue-credits-resource-group.yaml")
+    scenario.until = until
+    return to_json(run_scenario(scenario))
+
+
+def test_kueue_credits_group_caps_the_total_and_the_reason_names_it() -> None:
+    workloads = _credits_run(50)["workloads"]
+    assert [workloads[j]["state"] for j in ("j1", "j2", "j3", "j4")] == [
+        "admitted",
+        "admitted",
+        "admitted",
+        "pending",
+    ]
+    assert "needs 4 example.com/credits on credit-pool" in workloads["j4"]["pending_reason"]
+
+
+@pytest.mark.parametrize(
+    ("queue", "team"),
+    [
+        ("research/default", "cpu-mem-cq"),
+        ("sandbox/default", "empty-cq"),
+        ("batch", "credits-cq"),
+        ("credits-cq", "credits-cq"),
+    ],
+)
+def test_workloads_reach_a_cluster_queue_through_its_local_queues(queue: str, team: str) -> None:
+    assert kueue_fixture("kueue_resource_groups.yaml").team_for(queue) == team
+
+
+@pytest.mark.parametrize(
+    ("queue", "message"),
+    [
+        ("default", "queue 'default' is ambiguous"),
+        ("research/batch", "unknown team or queue 'research/batch'"),
+        ("nobody", "unknown team or queue 'nobody'"),
+    ],
+)
+def test_unknown_or_ambiguous_queues_are_rejected_naming_them(queue: str, message: str) -> None:
+    from fleetshare.scenario.loader import ScenarioError, load_scenario_data
+
+    data = {
+        "name": "q",
+        "cluster": {"nodes": []},
+        "kueue": (FIXTURES / "kueue_resource_groups.yaml").read_text(),
+        "workloads": [{"name": "w", "queue": queue, "requests": {"cpu": 1}}],
+    }
+    with pytest.raises(ScenarioError, match=rf"workloads\[0\]\(w\)\.team: {message}"):
+        load_scenario_data(data, Path("."))

@@ -12,18 +12,17 @@ times at one instant.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleetshare.model.catalog import load_catalog
-from fleetshare.scenario.loader import load_scenario_data
 from fleetshare.scenario.report import to_json
 from fleetshare.scenario.runner import Runner
 from fleetshare.simulate.run import build_scenario, from_trace
 from fleetshare.simulate.variants import select
+from tests.conftest import load_case
 from tests.strategies import Case, cases
 from tests.test_runner_speedups import random_scenario
 
@@ -65,7 +64,7 @@ def test_the_rule_is_checked_by_the_log_reader() -> None:
 def fair_share_run(data: dict[str, Any]) -> dict[str, Any]:
     data["policy"]["cluster"]["fair_share"] = True
     data["policy"]["cluster"].setdefault("preemption", {})["min_runtime_seconds"] = 0
-    return to_json(Runner(load_scenario_data(data, Path("."))).run())
+    return to_json(Runner(load_case(data)).run())
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))

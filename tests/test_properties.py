@@ -43,7 +43,6 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib.resources import files
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -64,9 +63,9 @@ from fleetshare.model.catalog import load_catalog
 from fleetshare.model.node import Node
 from fleetshare.model.workload import PodSet, Workload
 from fleetshare.policy.schema import load_policy
-from fleetshare.scenario.loader import load_scenario_data
 from fleetshare.scenario.report import to_json
 from fleetshare.scenario.runner import Runner, RunResult
+from tests.conftest import load_case
 from tests.strategies import GPU, MEMORY, Case, cases, cases_with_snapshots
 
 FR = tuple[str, str]
@@ -710,7 +709,7 @@ MAX_RUN_CYCLES = 2000
 
 def run_recorded(data: dict[str, Any]) -> tuple[RunResult, list[tuple[Snapshot, CycleResult]]]:
     """Run a scenario, recording every cycle with the snapshot it saw."""
-    runner = Runner(load_scenario_data(data, Path(".")))
+    runner = Runner(load_case(data))
     log: list[tuple[Snapshot, CycleResult]] = []
     inner = runner.engine.cycle
 

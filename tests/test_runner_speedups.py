@@ -12,7 +12,6 @@ event in the same order — and every cycle the same decisions, reasons, positio
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,11 +20,12 @@ from fleetshare.governance.admission import CycleCache, Engine
 from fleetshare.governance.snapshot import CycleResult, Running, Snapshot
 from fleetshare.governance.state import CycleState, StateCache
 from fleetshare.model.catalog import load_catalog
-from fleetshare.scenario.loader import Scenario, load_scenario_data
+from fleetshare.scenario.loader import Scenario
 from fleetshare.scenario.report import to_json
 from fleetshare.scenario.runner import Runner
 from fleetshare.scenario.schema import ScenarioSpec
 from fleetshare.traces import load_trace
+from tests.conftest import load_case
 
 GPU = "nvidia.com/gpu"
 
@@ -143,7 +143,7 @@ def random_scenario(seed: int, workloads: int = 150) -> dict[str, Any]:
 
 
 def _report(data: dict[str, Any], reference: bool) -> dict[str, Any]:
-    return to_json(Runner(load_scenario_data(data, Path(".")), reference=reference).run())
+    return to_json(Runner(load_case(data), reference=reference).run())
 
 
 def _cycle_view(result: CycleResult) -> tuple[Any, ...]:
@@ -167,7 +167,7 @@ def test_every_cycle_matches_the_reference(seed: int) -> None:
     """Cycle by cycle, on the snapshots a run produces: decisions, pending reasons, queue
     positions, the order of the pending entries, warnings and wake-up times; and the list of
     changed reasons is exactly the entries whose reason differs from the previous cycle's."""
-    runner = Runner(load_scenario_data(random_scenario(seed, workloads=120), Path(".")))
+    runner = Runner(load_case(random_scenario(seed, workloads=120)))
     engine = runner.engine
     reference = Engine(engine.policy, runner.scenario.catalog)
     reference.shortcuts = False
@@ -215,7 +215,7 @@ def test_a_small_kueue_generator_run_matches_the_reference() -> None:
 @pytest.mark.parametrize("seed", range(4))
 def test_the_state_cache_gives_the_state_a_fresh_build_gives(seed: int) -> None:
     """Forks of the carried base equal a state built from scratch from the same snapshot."""
-    runner = Runner(load_scenario_data(random_scenario(seed, workloads=80), Path(".")))
+    runner = Runner(load_case(random_scenario(seed, workloads=80)))
     engine = runner.engine
     cache = StateCache()
     inner = engine.cycle
@@ -252,7 +252,7 @@ def test_a_cache_used_out_of_order_still_gives_the_plain_results() -> None:
     """The cache checks what it is given: snapshots in any order, repeated, or with other
     running work give the same results as cycles without a cache."""
     data = random_scenario(99, workloads=60)
-    runner = Runner(load_scenario_data(data, Path(".")))
+    runner = Runner(load_case(data))
     snapshots: list[Snapshot] = []
     inner = runner.engine.cycle
 
@@ -277,8 +277,8 @@ def test_queue_positions_and_reasons_at_the_end_are_those_of_the_last_cycle() ->
     the last cycle's reason and queue position."""
     data = random_scenario(7, workloads=200)
     data["until"] = 30
-    result = Runner(load_scenario_data(data, Path("."))).run()
-    reference = Runner(load_scenario_data(data, Path(".")), reference=True).run()
+    result = Runner(load_case(data)).run()
+    reference = Runner(load_case(data), reference=True).run()
     for name, record in result.records.items():
         other = reference.records[name]
         assert (record.pending_reason, record.queue_position) == (
@@ -291,7 +291,7 @@ def test_queue_positions_and_reasons_at_the_end_are_those_of_the_last_cycle() ->
 def test_running_entries_are_not_left_flagged_by_a_failed_search() -> None:
     """Preemption searches flip ``removed`` on shared entries; the next cycle starts clean."""
     data = random_scenario(5, workloads=100)
-    runner = Runner(load_scenario_data(data, Path(".")))
+    runner = Runner(load_case(data))
     inner = runner.engine.cycle
 
     def cycle(snapshot: Snapshot) -> CycleResult:
@@ -308,7 +308,7 @@ def test_running_entries_are_not_left_flagged_by_a_failed_search() -> None:
 def test_running_records_with_identity() -> None:
     """Running work is matched by identity: an equal but new Running object is a restart."""
     data = random_scenario(11, workloads=30)
-    runner = Runner(load_scenario_data(data, Path(".")))
+    runner = Runner(load_case(data))
     runner.run()
     engine = runner.engine
     cache = CycleCache()

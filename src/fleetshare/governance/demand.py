@@ -78,7 +78,7 @@ def admissible_demand(
             return (2, *queue_key(wl))
         first = teams[wl.team].flavor_order[:1]
         within = bool(first) and state.within_nominal(
-            wl.team, usage_of(wl, first * len(wl.podsets))
+            wl.team, usage_of(wl, first * len(wl.podsets), teams[wl.team].charged)
         )
         return (0 if within else 1, *queue_key(wl))
 
@@ -89,12 +89,16 @@ def admissible_demand(
         if rules is None or not rules.enabled:
             blocked[wl.name] = f"team {wl.team!r} has no enabled quota"
             continue
+        unavailable = rules.unavailable(wl)
+        if unavailable is not None:
+            blocked[wl.name] = unavailable
+            continue
         problems = []
         for flavor in rules.flavor_order:
             selector = flavor_selector(engine, flavor)
             if not _compatible(wl, selector):
                 continue
-            usage = usage_of(wl, (flavor,) * len(wl.podsets))
+            usage = usage_of(wl, (flavor,) * len(wl.podsets), rules.charged)
             problem = state.quota_problem(wl.team, usage)
             if problem is not None:
                 problems.append(problem)

@@ -1,8 +1,11 @@
 """Flavor options: where a workload may run, and its quota standing there.
 
-A workload runs with one flavor for all its pod sets. Its *eligible* flavors are those whose
-Ready, schedulable nodes admit every pod set (labels, taints), its team's own flavors first.
-On each, an :class:`Option` says whether it is within the team's quota, borrowing, or short.
+A workload runs with one node flavor for all its pod sets. Its *eligible* flavors are those
+whose Ready, schedulable nodes admit every pod set (labels, taints), its team's own flavors
+first; none is eligible when it requests a resource its team does not cover
+(:meth:`TeamRules.unavailable <fleetshare.governance.quota.TeamRules.unavailable>`). Requests for
+the team's quota-only resources are charged to their own flavor, not the node flavor. On each
+flavor, an :class:`Option` says whether it is within the team's quota, borrowing, or short.
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ class Flavors:
         found = self._cache.get(shape)
         if found is None:
             rules = self._model.teams[wl.team]
+            if rules.unavailable(wl) is not None:
+                self._cache[shape] = ()
+                return ()
             with_nodes = self._state.flavors_with_nodes
             order = [f for f in rules.flavor_order if f in with_nodes]
             order += sorted(with_nodes - set(order))
@@ -67,7 +73,8 @@ class Flavors:
         usages = self._of[id(wl)][0].usages
         found = usages.get(flavor)
         if found is None:
-            found = usages[flavor] = usage_of(wl, (flavor,) * len(wl.podsets))
+            charged = self._model.teams[wl.team].charged
+            found = usages[flavor] = usage_of(wl, (flavor,) * len(wl.podsets), charged)
         return found
 
     def option(self, wl: Workload, flavor: str) -> Option:
@@ -80,6 +87,9 @@ class Flavors:
 
     def none_eligible(self, wl: Workload) -> str:
         """Why no flavor is eligible."""
+        unavailable = self._model.teams[wl.team].unavailable(wl)
+        if unavailable is not None:
+            return unavailable
         selectors = {k: v for ps in wl.podsets for k, v in ps.node_selector.items()}
         if not self._state.flavors_with_nodes:
             return "no Ready, schedulable nodes in the cluster"

@@ -22,6 +22,7 @@ from fleetshare.model.catalog import (
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import MILLI, format_quantity, parse_quantity
 from fleetshare.model.resources import CPU, MEMORY
+from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import (
     DEFAULT_FLAVOR,
     BorrowLimit,
@@ -77,6 +78,30 @@ class TeamRules:
     enabled: bool
     sharing: SharingStrategy
     flavor_order: tuple[str, ...]
+    covered: frozenset[str] | None = None
+    """The only resources its work may request (None: any); see :meth:`unavailable`."""
+    charged: Mapping[str, str] = field(default_factory=dict)
+    """Quota-only resource -> the flavor its requests are charged to (``Team.quota_groups``)."""
+
+    def unavailable(self, workload: Workload) -> str | None:
+        """Why ``workload`` may not run in this team at all: it requests (a positive amount
+        of) a resource the team does not cover; None when it covers them all.
+
+        Kueue leaves such work pending ("resource ... unavailable in ClusterQueue")."""
+        if self.covered is None:
+            return None
+        missing = sorted(
+            {
+                r
+                for ps in workload.podsets
+                for r, amount in ps.requests.items()
+                if amount > 0 and r not in self.covered
+            }
+        )
+        if not missing:
+            return None
+        names = ", ".join(missing)
+        return f"resource {names} unavailable in {self.name} (not among its covered resources)"
 
 
 @dataclass(frozen=True)
@@ -88,6 +113,8 @@ class QuotaModel:
     nodes: dict[str, QuotaNode]
     teams: dict[str, TeamRules]
     governed: frozenset[FR]
+    quota_only: frozenset[str] = frozenset()
+    """Resources counted as quota only (in some team's ``quota_groups``): not asked of nodes."""
 
     def flavor_of(self, node: Node) -> str | None:
         """The flavor a node's capacity counts in (None: none matches)."""
@@ -275,6 +302,11 @@ def compile_policy(policy: Policy, catalog: Catalog | None) -> QuotaModel:
         if unknown:
             raise PolicyError([("cluster.flavors", f"quotas name undefined flavors: {unknown}")])
 
+    quota_flavors = {g.flavor for t in policy.teams for g in t.quota_groups}
+    if not implicit:
+        unknown = sorted(quota_flavors - known)
+        if unknown:
+            raise PolicyError([("teams[*].quota_groups", f"undefined flavors: {unknown}")])
     nodes: dict[str, QuotaNode] = {}
     for g in policy.groups:
         borrow, idle = _borrow_limits(g.borrow_limits, group_quota[g.name], governed)
@@ -299,6 +331,8 @@ def compile_policy(policy: Policy, catalog: Catalog | None) -> QuotaModel:
         )
         own_order = list(dict.fromkeys(e.flavor for e in t.quota))
         rest = sorted(known - set(own_order))
+        charged = {r: g.flavor for g in t.quota_groups for r in g.resources}
+        node_order = [f for f in own_order + rest if f not in quota_flavors]
         teams[t.name] = TeamRules(
             name=t.name,
             weight=t.fair_share_weight,
@@ -306,6 +340,10 @@ def compile_policy(policy: Policy, catalog: Catalog | None) -> QuotaModel:
             reclaim=t.reclaim,
             enabled=t.enabled,
             sharing=t.sharing,
-            flavor_order=tuple(own_order + rest),
+            flavor_order=tuple(node_order),
+            covered=None if t.covered_resources is None else frozenset(t.covered_resources),
+            charged=charged,
         )
-    return QuotaModel(flavors, implicit, nodes, teams, frozenset(governed))
+    quota_only = frozenset(r for t in policy.teams for g in t.quota_groups for r in g.resources)
+    node_flavors = tuple(f for f in flavors if f.name not in quota_flavors)
+    return QuotaModel(node_flavors, implicit, nodes, teams, frozenset(governed), quota_only)

@@ -29,12 +29,15 @@ CAPACITY_BELOW_QUOTA = "capacity-below-quota"
 """Warning category: the quotas add up to more than the Ready nodes offer."""
 
 
-def usage_of(workload: Workload, flavors: Sequence[str]) -> dict[FR, int]:
-    """What a workload requests, per (flavor, resource), with pod set i on ``flavors[i]``."""
+def usage_of(
+    workload: Workload, flavors: Sequence[str], charged: Mapping[str, str] | None = None
+) -> dict[FR, int]:
+    """What a workload requests, per (flavor, resource), with pod set i on ``flavors[i]``;
+    a resource in ``charged`` (its team's quota-only resources) on the flavor given there."""
     out: dict[FR, int] = {}
     for flavor, podset in zip(flavors, workload.podsets, strict=True):
         for resource, amount in podset.requests.items():
-            key = (flavor, resource)
+            key = (charged.get(resource, flavor) if charged else flavor, resource)
             out[key] = out.get(key, 0) + amount * podset.count
     return out
 
@@ -89,7 +92,7 @@ class CycleState:
         self.capacity = capacity
         self.flavors_with_nodes = flavors_with_nodes
         self.tree = QuotaTree(model, capacity, cluster.idle_resource_sharing)
-        self.fit = NodeFit(nodes, self.flavor_of)
+        self.fit = NodeFit(nodes, self.flavor_of, model.quota_only)
         self.admitted: dict[str, Admitted] = {}
         self.by_team: dict[str, list[Admitted]] = {}
         self._by_team_flavor: dict[tuple[str, str], list[Admitted]] = {}
@@ -178,10 +181,11 @@ class CycleState:
         """Take the quota and node resources of a running workload."""
         wl = running.workload
         flavors = running.assignment.flavors
+        rules = self.model.teams.get(wl.team)
         entry = Admitted(
             wl,
             flavors,
-            usage_of(wl, flavors),
+            usage_of(wl, flavors, rules.charged if rules else None),
             self.fit.plan_of(running.assignment.placement),
             running.admitted_at,
         )
@@ -228,6 +232,8 @@ class CycleState:
     def _oversubscription(self) -> list[Reason]:
         out = []
         for fr in sorted(self.model.governed):
+            if fr[1] in self.model.quota_only:
+                continue  # counted as quota only: no node offers it
             allocated = self.tree.allocated.get(fr, 0)
             cap = self.capacity.get(fr, 0)
             if allocated > cap:

@@ -44,7 +44,14 @@ class NoFit:
 class NodeFit:
     """Free resources of the schedulable nodes, with gang placement."""
 
-    def __init__(self, nodes: Sequence[Node], flavor_of: Mapping[str, str | None]) -> None:
+    def __init__(
+        self,
+        nodes: Sequence[Node],
+        flavor_of: Mapping[str, str | None],
+        not_on_nodes: frozenset[str] = frozenset(),
+    ) -> None:
+        """``not_on_nodes``: resources counted as quota only, never asked of a node."""
+        self.not_on_nodes = not_on_nodes
         # a flavor's nodes are contiguous rows, so its block is a slice, not a gather
         ready = [n for n in nodes if n.schedulable]
         first_seen: dict[str | None, int] = {}
@@ -79,6 +86,7 @@ class NodeFit:
         new.nodes = self.nodes
         new.index = self.index
         new.resources = self.resources
+        new.not_on_nodes = self.not_on_nodes
         new.allocatable = self.allocatable
         new.free = self.free.copy()
         new.flavor = self.flavor
@@ -123,7 +131,7 @@ class NodeFit:
     def _make_vector(self, requests: Mapping[str, int]) -> tuple[IntArray, IntArray] | None:
         cols, amounts = [], []
         for resource, amount in requests.items():
-            if amount <= 0:
+            if amount <= 0 or resource in self.not_on_nodes:
                 continue
             col = self.resources.get(resource)
             if col is None:
@@ -161,7 +169,11 @@ class NodeFit:
                 )
             vec = self._vector(podset.requests)
             if vec is None:
-                missing = [r for r in podset.requests if r not in self.resources]
+                missing = [
+                    r
+                    for r, amount in podset.requests.items()
+                    if amount > 0 and r not in self.resources and r not in self.not_on_nodes
+                ]
                 return NoFit(podset.name, f"no node offers {', '.join(missing)}")
             free = self.free
             if touched:

@@ -14,8 +14,13 @@ Mapping, Kueue -> fleetshare:
   queue without a cohort can neither lend nor borrow (``DontLend``);
   ``preemption.withinClusterQueue`` -> ``preempt_team_tasks`` and ``reclaimWithinCohort`` ->
   ``reclaim`` (both ``Never`` when absent, Kueue's default); ``fairSharing.weight`` ->
-  ``fair_share_weight``.
-- ``LocalQueue`` -> ``"namespace/name"`` in its ClusterQueue's ``local_queues``.
+  ``fair_share_weight``. ``coveredResources`` of every resource group -> ``covered_resources``
+  (none for a queue without resourceGroups: its work waits, as in Kueue). The node group is the
+  first group with a flavor that has nodeLabels (else the first); any other group must have
+  one flavor without nodeLabels and becomes a :class:`QuotaGroup` (quota only, like credits),
+  else it is rejected: fleetshare gives a pod set one node flavor.
+- ``LocalQueue`` -> ``"namespace/name"`` in its ClusterQueue's ``local_queues``; workloads
+  naming it reach that team (:meth:`Policy.team_for`).
 - ``WorkloadPriorityClass`` -> :class:`PriorityClass` (weight = value, rescaled into 0–100 when
   a value falls outside it, keeping order and distinctness).
 - kueue ``Configuration`` ``fairSharing`` -> ``cluster.fair_share`` (off without it). In Kueue only
@@ -52,6 +57,7 @@ from fleetshare.policy.schema import (
     PriorityClass,
     Quantity,
     QuotaEntry,
+    QuotaGroup,
     ReclaimPolicy,
     SharingStrategy,
     Team,
@@ -117,6 +123,8 @@ class _Quotas:
     borrow: list[BorrowLimit] = field(default_factory=list)
     lend: list[LendingLimit] = field(default_factory=list)
     limit_paths: list[str] = field(default_factory=list)
+    groups: list[tuple[str, list[str], list[str]]] = field(default_factory=list)
+    """Per resource group: its path, covered resources and flavor names."""
 
 
 def import_kueue(source: str | list[dict[str, Any]]) -> Policy:
@@ -130,10 +138,11 @@ def import_kueue(source: str | list[dict[str, Any]]) -> Policy:
     by_kind = {kind: _unique(objects, kind, report) for kind in _TOP_FIELDS}
     flavors = [_flavor(obj, report) for obj in by_kind["ResourceFlavor"].values()]
     flavor_names = set(by_kind["ResourceFlavor"])
+    labels = {f.name: f.node_labels for f in flavors}
     groups = [_group(obj, flavor_names, report) for obj in by_kind["Cohort"].values()]
     queues = _local_queues(by_kind["LocalQueue"].values(), set(by_kind["ClusterQueue"]), report)
     teams = [
-        _team(obj, flavor_names, queues.get(name, []), report)
+        _team(obj, flavor_names, labels, queues.get(name, []), report)
         for name, obj in by_kind["ClusterQueue"].items()
     ]
     groups += _undeclared_groups(groups, teams, report)
@@ -343,12 +352,23 @@ class _QuotaReader:
                 self.report.problem(f"{gpath}.coveredResources", "required (at least one resource)")
             if not group.get("flavors"):
                 self.report.problem(f"{gpath}.flavors", "required (at least one flavor)")
+            names: list[str] = []
             for fi, flavor in enumerate(
                 _list(group.get("flavors"), f"{gpath}.flavors", self.report)
             ):
-                self._flavor(
-                    _mapping(flavor, f"{gpath}.flavors[{fi}]", self.report), covered, fi, gpath
-                )
+                spec = _mapping(flavor, f"{gpath}.flavors[{fi}]", self.report)
+                self._flavor(spec, covered, fi, gpath)
+                if isinstance(spec.get("name"), str):
+                    names.append(spec["name"])
+            resources = [str(r) for r in covered]
+            for resource in resources:
+                for other, taken, _ in self.quotas.groups:
+                    if resource in taken:
+                        self.report.problem(
+                            f"{gpath}.coveredResources",
+                            f"{resource!r} is already covered by {other}",
+                        )
+            self.quotas.groups.append((gpath, resources, names))
         return self.quotas
 
     def forbid_limits(self, reason: str) -> None:
@@ -459,14 +479,60 @@ def _group(obj: _Object, flavors: set[str], report: ImportReport) -> Group:
     )
 
 
-def _team(obj: _Object, flavors: set[str], local_queues: list[str], report: ImportReport) -> Team:
-    """ClusterQueue -> Team."""
+def _resource_groups(
+    groups: list[tuple[str, list[str], list[str]]],
+    labels: Mapping[str, Mapping[str, str]],
+    ref: str,
+    report: ImportReport,
+) -> tuple[list[str], list[QuotaGroup]]:
+    """Covered resources (all groups) and the quota-only groups of a ClusterQueue.
+
+    Kueue assigns a flavor per resource group. fleetshare gives a pod set one node flavor: the
+    node group is the first group with a flavor that selects nodes (nodeLabels), else the
+    first group. Any other group must be quota only (one flavor selecting no nodes, like
+    credits): its requests are charged to that flavor and not asked of nodes.
+    """
+    covered = list(dict.fromkeys(r for _, resources, _ in groups for r in resources))
+    if not groups:
+        report.note(ref, "no resourceGroups: covers no resource, so its work waits (as in Kueue)")
+    selecting = [i for i, (_, _, names) in enumerate(groups) if any(labels.get(n) for n in names)]
+    node_group = selecting[0] if selecting else 0
+    quota_groups: list[QuotaGroup] = []
+    for i, (path, resources, names) in enumerate(groups):
+        if i == node_group or not resources or not names:
+            continue
+        if len(names) != 1 or labels.get(names[0]):
+            report.problem(
+                path,
+                "fleetshare gives a pod set one node flavor (from "
+                f"{groups[node_group][0].rsplit('.', 1)[-1]}); another resource group must be "
+                "quota only: one flavor without nodeLabels (like credits)",
+            )
+            continue
+        quota_groups.append(QuotaGroup(resources=resources, flavor=names[0]))
+        report.note(
+            path,
+            f"quota only: requests for {', '.join(resources)} are charged to flavor "
+            f"{names[0]!r} whatever node flavor the pods get, and are not asked of nodes",
+        )
+    return covered, quota_groups
+
+
+def _team(
+    obj: _Object,
+    flavors: set[str],
+    labels: Mapping[str, Mapping[str, str]],
+    local_queues: list[str],
+    report: ImportReport,
+) -> Team:
+    """ClusterQueue -> Team; its covered resources are the only ones its work may use."""
     spec, where = _spec(obj, report), f"{obj.ref}.spec"
     handled = ("cohort", "cohortName", "resourceGroups", "preemption", "fairSharing")
     _unknown_fields(spec, where, handled, _QUEUE_UNSUPPORTED, report)
     cohort = _reference(spec, ("cohort", "cohortName"), where, report)
     reader = _QuotaReader(flavors, report)
     quotas = reader.read(spec.get("resourceGroups"), f"{where}.resourceGroups")
+    covered, quota_groups = _resource_groups(quotas.groups, labels, obj.ref, report)
     sharing = SharingStrategy.LEND_AND_BORROW
     if cohort is None:
         reader.forbid_limits("only allowed when the ClusterQueue has a cohort")
@@ -484,6 +550,8 @@ def _team(obj: _Object, flavors: set[str], local_queues: list[str], report: Impo
         preempt_team_tasks=within,
         reclaim=reclaim,
         local_queues=local_queues,
+        covered_resources=covered,
+        quota_groups=quota_groups,
     )
 
 

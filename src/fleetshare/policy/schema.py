@@ -226,6 +226,18 @@ class Group(_Strict):
     lending_limits: list[LendingLimit] = Field(default_factory=list)
 
 
+class QuotaGroup(_Strict):
+    """Resources counted as quota only, on a flavor of their own (Kueue: a resource group
+    besides the one of node resources, such as licences or credits).
+
+    A workload's request for them is charged to ``(flavor, resource)`` whatever node flavor
+    its pods get, and is not asked of nodes (no node offers them).
+    """
+
+    resources: list[str] = Field(min_length=1)
+    flavor: str = Field(min_length=1)
+
+
 class Team(_Strict):
     """A team: its guaranteed quota and how it shares."""
 
@@ -243,6 +255,31 @@ class Team(_Strict):
         default_factory=list,
         description="queues (Kueue LocalQueue 'namespace/name') whose jobs belong to this team",
     )
+    covered_resources: list[str] | None = Field(
+        default=None,
+        description="the only resources the team's work may request (Kueue coveredResources); "
+        "work asking for a positive amount of any other waits. None: any resource",
+    )
+    quota_groups: list[QuotaGroup] = Field(
+        default_factory=list,
+        description="resources counted as quota only, each group on its own flavor",
+    )
+
+    @model_validator(mode="after")
+    def _groups(self) -> Team:
+        seen: set[str] = set()
+        for group in self.quota_groups:
+            again = sorted(seen & set(group.resources))
+            if again:
+                raise ValueError(f"quota_groups: {', '.join(again)} in more than one group")
+            seen |= set(group.resources)
+        if self.covered_resources is not None:
+            missing = sorted(seen - set(self.covered_resources))
+            if missing:
+                raise ValueError(
+                    f"quota_groups: {', '.join(missing)} not listed in covered_resources"
+                )
+        return self
 
 
 class Policy(_Strict):
@@ -295,6 +332,31 @@ class Policy(_Strict):
                 return pc.weight
         known = ", ".join(pc.name for pc in classes) or "none defined"
         raise KeyError(f"unknown priority class {class_name!r} (known: {known})")
+
+    def team_for(self, queue: str) -> str:
+        """The team a workload naming ``queue`` belongs to: a team name, one of its local
+        queues as ``namespace/name``, or a local queue's ``name`` when only one team has a
+        queue of that name (as a Kueue workload reaches its ClusterQueue through its
+        LocalQueue). Raises KeyError naming what is known."""
+        if any(t.name == queue for t in self.teams):
+            return queue
+        if "/" in queue:
+            owners = [t.name for t in self.teams if queue in t.local_queues]
+        else:
+            owners = [
+                t.name for t in self.teams if any(q.split("/")[-1] == queue for q in t.local_queues)
+            ]
+        owners = sorted(set(owners))
+        if len(owners) == 1:
+            return owners[0]
+        if owners:
+            raise KeyError(
+                f"queue {queue!r} is ambiguous: local queues of that name belong to "
+                f"{', '.join(owners)}; give it as namespace/name"
+            )
+        teams = ", ".join(t.name for t in self.teams) or "none"
+        queues = ", ".join(q for t in self.teams for q in t.local_queues) or "none"
+        raise KeyError(f"unknown team or queue {queue!r} (teams: {teams}; queues: {queues})")
 
     def team(self, name: str) -> Team:
         """The team called ``name``."""

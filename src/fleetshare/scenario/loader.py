@@ -135,14 +135,38 @@ def build_policy(spec: ScenarioSpec, base: Path) -> Policy:
     return load_policy(data, "policy")
 
 
-def build_workloads(spec: ScenarioSpec, policy: Policy) -> list[Workload]:
-    """Workloads with priorities resolved against the policy's priority classes."""
+def _team_of(queue: str, policies: list[Policy]) -> str:
+    """The team behind a workload's team or queue, in the first policy that knows it (a
+    policy change may add teams); KeyError with the first policy's message otherwise."""
+    first: KeyError | None = None
+    for policy in policies:
+        try:
+            return policy.team_for(queue)
+        except KeyError as exc:
+            first = first or exc
+    assert first is not None
+    raise first
+
+
+def build_workloads(
+    spec: ScenarioSpec,
+    policy: Policy,
+    later: list[Policy] | None = None,
+    resolve_teams: bool = True,
+) -> list[Workload]:
+    """Workloads with priorities resolved against the policy's priority classes and, with
+    ``resolve_teams``, teams from a team or local queue name (in ``policy`` or a ``later``
+    one; unknown ones are rejected)."""
     out = []
     for i, w in enumerate(spec.workloads):
         try:
             priority = policy.priority_of(w.priority)
         except KeyError as exc:
             raise ScenarioError(f"workloads[{i}]({w.name}).priority: {exc.args[0]}") from None
+        try:
+            team = _team_of(w.team, [policy, *(later or [])]) if resolve_teams else w.team
+        except KeyError as exc:
+            raise ScenarioError(f"workloads[{i}]({w.name}).team: {exc.args[0]}") from None
         if w.podsets:
             podsets = tuple(
                 PodSet(
@@ -169,7 +193,7 @@ def build_workloads(spec: ScenarioSpec, policy: Policy) -> list[Workload]:
         out.append(
             Workload(
                 name=w.name,
-                team=w.team,
+                team=team,
                 podsets=podsets,
                 submit_time=w.submit_at,
                 priority=priority,
@@ -204,7 +228,6 @@ def load_scenario_data(data: Any, base: Path, source: str = "scenario") -> Scena
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         raise ScenarioError(f"{source}: cluster.nodes: duplicate node names {dupes}")
-    workloads = build_workloads(spec, policy)
     for i, pool in enumerate(spec.node_pools):
         named = [*pool.instance_types, *(g.instance_type for g in pool.instance_groups)]
         for name in named:
@@ -220,6 +243,10 @@ def load_scenario_data(data: Any, base: Path, source: str = "scenario") -> Scena
             changes.append((change.at, changed))
         except PolicyError as exc:
             raise ScenarioError(f"{source}: {exc}") from None
+    try:
+        workloads = build_workloads(spec, policy, [p for _, p in changes])
+    except ScenarioError as exc:
+        raise ScenarioError(f"{source}: {exc}") from None
     return Scenario(
         name=spec.name,
         description=spec.description,

@@ -154,7 +154,7 @@ def run_plan(
             "workloads": [w.model_dump() for w in pending.workloads],
         }
     )
-    workloads = build_workloads(spec, Policy())
+    workloads = build_workloads(spec, Policy(), resolve_teams=False)
     nodes: list[Node] = []
     if nodes_path is not None:
         for node_spec in _load(nodes_path, NodesFile).nodes:
