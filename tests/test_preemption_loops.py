@@ -1,12 +1,11 @@
-"""Preemption never goes round in circles while nothing changes.
+"""Preemption never goes back and forth while nothing changes.
 
-Between two changes of the world (a submission, a finish, a node or policy change), a
-workload is preempted at most once, and a workload preempted in that time preempts no one:
-so no admit -> preempt -> admit cycle between the same pair (or round a longer ring) can happen
-without something changing in between, whatever mix of reclaim, in-team priority and fair share
-drives it (``Snapshot.preempted``). Checked on random clusters, policies and streams, and on
-the Kueue scheduler benchmark's generator, where fair share used to preempt one workload ten
-times at one instant.
+No workload is preempted twice at one instant, and between two changes of the world (a
+submission, a finish, a node or policy change) a workload never preempts one that preempted it:
+no admit -> preempt -> admit cycle between the same pair, whatever mix of reclaim, in-team
+priority and fair share drives it (``Snapshot.preempted_now`` and ``preempted_by``). Checked on
+random clusters, policies and streams, and on the Kueue scheduler benchmark's generator, where
+fair share used to preempt one workload ten times at one instant.
 """
 
 from __future__ import annotations
@@ -30,21 +29,23 @@ CHANGES = frozenset({"submit", "finish", "node", "policy"})
 
 
 def loops(events: Sequence[dict[str, Any]]) -> list[str]:
-    """Every breach of the rule in an event log: a workload preempted twice, or a preempted
-    workload preempting, with no change of the world in between."""
+    """Every breach of the rule in an event log: a workload preempted twice at one instant, or
+    preempting one that preempted it with no change of the world in between."""
     out: list[str] = []
-    preempted: set[str] = set()
+    by_whom: dict[str, set[str]] = {}
+    last: dict[str, float] = {}
     for event in events:
         kind = event["event"]
         if kind in CHANGES:
-            preempted.clear()
+            by_whom.clear()
         elif kind == "preempt" and event["reason"] in ("reclaim", "priority", "fair-share"):
-            victim, by = event["workload"], event["by"]
-            if victim in preempted:
-                out.append(f"t={event['at']}: {victim} preempted again (by {by})")
-            if by in preempted:
-                out.append(f"t={event['at']}: {by}, preempted before, preempts {victim}")
-            preempted.add(victim)
+            victim, by, at = event["workload"], event["by"], event["at"]
+            if last.get(victim) == at:
+                out.append(f"t={at}: {victim} preempted twice (the second time by {by})")
+            if victim in by_whom.get(by, ()):
+                out.append(f"t={at}: {by} preempts {victim}, which preempted it")
+            by_whom.setdefault(victim, set()).add(by)
+            last[victim] = at
     return out
 
 
@@ -52,13 +53,13 @@ def test_the_rule_is_checked_by_the_log_reader() -> None:
     """The checker itself, on a hand-made log: a ping-pong is caught, a change resets."""
     log = [
         {"at": 0, "event": "preempt", "workload": "b", "by": "a", "reason": "fair-share"},
-        {"at": 0, "event": "preempt", "workload": "a", "by": "b", "reason": "priority"},
-        {"at": 1, "event": "submit", "workload": "c"},
-        {"at": 1, "event": "preempt", "workload": "b", "by": "a", "reason": "reclaim"},
+        {"at": 2, "event": "preempt", "workload": "a", "by": "b", "reason": "priority"},
+        {"at": 3, "event": "submit", "workload": "c"},
+        {"at": 3, "event": "preempt", "workload": "b", "by": "a", "reason": "reclaim"},
     ]
-    assert loops(log) == ["t=0: b, preempted before, preempts a"]
-    log.append({"at": 1, "event": "preempt", "workload": "b", "by": "c", "reason": "priority"})
-    assert loops(log)[-1] == "t=1: b preempted again (by c)"
+    assert loops(log) == ["t=2: b preempts a, which preempted it"]
+    log.append({"at": 3, "event": "preempt", "workload": "b", "by": "c", "reason": "priority"})
+    assert loops(log)[-1] == "t=3: b preempted twice (the second time by c)"
 
 
 def fair_share_run(data: dict[str, Any]) -> dict[str, Any]:

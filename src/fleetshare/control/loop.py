@@ -31,8 +31,10 @@ class ControlLoop:
         self.engine = engine
         self.autoscaler = autoscaler
         self.last_cycle: CycleResult | None = None
-        self.preempted: set[str] = set()
-        """Workloads preempted since the world last changed (see ``Snapshot.preempted``)."""
+        self.preempted_by: dict[str, set[str]] = {}
+        """Per workload preempted since the world last changed, by whom (``Snapshot``)."""
+        self.preempted_at: dict[str, float] = {}
+        """When each of those was last preempted."""
 
     def set_engine(self, engine: Engine) -> None:
         """A new policy: the next cycle decides with it."""
@@ -42,7 +44,8 @@ class ControlLoop:
     def world_changed(self) -> None:
         """Something changed besides the loop's own decisions (a submission, a finish, a node
         or policy change): work preempted before may preempt, and be preempted, again."""
-        self.preempted.clear()
+        self.preempted_by.clear()
+        self.preempted_at.clear()
 
     def node_ready(self, name: str) -> bool:
         """A launched node finished booting: True when it may join (it was not terminated
@@ -77,7 +80,8 @@ class ControlLoop:
                     cluster.node_list(),
                     list(cluster.running_workloads().values()),
                     cluster.pending_for_cycle(),
-                    frozenset(self.preempted),
+                    {name: frozenset(by) for name, by in self.preempted_by.items()},
+                    frozenset(n for n, at in self.preempted_at.items() if at == now),
                 )
             )
             for warning in result.warnings:
@@ -95,7 +99,9 @@ class ControlLoop:
         """Carry out one cycle's decisions: evictions first, then bindings."""
         cluster = self.cluster
         for preemption in result.preemptions:
-            self.preempted.add(preemption.workload.name)
+            name = preemption.workload.name
+            self.preempted_by.setdefault(name, set()).add(preemption.by)
+            self.preempted_at[name] = now
             cluster.evict(
                 preemption.workload, preemption.by, preemption.reason, preemption.message, now
             )

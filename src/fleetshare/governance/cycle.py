@@ -20,6 +20,7 @@ Shortcuts (off with ``shortcuts=False``, the plain algorithm they must agree wit
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -69,7 +70,8 @@ class Carry:
 
     now: float
     model: QuotaModel
-    protected: frozenset[str]
+    preempted_now: frozenset[str]
+    preempted_by: Mapping[str, frozenset[str]]
     admitted: dict[str, Assignment]
     failed_own: dict[OwnSearch, tuple[int, frozenset[FR]]]
     failed: dict[int, tuple[str, list[Option]]]
@@ -97,7 +99,8 @@ class Cycle:
         self._shortcuts = shortcuts
         self._cache = cache
         state = self.state = cache.state.state(model, policy.cluster, snapshot)
-        state.protected = snapshot.preempted
+        state.preempted_now = snapshot.preempted_now
+        state.preempted_by = snapshot.preempted_by
         self.result = CycleResult(warnings=list(state.warnings))
         self.failed_preemption = FailedPreemptions()
         self._evictions = 0
@@ -191,9 +194,10 @@ class Cycle:
         else:
             self._options = []
             self._attempt(wl)
-        # a failure of work that may not preempt now says nothing about the rest of its shape
-        protected = wl.name in self.snapshot.preempted
-        if failures.version == version and not starving and self._shortcuts and not protected:
+        # a failure of work that may not preempt some workloads now says nothing about the rest
+        # of its shape
+        restricted = wl.name in self.snapshot.preempted_by
+        if failures.version == version and not starving and self._shortcuts and not restricted:
             reason = self._explicit[wl.name][1]
             options = carried[1] if carried is not None else self._options
             failures.by_shape[shape] = Failure(version, reason, wl, options)
@@ -293,10 +297,13 @@ class Cycle:
         return shape.attempt
 
     def _try_preemption(self, wl: Workload, option: Option) -> bool:
-        if wl.name in self.snapshot.preempted:
-            return False  # preempted since the last change: it preempts no one (no memo noted)
         if self.failed_preemption.known_to_fail(wl, option.flavors, self._attempt_of(wl)):
             return False
+        if wl.name in self.snapshot.preempted_by:
+            # it may not preempt those that preempted it: a search of its own, not memoised
+            # for the rest of its shape
+            victims = find_victims(self.state, wl, option.usage, self._fits(wl, option), None)
+            return victims is not None and self._preempt(wl, option, victims)
         state = self.state
         # A search among the team's own work only (no reclaim, no fair share) that failed
         # fails again while nothing was evicted since and the same pairs are short: since
@@ -315,20 +322,29 @@ class Cycle:
             if self._failed_own.get(searched) == contested:
                 self.failed_preemption.record(wl, option.flavors, self._attempt_of(wl))
                 return False
+        victims = find_victims(state, wl, option.usage, self._fits(wl, option), short)
+        if victims is None:
+            self.failed_preemption.record(wl, option.flavors, self._attempt_of(wl))
+            if contested is not None:
+                self._failed_own[searched] = contested
+            return False
+        return self._preempt(wl, option, victims)
+
+    def _fits(self, wl: Workload, option: Option) -> Callable[[], bool]:
+        """Whether ``wl`` fits now with ``option`` (quota, then placement), for searches."""
+        state = self.state
 
         def fits() -> bool:
             if state.quota_problem(wl.team, option.usage) is not None:
                 return False
             return not isinstance(state.fit.place(option.flavors, wl.podsets, explain=False), NoFit)
 
-        victims = find_victims(state, wl, option.usage, fits, short)
-        if victims is None:
-            self.failed_preemption.record(wl, option.flavors, self._attempt_of(wl))
-            if contested is not None:
-                self._failed_own[searched] = contested
-            return False
+        return fits
+
+    def _preempt(self, wl: Workload, option: Option, victims: list[Victim]) -> bool:
+        """Admit ``wl`` in the room its victims (already removed from the state) made."""
         self._evictions += 1
-        plan = state.fit.place(option.flavors, wl.podsets)
+        plan = self.state.fit.place(option.flavors, wl.podsets)
         assert not isinstance(plan, NoFit), "victims were chosen so that the workload fits"
         self.failed_preemption.forget(
             set(option.flavors).union(*(v.entry.flavors for v in victims))
@@ -364,7 +380,10 @@ class Cycle:
         rebuilt, gone, added = changes
         if rebuilt or gone or carry.now != self.snapshot.now or carry.model is not self.model:
             return False
-        if carry.protected != self.snapshot.preempted:
+        if (carry.preempted_now, carry.preempted_by) != (
+            self.snapshot.preempted_now,
+            self.snapshot.preempted_by,
+        ):
             return False
         if len(added) != len(carry.admitted):
             return False
@@ -411,7 +430,8 @@ class Cycle:
         self._cache.carry = Carry(
             self.snapshot.now,
             self.model,
-            self.snapshot.preempted,
+            self.snapshot.preempted_now,
+            self.snapshot.preempted_by,
             admitted,
             kept,
             failed,

@@ -15,9 +15,10 @@ Three reasons to preempt, as in Kueue and HyperPod:
 Victims are removed greedily until the preemptor fits, then the set is minimised: each victim
 is put back, newest choice first, if the preemptor still fits without evicting it. Work younger
 than the configured minimum runtime (or reclaim grace) is never a victim, nor is work admitted
-in the same cycle, nor work preempted since the world last changed and admitted again; and
-such work preempts no one either (``Snapshot.preempted``): while nothing changes, preemption
-cannot go round in a circle, whatever mix of reclaim, priority and fair share drives it.
+in the same cycle, nor work already preempted at this instant (no workload is preempted twice
+at one instant), nor work that preempted the preemptor since the world last changed (no pair
+goes admit -> preempt -> admit while nothing changes), whatever mix of reclaim, priority and
+fair share drives it (``Snapshot.preempted_now`` and ``preempted_by``).
 """
 
 from __future__ import annotations
@@ -45,13 +46,15 @@ def _order(entries: list[Admitted]) -> list[Admitted]:
     return sorted(entries, key=lambda e: (e.workload.priority, -e.admitted_at, e.workload.name))
 
 
-def _old_enough(state: CycleState, entry: Admitted, minimum: float) -> bool:
-    """May be a victim: not admitted in this cycle, past the minimum runtime, and not work that
-    was preempted since the last change and admitted again (see ``Snapshot.preempted``)."""
+def _old_enough(state: CycleState, entry: Admitted, minimum: float, by: Workload) -> bool:
+    """May be a victim of ``by``: not admitted in this cycle, past the minimum runtime, not
+    preempted already at this instant, and not a workload that preempted ``by`` since the world
+    last changed (``Snapshot.preempted_now`` and ``preempted_by``)."""
     return (
         not entry.this_cycle
         and state.now - entry.admitted_at >= minimum
-        and entry.workload.name not in state.protected
+        and entry.workload.name not in state.preempted_now
+        and entry.workload.name not in state.preempted_by.get(by.name, ())
     )
 
 
@@ -71,7 +74,7 @@ def _own_candidates(state: CycleState, wl: Workload, contested: set[FR]) -> list
             and other.priority == wl.priority
             and other.submit_time > wl.submit_time
         )
-        if (lower or newer_equal) and _old_enough(state, entry, minimum):
+        if (lower or newer_equal) and _old_enough(state, entry, minimum, wl):
             out.append(entry)
     return _order(out)
 
@@ -123,7 +126,7 @@ def _other_candidates(
                 continue
             if rule == ReclaimPolicy.LOWER_PRIORITY and other.priority >= wl.priority:
                 continue
-            if _old_enough(state, entry, minimum):
+            if _old_enough(state, entry, minimum, wl):
                 out.append(entry)
     return _order(out)
 

@@ -42,11 +42,13 @@ class Snapshot:
     nodes: Sequence[Node]
     running: Sequence[Running]
     pending: Sequence[Workload]
-    preempted: frozenset[str] = frozenset()
-    """Workloads preempted since something last changed (a submission, a finish, a node or
-    policy change): they preempt no one, and once admitted again no one preempts them, until
-    the next change. Preemption decisions therefore cannot cycle (A evicts B, B evicts A, ...)
-    while the world stands still; the control loop keeps this set."""
+    preempted_by: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """Per workload preempted since something last changed (a submission, a finish, a node
+    or policy change), the workloads that preempted it: it may not preempt them in turn until
+    the next change, so no pair goes admit -> preempt -> admit while the world stands still."""
+    preempted_now: frozenset[str] = frozenset()
+    """Workloads preempted at this instant: admitted again at it, they are no victims, so no
+    workload is preempted twice in one instant. The control loop keeps both."""
 
 
 @dataclass(frozen=True, slots=True)
