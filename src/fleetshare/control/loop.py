@@ -81,7 +81,7 @@ class ControlLoop:
                     list(cluster.running_workloads().values()),
                     cluster.pending_for_cycle(),
                     {name: frozenset(by) for name, by in self.preempted_by.items()},
-                    frozenset(n for n, at in self.preempted_at.items() if at == now),
+                    frozenset(self.preempted_at),
                 )
             )
             for warning in result.warnings:

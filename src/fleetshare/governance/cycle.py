@@ -70,7 +70,7 @@ class Carry:
 
     now: float
     model: QuotaModel
-    preempted_now: frozenset[str]
+    preempted_since_change: frozenset[str]
     preempted_by: Mapping[str, frozenset[str]]
     admitted: dict[str, Assignment]
     failed_own: dict[OwnSearch, tuple[int, frozenset[FR]]]
@@ -99,7 +99,7 @@ class Cycle:
         self._shortcuts = shortcuts
         self._cache = cache
         state = self.state = cache.state.state(model, policy.cluster, snapshot)
-        state.preempted_now = snapshot.preempted_now
+        state.preempted_since_change = snapshot.preempted_since_change
         state.preempted_by = snapshot.preempted_by
         self.result = CycleResult(warnings=list(state.warnings))
         self.failed_preemption = FailedPreemptions()
@@ -380,8 +380,8 @@ class Cycle:
         rebuilt, gone, added = changes
         if rebuilt or gone or carry.now != self.snapshot.now or carry.model is not self.model:
             return False
-        if (carry.preempted_now, carry.preempted_by) != (
-            self.snapshot.preempted_now,
+        if (carry.preempted_since_change, carry.preempted_by) != (
+            self.snapshot.preempted_since_change,
             self.snapshot.preempted_by,
         ):
             return False
@@ -430,7 +430,7 @@ class Cycle:
         self._cache.carry = Carry(
             self.snapshot.now,
             self.model,
-            self.snapshot.preempted_now,
+            self.snapshot.preempted_since_change,
             self.snapshot.preempted_by,
             admitted,
             kept,

@@ -15,10 +15,11 @@ Three reasons to preempt, as in Kueue and HyperPod:
 Victims are removed greedily until the preemptor fits, then the set is minimised: each victim
 is put back, newest choice first, if the preemptor still fits without evicting it. Work younger
 than the configured minimum runtime (or reclaim grace) is never a victim, nor is work admitted
-in the same cycle, nor work already preempted at this instant (no workload is preempted twice
-at one instant), nor work that preempted the preemptor since the world last changed (no pair
-goes admit -> preempt -> admit while nothing changes), whatever mix of reclaim, priority and
-fair share drives it (``Snapshot.preempted_now`` and ``preempted_by``).
+in the same cycle, nor work already preempted since the world last changed (a submission, a
+finish, a node or policy change), nor work that preempted the preemptor since then: while
+nothing changes no workload is preempted twice and no pair goes admit -> preempt -> admit, so
+preemption always ends, whatever mix of reclaim, priority and fair share drives it
+(``Snapshot.preempted_since_change`` and ``preempted_by``).
 """
 
 from __future__ import annotations
@@ -46,15 +47,20 @@ def _order(entries: list[Admitted]) -> list[Admitted]:
     return sorted(entries, key=lambda e: (e.workload.priority, -e.admitted_at, e.workload.name))
 
 
-def _old_enough(state: CycleState, entry: Admitted, minimum: float, by: Workload) -> bool:
-    """May be a victim of ``by``: not admitted in this cycle, past the minimum runtime, not
-    preempted already at this instant, and not a workload that preempted ``by`` since the world
-    last changed (``Snapshot.preempted_now`` and ``preempted_by``)."""
+def _spared(state: CycleState, by: Workload) -> frozenset[str]:
+    """Work ``by`` may not preempt whatever else holds: preempted already since the world last
+    changed, or having preempted ``by`` since then (``Snapshot.preempted_since_change`` and
+    ``preempted_by``)."""
+    mine = state.preempted_by.get(by.name)
+    return state.preempted_since_change | mine if mine else state.preempted_since_change
+
+
+def _old_enough(entry: Admitted, now: float, minimum: float, spared: frozenset[str]) -> bool:
+    """May be a victim: not admitted in this cycle, past the minimum runtime, not spared."""
     return (
         not entry.this_cycle
-        and state.now - entry.admitted_at >= minimum
-        and entry.workload.name not in state.preempted_now
-        and entry.workload.name not in state.preempted_by.get(by.name, ())
+        and now - entry.admitted_at >= minimum
+        and (not spared or entry.workload.name not in spared)
     )
 
 
@@ -63,6 +69,7 @@ def _own_candidates(state: CycleState, wl: Workload, contested: set[FR]) -> list
     if rule == PreemptTeamTasks.NEVER:
         return []
     minimum = state.cluster.preemption.min_runtime_seconds
+    spared = _spared(state, wl)
     out = []
     for entry in state.entries(wl.team, {fr[0] for fr in contested}):
         other = entry.workload
@@ -74,7 +81,7 @@ def _own_candidates(state: CycleState, wl: Workload, contested: set[FR]) -> list
             and other.priority == wl.priority
             and other.submit_time > wl.submit_time
         )
-        if (lower or newer_equal) and _old_enough(state, entry, minimum, wl):
+        if (lower or newer_equal) and _old_enough(entry, state.now, minimum, spared):
             out.append(entry)
     return _order(out)
 
@@ -117,6 +124,7 @@ def _other_candidates(
 ) -> list[Admitted]:
     """Admitted work of the lending ``teams`` that uses what ``wl`` needs."""
     rule = state.model.teams[wl.team].reclaim
+    spared = _spared(state, wl)
     out = []
     flavors = {fr[0] for fr in contested}
     for team in teams:
@@ -126,7 +134,7 @@ def _other_candidates(
                 continue
             if rule == ReclaimPolicy.LOWER_PRIORITY and other.priority >= wl.priority:
                 continue
-            if _old_enough(state, entry, minimum, wl):
+            if _old_enough(entry, state.now, minimum, spared):
                 out.append(entry)
     return _order(out)
 

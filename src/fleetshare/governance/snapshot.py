@@ -46,9 +46,11 @@ class Snapshot:
     """Per workload preempted since something last changed (a submission, a finish, a node
     or policy change), the workloads that preempted it: it may not preempt them in turn until
     the next change, so no pair goes admit -> preempt -> admit while the world stands still."""
-    preempted_now: frozenset[str] = frozenset()
-    """Workloads preempted at this instant: admitted again at it, they are no victims, so no
-    workload is preempted twice in one instant. The control loop keeps both."""
+    preempted_since_change: frozenset[str] = frozenset()
+    """Workloads preempted since something last changed: admitted again, they are no victims
+    until the next change, so no workload is preempted twice while the world stands still and
+    preemption always ends (at most one per workload between two changes). The control loop
+    keeps both."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,9 +76,9 @@ class CycleState:
         self.model = model
         self.cluster = cluster
         self.now = 0.0
-        self.preempted_now: frozenset[str] = frozenset()
+        self.preempted_since_change: frozenset[str] = frozenset()
         self.preempted_by: Mapping[str, frozenset[str]] = {}
-        """``Snapshot.preempted_now`` and ``preempted_by``, set per cycle."""
+        """``Snapshot.preempted_since_change`` and ``preempted_by``, set per cycle."""
         self.flavor_of = {n.name: model.flavor_of(n) for n in nodes}
         capacity: dict[FR, int] = {}
         flavors_with_nodes: set[str] = set()
