@@ -15,6 +15,7 @@ from fleetshare.autoscaling.disruption.state import (
     existing_targets,
     floor_block,
     missing_nodes,
+    new_pod_block,
     new_targets,
     node_block,
     place,
@@ -262,17 +263,10 @@ def validate(state: State, action: Action) -> Validation:
     if gone:
         return Validation(False, gone)
     removed = [state.nodes[n] for n in action.nodes]
-    known = set(action.evict)
+    arrived = new_pod_block(state, removed, action.evict)
+    if arrived:
+        return Validation(False, arrived)
     for node in removed:
-        arrived = [p.name for p in state.pods_on[node.name] if p.name not in known]
-        if arrived:
-            return Validation(
-                False,
-                Reason(
-                    "new-pod",
-                    f"node {node.name} got new pod {', '.join(arrived)} since the decision",
-                ),
-            )
         block = consolidation_block(node, state)
         if block:
             return Validation(False, block)

@@ -14,6 +14,7 @@ from fleetshare.autoscaling.disruption.state import (
     budget_reason,
     floor_block,
     missing_nodes,
+    new_pod_block,
     node_block,
     node_nominated,
     stable_since,
@@ -111,16 +112,10 @@ class Emptiness(Base):
         if gone:
             return Validation(False, gone)
         removed = [state.nodes[n] for n in action.nodes]
+        arrived = new_pod_block(state, removed, ())
+        if arrived:
+            return Validation(False, arrived)
         for node in removed:
-            arrived = [p.name for p in state.pods_on[node.name]]
-            if arrived:
-                return Validation(
-                    False,
-                    Reason(
-                        "new-pod",
-                        f"node {node.name} got new pod {', '.join(arrived)} since the decision",
-                    ),
-                )
             block = node_block(node, state)
             if block:
                 return Validation(False, block)

@@ -400,3 +400,15 @@ def missing_nodes(state: State, names: Sequence[str]) -> Reason | None:
     if missing:
         return Reason("gone", f"node {', '.join(missing)} no longer exists")
     return None
+
+
+def new_pod_block(state: State, removed: Sequence[NodeView], known: Iterable[str]) -> Reason | None:
+    """A node of an earlier decision got a pod it did not know of (``known``) since."""
+    expected = set(known)
+    for node in removed:
+        arrived = [p.name for p in state.pods_on[node.name] if p.name not in expected]
+        if arrived:
+            return Reason(
+                "new-pod", f"node {node.name} got new pod {', '.join(arrived)} since the decision"
+            )
+    return None
