@@ -43,8 +43,17 @@ class Victim:
 
 
 def _order(entries: list[Admitted]) -> list[Admitted]:
-    """Lowest priority first, then most recently admitted first."""
-    return sorted(entries, key=lambda e: (e.workload.priority, -e.admitted_at, e.workload.name))
+    """Lowest priority first, then most recently admitted first, then the youngest (latest
+    submitted, then latest created): older work keeps running, as in FIFO."""
+    return sorted(
+        entries,
+        key=lambda e: (
+            e.workload.priority,
+            -e.admitted_at,
+            -e.workload.submit_time,
+            -e.workload.created,
+        ),
+    )
 
 
 def _spared(state: CycleState, by: Workload) -> frozenset[str]:

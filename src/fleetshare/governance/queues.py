@@ -28,14 +28,16 @@ from fleetshare.governance.snapshot import Pending
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import PreemptTeamTasks
 
-QueueKey = tuple[int, float, str]
+QueueKey = tuple[int, float, int, str]
 _uids = itertools.count()
 ShapeKey = tuple[object, ...]
 
 
 def queue_key(wl: Workload) -> QueueKey:
-    """Order within a team's queue: priority, then FIFO."""
-    return (-wl.priority, wl.submit_time, wl.name)
+    """Order within a team's queue: priority, then FIFO (submission time, then creation
+    order; the name only keeps the order total for workloads a caller made with equal
+    creation numbers)."""
+    return (-wl.priority, wl.submit_time, wl.created, wl.name)
 
 
 @dataclass(slots=True, eq=False)
@@ -369,7 +371,7 @@ class PendingMap(Mapping[str, Pending]):
     def _group_index(self) -> dict[str, tuple[Group, int]]:
         if self._grouped is None:
             self._grouped = {
-                g.keys[i][2]: (g, i) for g in self._groups for i in range(g.start, g.end)
+                g.keys[i][-1]: (g, i) for g in self._groups for i in range(g.start, g.end)
             }
         return self._grouped
 

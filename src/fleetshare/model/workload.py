@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -26,12 +27,18 @@ class PodSet:
         return scale(self.requests, self.count)
 
 
+_created = itertools.count()
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     """A job: one or more pod sets admitted together (gang), queued for one team.
 
     ``priority`` is the resolved weight of ``priority_class``; ``duration`` (seconds) is known
-    only in simulation.
+    only in simulation. ``created`` is the creation order: workloads submitted at the same
+    instant with the same priority are queued in it (never by name). By default it counts
+    the workloads made in this process, so a loader that builds them in file or trace order
+    gets that order; a backend with its own order (a database's sequence) passes it.
     """
 
     name: str
@@ -42,6 +49,7 @@ class Workload:
     priority_class: str | None = None
     duration: float | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    created: int = field(default_factory=lambda: next(_created), compare=False)
 
     def total_requests(self) -> Resources:
         """Everything the gang requests."""

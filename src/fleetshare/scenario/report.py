@@ -65,6 +65,10 @@ def to_json(result: RunResult) -> dict[str, Any]:
             "pending_reason": rec.pending_reason,
             "queue_position": rec.queue_position,
             "flavors": list(dict.fromkeys(rec.flavors)),
+            "placement": {
+                ps.name: dict(pods)
+                for ps, pods in zip(rec.workload.podsets, rec.placement, strict=False)
+            },
         }
     out = {
         "scenario": result.scenario.name,

@@ -60,7 +60,8 @@ class WorkloadRecord:
     pending_reason: str | None = None
     queue_position: int | None = None
     flavors: tuple[str, ...] = ()
-    nodes: list[str] = field(default_factory=list)
+    placement: tuple[tuple[tuple[str, int], ...], ...] = ()
+    """Where the pods of its latest admission ran: per pod set, (node, pod count) pairs."""
 
 
 @dataclass
@@ -319,7 +320,7 @@ class Runner:
         record.borrowed = dict(admission.borrowed)
         record.pending_reason = record.queue_position = None
         record.flavors = admission.assignment.flavors
-        record.nodes = [n for ps in admission.assignment.placement for n, _ in ps]
+        record.placement = admission.assignment.placement
         borrowed = {k: to_number(v) for k, v in sorted(admission.borrowed.items())}
         self._log(
             now,
