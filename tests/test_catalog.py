@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,9 @@ from fleetshare.model.catalog import (
     AMD_GPU,
     Catalog,
     InstanceType,
+    MigLayout,
     load_catalog,
+    mig_allocatable,
     mig_profiles,
     normalize_mig_profile,
 )
@@ -194,3 +197,54 @@ def test_from_rows_parses_quantities() -> None:
     assert mig_profiles(instance)["nvidia.com/mig-3g.20gb"] == 2
     with pytest.raises(ValueError, match=r"g9\.xlarge"):
         Catalog.from_rows([{**row, "allocatable_cpu": "lots"}])
+
+
+# -- per-GPU MIG layouts (mig-parted's format) ---------------------------------------------------
+
+MIG_1G = "nvidia.com/mig-1g.5gb"
+
+
+def test_mig_layout_partitions_only_the_gpus_it_names() -> None:
+    """p4d.24xlarge (8 x A100 40 GB) with GPUs 6-7 as 7 x 1g.5gb: 6 whole GPUs, 14 slices."""
+    p4d = load_catalog().get("p4d.24xlarge")
+    out = mig_allocatable(p4d, [([6, 7], {"1g.5gb": 7})])
+    assert out[GPU] == 6_000
+    assert out[MIG_1G] == 14_000
+    assert out[CPU] == p4d.allocatable[CPU]
+
+
+def test_mig_layout_mixes_profiles_on_one_gpu_and_can_partition_every_gpu() -> None:
+    p4d = load_catalog().get("p4d.24xlarge")
+    out = mig_allocatable(p4d, [(None, {"3g.20gb": 1, "mig-4g.20gb": 1})])
+    assert GPU not in out
+    assert out["nvidia.com/mig-3g.20gb"] == 8_000
+    assert out["nvidia.com/mig-4g.20gb"] == 8_000
+    # whole GPUs listed explicitly (mig-enabled: false) stay whole
+    out = mig_allocatable(p4d, [([0, 1], None), ([2], {"1g.10gb": 4})])
+    assert out[GPU] == 7_000
+    assert out["nvidia.com/mig-1g.10gb"] == 4_000
+
+
+@pytest.mark.parametrize(
+    ("layout", "why"),
+    [
+        ([([8], {"1g.5gb": 7})], "GPU 8: p4d.24xlarge has GPUs 0-7"),
+        ([([1], {"1g.5gb": 1}), ([1], {"1g.5gb": 1})], "GPU 1 is given twice"),
+        ([([0], {"1g.5gb": 7, "3g.20gb": 1})], "10/7 compute"),
+        ([([0], {"3g.20gb": 2, "1g.5gb": 1})], "7/7 compute and 9/8 memory"),
+        ([([0], {"1g.5gb": 8})], "between 1 and 7 fit"),
+        ([([0], {"1g.10gb": 0})], "between 1 and 4 fit"),
+        ([([0], {"1g.18gb": 1})], "do not offer nvidia.com/mig-1g.18gb"),
+        ([([0], {})], "offers nothing"),
+    ],
+)
+def test_mig_layouts_that_do_not_fit_are_rejected_with_the_gpu_and_reason(
+    layout: MigLayout, why: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(why)):
+        mig_allocatable(load_catalog().get("p4d.24xlarge"), layout)
+
+
+def test_mig_layout_needs_mig_capable_gpus() -> None:
+    with pytest.raises(ValueError, match="cannot be MIG-partitioned"):
+        mig_allocatable(load_catalog().get("g5.12xlarge"), [([0], {"1g.5gb": 1})])

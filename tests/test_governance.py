@@ -316,6 +316,30 @@ def test_node_failure_requeues_its_workloads_and_capacity_shrinks() -> None:
     assert any("quotas for nvidia.com/gpu" in w for w in result["warnings"])
 
 
+def test_work_waiting_on_overcommitted_capacity_is_told_it_is_within_quota() -> None:
+    """Quotas of 8 + 8 GPUs on one 8-GPU node: b uses its own 8, a's 1-GPU job is within a's
+    quota and nothing is borrowed to reclaim, so it waits; the reason says that the wait is the
+    over-commitment's, not a's; a job over a's quota is not told so."""
+    policy = {
+        "teams": [
+            {"name": "a", "quota": [{"resources": {"nvidia.com/gpu": 8}}]},
+            {"name": "b", "quota": [{"resources": {"nvidia.com/gpu": 8}}]},
+        ]
+    }
+    nodes = [{"name": "g", "allocatable": {"cpu": 64, "nvidia.com/gpu": 8}}]
+    jobs = [
+        {"name": "b-all", "team": "b", "requests": {"nvidia.com/gpu": 8}},
+        {"name": "a-one", "team": "a", "at": 1, "requests": {"nvidia.com/gpu": 1}},
+        {"name": "a-nine", "team": "a", "at": 1, "requests": {"nvidia.com/gpu": 9}},
+    ]
+    result = run_case(policy, nodes, jobs)
+    reason = result["workloads"]["a-one"]["pending_reason"]
+    assert "room for 0 of 1 pods" in reason
+    assert "within a's quota" in reason
+    assert "add up to more than its Ready nodes offer" in reason
+    assert "within a's quota" not in result["workloads"]["a-nine"]["pending_reason"]
+
+
 def test_cordoned_node_stops_counting_but_keeps_running_work() -> None:
     policy = {"teams": [{"name": "a", "quota": [{"resources": {"cpu": 16}}]}]}
     nodes = [{"name": "n", "count": 2, "allocatable": {"cpu": 8}}]
@@ -370,6 +394,34 @@ def test_mig_partitions_are_capacity_and_quota() -> None:
     assert (
         "strategy DontLend does not borrow" in result["workloads"]["over-quota"]["pending_reason"]
     )
+
+
+def test_mig_layout_per_gpu_is_capacity_as_operators_configure_nodes() -> None:
+    """A p4d.24xlarge with GPUs 6-7 cut into 7 x 1g.5gb slices (mig-parted's layout), the rest
+    whole: a 6-GPU job and 14 slice pods run side by side; a 7th whole GPU is not there."""
+    quota = {"nvidia.com/gpu": 8, "nvidia.com/mig-1g.5gb": 14}
+    policy = {"teams": [{"name": "a", "quota": [{"resources": quota}]}]}
+    layout = [{"devices": [6, 7], "mig-enabled": True, "mig-devices": {"1g.5gb": 7}}]
+    nodes = [{"name": "p4d", "instance_type": "p4d.24xlarge", "mig": {"layout": layout}}]
+    jobs = [
+        {"name": "six", "team": "a", "pods": 1, "requests": {"nvidia.com/gpu": 6}},
+        {"name": "slices", "team": "a", "pods": 14, "requests": {"nvidia.com/mig-1g.5gb": 1}},
+        {"name": "seventh", "team": "a", "pods": 1, "requests": {"nvidia.com/gpu": 1}},
+    ]
+    result = run_case(policy, nodes, jobs)
+    assert state(result, "six") == "admitted"
+    assert state(result, "slices") == "admitted"
+    assert result["workloads"]["slices"]["placement"] == {"main": {"p4d": 14}}
+    assert state(result, "seventh") == "pending"
+    assert "room for 0 of 1 pods" in result["workloads"]["seventh"]["pending_reason"]
+
+
+def test_mig_layout_that_does_not_fit_a_gpu_is_rejected_naming_the_node() -> None:
+    policy = {"teams": [{"name": "a", "quota": [{"resources": {"nvidia.com/gpu": 8}}]}]}
+    layout = [{"devices": [0], "mig-enabled": True, "mig-devices": {"7g.40gb": 1, "1g.5gb": 1}}]
+    nodes = [{"name": "p4d", "instance_type": "p4d.24xlarge", "mig": {"layout": layout}}]
+    with pytest.raises(ScenarioError, match=r"node p4d: mig: GPUs \[0\]: .* 8/7 compute"):
+        run_case(policy, nodes, [])
 
 
 def test_workloads_of_unknown_teams_are_rejected_when_the_scenario_loads() -> None:

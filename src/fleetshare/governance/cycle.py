@@ -248,10 +248,25 @@ class Cycle:
             return False
         plan = self.state.fit.place(option.flavors, wl.podsets)
         if isinstance(plan, NoFit):
-            problems.append(plan.message)
+            problems.append(plan.message + self._overcommitted_note(wl, option))
             return False
         self._admit(wl, option, plan)
         return True
+
+    def _overcommitted_note(self, wl: Workload, option: Option) -> str:
+        """For work within its quota that finds no room: whether that is because quotas
+        promise more than the nodes offer (the admin's over-commitment, not the team's
+        doing)."""
+        if option.mode != WITHIN:
+            return ""
+        over = self.state.overcommitted(option.usage)
+        if not over:
+            return ""
+        flavor, resource = over[0]
+        return (
+            f" (the work is within {wl.team}'s quota, but quotas for {resource} on {flavor} add "
+            "up to more than its Ready nodes offer: it waits for capacity)"
+        )
 
     # -- admission and preemption ----------------------------------------------------------
 

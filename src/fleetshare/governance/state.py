@@ -230,6 +230,15 @@ class CycleState:
                 out[id(entry)] = entry
         return list(out.values())
 
+    def overcommitted(self, frs: Iterable[FR]) -> list[FR]:
+        """Those of ``frs`` whose quotas add up to more than Ready, schedulable nodes offer."""
+        return [
+            fr
+            for fr in frs
+            if fr[1] not in self.model.quota_only
+            and self.tree.allocated.get(fr, 0) > self.capacity.get(fr, 0)
+        ]
+
     def _oversubscription(self) -> list[Reason]:
         out = []
         for fr in sorted(self.model.governed):

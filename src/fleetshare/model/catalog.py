@@ -12,11 +12,11 @@ import csv
 import difflib
 import functools
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.resources import files
 
-from fleetshare.model.quantity import parse_quantity
+from fleetshare.model.quantity import MILLI, parse_quantity
 from fleetshare.model.resources import CPU, GPU, MEMORY, MIG_PREFIX, NEURON, Resources
 
 PODS = "pods"
@@ -113,6 +113,76 @@ def normalize_mig_profile(text: str) -> str:
             f"not a MIG profile: {text!r} (examples: 1g.5gb, mig-3g.40gb, nvidia.com/mig-7g.80gb)"
         )
     return MIG_PREFIX + core
+
+
+MigLayout = Sequence[tuple[Sequence[int] | None, Mapping[str, int] | None]]
+"""A per-GPU MIG layout, as NVIDIA's mig-parted writes it: (GPU indices, or None for all;
+slices per profile, or None for GPUs left whole). GPUs no entry names stay whole."""
+
+_GPU_COMPUTE_SLICES = 7
+_GPU_MEMORY_SLICES = 8
+
+
+def _slices(profile: str, gpu_gib: int) -> tuple[int, int]:
+    """(compute slices of 7, memory slices of 8) one ``profile`` instance takes."""
+    compute, memory = profile.removeprefix(MIG_PREFIX).removesuffix("gb").split("g.")
+    return int(compute), round(int(memory) * _GPU_MEMORY_SLICES / gpu_gib)
+
+
+def mig_allocatable(instance: InstanceType, layout: MigLayout) -> dict[str, int]:
+    """What a node of ``instance`` offers with its GPUs partitioned by ``layout`` (the device
+    plugin's *mixed* strategy): whole GPUs as ``nvidia.com/gpu``, each slice as its profile's
+    resource, in milli-units like :attr:`InstanceType.allocatable`.
+
+    A GPU's slices must fit it: each profile one it offers, at most as many of it as fit, and
+    together at most 7 compute and 8 memory slices (NVIDIA's placement rules forbid a few
+    layouts that pass this sum; the device plugin would then fail to apply them). Raises
+    ``ValueError`` naming the GPU and the reason.
+    """
+    gpus = instance.gpu_count
+    offered = mig_profiles(instance)
+    if not offered:
+        raise ValueError(f"{instance.name} GPUs cannot be MIG-partitioned")
+    gib = round(instance.gpu_memory_mib / 1024)
+    out = dict(instance.allocatable)
+    whole = gpus
+    seen: set[int] = set()
+    for devices, slices in layout:
+        indices = list(range(gpus)) if devices is None else list(devices)
+        for index in indices:
+            if not 0 <= index < gpus:
+                raise ValueError(f"GPU {index}: {instance.name} has GPUs 0-{gpus - 1}")
+            if index in seen:
+                raise ValueError(f"GPU {index} is given twice")
+            seen.add(index)
+        if slices is None:
+            continue
+        if not slices:
+            raise ValueError(f"GPUs {indices}: MIG enabled with no slices offers nothing")
+        compute = memory = 0
+        for text, count in slices.items():
+            profile = normalize_mig_profile(text)
+            if profile not in offered:
+                known = ", ".join(sorted(offered))
+                raise ValueError(f"{instance.name} GPUs do not offer {profile} (offer: {known})")
+            if not 0 < count <= offered[profile]:
+                raise ValueError(
+                    f"{count} x {profile} on one GPU: between 1 and {offered[profile]} fit"
+                )
+            c, m = _slices(profile, gib)
+            compute, memory = compute + c * count, memory + m * count
+            out[profile] = out.get(profile, 0) + count * len(indices) * MILLI
+        if compute > _GPU_COMPUTE_SLICES or memory > _GPU_MEMORY_SLICES:
+            raise ValueError(
+                f"GPUs {indices}: the slices take {compute}/7 compute and {memory}/8 memory "
+                "slices of a GPU; they do not fit"
+            )
+        whole -= len(indices)
+    if whole:
+        out[GPU] = whole * MILLI
+    else:
+        out.pop(GPU, None)
+    return out
 
 
 def ec2_name(name: str) -> str:

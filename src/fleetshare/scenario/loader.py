@@ -12,14 +12,15 @@ from fleetshare.governance.quota import compile_policy
 from fleetshare.inputs import InputError, load_yaml, read_text
 from fleetshare.model.catalog import (
     Catalog,
+    MigLayout,
     ec2_name,
     load_catalog,
+    mig_allocatable,
     mig_profiles,
     normalize_mig_profile,
 )
 from fleetshare.model.node import Node, NodeSelectorRequirement, Taint, Toleration
-from fleetshare.model.quantity import MILLI
-from fleetshare.model.resources import GPU, parse_resources
+from fleetshare.model.resources import GPU, MIG_PREFIX, parse_resources
 from fleetshare.model.workload import PodSet, Workload
 from fleetshare.policy.schema import Policy, PolicyError, load_policy, validation_problems
 from fleetshare.scenario.schema import (
@@ -61,15 +62,20 @@ def build_nodes(spec: NodeSpec, catalog: Catalog, start: int = 0) -> list[Node]:
     if spec.mig is not None:
         if spec.instance_type is None:
             raise ScenarioError("mig needs an instance_type with MIG-capable GPUs")
-        profiles = mig_profiles(catalog.get(spec.instance_type))
-        profile = normalize_mig_profile(spec.mig.profile)
-        if profile not in profiles:
-            known = ", ".join(sorted(profiles)) or "none"
-            raise ScenarioError(
-                f"{spec.instance_type} GPUs do not offer {profile} (offer: {known})"
-            )
-        gpus = allocatable.pop(GPU, 0) // MILLI
-        allocatable[profile] = gpus * profiles[profile] * MILLI
+        instance = catalog.get(spec.instance_type)
+        layout: MigLayout = [
+            (None if d.devices == "all" else d.devices, d.mig_devices if d.mig_enabled else None)
+            for d in spec.mig.layout
+        ]
+        try:
+            if spec.mig.profile is not None:
+                profile = normalize_mig_profile(spec.mig.profile)
+                layout = [(None, {profile: mig_profiles(instance).get(profile, 0)})]
+            mig = mig_allocatable(instance, layout)
+        except ValueError as exc:
+            raise ScenarioError(f"node {spec.name or spec.instance_type}: mig: {exc}") from None
+        allocatable.pop(GPU, None)
+        allocatable.update({k: v for k, v in mig.items() if k == GPU or k.startswith(MIG_PREFIX)})
     base = spec.name or ec2_name(spec.instance_type or "node")
     taints = tuple(Taint(t.key, t.value, t.effect) for t in spec.taints)
     out = []

@@ -64,10 +64,38 @@ NodeAffinitySpec = list[list[NodeSelectorRequirementSpec]]
 """Required node affinity: terms ORed, each a list of requirements ANDed."""
 
 
-class MigSpec(_Strict):
-    """Partition every GPU of the node into as many ``profile`` slices as fit."""
+class MigDevicesSpec(_Strict):
+    """GPUs of one node configured alike, as an entry of NVIDIA mig-parted's ``mig-configs``:
+    ``{devices: [6, 7], mig-enabled: true, mig-devices: {1g.5gb: 7}}``."""
 
-    profile: str
+    devices: list[Annotated[int, Field(ge=0)]] | Literal["all"]
+    mig_enabled: bool = Field(validation_alias=AliasChoices("mig-enabled", "mig_enabled"))
+    mig_devices: dict[str, StrictInt] = Field(
+        default_factory=dict, validation_alias=AliasChoices("mig-devices", "mig_devices")
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MigDevicesSpec:
+        if not self.mig_enabled and self.mig_devices:
+            raise ValueError("mig-devices given with mig-enabled: false")
+        if self.mig_enabled and not self.mig_devices:
+            raise ValueError("mig-enabled: true needs mig-devices (slices per profile)")
+        return self
+
+
+class MigSpec(_Strict):
+    """The node's MIG partitioning: ``profile`` cuts every GPU into as many slices of it as
+    fit; ``layout`` configures GPUs one by one (mig-parted's format; GPUs it does not name
+    stay whole)."""
+
+    profile: str | None = None
+    layout: list[MigDevicesSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _one(self) -> MigSpec:
+        if (self.profile is None) == (not self.layout):
+            raise ValueError("give profile (every GPU alike) or layout (per GPU), not both")
+        return self
 
 
 class NodeSpec(_Strict):
