@@ -47,7 +47,10 @@ def _entry_documents(
     try:
         spec = ManifestEntrySpec.model_validate(entry)
     except ValidationError as exc:
-        problems = "; ".join(f"{p or 'entry'}: {r}" for p, r in validation_problems(exc, entry))
+        problems = "; ".join(
+            r if p in ("", "(top level)") else f"{p}: {r}"
+            for p, r in validation_problems(exc, entry)
+        )
         raise ManifestsError(f"{where}: {problems}") from None
     own = Defaults(
         queue=spec.queue or defaults.queue,
