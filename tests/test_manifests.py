@@ -184,6 +184,11 @@ def test_job_runs_parallelism_capped_by_completions(spec: dict[str, Any], pods: 
     assert w.kind == "Job"
 
 
+def test_absurd_pod_counts_are_refused() -> None:
+    data = job({"containers": [container({"cpu": 1})]}, parallelism=10**12)
+    assert "(Job default/j): has 1,000,000,000,000 pods; at most 1,000,000" in error_of(data)
+
+
 def test_job_with_no_pods_is_refused() -> None:
     message = error_of(job({"containers": [container({"cpu": 1})]}, parallelism=0))
     assert "jobs.yaml document 3 (Job default/j): spec.parallelism: is 0" in message
@@ -460,6 +465,9 @@ def test_queue_is_the_local_queue_in_the_objects_namespace() -> None:
     assert "not both" in error_of(data)
     data["metadata"]["labels"] = {}
     assert parse_manifest(data).queue is None  # Kueue leaves it alone; callers decide
+    data["metadata"]["annotations"] = {"kueue.x-k8s.io/queue-name": "q"}
+    assert "queue-name: is a label in Kueue, not an annotation" in error_of(data)
+    del data["metadata"]["annotations"]
     w = parse_manifests([Document("d", data, Defaults(queue="fallback"))])[0]
     assert (w.queue, w.queue_field) == ("fallback", "the default queue")
 

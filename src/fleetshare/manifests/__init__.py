@@ -24,7 +24,8 @@ why (:data:`.kinds.UNSUPPORTED`); nothing is dropped silently.
   ``priorityClassName`` (Kueue's order);
 - annotations ``fleetshare.io/duration`` (run time) and ``fleetshare.io/submit-at`` (offset
   from the start), seconds (``"5400"``) or Go durations (``"1h30m"``); another
-  ``fleetshare.io/`` annotation is an error (a misspelling must not pass unseen);
+  ``fleetshare.io/`` annotation is an error (a misspelling must not pass unseen), and so are
+  the queue-name and priority-class keys given as annotations (Kueue reads them as labels);
 - the kinds' counts: Job ``parallelism``, ``completions``; PyTorchJob ``pytorchReplicaSpecs``
   (``Master``, ``Worker``) ``replicas``; JobSet ``replicatedJobs[].name``, ``replicas``; Ray
   ``headGroupSpec``, ``workerGroupSpecs[].groupName``, ``replicas``, ``minReplicas``,

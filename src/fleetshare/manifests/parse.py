@@ -24,6 +24,9 @@ SUBMIT_ANNOTATION = "fleetshare.io/submit-at"
 KNOWN_ANNOTATIONS = (DURATION_ANNOTATION, SUBMIT_ANNOTATION)
 MAX_PODSETS = 8
 """Kueue's limit on pod sets per workload (and on distinct pod shapes in a pod group)."""
+MAX_PODS = 1_000_000
+"""The most pods one workload may have: beyond any cluster (5,000 nodes of 110 pods), and low
+enough that replicas x parallelism x a request stays far inside 64-bit arithmetic."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,11 +273,13 @@ def _metadata_notes(
         path = join("metadata.annotations", key)
         if key.startswith("fleetshare.io/") and key not in KNOWN_ANNOTATIONS:
             raise fields.error(path, f"unknown annotation (known: {', '.join(KNOWN_ANNOTATIONS)})")
+        if key in (QUEUE_LABEL, PRIORITY_LABEL):
+            raise fields.error(path, "is a label in Kueue, not an annotation: move it to labels")
         if key == MIN_PARALLELISM:
             notes.append(f"{path}: partial admission is not modelled; the job is admitted whole")
         elif key == POD_GROUP_COUNT and kind == "Pod" and POD_GROUP_LABEL not in labels:
             notes.append(f"{path}: without {POD_GROUP_LABEL} the pod is a workload of its own")
-        elif key.startswith("kueue.x-k8s.io/") and key != POD_GROUP_COUNT:
+        elif key.startswith("kueue.x-k8s.io/") and not (key == POD_GROUP_COUNT and kind == "Pod"):
             notes.append(f"{path}: not modelled")
     return notes
 
@@ -379,6 +384,9 @@ def _check_podsets(where: str, podsets: tuple[PodSet, ...]) -> None:
         raise ManifestError(
             where, f"has {len(podsets)} pod sets; Kueue allows at most {MAX_PODSETS}"
         )
+    pods = sum(ps.count for ps in podsets)
+    if pods > MAX_PODS:
+        raise ManifestError(where, f"has {pods:,} pods; at most {MAX_PODS:,} are accepted")
 
 
 def _single(obj: _Object) -> ManifestWorkload:
