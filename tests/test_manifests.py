@@ -764,3 +764,13 @@ def test_cli_bad_manifest_is_one_line_and_exit_2(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["scenario", "run", str(path)], env={"COLUMNS": "1000"})
     assert result.exit_code == 2, result.output
     assert "containers[0].resources.requests.cpu: quantity must not be negative" in result.output
+
+
+def test_pdbs_may_name_manifest_workloads() -> None:
+    manifests = [cpu_job(**{"fleetshare.io/team": "cq"})]
+    pdb = {"name": "keep", "workloads": ["j"], "min_available": 1}
+    loaded = load_scenario_data(scenario(manifests, pdbs=[pdb]), Path("."))
+    assert [w.name for w in loaded.workloads] == ["j"]
+    pdb["workloads"] = ["nope"]
+    with pytest.raises(ScenarioError, match=r"pdb keep names unknown workloads \['nope'\]"):
+        load_scenario_data(scenario(manifests, pdbs=[pdb]), Path("."))
