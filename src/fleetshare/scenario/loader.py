@@ -51,6 +51,8 @@ class Scenario:
     expect: dict[str, Any]
     catalog: Catalog
     spec: ScenarioSpec = field(repr=False)
+    manifest_notes: list[str] = field(default_factory=list)
+    """What the ``manifests:`` carry that is relevant to scheduling but not modelled."""
 
 
 def build_nodes(spec: NodeSpec, catalog: Catalog, start: int = 0) -> list[Node]:
@@ -253,6 +255,9 @@ def load_scenario_data(data: Any, base: Path, source: str = "scenario") -> Scena
         workloads = build_workloads(spec, policy, [p for _, p in changes])
     except ScenarioError as exc:
         raise ScenarioError(f"{source}: {exc}") from None
+    manifest_notes: list[str] = []
+    if spec.manifests:
+        workloads, manifest_notes = _with_manifests(spec, base, policy, changes, workloads, source)
     return Scenario(
         name=spec.name,
         description=spec.description,
@@ -265,7 +270,42 @@ def load_scenario_data(data: Any, base: Path, source: str = "scenario") -> Scena
         expect=spec.expect,
         catalog=catalog,
         spec=spec,
+        manifest_notes=manifest_notes,
     )
+
+
+def _with_manifests(
+    spec: ScenarioSpec,
+    base: Path,
+    policy: Policy,
+    changes: list[tuple[float, Policy]],
+    workloads: list[Workload],
+    source: str,
+) -> tuple[list[Workload], list[str]]:
+    """``workloads`` and the workloads of ``spec.manifests`` (whose names must differ from
+    theirs and may be named by PodDisruptionBudgets), and the manifests' notes."""
+    from fleetshare.scenario.manifests import ManifestsError, manifest_workloads
+
+    later = [p for _, p in changes]
+    try:
+        more, notes = manifest_workloads(
+            spec, base, lambda q: _team_of(q, [policy, *later]), policy.priority_of
+        )
+    except ManifestsError as exc:
+        raise ScenarioError(f"{source}: {exc}") from None
+    names = {w.name for w in workloads}
+    for w in more:
+        if w.name in names:
+            raise ScenarioError(
+                f"{source}: manifests: workload {w.name!r} is also in workloads; names must "
+                "be unique"
+            )
+    named = names | {w.name for w in more}
+    for pdb in spec.pdbs:
+        unknown = sorted(set(pdb.workloads) - named)
+        if unknown:
+            raise ScenarioError(f"{source}: pdb {pdb.name} names unknown workloads {unknown}")
+    return [*workloads, *more], notes
 
 
 def _next_index(nodes: list[Node], spec: NodeSpec) -> int:

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from fleetshare.governance.snapshot import Snapshot
@@ -79,6 +80,8 @@ def to_json(result: RunResult) -> dict[str, Any]:
         "warnings": result.warnings,
         "policy_notes": list(result.scenario.policy.notes),
     }
+    if result.scenario.manifest_notes:
+        out["manifest_notes"] = list(result.scenario.manifest_notes)
     if result.autoscaler is not None:
         out.update(autoscaling_summary(result))
     return out
@@ -168,6 +171,8 @@ def print_text(result: RunResult, console: Console) -> None:
     console.print(f"[bold]{scenario.name}[/]  {scenario.description}".rstrip())
     for note in scenario.policy.notes:
         console.print(f"[dim]policy note: {note}[/]")
+    for note in scenario.manifest_notes:
+        console.print(f"[dim]manifest note: {escape(note)}[/]")
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
     for event in result.events:

@@ -177,6 +177,35 @@ class WorkloadSpec(_Strict):
         return self
 
 
+class ManifestDefaultsSpec(_Strict):
+    """For manifests that do not say: the queue (a team, ``namespace/name`` of a LocalQueue,
+    or a LocalQueue name only one team has), the run time in seconds, the submit time."""
+
+    queue: str | None = Field(default=None, min_length=1)
+    duration: float | None = Field(default=None, gt=0)
+    submit_at: float = Field(default=0, ge=0, validation_alias=AliasChoices("submit_at", "at"))
+
+
+class ManifestEntrySpec(_Strict):
+    """A ``manifests:`` entry with settings: a ``file`` (relative to the scenario, one or many
+    YAML documents) or a ``manifest`` (an object, or YAML text), and defaults for its objects
+    that override ``manifest_defaults`` (an object's own label or annotation wins over both)."""
+
+    file: str | None = Field(default=None, min_length=1)
+    manifest: dict[str, Any] | str | None = None
+    queue: str | None = Field(default=None, min_length=1)
+    duration: float | None = Field(default=None, gt=0)
+    submit_at: float | None = Field(
+        default=None, ge=0, validation_alias=AliasChoices("submit_at", "at")
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ManifestEntrySpec:
+        if (self.file is None) == (self.manifest is None):
+            raise ValueError("give exactly one of file, manifest")
+        return self
+
+
 class PolicyChange(_Strict):
     """At ``at``, replace the policy (fleetshare's format): quotas, limits, settings."""
 
@@ -197,6 +226,13 @@ class ScenarioSpec(_Strict):
     policy_overrides: dict[str, Any] = Field(default_factory=dict)
     policy_changes: list[PolicyChange] = Field(default_factory=list)
     workloads: list[WorkloadSpec] = Field(default_factory=list)
+    manifests: list[str | dict[str, Any]] = Field(
+        default_factory=list,
+        description="Kubernetes workload manifests (Job, PyTorchJob, JobSet, RayCluster, "
+        "RayJob, Pod groups): inline objects, file names relative to the scenario, YAML text, "
+        "or {file|manifest, queue, duration, submit_at}",
+    )
+    manifest_defaults: ManifestDefaultsSpec = Field(default_factory=ManifestDefaultsSpec)
     node_pools: list[NodePool] = Field(
         default_factory=list, description="with pools, the autoscaler launches and removes nodes"
     )
@@ -230,7 +266,7 @@ class ScenarioSpec(_Strict):
         if dupes:
             raise ValueError(f"pdb names must be unique; repeated: {', '.join(dupes)}")
         named = set(names)
-        for pdb in self.pdbs:
+        for pdb in self.pdbs if not self.manifests else ():  # with manifests: at load time
             unknown = sorted(set(pdb.workloads) - named)
             if unknown:
                 raise ValueError(f"pdb {pdb.name} names unknown workloads {unknown}")

@@ -1,0 +1,113 @@
+"""Kubernetes workload manifests as workloads: pure reading, dict in, model objects out.
+
+A Kueue user's jobs are Kubernetes objects. :func:`parse_manifests` turns them into
+:class:`ManifestWorkload` s (name, namespace, kind, queue, priority class, pod sets, duration,
+submit time, order, labels, notes), which the scenario loader resolves against a policy and the
+Kubernetes operator can reuse. Nothing here reads a file, a clock or a cluster.
+
+**Kinds** (:mod:`.kinds` counts their pods as Kueue does): ``batch/v1`` Job,
+``kubeflow.org/v1`` PyTorchJob, ``jobset.x-k8s.io/v1alpha2`` JobSet, ``ray.io/v1`` RayCluster
+and RayJob, ``v1`` Pod (one pod, or a pod group: pods sharing the label
+``kueue.x-k8s.io/pod-group-name`` with ``kueue.x-k8s.io/pod-group-total-count`` pods in all),
+and ``v1`` List of those. Any other kind is an error naming the document, kind and name and
+why (:data:`.kinds.UNSUPPORTED`); nothing is dropped silently.
+
+**Fields read** (each checked; an error names the document, object and field path):
+
+- ``metadata``: ``name`` (or ``generateName``: the first free ``prefix1``, ``prefix2``, ...),
+  ``namespace`` (default ``default``), ``labels`` (all carried to the workload, values must be
+  strings), ``annotations`` (values must be strings);
+- labels ``kueue.x-k8s.io/queue-name`` (a LocalQueue in the object's namespace: the queue is
+  ``namespace/name``) or ``fleetshare.io/team`` (a team or queue, as a scenario's ``team:``),
+  not both; ``kueue.x-k8s.io/priority-class`` (a WorkloadPriorityClass: the label names the
+  class) or its synonym ``fleetshare.io/priority-class``, else the first pod template's
+  ``priorityClassName`` (Kueue's order);
+- annotations ``fleetshare.io/duration`` (run time) and ``fleetshare.io/submit-at`` (offset
+  from the start), seconds (``"5400"``) or Go durations (``"1h30m"``); another
+  ``fleetshare.io/`` annotation is an error (a misspelling must not pass unseen), and so are
+  the queue-name and priority-class keys given as annotations (Kueue reads them as labels);
+- the kinds' counts: Job ``parallelism``, ``completions``; PyTorchJob ``pytorchReplicaSpecs``
+  (``Master``, ``Worker``) ``replicas``; JobSet ``replicatedJobs[].name``, ``replicas``; Ray
+  ``headGroupSpec``, ``workerGroupSpecs[].groupName``, ``replicas``, ``minReplicas``,
+  ``maxReplicas``, ``numOfHosts``, ``suspend`` (true is refused); RayJob ``rayClusterSpec``,
+  ``submissionMode``;
+- pod templates (:mod:`.pods`): ``containers[]`` and ``initContainers[]`` ``resources``
+  (``requests``, ``limits``), init containers' ``restartPolicy`` (``Always``: a sidecar),
+  ``overhead``, pod-level ``resources``, ``nodeSelector``, ``tolerations`` (``key``,
+  ``operator``, ``value``, ``effect``, ``tolerationSeconds`` checked only), required node
+  affinity (``nodeSelectorTerms[].matchExpressions``; ``matchFields`` is refused),
+  ``priorityClassName``.
+
+**Noted** (the run's ``manifest_notes``: present, relevant to scheduling, not modelled):
+Kueue labels and annotations other than the above (``kueue.x-k8s.io/job-min-parallelism``:
+partial admission is out of scope, the job is admitted whole; topology requests; ...), in
+the object's or a pod template's metadata; ``activeDeadlineSeconds`` (Job, JobSet's jobs,
+PyTorchJob ``runPolicy``, RayJob); PyTorchJob ``elasticPolicy`` and
+``runPolicy.schedulingPolicy``; Ray ``enableInTreeAutoscaling``; a RayJob's submitter pod
+(``submissionMode: K8sJobMode``, the default: not counted, only the Ray cluster's pods are);
+pod ``topologySpreadConstraints``, ``resourceClaims`` and containers' ``resources.claims``
+(DRA), ``nodeName``, ``podAffinity`` / ``podAntiAffinity``, preferred node affinity,
+``runtimeClassName`` without ``overhead``.
+
+**Recognised and ignored as irrelevant to admission** (no note): ``status``; metadata other
+than the above (``uid``, ``resourceVersion``, ``ownerReferences``, ``finalizers``, ...);
+Job ``suspend`` (Kueue sets it), ``ttlSecondsAfterFinished``, ``backoffLimit``,
+``backoffLimitPerIndex``, ``maxFailedIndexes``, ``podFailurePolicy``, ``successPolicy``,
+``completionMode``, ``selector``, ``manualSelector``, ``podReplacementPolicy``,
+``managedBy``; PyTorchJob replicas' ``restartPolicy``, ``runPolicy`` ``suspend``,
+``cleanPodPolicy``, ``ttlSecondsAfterFinished``, ``backoffLimit``, and ``nprocPerNode``;
+JobSet ``network``, ``successPolicy``, ``failurePolicy``, ``startupPolicy``, ``suspend``,
+``ttlSecondsAfterFinished``, ``coordinator``, ``managedBy`` and replicated jobs' ``dependsOn``
+(Kueue admits the whole JobSet at once); Ray ``rayVersion``, ``rayStartParams``,
+``serviceType``, ``headService``, ``autoscalerOptions``, ``scaleStrategy``,
+``idleTimeoutSeconds``; RayJob ``entrypoint``, ``runtimeEnvYAML``, ``jobId``,
+``shutdownAfterJobFinishes``, ``ttlSecondsAfterFinished``, ``suspend``; pod ``restartPolicy``,
+``volumes``, ``serviceAccountName``, ``securityContext``, ``dnsPolicy``, ``hostname``,
+``subdomain``, ``schedulingGates`` (Kueue's own gate), ``preemptionPolicy`` (Kueue's
+preemption does not read it), ``terminationGracePeriodSeconds``; containers' ``image``,
+``command``, ``args``, ``env``, ``ports``, ``volumeMounts``, probes, ``lifecycle``,
+``securityContext``. Other fields are not looked at: Kubernetes objects carry many.
+
+**Defaults** (:class:`Defaults`, per document): the queue of an object without a queue label
+(else ``queue`` is None: Kueue leaves such objects alone, and the scenario loader refuses
+them), its duration (else None: it runs until the scenario ends) and its submit time (else 0).
+"""
+
+from fleetshare.manifests.durations import parse_duration
+from fleetshare.manifests.kinds import KINDS, UNSUPPORTED
+from fleetshare.manifests.parse import (
+    DURATION_ANNOTATION,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    SUBMIT_ANNOTATION,
+    TEAM_LABEL,
+    Defaults,
+    Document,
+    ManifestWorkload,
+    documents,
+    parse_manifest,
+    parse_manifests,
+    parse_text,
+)
+from fleetshare.manifests.pods import effective_requests
+from fleetshare.manifests.values import ManifestError
+
+__all__ = [
+    "DURATION_ANNOTATION",
+    "KINDS",
+    "PRIORITY_LABEL",
+    "QUEUE_LABEL",
+    "SUBMIT_ANNOTATION",
+    "TEAM_LABEL",
+    "UNSUPPORTED",
+    "Defaults",
+    "Document",
+    "ManifestError",
+    "ManifestWorkload",
+    "documents",
+    "effective_requests",
+    "parse_duration",
+    "parse_manifest",
+    "parse_manifests",
+    "parse_text",
+]
