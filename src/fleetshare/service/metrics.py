@@ -73,7 +73,8 @@ class ServiceMetrics:
     """The service's metrics on a registry of their own."""
 
     def __init__(self, plane: ControlPlane) -> None:
-        disable_created_metrics()  # Kueue's metrics have no *_created series either
+        # Kueue's metrics have no *_created series either
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry()
         r = self.registry
         self.admitted = Counter(
