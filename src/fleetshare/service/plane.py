@@ -568,7 +568,7 @@ class ControlPlane:
                 conn.execute(
                     w.update()
                     .where(w.c.name == name)
-                    .values(state="cancelled", finished_at=at, assignment=None)
+                    .values(state="cancelled", finished_at=at)
                 )
                 self._event(conn, at, "cancel", name, row.team, {"by": principal.actor})
             self._post("cancel", name)
