@@ -96,7 +96,8 @@ def test_kill_9_under_load_loses_nothing(tmp_path: Path) -> None:
             stderr=subprocess.DEVNULL,
         )
         try:
-            wait_for(lambda: acks.exists() and acks.read_text().count("submit") > 20 * (round_ + 1))
+            enough = 20 * (round_ + 1)
+            wait_for(lambda n=enough: acks.exists() and acks.read_text().count("submit") > n)
             time.sleep(1.0)
             server.kill()  # SIGKILL mid-load
             time.sleep(0.3)
