@@ -566,9 +566,7 @@ class ControlPlane:
                     raise Conflict(f"workload {name!r} is {row.state} already")
                 at = self.unix(self.clock.now())
                 conn.execute(
-                    w.update()
-                    .where(w.c.name == name)
-                    .values(state="cancelled", finished_at=at)
+                    w.update().where(w.c.name == name).values(state="cancelled", finished_at=at)
                 )
                 self._event(conn, at, "cancel", name, row.team, {"by": principal.actor})
             self._post("cancel", name)
