@@ -3,6 +3,7 @@ from the store, and the config."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +201,38 @@ def test_default_config_and_configs_without_workloads(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(with_work))
     with pytest.raises(ScenarioError, match="submit workloads through the API"):
         ControlPlane(load_config(path), Store(f"sqlite:///{tmp_path / 'x.db'}"))
+
+
+AUTOSCALED: dict[str, Any] = {
+    "name": "autoscaled",
+    "cluster": {"nodes": []},
+    "policy": {"teams": [{"name": "research", "quota": [{"resources": {"nvidia.com/gpu": 8}}]}]},
+    "node_pools": [{"name": "gpu", "families": ["g5"], "capacity_types": ["on-demand"]}],
+    "cloud": {"seed": 1, "launch_latency_seconds": 0.3},
+    "autoscaler": {"batch_idle_seconds": 0, "batch_max_seconds": 0},
+}
+
+
+def test_node_pools_launch_nodes_live(tmp_path: Path) -> None:
+    """With node pools, the autoscaler launches a node on the simulated cloud; it joins after
+    its launch latency (wall clock) and the work is admitted on it."""
+    plane = plane_for(tmp_path, AUTOSCALED)
+    metrics = ServiceMetrics(plane)
+    plane.start()
+    try:
+        submit(plane, "train", "research")
+        deadline = time.monotonic() + 15
+        while "train" not in plane.view.running and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert "train" in plane.view.running
+    finally:
+        plane.stop()
+    node = plane.view.running["train"].assignment.placement[0][0][0]
+    info = plane.view.node_info[node]
+    assert info.source == "autoscaler" and info.pool == "gpu" and info.price_per_hour
+    found = samples(metrics)
+    labels = {"capacity_type": "on-demand", "source": "autoscaler"}
+    itype = next(n.instance_type for n in plane.view.nodes if n.name == node)
+    assert itype is not None
+    cost = value(found, "fleetshare_nodes_hourly_cost_dollars", instance_type=itype, **labels)
+    assert cost == pytest.approx(info.price_per_hour)
