@@ -394,6 +394,389 @@ def simulate(
         err.print(f"report: {paths[0]} ({len(paths) - 1} more files)", highlight=False)
 
 
+# -- the service ---------------------------------------------------------------------------------
+
+token_app = typer.Typer(
+    help="API tokens of a fleetshare service (works on its store directly).", no_args_is_help=True
+)
+app.add_typer(token_app, name="token")
+team_app = typer.Typer(help="Teams of a fleetshare service (over HTTP).", no_args_is_help=True)
+app.add_typer(team_app, name="team")
+job_app = typer.Typer(help="Workloads of a fleetshare service (over HTTP).", no_args_is_help=True)
+app.add_typer(job_app, name="job")
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help="database URL (default $FLEETSHARE_DB, else sqlite:///$XDG_DATA_HOME/fleetshare/"
+        "fleetshare.db)",
+    ),
+]
+ServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--server", envvar="FLEETSHARE_SERVER", help="service URL [default: http://127.0.0.1:8080]"
+    ),
+]
+TokenOption = Annotated[
+    str | None, typer.Option("--token", envvar="FLEETSHARE_TOKEN", help="API bearer token")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="print JSON")]
+
+
+@app.command("serve")
+def serve(
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="cluster config: a scenario file without workloads (default: a bundled "
+            "four-node cluster with two teams)",
+        ),
+    ] = None,
+    db: DbOption = None,
+    host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="port to listen on")] = 8080,
+    log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
+) -> None:
+    """Run the control plane: the control loop on the wall clock over an embedded cluster,
+    its state in a database, and the REST API (OpenAPI at /openapi.json) and /metrics."""
+    import uvicorn
+
+    from fleetshare.service.api import create_app
+    from fleetshare.service.config import load_config
+    from fleetshare.service.plane import ControlPlane
+    from fleetshare.service.store import Store
+
+    try:
+        plane = ControlPlane(load_config(config), Store(db))
+    except ScenarioError as exc:
+        _fail(str(exc))
+    Console(stderr=True).print(
+        f"fleetshare serving on http://{host}:{port} (store {plane.store.url})", highlight=False
+    )
+    uvicorn.run(create_app(plane), host=host, port=port, log_level=log_level)
+
+
+@token_app.command("create")
+def token_create(
+    scope: Annotated[str, typer.Option("--scope", help="admin, viewer or team:NAME")],
+    name: Annotated[str, typer.Option("--name", help="a note: whose token this is")] = "",
+    db: DbOption = None,
+) -> None:
+    """Create a token; it is printed once (the store keeps only its SHA-256 hash)."""
+    from fleetshare.service.auth import ScopeError, create_token
+    from fleetshare.service.store import Store
+
+    store = Store(db)
+    store.create()
+    try:
+        token_id, token = create_token(store, scope, name)
+    except ScopeError as exc:
+        _fail(str(exc))
+    Console(stderr=True).print(f"token {token_id} ({scope}); keep it, it is not shown again:")
+    print(token)
+
+
+@token_app.command("list")
+def token_list(db: DbOption = None, as_json: JsonOption = False) -> None:
+    """List tokens (ids, scopes, names; never the tokens)."""
+    from fleetshare.service.auth import list_tokens
+    from fleetshare.service.store import Store
+
+    store = Store(db)
+    store.create()
+    tokens = list_tokens(store)
+    if as_json:
+        print(json.dumps(tokens, indent=2))
+        return
+    table = Table()
+    for column in ("id", "scope", "name", "created", "revoked"):
+        table.add_column(column)
+    for t in tokens:
+        table.add_row(
+            str(t["id"]),
+            t["scope"],
+            t["name"],
+            _when(t["created_at"]),
+            _when(t["revoked_at"]) if t["revoked_at"] else "",
+        )
+    Console().print(table)
+
+
+@token_app.command("revoke")
+def token_revoke(
+    token_id: Annotated[int, typer.Argument(metavar="ID", help="the token's id")],
+    db: DbOption = None,
+) -> None:
+    """Revoke a token (requests with it get 401 from then on)."""
+    from fleetshare.service.auth import revoke_token
+    from fleetshare.service.store import Store
+
+    store = Store(db)
+    store.create()
+    if not revoke_token(store, token_id):
+        _fail(f"no active token {token_id}", 1)
+    Console(stderr=True).print(f"token {token_id} revoked")
+
+
+def _when(unix: float | None) -> str:
+    from datetime import UTC, datetime
+
+    if unix is None:
+        return ""
+    return datetime.fromtimestamp(unix, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _client(server: str | None, token: str | None) -> Any:
+    from fleetshare.service.client import Client
+
+    return Client(server, token)
+
+
+def _call(server: str | None, token: str | None, what: Any) -> Any:
+    """Run ``what(client)``; a failed request prints one line and exits 1."""
+    from fleetshare.service.client import ClientError
+
+    client = _client(server, token)
+    try:
+        return what(client)
+    except ClientError as exc:
+        _fail(str(exc), 1)
+    finally:
+        client.close()
+
+
+def _amounts(vector: dict[str, Any]) -> str:
+    return ", ".join(
+        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in vector.items()
+    )
+
+
+@team_app.command("list")
+def team_list(
+    server: ServerOption = None, token: TokenOption = None, as_json: JsonOption = False
+) -> None:
+    """Teams with quota, usage and borrowing per resource."""
+    teams = _call(server, token, lambda c: c.teams())
+    if as_json:
+        print(json.dumps(teams, indent=2))
+        return
+    table = Table()
+    for column in ("team", "cohort", "quota", "used", "borrowed", "pending", "admitted"):
+        table.add_column(column)
+    for t in teams:
+        table.add_row(
+            t["name"],
+            t["cohort"] or "",
+            _amounts(t["quota"]),
+            _amounts(t["used"]),
+            _amounts(t["borrowed"]),
+            str(t["pending"]),
+            str(t["admitted"]),
+        )
+    Console().print(table)
+
+
+@team_app.command("show")
+def team_show(
+    name: Annotated[str, typer.Argument(help="team name")],
+    server: ServerOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """One team, per flavor."""
+    team = _call(server, token, lambda c: c.team(name))
+    if as_json:
+        print(json.dumps(team, indent=2))
+        return
+    console = Console()
+    console.print(
+        f"[bold]{team['name']}[/] (cohort {team['cohort'] or '-'}): {team['pending']} pending, "
+        f"{team['admitted']} admitted"
+    )
+    table = Table()
+    for column in ("flavor", "quota", "used", "borrowed"):
+        table.add_column(column)
+    for flavor, kinds in team["by_flavor"].items():
+        table.add_row(flavor, *(_amounts(kinds.get(k, {})) for k in ("quota", "used", "borrowed")))
+    console.print(table)
+
+
+@job_app.command("submit")
+def job_submit(
+    path: Annotated[
+        Path, typer.Argument(metavar="FILE", help="workload spec(s): YAML or JSON, read here")
+    ],
+    server: ServerOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Submit workloads from FILE: one spec, a list of specs, or {workloads: [...]}."""
+    try:
+        data = load_yaml(path)
+    except InputError as exc:
+        _fail(str(exc))
+    if isinstance(data, dict) and isinstance(data.get("workloads"), list):
+        data = data["workloads"]
+    specs = data if isinstance(data, list) else [data]
+    if not specs or not all(isinstance(s, dict) for s in specs):
+        _fail(f"{path}: give a workload spec (a mapping) or a list of them")
+    submitted = _call(server, token, lambda c: [c.submit(spec) for spec in specs])
+    if as_json:
+        print(json.dumps(submitted if len(submitted) > 1 else submitted[0], indent=2))
+        return
+    for wl in submitted:
+        Console().print(f"submitted {wl['name']} (team {wl['team']})", highlight=False)
+
+
+@job_app.command("list")
+def job_list(
+    team: Annotated[str | None, typer.Option(help="only this team's")] = None,
+    state: Annotated[
+        str | None, typer.Option(help="pending, admitted, finished or cancelled")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="at most this many")] = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Workloads in submit order."""
+    items = _call(server, token, lambda c: c.workloads(team, state, limit))
+    if as_json:
+        print(json.dumps(items, indent=2))
+        return
+    table = Table()
+    for column in ("workload", "team", "state", "pods", "submitted", "admitted", "nodes", "why"):
+        table.add_column(column)
+    for w in items:
+        why = w["pending_reason"] or ""
+        if w["queue_position"]:
+            why = f"#{w['queue_position']}: {why}"
+        table.add_row(
+            w["name"],
+            w["team"],
+            w["state"],
+            str(w["pods"]),
+            (w["submitted_at"] or "")[:19],
+            (w["admitted_at"] or "")[:19],
+            ", ".join(w["nodes"]),
+            why,
+        )
+    Console().print(table)
+
+
+@job_app.command("cancel")
+def job_cancel(
+    name: Annotated[str, typer.Argument(help="workload name")],
+    server: ServerOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Cancel a pending or admitted workload."""
+    out = _call(server, token, lambda c: c.cancel(name))
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return
+    Console().print(f"cancelled {out['name']}", highlight=False)
+
+
+@job_app.command("explain")
+def job_explain(
+    name: Annotated[str, typer.Argument(help="workload name")],
+    server: ServerOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Why a workload waits (with numbers) and its place in its team's queue."""
+    out = _call(server, token, lambda c: c.explain(name))
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return
+    console = Console()
+    line = f"[bold]{out['name']}[/] (team {out['team']}): {out['state']}"
+    if out["queue_position"]:
+        line += f", #{out['queue_position']} in its team's queue"
+    console.print(line, highlight=False)
+    if out["reason"]:
+        console.print(f"  {out['reason']}", highlight=False)
+    if out["nodes"]:
+        console.print(f"  on {', '.join(out['nodes'])} ({', '.join(out['flavors'])})")
+
+
+@app.command("nodes")
+def nodes_command(
+    server: ServerOption = None, token: TokenOption = None, as_json: JsonOption = False
+) -> None:
+    """A fleetshare service's nodes (over HTTP)."""
+    items = _call(server, token, lambda c: c.nodes())
+    if as_json:
+        print(json.dumps(items, indent=2))
+        return
+    table = Table()
+    for column in ("node", "instance type", "zone", "capacity", "source", "ready", "$/h", "work"):
+        table.add_column(column)
+    for n in items:
+        price = n["price_per_hour"]
+        table.add_row(
+            n["name"],
+            n["instance_type"] or "",
+            n["zone"] or "",
+            n["capacity_type"],
+            n["source"] + (f" ({n['pool']})" if n["pool"] else ""),
+            "yes" if n["schedulable"] else ("cordoned" if n["ready"] else "no"),
+            "" if price is None else f"{price:.3f}",
+            ", ".join(n["workloads"]),
+        )
+    Console().print(table)
+
+
+@app.command("events")
+def events_command(
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="keep printing new events")
+    ] = False,
+    after: Annotated[int, typer.Option(min=0, help="start after this event id")] = 0,
+    interval: Annotated[float, typer.Option(min=0.1, help="seconds between polls")] = 1.0,
+    server: ServerOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A fleetshare service's event log (over HTTP); --follow polls for new events."""
+    import time
+
+    from fleetshare.service.client import ClientError
+
+    console = Console()
+    client = _client(server, token)
+    try:
+        while True:
+            page = client.events(after=after)
+            for event in page["items"]:
+                after = event["id"]
+                if as_json:
+                    print(json.dumps(event), flush=True)
+                else:
+                    details = " ".join(f"{k}={v}" for k, v in event["details"].items())
+                    who = event["workload"] or ""
+                    console.print(
+                        f"{event['id']:>6} {event['at'][:19]} {event['kind']:<9} {who} {details}",
+                        highlight=False,
+                    )
+            if page["next_after"] is not None:
+                continue
+            if not follow:
+                return
+            time.sleep(interval)
+    except ClientError as exc:
+        _fail(str(exc), 1)
+    except KeyboardInterrupt:
+        return
+    finally:
+        client.close()
+
+
 def _trace_options(items: list[str]) -> dict[str, object]:
     out: dict[str, object] = {}
     for item in items:

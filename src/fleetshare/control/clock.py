@@ -34,10 +34,12 @@ class VirtualClock:
 
 
 class WallClock:
-    """Real seconds since the clock was made (for ``fleetshare serve`` and the operator)."""
+    """Real seconds since the clock was made, plus ``start`` (for ``fleetshare serve`` and the
+    operator: a service restarted on its store starts at the time its epoch gives, so times
+    it stored before go on counting)."""
 
-    def __init__(self) -> None:
-        self._start = time.monotonic()
+    def __init__(self, start: float = 0.0) -> None:
+        self._origin = time.monotonic() - start
 
     def now(self) -> float:
-        return time.monotonic() - self._start
+        return time.monotonic() - self._origin

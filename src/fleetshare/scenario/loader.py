@@ -29,6 +29,7 @@ from fleetshare.scenario.schema import (
     NodeSpec,
     ScenarioSpec,
     TolerationSpec,
+    WorkloadSpec,
 )
 
 
@@ -165,52 +166,61 @@ def build_workloads(
     """Workloads with priorities resolved against the policy's priority classes and, with
     ``resolve_teams``, teams from a team or local queue name (in ``policy`` or a ``later``
     one; unknown ones are rejected)."""
-    out = []
-    for i, w in enumerate(spec.workloads):
-        try:
-            priority = policy.priority_of(w.priority)
-        except KeyError as exc:
-            raise ScenarioError(f"workloads[{i}]({w.name}).priority: {exc.args[0]}") from None
-        try:
-            team = _team_of(w.team, [policy, *(later or [])]) if resolve_teams else w.team
-        except KeyError as exc:
-            raise ScenarioError(f"workloads[{i}]({w.name}).team: {exc.args[0]}") from None
-        if w.podsets:
-            podsets = tuple(
-                PodSet(
-                    ps.name,
-                    ps.count,
-                    parse_resources(ps.requests),
-                    dict(ps.node_selector),
-                    _tolerations(ps.tolerations),
-                    _affinity(ps.node_affinity),
-                )
-                for ps in w.podsets
+    return [
+        build_workload(w, policy, f"workloads[{i}]({w.name})", later, resolve_teams)
+        for i, w in enumerate(spec.workloads)
+    ]
+
+
+def build_workload(
+    w: WorkloadSpec,
+    policy: Policy,
+    where: str,
+    later: list[Policy] | None = None,
+    resolve_teams: bool = True,
+) -> Workload:
+    """One workload (see :func:`build_workloads`); errors name ``where``."""
+    try:
+        priority = policy.priority_of(w.priority)
+    except KeyError as exc:
+        raise ScenarioError(f"{where}.priority: {exc.args[0]}") from None
+    try:
+        team = _team_of(w.team, [policy, *(later or [])]) if resolve_teams else w.team
+    except KeyError as exc:
+        raise ScenarioError(f"{where}.team: {exc.args[0]}") from None
+    if w.podsets:
+        podsets = tuple(
+            PodSet(
+                ps.name,
+                ps.count,
+                parse_resources(ps.requests),
+                dict(ps.node_selector),
+                _tolerations(ps.tolerations),
+                _affinity(ps.node_affinity),
             )
-        else:
-            podsets = (
-                PodSet(
-                    "main",
-                    w.pods,
-                    parse_resources(w.requests),
-                    dict(w.node_selector),
-                    _tolerations(w.tolerations),
-                    _affinity(w.node_affinity),
-                ),
-            )
-        out.append(
-            Workload(
-                name=w.name,
-                team=team,
-                podsets=podsets,
-                submit_time=w.submit_at,
-                priority=priority,
-                priority_class=w.priority,
-                duration=w.duration,
-                labels=dict(w.labels),
-            )
+            for ps in w.podsets
         )
-    return out
+    else:
+        podsets = (
+            PodSet(
+                "main",
+                w.pods,
+                parse_resources(w.requests),
+                dict(w.node_selector),
+                _tolerations(w.tolerations),
+                _affinity(w.node_affinity),
+            ),
+        )
+    return Workload(
+        name=w.name,
+        team=team,
+        podsets=podsets,
+        submit_time=w.submit_at,
+        priority=priority,
+        priority_class=w.priority,
+        duration=w.duration,
+        labels=dict(w.labels),
+    )
 
 
 def load_scenario_data(data: Any, base: Path, source: str = "scenario") -> Scenario:

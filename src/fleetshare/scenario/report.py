@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from fleetshare.governance.snapshot import Snapshot
+from fleetshare.governance.admission import Engine
+from fleetshare.governance.snapshot import Running, Snapshot
 from fleetshare.governance.state import CycleState
+from fleetshare.model.node import Node
 from fleetshare.model.quantity import format_quantity, to_number
 from fleetshare.scenario.runner import RunResult
 
@@ -21,14 +24,22 @@ def _numbers(vector: dict[str, int]) -> dict[str, int | float]:
 
 def team_summary(result: RunResult) -> dict[str, Any]:
     """Per team at the end of the run: quota, used and borrowed, in total and per flavor."""
-    snapshot = Snapshot(
-        result.end_time, list(result.nodes.values()), list(result.running.values()), []
+    return team_usage(
+        result.engine, list(result.nodes.values()), list(result.running.values()), result.end_time
     )
-    state = CycleState(result.engine.model, result.engine.policy.cluster, snapshot)
+
+
+def team_usage(
+    engine: Engine, nodes: Sequence[Node], running: Sequence[Running], now: float
+) -> dict[str, Any]:
+    """Per team: quota, used and borrowed, in total and per flavor (numbers in base units),
+    from the quota tree of ``engine``'s policy over ``running`` on ``nodes``."""
+    snapshot = Snapshot(now, list(nodes), list(running), [])
+    state = CycleState(engine.model, engine.policy.cluster, snapshot)
     tree = state.tree
     out: dict[str, Any] = {}
-    frs = sorted(result.engine.model.governed)
-    for team in result.engine.model.teams:
+    frs = sorted(engine.model.governed)
+    for team in engine.model.teams:
         totals: dict[str, dict[str, int]] = {"quota": {}, "used": {}, "borrowed": {}}
         by_flavor: dict[str, dict[str, dict[str, int]]] = {}
         for fr in frs:

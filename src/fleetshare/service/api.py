@@ -1,0 +1,502 @@
+"""The REST API (FastAPI; the OpenAPI spec is at ``/openapi.json``).
+
+Every ``/api/v1`` endpoint and ``/metrics`` needs ``Authorization: Bearer TOKEN``: 401 without
+a valid token, 403 when its scope does not allow the operation. A team token sees only its
+own team: lists are filtered, and another team's workload or team is answered 404 exactly as
+one that does not exist. Policies and workloads arrive in the request body; nothing in a
+request names a file the server would read or write.
+"""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, Field
+from sqlalchemy import Row, select
+
+from fleetshare.governance.quota import compile_policy
+from fleetshare.inputs import InputError, parse_yaml
+from fleetshare.model.quantity import to_number
+from fleetshare.policy.schema import Policy, PolicyError, load_policy
+from fleetshare.scenario.report import team_usage
+from fleetshare.scenario.schema import WorkloadSpec
+from fleetshare.service import store as tables
+from fleetshare.service.auth import Principal, authenticate
+from fleetshare.service.limits import BodyLimits
+from fleetshare.service.metrics import CONTENT_TYPE, ServiceMetrics
+from fleetshare.service.plane import ControlPlane, Forbidden, Invalid, NotFound, ServiceError, View
+
+MAX_PAGE = 1000
+NAME = Annotated[str, Field(min_length=1, max_length=253)]
+
+
+# -- response and request models ---------------------------------------------------------------
+
+
+class WorkloadOut(BaseModel):
+    id: int
+    name: str
+    team: str
+    state: Literal["pending", "admitted", "finished", "cancelled"]
+    priority_class: str | None
+    priority: int
+    pods: int
+    spec: dict[str, Any]
+    submitted_at: str
+    admitted_at: str | None
+    finished_at: str | None
+    flavors: list[str]
+    nodes: list[str]
+    borrowed: dict[str, float]
+    preemptions: int
+    pending_reason: str | None
+    queue_position: int | None
+
+
+class WorkloadPage(BaseModel):
+    items: list[WorkloadOut]
+    next_after: int | None = Field(description="pass as ?after= for the next page; null: done")
+
+
+class Explanation(BaseModel):
+    name: str
+    team: str
+    state: str
+    reason: str | None = Field(description="why it waits, with numbers (pending only)")
+    queue_position: int | None = Field(description="1 = next in its team's queue")
+    flavors: list[str]
+    nodes: list[str]
+
+
+class TeamOut(BaseModel):
+    name: str
+    cohort: str | None
+    quota: dict[str, float]
+    used: dict[str, float]
+    borrowed: dict[str, float]
+    by_flavor: dict[str, dict[str, dict[str, float]]]
+    pending: int
+    admitted: int
+
+
+class NodeOut(BaseModel):
+    name: str
+    instance_type: str | None
+    zone: str | None
+    capacity_type: str
+    source: str
+    pool: str | None
+    allocatable: dict[str, float]
+    ready: bool
+    schedulable: bool
+    price_per_hour: float | None
+    workloads: list[str]
+
+
+class EventOut(BaseModel):
+    id: int
+    at: str
+    kind: str
+    workload: str | None
+    team: str | None
+    details: dict[str, Any]
+
+
+class EventPage(BaseModel):
+    items: list[EventOut]
+    next_after: int | None
+
+
+class PolicyIn(BaseModel):
+    """A policy: fleetshare's format (an object, or YAML text), Kueue YAML (text or a list of
+    objects) or HyperPod JSON (text, an object or a list)."""
+
+    model_config = {"extra": "forbid"}
+    format: Literal["fleetshare", "kueue", "hyperpod"] = "fleetshare"
+    policy: dict[str, Any] | list[Any] | str
+    borrow_limit_reading: Literal["quota", "idle"] = Field(
+        default="quota", description="HyperPod BorrowLimit as a percent of quota or of idle"
+    )
+
+
+class PolicyOut(BaseModel):
+    version: int
+    created_at: str
+    source_format: str
+    author: str
+    policy: dict[str, Any]
+    notes: list[str]
+
+
+class Health(BaseModel):
+    ok: bool
+    loop: str
+
+
+# -- the app -----------------------------------------------------------------------------------
+
+
+def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
+    """The API over ``plane``; with ``start_loop`` the loop thread runs while the app does."""
+    store = plane.store
+    metrics = ServiceMetrics(plane)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if start_loop:
+            plane.start()
+        try:
+            yield
+        finally:
+            plane.stop()
+
+    app = FastAPI(
+        title="fleetshare",
+        version="1",
+        summary="Fair sharing of accelerator clusters: quotas, borrowing, preemption.",
+        lifespan=lifespan,
+    )
+    app.add_middleware(BodyLimits)
+    bearer = HTTPBearer(auto_error=False, description="a token from `fleetshare token create`")
+
+    def principal(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    ) -> Principal:
+        header = f"Bearer {credentials.credentials}" if credentials is not None else None
+        found = authenticate(store, header)
+        if found is None:
+            raise _Unauthorized()
+        return found
+
+    Who = Annotated[Principal, Depends(principal)]
+
+    def reader_of_policy(who: Who) -> Principal:
+        if who.team is not None:
+            raise Forbidden("team tokens cannot read the policy; ask for /api/v1/teams/{team}")
+        return who
+
+    @app.exception_handler(ServiceError)
+    async def _service_error(_: Request, exc: ServiceError) -> JSONResponse:
+        return JSONResponse({"detail": exc.message}, status_code=exc.status)
+
+    @app.exception_handler(_Unauthorized)
+    async def _unauthorized(_: Request, exc: _Unauthorized) -> JSONResponse:
+        return JSONResponse(
+            {"detail": "missing or invalid bearer token"},
+            status_code=401,
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+
+    @app.exception_handler(_PolicyProblems)
+    async def _policy_problems(_: Request, exc: _PolicyProblems) -> JSONResponse:
+        detail = [
+            {"loc": ["body", "policy", *([path] if path else [])], "msg": why, "type": "policy"}
+            for path, why in exc.problems
+        ]
+        return JSONResponse({"detail": detail}, status_code=422)
+
+    @app.get("/healthz", response_model=Health, tags=["service"])
+    def healthz() -> JSONResponse:
+        """Liveness: 200 while the control loop runs, 503 after it failed."""
+        failed = plane.failed
+        body = {"ok": failed is None, "loop": "running" if failed is None else f"failed: {failed}"}
+        return JSONResponse(body, status_code=200 if failed is None else 503)
+
+    @app.get("/metrics", tags=["service"], response_class=Response)
+    def prometheus(who: Who) -> Response:
+        """Prometheus metrics (admin or viewer tokens; see docs/service.md)."""
+        if who.team is not None:
+            raise Forbidden("metrics are for admin and viewer tokens")
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    # -- policy --------------------------------------------------------------------------------
+
+    @app.get("/api/v1/policy", response_model=PolicyOut, tags=["policy"])
+    def get_policy(who: Annotated[Principal, Depends(reader_of_policy)]) -> PolicyOut:
+        """The policy in force (admin and viewer tokens)."""
+        with store.read() as conn:
+            row = conn.execute(
+                select(tables.policy_versions).order_by(tables.policy_versions.c.id.desc()).limit(1)
+            ).one()
+        return _policy_out(plane, row)
+
+    @app.put("/api/v1/policy", response_model=PolicyOut, tags=["policy"])
+    def put_policy(body: PolicyIn, who: Who) -> PolicyOut:
+        """Replace the policy (admin only; written to the audit log). 422 names each bad
+        field and why; 409 when teams with pending or admitted work would disappear."""
+        if not who.admin:
+            raise Forbidden("only an admin token may change the policy")
+        policy = _parse_policy(body, plane)
+        original = None if body.format == "fleetshare" else body.policy
+        version = plane.set_policy(policy, body.format, original, who)
+        with store.read() as conn:
+            row = conn.execute(
+                select(tables.policy_versions).where(tables.policy_versions.c.id == version)
+            ).one()
+        return _policy_out(plane, row)
+
+    # -- teams ---------------------------------------------------------------------------------
+
+    def teams_of(view: View, who: Principal) -> list[TeamOut]:
+        summary = team_usage(view.engine, view.nodes, list(view.running.values()), view.now)
+        pending: dict[str, int] = {}
+        for workload in view.pending.values():
+            pending[workload.team] = pending.get(workload.team, 0) + 1
+        admitted: dict[str, int] = {}
+        for entry in view.running.values():
+            admitted[entry.workload.team] = admitted.get(entry.workload.team, 0) + 1
+        out = []
+        for team in view.engine.policy.teams:
+            if not who.sees_team(team.name):
+                continue
+            numbers = summary.get(team.name, {})
+            out.append(
+                TeamOut(
+                    name=team.name,
+                    cohort=team.group,
+                    quota=numbers.get("quota", {}),
+                    used=numbers.get("used", {}),
+                    borrowed=numbers.get("borrowed", {}),
+                    by_flavor=numbers.get("by_flavor", {}),
+                    pending=pending.get(team.name, 0),
+                    admitted=admitted.get(team.name, 0),
+                )
+            )
+        return out
+
+    @app.get("/api/v1/teams", response_model=list[TeamOut], tags=["teams"])
+    def list_teams(who: Who) -> list[TeamOut]:
+        """Every team's quota, usage and borrowing per resource (a team token: its own)."""
+        return teams_of(plane.view, who)
+
+    @app.get("/api/v1/teams/{team}", response_model=TeamOut, tags=["teams"])
+    def get_team(team: str, who: Who) -> TeamOut:
+        """One team's quota, usage and borrowing, in total and per flavor."""
+        for out in teams_of(plane.view, who):
+            if out.name == team:
+                return out
+        raise NotFound(f"no team {team!r}")
+
+    # -- workloads -----------------------------------------------------------------------------
+
+    def visible(name: str, who: Principal) -> Row[Any]:
+        with store.read() as conn:
+            row = conn.execute(
+                select(tables.workloads).where(tables.workloads.c.name == name)
+            ).first()
+        if row is None or not who.sees_team(row.team):
+            raise NotFound(f"no workload {name!r}")
+        return row
+
+    @app.post("/api/v1/workloads", response_model=WorkloadOut, status_code=201, tags=["workloads"])
+    def submit(body: WorkloadSpec, who: Who) -> WorkloadOut:
+        """Submit a workload (fleetshare's native spec; ``submit_at`` is ignored: it is
+        submitted now). 201 once it is committed to the store."""
+        # Kubernetes manifests (the manifests package) will be accepted here too, as YAML
+        # with their content type, turned into a WorkloadSpec before this point.
+        plane.submit(body, who)
+        return _workload_out(plane, visible(body.name, who))
+
+    @app.get("/api/v1/workloads", response_model=WorkloadPage, tags=["workloads"])
+    def list_workloads(
+        who: Who,
+        team: Annotated[str | None, Query(max_length=253)] = None,
+        state: Annotated[
+            Literal["pending", "admitted", "finished", "cancelled"] | None, Query()
+        ] = None,
+        after: Annotated[int, Query(ge=0, description="list ids after this one")] = 0,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    ) -> WorkloadPage:
+        """Workloads in submit order, filtered by team and state, a page at a time."""
+        w = tables.workloads
+        query = select(w).where(w.c.id > after).order_by(w.c.id).limit(limit + 1)
+        if who.team is not None:
+            query = query.where(w.c.team == who.team)
+        if team is not None:
+            query = query.where(w.c.team == team)
+        if state is not None:
+            query = query.where(w.c.state == state)
+        with store.read() as conn:
+            rows = conn.execute(query).all()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return WorkloadPage(
+            items=[_workload_out(plane, r) for r in rows],
+            next_after=rows[-1].id if more else None,
+        )
+
+    @app.get("/api/v1/workloads/{name}", response_model=WorkloadOut, tags=["workloads"])
+    def get_workload(name: str, who: Who) -> WorkloadOut:
+        """One workload."""
+        return _workload_out(plane, visible(name, who))
+
+    @app.delete("/api/v1/workloads/{name}", response_model=WorkloadOut, tags=["workloads"])
+    def cancel_workload(name: str, who: Who) -> WorkloadOut:
+        """Cancel a pending or admitted workload (409 when it ended already)."""
+        plane.cancel(name, who)
+        return _workload_out(plane, visible(name, who))
+
+    @app.get("/api/v1/workloads/{name}/explain", response_model=Explanation, tags=["workloads"])
+    def explain(name: str, who: Who) -> Explanation:
+        """Why a workload waits (the reason with numbers) and its place in its team's queue."""
+        row = visible(name, who)
+        out = _workload_out(plane, row)
+        reason = out.pending_reason
+        if row.state == "pending" and reason is None:
+            reason = "submitted; the control loop has not considered it yet"
+        return Explanation(
+            name=out.name,
+            team=out.team,
+            state=out.state,
+            reason=reason,
+            queue_position=out.queue_position,
+            flavors=out.flavors,
+            nodes=out.nodes,
+        )
+
+    # -- nodes and events ----------------------------------------------------------------------
+
+    @app.get("/api/v1/nodes", response_model=list[NodeOut], tags=["nodes"])
+    def list_nodes(who: Who) -> list[NodeOut]:
+        """The cluster's nodes (a team token sees only its own workloads on them)."""
+        view = plane.view
+        on: dict[str, list[str]] = {}
+        for entry in view.running.values():
+            if not who.sees_team(entry.workload.team):
+                continue
+            for name in sorted({n for ps in entry.assignment.placement for n, _ in ps}):
+                on.setdefault(name, []).append(entry.workload.name)
+        out = []
+        for node in view.nodes:
+            info = view.node_info.get(node.name)
+            out.append(
+                NodeOut(
+                    name=node.name,
+                    instance_type=node.instance_type,
+                    zone=node.zone,
+                    capacity_type=node.capacity_type,
+                    source=info.source if info else "config",
+                    pool=info.pool if info else None,
+                    allocatable={k: to_number(v) for k, v in sorted(node.allocatable.items())},
+                    ready=node.ready,
+                    schedulable=node.schedulable,
+                    price_per_hour=info.price_per_hour if info else None,
+                    workloads=sorted(on.get(node.name, [])),
+                )
+            )
+        return out
+
+    @app.get("/api/v1/events", response_model=EventPage, tags=["events"])
+    def list_events(
+        who: Who,
+        after: Annotated[int, Query(ge=0, description="events with ids after this one")] = 0,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    ) -> EventPage:
+        """The event log in order (admit, preempt with reason, finish, cancel, node join and
+        leave, policy changes, autoscaler actions), a page at a time; a team token sees its
+        own team's events."""
+        e = tables.events
+        query = select(e).where(e.c.id > after).order_by(e.c.id).limit(limit + 1)
+        if who.team is not None:
+            query = query.where(e.c.team == who.team)
+        with store.read() as conn:
+            rows = conn.execute(query).all()
+        more = len(rows) > limit
+        rows = rows[:limit]
+        items = []
+        for r in rows:
+            details = dict(r.details)
+            if "by_team" in details:
+                if who.team is not None and details["by_team"] not in (None, who.team):
+                    details["by"] = "a workload of another team"
+                details.pop("by_team")
+            items.append(
+                EventOut(
+                    id=r.id,
+                    at=plane.datetime(r.at) or "",
+                    kind=r.kind,
+                    workload=r.workload,
+                    team=r.team,
+                    details=details,
+                )
+            )
+        return EventPage(items=items, next_after=rows[-1].id if more else None)
+
+    return app
+
+
+class _Unauthorized(Exception):
+    pass
+
+
+class _PolicyProblems(Exception):
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        super().__init__(problems)
+        self.problems = problems
+
+
+def _parse_policy(body: PolicyIn, plane: ControlPlane) -> Policy:
+    """The policy of a request, validated and compiled against the catalog, or 422."""
+    from fleetshare.policy.hyperpod import import_hyperpod
+    from fleetshare.policy.kueue import import_kueue
+
+    try:
+        source = body.policy
+        if body.format == "fleetshare":
+            data = parse_yaml(source, "policy") if isinstance(source, str) else source
+            policy = load_policy(data, "policy")
+        elif body.format == "kueue":
+            if isinstance(source, dict):
+                source = [source]
+            policy = import_kueue(source)
+        else:
+            policy = import_hyperpod(source, borrow_limit_reading=body.borrow_limit_reading)
+        compile_policy(policy, plane.catalog)
+    except PolicyError as exc:
+        raise _PolicyProblems(exc.problems) from None
+    except InputError as exc:
+        raise _PolicyProblems([("", exc.why)]) from None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise Invalid(f"policy: {exc}") from None
+    return policy
+
+
+def _policy_out(plane: ControlPlane, row: Row[Any]) -> PolicyOut:
+    notes = row.document.get("notes", []) if isinstance(row.document, dict) else []
+    return PolicyOut(
+        version=row.id,
+        created_at=plane.datetime(row.created_at) or "",
+        source_format=row.source_format,
+        author=row.author,
+        policy=row.document,
+        notes=list(notes),
+    )
+
+
+def _workload_out(plane: ControlPlane, row: Row[Any]) -> WorkloadOut:
+    assignment = row.assignment or {"flavors": [], "placement": []}
+    waiting = plane.view.waiting.get(row.name) if row.state == "pending" else None
+    spec = dict(row.spec)
+    podsets = spec.get("podsets") or [{"count": spec.get("pods", 1)}]
+    return WorkloadOut(
+        id=row.id,
+        name=row.name,
+        team=row.team,
+        state=row.state,
+        priority_class=row.priority_class,
+        priority=row.priority,
+        pods=sum(int(ps.get("count", 1)) for ps in podsets),
+        spec=spec,
+        submitted_at=plane.datetime(row.submitted_at) or "",
+        admitted_at=plane.datetime(row.admitted_at),
+        finished_at=plane.datetime(row.finished_at),
+        flavors=list(dict.fromkeys(assignment["flavors"])),
+        nodes=sorted({n for ps in assignment["placement"] for n, _ in ps}),
+        borrowed=dict(row.borrowed or {}),
+        preemptions=row.preemptions,
+        pending_reason=waiting.reason if waiting else None,
+        queue_position=waiting.position if waiting else None,
+    )

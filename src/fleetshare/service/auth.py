@@ -1,0 +1,133 @@
+"""API tokens: bearer tokens with a scope, stored as hashes.
+
+A token is ``fs_`` + 32 random bytes from :func:`secrets.token_urlsafe`; the store keeps only
+its SHA-256 (a random 256-bit secret needs no salt or slow hash: nobody can guess it from its
+hash). It is shown once, when created. Scopes:
+
+- ``admin``: everything, including the policy;
+- ``viewer``: read everything (teams, workloads, nodes, events, the policy), change nothing;
+- ``team:NAME``: read and submit/cancel only team NAME's workloads; another team's workload
+  is answered as if it did not exist (404).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+
+from fleetshare.service.store import Store, api_tokens
+
+TOKEN_PREFIX = "fs_"
+_TEAM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,252}$")
+
+
+class ScopeError(ValueError):
+    """A scope that is not admin, viewer or team:NAME."""
+
+
+def check_scope(scope: str) -> str:
+    """``scope`` if valid, else :class:`ScopeError`."""
+    if scope in ("admin", "viewer"):
+        return scope
+    kind, _, team = scope.partition(":")
+    if kind == "team" and _TEAM_NAME.match(team):
+        return scope
+    raise ScopeError(f"scope {scope!r}: give admin, viewer or team:NAME")
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a request comes from."""
+
+    token_id: int
+    scope: str
+
+    @property
+    def admin(self) -> bool:
+        return self.scope == "admin"
+
+    @property
+    def team(self) -> str | None:
+        """The team a team token is limited to; None for admin and viewer."""
+        return self.scope.split(":", 1)[1] if self.scope.startswith("team:") else None
+
+    @property
+    def can_write_workloads(self) -> bool:
+        return self.scope != "viewer"
+
+    def sees_team(self, team: str) -> bool:
+        """May read (and, unless viewer, change) ``team``'s workloads."""
+        return self.team is None or self.team == team
+
+    @property
+    def actor(self) -> str:
+        """How the audit log names it."""
+        return f"token {self.token_id} ({self.scope})"
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def create_token(store: Store, scope: str, name: str = "") -> tuple[int, str]:
+    """A new token for ``scope``: its id and the token itself (shown only now)."""
+    check_scope(scope)
+    token = TOKEN_PREFIX + secrets.token_urlsafe(32)
+    with store.write() as conn:
+        result = conn.execute(
+            api_tokens.insert().values(
+                token_hash=hash_token(token), scope=scope, name=name, created_at=time.time()
+            )
+        )
+        assert result.inserted_primary_key is not None
+        token_id = int(result.inserted_primary_key[0])
+    return token_id, token
+
+
+def list_tokens(store: Store) -> list[dict[str, Any]]:
+    """Every token (never the secret): id, scope, name, created and revoked times."""
+    with store.read() as conn:
+        rows = conn.execute(
+            select(
+                api_tokens.c.id,
+                api_tokens.c.scope,
+                api_tokens.c.name,
+                api_tokens.c.created_at,
+                api_tokens.c.revoked_at,
+            ).order_by(api_tokens.c.id)
+        ).all()
+    return [dict(row._mapping) for row in rows]
+
+
+def revoke_token(store: Store, token_id: int) -> bool:
+    """Revoke a token; False when there is no such (unrevoked) token."""
+    with store.write() as conn:
+        result = conn.execute(
+            api_tokens.update()
+            .where(api_tokens.c.id == token_id, api_tokens.c.revoked_at.is_(None))
+            .values(revoked_at=time.time())
+        )
+        return result.rowcount == 1
+
+
+def authenticate(store: Store, authorization: str | None) -> Principal | None:
+    """The principal of an ``Authorization: Bearer TOKEN`` header, or None."""
+    if not authorization:
+        return None
+    kind, _, token = authorization.partition(" ")
+    token = token.strip()
+    if kind.lower() != "bearer" or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
+        return None
+    with store.read() as conn:
+        row = conn.execute(
+            select(api_tokens.c.id, api_tokens.c.scope).where(
+                api_tokens.c.token_hash == hash_token(token), api_tokens.c.revoked_at.is_(None)
+            )
+        ).first()
+    return None if row is None else Principal(int(row.id), str(row.scope))

@@ -1,0 +1,366 @@
+"""The embedded backend: a :class:`~fleetshare.control.cluster.Cluster` held in memory.
+
+Nodes come from the config file (and, with node pools, from the simulated cloud); workloads
+are submitted through the API and run for their declared duration (wall clock) or until
+cancelled. The control loop acts on this object; every change it makes is also appended to
+:attr:`EmbeddedCluster.changes`, which the control plane writes to the store in one
+transaction after each reconcile (:mod:`fleetshare.service.plane`). Timers (finishes, nodes
+becoming Ready, the loop's wake-ups) are a heap the control plane's thread sleeps on.
+
+Not thread-safe: the control plane holds its lock around every use.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetshare.governance.queues import PendingView
+from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Running
+from fleetshare.model.node import Node, Taint
+from fleetshare.model.quantity import to_number
+from fleetshare.model.reason import Reason
+from fleetshare.model.workload import Workload
+
+_NUMBERS = re.compile(r"\d+(?:\.\d+)?")
+
+FINISH, JOIN, WAKE = 0, 1, 2
+"""Timer kinds, in the order they apply at one instant."""
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _gist(reason: str) -> str:
+    """A pending reason without its numbers (logged again only when the gist changes)."""
+    return _NUMBERS.sub("#", reason)
+
+
+@dataclass
+class NodeInfo:
+    """What the service knows about a node besides the :class:`Node` itself."""
+
+    source: str  # "config" or "autoscaler"
+    pool: str | None = None
+    price_per_hour: float | None = None
+    instance: dict[str, Any] | None = None
+
+
+@dataclass
+class Change:
+    """One change to write to the store: ``kind`` and its fields."""
+
+    kind: str
+    at: float
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """Why a pending workload waits and its position in its team's queue."""
+
+    reason: str
+    position: int
+
+
+class EmbeddedCluster:
+    """Nodes, pending and running workloads, and timers; the control loop's backend."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.node_info: dict[str, NodeInfo] = {}
+        self.pending: dict[str, Workload] = {}
+        self.running: dict[str, Running] = {}
+        self.waiting: dict[str, Waiting] = {}
+        self.pending_since: dict[str, float] = {}
+        self.changes: list[Change] = []
+        self.warnings: list[str] = []
+        self.on_preempt: Callable[[Workload, str | None, str], None] | None = None
+        """Called with (workload, the preemptor's team, reason) on every eviction (metrics)."""
+        self.on_admit: Callable[[Workload, float], None] | None = None
+        """Called with (workload, seconds it waited) on every admission (metrics)."""
+        self._timers: list[tuple[float, int, int, Any]] = []
+        self._seq = 0
+        self._versions: dict[str, int] = {}
+        self._wakes: set[float] = set()
+        self._pending_changes: list[tuple[bool, Workload]] = []
+        self._pending_serial = 0
+        self._node_view: tuple[Node, ...] = ()
+
+    # -- timers ------------------------------------------------------------------------------
+
+    def _push(self, at: float, kind: int, payload: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self._timers, (at, kind, self._seq, payload))
+
+    def next_timer(self) -> float | None:
+        """When the earliest timer is due."""
+        return self._timers[0][0] if self._timers else None
+
+    def due(self, now: float) -> list[tuple[float, int, Any]]:
+        """Pop the timers due by ``now``, in order (time, then kind)."""
+        out = []
+        while self._timers and self._timers[0][0] <= now:
+            at, kind, _, payload = heapq.heappop(self._timers)
+            if kind == WAKE:
+                self._wakes.discard(at)
+            out.append((at, kind, payload))
+        return out
+
+    def finish_due(self, at: float, payload: tuple[str, int]) -> bool:
+        """A finish timer fired: the workload finishes unless it was preempted or cancelled
+        since (its version moved on). True when it finished."""
+        name, version = payload
+        if self._versions.get(name) != version or name not in self.running:
+            return False
+        del self.running[name]
+        self._versions.pop(name, None)
+        self.changes.append(Change("finish", at, {"workload": name}))
+        return True
+
+    def schedule_finish(self, workload: Workload, admitted_at: float) -> None:
+        version = self._versions.get(workload.name, 0) + 1
+        self._versions[workload.name] = version
+        if workload.duration is not None:
+            self._push(admitted_at + workload.duration, FINISH, (workload.name, version))
+
+    # -- changes from outside the loop ----------------------------------------------------------
+
+    def add_pending(self, workload: Workload, since: float) -> None:
+        """A submitted (or restored) workload joins its queue."""
+        self._pend(workload)
+        self.pending_since[workload.name] = since
+
+    def restore_running(self, running: Running) -> None:
+        """A workload admitted before a restart: running again on its nodes, its finish at
+        the time it had."""
+        self.running[running.workload.name] = running
+        self.schedule_finish(running.workload, running.admitted_at)
+
+    def cancel(self, name: str) -> bool:
+        """Drop a cancelled workload (its row was updated by the API); True when it held
+        resources or waited."""
+        if name in self.running:
+            del self.running[name]
+            self._versions.pop(name, None)
+            return True
+        workload = self.pending.pop(name, None)
+        if workload is None:
+            return False
+        self._pending_changes.append((False, workload))
+        self.waiting.pop(name, None)
+        self.pending_since.pop(name, None)
+        return True
+
+    def add_node(self, node: Node, info: NodeInfo, now: float, *, log: bool = True) -> None:
+        self.nodes[node.name] = node
+        self.node_info[node.name] = info
+        if log:
+            self.changes.append(Change("node-join", now, {"node": node.name}))
+
+    # -- the Cluster protocol: observe -----------------------------------------------------------
+
+    def node_list(self) -> tuple[Node, ...]:
+        nodes = tuple(self.nodes.values())
+        view = self._node_view
+        if len(nodes) == len(view) and all(a is b for a, b in zip(nodes, view, strict=True)):
+            return view
+        self._node_view = nodes
+        return nodes
+
+    def running_workloads(self) -> dict[str, Running]:
+        return self.running
+
+    def pending_workloads(self) -> list[Workload]:
+        return list(self.pending.values())
+
+    def pending_for_cycle(self) -> PendingView:
+        self._pending_serial += 1
+        changes, self._pending_changes = self._pending_changes, []
+        return PendingView(self.pending.values(), self, self._pending_serial, changes)
+
+    def busy(self, now: float) -> bool:
+        return bool(self.pending or self.running)
+
+    # -- ... and act ----------------------------------------------------------------------------
+
+    def bind(self, admission: Admission, now: float) -> None:
+        workload = admission.workload
+        self._pending_changes.append((False, self.pending.pop(workload.name)))
+        self.waiting.pop(workload.name, None)
+        since = self.pending_since.pop(workload.name, workload.submit_time)
+        self.running[workload.name] = Running(workload, admission.assignment, now)
+        self.schedule_finish(workload, now)
+        self.changes.append(
+            Change(
+                "admit",
+                now,
+                {
+                    "workload": workload.name,
+                    "team": workload.team,
+                    "assignment": assignment_json(admission.assignment),
+                    "borrowed": {
+                        k: to_number(v) for k, v in sorted(admission.borrowed.items()) if v
+                    },
+                },
+            )
+        )
+        if self.on_admit is not None:
+            self.on_admit(workload, now - since)
+
+    def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
+        self._requeue(workload, by, reason, message, now)
+
+    def _requeue(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
+        del self.running[workload.name]
+        self._versions[workload.name] = self._versions.get(workload.name, 0) + 1
+        self.add_pending(workload, now)
+        by_team = self.running[by].workload.team if by in self.running else None
+        if by_team is None and by in self.pending:
+            by_team = self.pending[by].team
+        self.changes.append(
+            Change(
+                "preempt",
+                now,
+                {
+                    "workload": workload.name,
+                    "team": workload.team,
+                    "by": by,
+                    "by_team": by_team,
+                    "reason": reason,
+                    "message": message,
+                },
+            )
+        )
+        if self.on_preempt is not None:
+            self.on_preempt(workload, by_team, reason)
+
+    def report_pending(self, result: CycleResult, now: float) -> None:
+        changed = result.pending_changed
+        names = changed if changed is not None else list(result.pending)
+        for name in names:
+            if name not in self.pending:
+                continue
+            pending = result.pending[name]
+            before = self.waiting.get(name)
+            if before is None or _gist(before.reason) != _gist(pending.reason):
+                self.changes.append(
+                    Change(
+                        "pending",
+                        now,
+                        {
+                            "workload": name,
+                            "team": pending.workload.team,
+                            "reason": pending.reason,
+                            "position": pending.position,
+                        },
+                    )
+                )
+            self.waiting[name] = Waiting(pending.reason, pending.position)
+        if changed is not None:
+            # the others keep their reason; their queue positions may have moved
+            for name, waiting in list(self.waiting.items()):
+                if name in result.pending and name not in changed:
+                    position = result.pending[name].position
+                    if position != waiting.position:
+                        self.waiting[name] = Waiting(waiting.reason, position)
+
+    def note_pending(self, workload: str, note: str) -> None:
+        waiting = self.waiting.get(workload)
+        if waiting is not None and note not in waiting.reason:
+            self.waiting[workload] = Waiting(f"{waiting.reason}; {note}", waiting.position)
+
+    def join_node(self, node: Node, at: float) -> None:
+        self._push(at, JOIN, node)
+
+    def remove_node(self, name: str, reason: Reason, now: float) -> bool:
+        before = len(self.running)
+        self.nodes.pop(name, None)
+        self.node_info.pop(name, None)
+        self.changes.append(Change("node-leave", now, {"node": name, "reason": reason.message}))
+        message = "" if reason.message == reason.category else reason.message
+        self.evict_from(name, reason.category, message, now)
+        return len(self.running) < before
+
+    def evict_from(self, node: str, reason: str, message: str, now: float) -> None:
+        """Requeue every workload with pods on ``node``."""
+        for running in list(self.running.values()):
+            if any(n == node for ps in running.assignment.placement for n, _ in ps):
+                self._requeue(running.workload, node, reason, message, now)
+
+    def wake(self, at: float, now: float, *, unless_sooner: bool = False) -> None:
+        if unless_sooner and self._timers and self._timers[0][0] <= at:
+            return
+        if at > now and at not in self._wakes:
+            self._wakes.add(at)
+            self._push(at, WAKE, None)
+
+    def warn(self, now: float, message: str) -> None:
+        if message not in self.warnings[-20:]:
+            self.warnings.append(message)
+            del self.warnings[:-100]
+            self.changes.append(Change("warning", now, {"message": message}))
+
+    def log(self, now: float, event: str, **details: Any) -> None:
+        self.changes.append(Change("log", now, {"event": event, **details}))
+
+    def _pend(self, workload: Workload) -> None:
+        replaced = self.pending.get(workload.name)
+        if replaced is not None:
+            self._pending_changes.append((False, replaced))
+        self.pending[workload.name] = workload
+        self._pending_changes.append((True, workload))
+
+
+# -- JSON forms ------------------------------------------------------------------------------
+
+
+def assignment_json(assignment: Assignment) -> dict[str, Any]:
+    return {
+        "flavors": list(assignment.flavors),
+        "placement": [[[node, pods] for node, pods in ps] for ps in assignment.placement],
+    }
+
+
+def assignment_from_json(data: dict[str, Any]) -> Assignment:
+    return Assignment(
+        tuple(str(f) for f in data["flavors"]),
+        tuple(tuple((str(n), int(p)) for n, p in ps) for ps in data["placement"]),
+    )
+
+
+def node_row(node: Node, info: NodeInfo) -> dict[str, Any]:
+    """The ``nodes`` table row of a node."""
+    return {
+        "name": node.name,
+        "source": info.source,
+        "pool": info.pool,
+        "instance_type": node.instance_type,
+        "zone": node.zone,
+        "capacity_type": node.capacity_type,
+        "allocatable": dict(node.allocatable),
+        "labels": dict(node.labels),
+        "taints": [[t.key, t.value, t.effect] for t in node.taints],
+        "ready": node.ready,
+        "unschedulable": node.unschedulable,
+        "healthy": node.healthy,
+        "price_per_hour": info.price_per_hour,
+        "instance": info.instance,
+    }
+
+
+def node_from_row(row: dict[str, Any]) -> Node:
+    return Node(
+        name=row["name"],
+        allocatable={str(k): int(v) for k, v in row["allocatable"].items()},
+        instance_type=row["instance_type"],
+        zone=row["zone"],
+        labels=dict(row["labels"]),
+        taints=tuple(Taint(k, v, e) for k, v, e in row["taints"]),
+        ready=bool(row["ready"]),
+        unschedulable=bool(row["unschedulable"]),
+        healthy=bool(row["healthy"]),
+        capacity_type=row["capacity_type"],
+    )

@@ -1,0 +1,132 @@
+"""The CLI's HTTP client for a ``fleetshare serve`` API (httpx).
+
+Files the user names are read here, on the client, and sent in the request body.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+SERVER_ENV = "FLEETSHARE_SERVER"
+TOKEN_ENV = "FLEETSHARE_TOKEN"
+DEFAULT_SERVER = "http://127.0.0.1:8080"
+
+
+class ClientError(Exception):
+    """A request that failed; the message is one line for people."""
+
+
+class Client:
+    """Calls to one server with one token."""
+
+    def __init__(
+        self, server: str | None = None, token: str | None = None, timeout: float = 30.0
+    ) -> None:
+        self.server = (server or os.environ.get(SERVER_ENV) or DEFAULT_SERVER).rstrip("/")
+        self.token = token or os.environ.get(TOKEN_ENV)
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        self._http = httpx.Client(base_url=self.server, headers=headers, timeout=timeout)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise ClientError(f"{self.server}: {exc}") from None
+        if response.status_code >= 400:
+            raise ClientError(f"{response.status_code}: {_detail(response)}")
+        if response.headers.get("content-type", "").startswith("application/json"):
+            return response.json()
+        return response.text
+
+    # -- the API ---------------------------------------------------------------------------
+
+    def teams(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.request("GET", "/api/v1/teams")
+        return result
+
+    def team(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", f"/api/v1/teams/{_quote(name)}")
+        return result
+
+    def submit(self, spec: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("POST", "/api/v1/workloads", json=spec)
+        return result
+
+    def workloads(
+        self, team: str | None = None, state: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Every matching workload (following pages), up to ``limit``."""
+        out: list[dict[str, Any]] = []
+        after = 0
+        while True:
+            params: dict[str, Any] = {"after": after, "limit": 500}
+            if team:
+                params["team"] = team
+            if state:
+                params["state"] = state
+            page = self.request("GET", "/api/v1/workloads", params=params)
+            out.extend(page["items"])
+            if page["next_after"] is None or (limit is not None and len(out) >= limit):
+                return out[:limit] if limit is not None else out
+            after = page["next_after"]
+
+    def workload(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", f"/api/v1/workloads/{_quote(name)}")
+        return result
+
+    def cancel(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("DELETE", f"/api/v1/workloads/{_quote(name)}")
+        return result
+
+    def explain(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", f"/api/v1/workloads/{_quote(name)}/explain")
+        return result
+
+    def nodes(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.request("GET", "/api/v1/nodes")
+        return result
+
+    def events(self, after: int = 0, limit: int = 500) -> dict[str, Any]:
+        result: dict[str, Any] = self.request(
+            "GET", "/api/v1/events", params={"after": after, "limit": limit}
+        )
+        return result
+
+    def policy(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", "/api/v1/policy")
+        return result
+
+    def set_policy(self, policy: Any, fmt: str = "fleetshare") -> dict[str, Any]:
+        result: dict[str, Any] = self.request(
+            "PUT", "/api/v1/policy", json={"format": fmt, "policy": policy}
+        )
+        return result
+
+
+def _quote(name: str) -> str:
+    return quote(name, safe="")
+
+
+def _detail(response: httpx.Response) -> str:
+    """The server's error in one line."""
+    try:
+        detail = response.json().get("detail")
+    except ValueError:
+        return response.text.strip().splitlines()[0][:300] if response.text.strip() else "error"
+    if isinstance(detail, list):
+        parts = []
+        for item in detail:
+            if isinstance(item, dict):
+                loc = ".".join(str(p) for p in item.get("loc", []) if p != "body")
+                parts.append(f"{loc}: {item.get('msg')}" if loc else str(item.get("msg")))
+            else:
+                parts.append(str(item))
+        return "; ".join(parts)
+    return str(detail)

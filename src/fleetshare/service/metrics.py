@@ -1,0 +1,233 @@
+"""Prometheus metrics, named like Kueue's with the prefix ``fleetshare_``.
+
+A team is Kueue's ClusterQueue (label ``cluster_queue``), its group the cohort (``cohort``),
+a flavor the ResourceFlavor. Resource amounts are in base units (GPUs, CPU cores, bytes).
+Definitions (docs/service.md has the table and the Kueue names they follow):
+
+Gauges, read from the control loop's latest view at scrape time:
+
+- ``fleetshare_pending_workloads{cluster_queue, status}``: pending workloads; ``status``
+  ``inadmissible`` when an admission cycle considered the workload and left it waiting (with
+  a reason), ``active`` when no cycle has considered it yet.
+- ``fleetshare_admitted_active_workloads{cluster_queue}``: admitted workloads not finished.
+- ``fleetshare_cluster_queue_resource_usage{cohort, cluster_queue, flavor, resource}``: the
+  requests of the team's admitted workloads, per governed (flavor, resource).
+- ``fleetshare_cluster_queue_nominal_quota{...}``: the team's guaranteed quota.
+- ``fleetshare_cluster_queue_borrowed_resources{...}``: usage beyond quota, max(0, usage -
+  quota) (fleetshare's own; Kueue exposes no borrowed amount).
+- ``fleetshare_nodes{instance_type, capacity_type, zone, source}``: nodes in the cluster.
+- ``fleetshare_nodes_hourly_cost_dollars{instance_type, capacity_type, source}``: the sum of
+  those nodes' prices (on-demand catalog price for config nodes, the launch price for nodes
+  the autoscaler launched; nodes without a price count 0).
+- ``fleetshare_loop_up``: 1 while the control loop runs, 0 after it failed.
+
+Counters and histograms, updated by the loop as it acts (they start at 0 with the process):
+
+- ``fleetshare_admitted_workloads_total{cluster_queue}``: admissions.
+- ``fleetshare_admission_wait_time_seconds{cluster_queue}``: histogram of the time from
+  submission, or from the latest preemption, to admission.
+- ``fleetshare_preempted_workloads_total{preempting_cluster_queue, reason}``: preemptions by
+  the preemptor's team and Kueue's reason (``InCohortReclamation`` for reclaim,
+  ``InClusterQueue`` for priority within a team, ``InCohortFairSharing`` for fair share).
+- ``fleetshare_evicted_workloads_total{cluster_queue, reason}``: every eviction of an admitted
+  workload, ``Preempted`` for preemptions, else the cause (``node-removed``, ``node-failure``,
+  a disruption method).
+- ``fleetshare_loop_reconcile_duration_seconds``: histogram of one reconcile (admission
+  cycles and the autoscaler step) of the control loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from fleetshare.model.workload import Workload
+from fleetshare.scenario.report import team_usage
+
+if TYPE_CHECKING:
+    from fleetshare.service.plane import ControlPlane, View
+
+PREEMPTION_REASON = {
+    "reclaim": "InCohortReclamation",
+    "priority": "InClusterQueue",
+    "fair-share": "InCohortFairSharing",
+}
+"""fleetshare's preemption reasons as Kueue names them."""
+
+WAIT_BUCKETS = (0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
+LOOP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class ServiceMetrics:
+    """The service's metrics on a registry of their own."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        # Kueue's metrics have no *_created series either
+        disable_created_metrics()  # type: ignore[no-untyped-call]
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.admitted = Counter(
+            "fleetshare_admitted_workloads", "Admissions.", ["cluster_queue"], registry=r
+        )
+        self.wait = Histogram(
+            "fleetshare_admission_wait_time_seconds",
+            "Time from submission (or the latest preemption) to admission.",
+            ["cluster_queue"],
+            buckets=WAIT_BUCKETS,
+            registry=r,
+        )
+        self.preempted = Counter(
+            "fleetshare_preempted_workloads",
+            "Preemptions by the preemptor's team and reason.",
+            ["preempting_cluster_queue", "reason"],
+            registry=r,
+        )
+        self.evicted = Counter(
+            "fleetshare_evicted_workloads",
+            "Evictions of admitted workloads by cause.",
+            ["cluster_queue", "reason"],
+            registry=r,
+        )
+        self.loop = Histogram(
+            "fleetshare_loop_reconcile_duration_seconds",
+            "Duration of one reconcile of the control loop.",
+            buckets=LOOP_BUCKETS,
+            registry=r,
+        )
+        r.register(_ViewCollector(plane))
+        plane.backend.on_admit = self._admitted
+        plane.backend.on_preempt = self._evicted
+        plane.on_step = self.loop.observe
+
+    def _admitted(self, workload: Workload, waited: float) -> None:
+        self.admitted.labels(workload.team).inc()
+        self.wait.labels(workload.team).observe(max(0.0, waited))
+
+    def _evicted(self, workload: Workload, by_team: str | None, reason: str) -> None:
+        kueue = PREEMPTION_REASON.get(reason)
+        if kueue is not None:
+            self.preempted.labels(by_team or "", kueue).inc()
+        self.evicted.labels(workload.team, "Preempted" if kueue else reason).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class _ViewCollector(Collector):
+    """Gauges computed from the loop's latest view at scrape time."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane = plane
+
+    def describe(self) -> list[Metric]:
+        return []  # computed at collect time; nothing to check at registration
+
+    def collect(self) -> Iterator[Metric]:
+        plane = self.plane
+        view = plane.view
+        yield from _workload_gauges(view)
+        yield from _quota_gauges(view)
+        yield from _node_gauges(view)
+        up = GaugeMetricFamily("fleetshare_loop_up", "1 while the control loop runs.")
+        up.add_metric([], 0.0 if plane.failed else 1.0)
+        yield up
+
+
+def _workload_gauges(view: View) -> Iterator[Metric]:
+    teams = [t.name for t in view.engine.policy.teams]
+    pending = GaugeMetricFamily(
+        "fleetshare_pending_workloads",
+        "Pending workloads: inadmissible (considered, waiting with a reason) or active.",
+        labels=["cluster_queue", "status"],
+    )
+    admitted = GaugeMetricFamily(
+        "fleetshare_admitted_active_workloads",
+        "Admitted workloads not finished.",
+        labels=["cluster_queue"],
+    )
+    counts: dict[tuple[str, str], int] = {}
+    for name, workload in view.pending.items():
+        status = "inadmissible" if name in view.waiting else "active"
+        counts[workload.team, status] = counts.get((workload.team, status), 0) + 1
+    running: dict[str, int] = {}
+    for entry in view.running.values():
+        running[entry.workload.team] = running.get(entry.workload.team, 0) + 1
+    for team in sorted(set(teams) | {t for t, _ in counts} | set(running)):
+        for status in ("active", "inadmissible"):
+            pending.add_metric([team, status], counts.get((team, status), 0))
+        admitted.add_metric([team], running.get(team, 0))
+    yield pending
+    yield admitted
+
+
+def _quota_gauges(view: View) -> Iterator[Metric]:
+    labels = ["cohort", "cluster_queue", "flavor", "resource"]
+    families = {
+        "used": GaugeMetricFamily(
+            "fleetshare_cluster_queue_resource_usage",
+            "Requests of the team's admitted workloads (base units).",
+            labels=labels,
+        ),
+        "quota": GaugeMetricFamily(
+            "fleetshare_cluster_queue_nominal_quota",
+            "The team's guaranteed quota (base units).",
+            labels=labels,
+        ),
+        "borrowed": GaugeMetricFamily(
+            "fleetshare_cluster_queue_borrowed_resources",
+            "Usage beyond the team's quota (base units).",
+            labels=labels,
+        ),
+    }
+    engine = view.engine
+    summary = team_usage(engine, view.nodes, list(view.running.values()), view.now)
+    governed = sorted(engine.model.governed)
+    for team in engine.policy.teams:
+        by_flavor = summary.get(team.name, {}).get("by_flavor", {})
+        for flavor, resource in governed:
+            values = by_flavor.get(flavor, {})
+            for kind, family in families.items():
+                amount = values.get(kind, {}).get(resource, 0)
+                family.add_metric([team.group or "", team.name, flavor, resource], amount)
+    yield from families.values()
+
+
+def _node_gauges(view: View) -> Iterator[Metric]:
+    count = GaugeMetricFamily(
+        "fleetshare_nodes",
+        "Nodes in the cluster.",
+        labels=["instance_type", "capacity_type", "zone", "source"],
+    )
+    cost = GaugeMetricFamily(
+        "fleetshare_nodes_hourly_cost_dollars",
+        "Sum of the nodes' prices per hour (USD).",
+        labels=["instance_type", "capacity_type", "source"],
+    )
+    counts: dict[tuple[str, str, str, str], int] = {}
+    costs: dict[tuple[str, str, str], float] = {}
+    for node in view.nodes:
+        info = view.node_info.get(node.name)
+        source = info.source if info else "config"
+        itype = node.instance_type or ""
+        key = (itype, node.capacity_type, node.zone or "", source)
+        counts[key] = counts.get(key, 0) + 1
+        price = info.price_per_hour if info and info.price_per_hour else 0.0
+        ckey = (itype, node.capacity_type, source)
+        costs[ckey] = costs.get(ckey, 0.0) + price
+    for key, n in sorted(counts.items()):
+        count.add_metric(list(key), n)
+    for ckey, usd in sorted(costs.items()):
+        cost.add_metric(list(ckey), round(usd, 6))
+    yield count
+    yield cost

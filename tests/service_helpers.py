@@ -1,0 +1,120 @@
+"""Start a real ``fleetshare serve`` process on loopback, on a temporary SQLite store."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def cli_env() -> dict[str, str]:
+    """The environment for a fleetshare subprocess running this checkout's code."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
+    env.pop("FLEETSHARE_SERVER", None)
+    env.pop("FLEETSHARE_TOKEN", None)
+    return env
+
+
+@dataclass
+class Server:
+    """A running server process."""
+
+    process: subprocess.Popen[bytes]
+    url: str
+    db: str
+    log: Path
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+    def kill(self) -> None:
+        """SIGKILL, no goodbye."""
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def start_server(db: str, workdir: Path, config: Path | None = None, timeout: float = 30) -> Server:
+    """Start ``fleetshare serve`` and wait until it answers /healthz."""
+    port = free_port()
+    log = workdir / f"server-{port}.log"
+    command = [
+        sys.executable,
+        "-m",
+        "fleetshare.cli",
+        "serve",
+        "--db",
+        db,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
+    if config is not None:
+        command += ["--config", str(config)]
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env=cli_env(), cwd=workdir
+        )
+    server = Server(process, f"http://127.0.0.1:{port}", db, log)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited {process.returncode}:\n{log.read_text()}")
+        try:
+            if httpx.get(f"{server.url}/healthz", timeout=1).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    server.kill()
+    raise RuntimeError(f"server did not start in {timeout} s:\n{log.read_text()}")
+
+
+def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> Any:
+    """Poll ``predicate()`` until it returns something truthy; that value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting ({timeout} s)")
+        time.sleep(interval)
+
+
+GPU_JOB: dict[str, Any] = {"pods": 1, "requests": {"nvidia.com/gpu": 1, "cpu": 4, "memory": "16Gi"}}
+
+
+def job(name: str, team: str, **extra: Any) -> dict[str, Any]:
+    """A one-GPU workload spec."""
+    return {"name": name, "team": team, **GPU_JOB, **extra}

@@ -1,0 +1,468 @@
+"""The REST API of a real ``fleetshare serve`` process, over HTTP on loopback.
+
+One server for the module (the bundled default config: four ml.g5.8xlarge with one GPU each;
+team-a and team-b, quota two GPUs each, borrowing up to one); every test cleans up the work
+it submitted.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from fleetshare.service import store as tables
+from fleetshare.service.auth import create_token, revoke_token
+from fleetshare.service.store import Store
+from tests.service_helpers import Server, job, start_server, wait_for
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    workdir = tmp_path_factory.mktemp("service")
+    srv = start_server(f"sqlite:///{workdir / 'fleetshare.db'}", workdir)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def tokens(server: Server) -> dict[str, str]:
+    store = Store(server.db)
+    out = {
+        scope: create_token(store, scope)[1]
+        for scope in ("admin", "viewer", "team:team-a", "team:team-b")
+    }
+    store.close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def admin(server: Server, tokens: dict[str, str]) -> Iterator[httpx.Client]:
+    with server.client(tokens["admin"]) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def team_a(server: Server, tokens: dict[str, str]) -> Iterator[httpx.Client]:
+    with server.client(tokens["team:team-a"]) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def team_b(server: Server, tokens: dict[str, str]) -> Iterator[httpx.Client]:
+    with server.client(tokens["team:team-b"]) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def viewer(server: Server, tokens: dict[str, str]) -> Iterator[httpx.Client]:
+    with server.client(tokens["viewer"]) as client:
+        yield client
+
+
+@pytest.fixture(autouse=True)
+def clean(admin: httpx.Client) -> Iterator[None]:
+    """Cancel whatever a test left pending or admitted, and restore the first policy."""
+    first = admin.get("/api/v1/policy").json()
+    yield
+    for state in ("pending", "admitted"):
+        for item in admin.get("/api/v1/workloads", params={"state": state}).json()["items"]:
+            admin.delete(f"/api/v1/workloads/{item['name']}")
+    if admin.get("/api/v1/policy").json()["version"] != first["version"]:
+        admin.put("/api/v1/policy", json={"policy": first["policy"]}).raise_for_status()
+
+
+def state_of(client: httpx.Client, name: str) -> str:
+    response = client.get(f"/api/v1/workloads/{name}")
+    response.raise_for_status()
+    state: str = response.json()["state"]
+    return state
+
+
+def admitted(client: httpx.Client, name: str) -> bool:
+    return state_of(client, name) == "admitted"
+
+
+# -- the spec and auth ----------------------------------------------------------------------------
+
+
+def test_openapi_lists_the_endpoints(server: Server) -> None:
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+    paths = set(spec["paths"])
+    assert {
+        "/api/v1/policy",
+        "/api/v1/teams",
+        "/api/v1/teams/{team}",
+        "/api/v1/workloads",
+        "/api/v1/workloads/{name}",
+        "/api/v1/workloads/{name}/explain",
+        "/api/v1/nodes",
+        "/api/v1/events",
+        "/metrics",
+    } <= paths
+    assert "HTTPBearer" in spec["components"]["securitySchemes"]
+
+
+ENDPOINTS = [
+    ("GET", "/api/v1/policy"),
+    ("PUT", "/api/v1/policy"),
+    ("GET", "/api/v1/teams"),
+    ("GET", "/api/v1/teams/team-a"),
+    ("POST", "/api/v1/workloads"),
+    ("GET", "/api/v1/workloads"),
+    ("GET", "/api/v1/workloads/x"),
+    ("DELETE", "/api/v1/workloads/x"),
+    ("GET", "/api/v1/workloads/x/explain"),
+    ("GET", "/api/v1/nodes"),
+    ("GET", "/api/v1/events"),
+    ("GET", "/metrics"),
+]
+
+
+@pytest.mark.parametrize(("method", "path"), ENDPOINTS)
+def test_every_endpoint_wants_a_valid_token(server: Server, method: str, path: str) -> None:
+    body = {"json": job("x", "team-a")} if method in ("POST", "PUT") else {}
+    for headers in (
+        {},
+        {"Authorization": "Bearer fs_not-a-token"},
+        {"Authorization": "Basic YWRtaW46YWRtaW4="},
+    ):
+        response = httpx.request(method, f"{server.url}{path}", headers=headers, **body)
+        assert response.status_code == 401, (headers, response.text)
+        assert response.headers["www-authenticate"] == "Bearer"
+        assert response.json() == {"detail": "missing or invalid bearer token"}
+
+
+def test_a_revoked_token_is_refused(server: Server) -> None:
+    store = Store(server.db)
+    token_id, token = create_token(store, "viewer")
+    with server.client(token) as client:
+        assert client.get("/api/v1/nodes").status_code == 200
+        assert revoke_token(store, token_id)
+        assert client.get("/api/v1/nodes").status_code == 401
+    with store.read() as conn:
+        hashes = conn.execute(select(tables.api_tokens.c.token_hash)).scalars().all()
+    assert token not in hashes and all(len(h) == 64 for h in hashes)  # sha256, never the token
+    store.close()
+
+
+# -- a team token never reads or changes another team's work, nor the policy ---------------------
+
+
+_serial = itertools.count()
+
+
+@pytest.fixture
+def b_work(team_b: httpx.Client) -> str:
+    name = f"b-secret-{next(_serial)}"
+    response = team_b.post("/api/v1/workloads", json=job(name, "team-b"))
+    assert response.status_code == 201, response.text
+    wait_for(lambda: admitted(team_b, name))
+    return name
+
+
+def test_team_token_list_shows_only_its_team(team_a: httpx.Client, b_work: str) -> None:
+    assert team_a.post("/api/v1/workloads", json=job("a-mine", "team-a")).status_code == 201
+    assert team_a.get("/api/v1/workloads/a-mine").status_code == 200
+    names = {w["name"] for w in team_a.get("/api/v1/workloads").json()["items"]}
+    assert "a-mine" in names and b_work not in names
+    assert team_a.get("/api/v1/workloads", params={"team": "team-b"}).json()["items"] == []
+
+
+@pytest.mark.parametrize("suffix", ["", "/explain"])
+def test_team_token_gets_404_for_another_teams_workload(
+    team_a: httpx.Client, b_work: str, suffix: str
+) -> None:
+    theirs = team_a.get(f"/api/v1/workloads/{b_work}{suffix}")
+    missing = team_a.get(f"/api/v1/workloads/no-such{suffix}")
+    assert theirs.status_code == missing.status_code == 404
+    assert theirs.json()["detail"].replace(b_work, "N") == missing.json()["detail"].replace(
+        "no-such", "N"
+    )
+
+
+def test_team_token_cannot_cancel_another_teams_workload(
+    team_a: httpx.Client, team_b: httpx.Client, b_work: str
+) -> None:
+    assert team_a.delete(f"/api/v1/workloads/{b_work}").status_code == 404
+    assert state_of(team_b, b_work) == "admitted"
+
+
+def test_team_token_cannot_submit_for_another_team(
+    team_a: httpx.Client, admin: httpx.Client
+) -> None:
+    response = team_a.post("/api/v1/workloads", json=job("a-as-b", "team-b"))
+    assert response.status_code == 403
+    assert admin.get("/api/v1/workloads/a-as-b").status_code == 404
+
+
+def test_team_token_sees_only_its_team(team_a: httpx.Client, b_work: str) -> None:
+    assert [t["name"] for t in team_a.get("/api/v1/teams").json()] == ["team-a"]
+    assert team_a.get("/api/v1/teams/team-b").status_code == 404
+    assert team_a.get("/api/v1/teams/team-a").status_code == 200
+    nodes = team_a.get("/api/v1/nodes").json()
+    assert all(b_work not in n["workloads"] for n in nodes)
+
+
+def test_team_token_events_are_its_own(team_a: httpx.Client, b_work: str) -> None:
+    team_a.post("/api/v1/workloads", json=job("a-events", "team-a"))
+    items = team_a.get("/api/v1/events", params={"limit": 1000}).json()["items"]
+    assert items and {e["team"] for e in items} == {"team-a"}
+    assert all(b_work not in json.dumps(e) for e in items)
+
+
+def test_team_token_cannot_read_or_change_the_policy(
+    team_a: httpx.Client, admin: httpx.Client
+) -> None:
+    before = admin.get("/api/v1/policy").json()
+    assert team_a.get("/api/v1/policy").status_code == 403
+    changed = {**before["policy"], "teams": before["policy"]["teams"][:1]}
+    assert team_a.put("/api/v1/policy", json={"policy": changed}).status_code == 403
+    assert team_a.get("/metrics").status_code == 403
+    assert admin.get("/api/v1/policy").json()["version"] == before["version"]
+
+
+def test_viewer_reads_everything_and_changes_nothing(
+    viewer: httpx.Client, admin: httpx.Client, b_work: str
+) -> None:
+    assert viewer.get(f"/api/v1/workloads/{b_work}").status_code == 200
+    assert len(viewer.get("/api/v1/teams").json()) == 2
+    assert viewer.get("/api/v1/policy").status_code == 200
+    assert viewer.get("/metrics").status_code == 200
+    assert viewer.post("/api/v1/workloads", json=job("v", "team-a")).status_code == 403
+    assert viewer.delete(f"/api/v1/workloads/{b_work}").status_code == 403
+    policy = viewer.get("/api/v1/policy").json()
+    assert viewer.put("/api/v1/policy", json={"policy": policy["policy"]}).status_code == 403
+    assert admin.get("/api/v1/policy").json()["version"] == policy["version"]
+
+
+# -- workloads ------------------------------------------------------------------------------------
+
+
+def test_submit_admit_finish(team_a: httpx.Client) -> None:
+    response = team_a.post("/api/v1/workloads", json=job("short", "team-a", duration=0.5))
+    assert response.status_code == 201
+    body = response.json()
+    assert body["state"] in ("pending", "admitted") and body["team"] == "team-a"
+    wait_for(lambda: state_of(team_a, "short") == "finished", timeout=10)
+    done = team_a.get("/api/v1/workloads/short").json()
+    assert done["admitted_at"] and done["finished_at"] and done["nodes"]
+
+
+def test_borrowing_explain_and_cancel(team_a: httpx.Client) -> None:
+    for i in range(3):  # quota 2 GPUs, borrow limit 1: all three fit
+        assert team_a.post("/api/v1/workloads", json=job(f"w{i}", "team-a")).status_code == 201
+    wait_for(lambda: all(admitted(team_a, f"w{i}") for i in range(3)))
+    team = team_a.get("/api/v1/teams/team-a").json()
+    assert team["quota"]["nvidia.com/gpu"] == 2
+    assert team["used"]["nvidia.com/gpu"] == 3
+    assert team["borrowed"]["nvidia.com/gpu"] == 1
+    team_a.post("/api/v1/workloads", json=job("w3", "team-a"))
+    explained = wait_for(
+        lambda: (e := team_a.get("/api/v1/workloads/w3/explain").json())["queue_position"] and e
+    )
+    assert explained["state"] == "pending" and explained["queue_position"] == 1
+    assert "borrow limit for nvidia.com/gpu" in explained["reason"]
+    assert "limit 1" in explained["reason"]
+    cancelled = team_a.delete("/api/v1/workloads/w0")
+    assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
+    wait_for(lambda: admitted(team_a, "w3"))
+    again = team_a.delete("/api/v1/workloads/w0")
+    assert again.status_code == 409 and "cancelled already" in again.json()["detail"]
+
+
+def test_list_filters_and_pages(admin: httpx.Client, team_a: httpx.Client) -> None:
+    for i in range(5):
+        team_a.post("/api/v1/workloads", json=job(f"page{i}", "team-a", duration=3600))
+    seen: list[str] = []
+    after = 0
+    while True:
+        page = admin.get(
+            "/api/v1/workloads", params={"team": "team-a", "after": after, "limit": 2}
+        ).json()
+        assert len(page["items"]) <= 2
+        seen += [w["name"] for w in page["items"]]
+        if page["next_after"] is None:
+            break
+        after = page["next_after"]
+    assert [n for n in seen if n.startswith("page")] == [f"page{i}" for i in range(5)]
+    pending = admin.get("/api/v1/workloads", params={"state": "pending"}).json()["items"]
+    assert all(w["state"] == "pending" for w in pending)
+    assert admin.get("/api/v1/workloads", params={"limit": 0}).status_code == 422
+    assert admin.get("/api/v1/workloads", params={"state": "nope"}).status_code == 422
+
+
+def test_duplicate_names_conflict(team_a: httpx.Client) -> None:
+    assert team_a.post("/api/v1/workloads", json=job("dup", "team-a")).status_code == 201
+    response = team_a.post("/api/v1/workloads", json=job("dup", "team-a"))
+    assert response.status_code == 409 and "exists already" in response.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"name": "bad", "team": "team-a", "requests": {"cpu": -1}}, "requests"),
+        ({"name": "bad", "team": "team-a", "requests": {"cpu": "1e30"}}, "requests"),
+        ({"name": "bad", "team": "team-a", "pods": 0, "requests": {"cpu": 1}}, "pods"),
+        ({"name": "bad", "team": "team-a", "requests": {"cpu": 1}, "colour": 1}, "colour"),
+        ({"name": "bad", "team": "nobody", "requests": {"cpu": 1}}, "team"),
+        ({"name": "bad", "team": "team-a", "priority": "vip", "requests": {"cpu": 1}}, "priority"),
+        ({"team": "team-a", "requests": {"cpu": 1}}, "name"),
+    ],
+)
+def test_invalid_workloads_are_422_naming_the_field(
+    admin: httpx.Client, spec: dict[str, Any], field: str
+) -> None:
+    response = admin.post("/api/v1/workloads", json=spec)
+    assert response.status_code == 422, response.text
+    assert field in json.dumps(response.json()["detail"])
+    assert admin.get("/api/v1/workloads/bad").status_code == 404
+
+
+def test_bodies_are_bounded_and_checked(admin: httpx.Client) -> None:
+    big = {**job("big", "team-a"), "labels": {f"k{i}": "v" * 100 for i in range(12_000)}}
+    assert admin.post("/api/v1/workloads", json=big).status_code == 413
+    deep: Any = {"cpu": 1}
+    for _ in range(100):
+        deep = {"x": deep}
+    response = admin.post("/api/v1/workloads", json={**job("deep", "team-a"), "labels": deep})
+    assert response.status_code == 422 and "nested more than" in response.text
+    raw = b'{"name": "nan", "team": "team-a", "requests": {"cpu": NaN}}'
+    headers = {"content-type": "application/json"}
+    response = admin.post("/api/v1/workloads", content=raw, headers=headers)
+    assert response.status_code == 422 and "finite" in response.text
+    raw = b'{"name": "d", "name": "e", "team": "team-a", "requests": {"cpu": 1}}'
+    response = admin.post("/api/v1/workloads", content=raw, headers=headers)
+    assert response.status_code == 422 and "duplicate key" in response.text
+    response = admin.post("/api/v1/workloads", content=b"\xff\xfe", headers=headers)
+    assert response.status_code == 422 and "UTF-8" in response.text
+
+
+def test_nodes_and_events(admin: httpx.Client) -> None:
+    nodes = admin.get("/api/v1/nodes").json()
+    assert [n["name"] for n in nodes] == [f"g5.8xlarge-{i}" for i in range(4)]
+    assert all(n["allocatable"]["nvidia.com/gpu"] == 1 and n["price_per_hour"] for n in nodes)
+    admin.post("/api/v1/workloads", json=job("ev", "team-b"))
+    wait_for(lambda: admitted(admin, "ev"))
+    first = admin.get("/api/v1/events", params={"limit": 2}).json()
+    assert len(first["items"]) == 2 and first["next_after"] == first["items"][-1]["id"]
+    rest = admin.get("/api/v1/events", params={"after": first["next_after"], "limit": 1000})
+    ids = [e["id"] for e in first["items"] + rest.json()["items"]]
+    assert ids == sorted(set(ids))
+    kinds = [(e["kind"], e["workload"]) for e in rest.json()["items"]]
+    assert ("submit", "ev") in kinds and ("admit", "ev") in kinds
+    assert kinds.index(("submit", "ev")) < kinds.index(("admit", "ev"))
+
+
+# -- the policy -----------------------------------------------------------------------------------
+
+
+def test_policy_change_is_admin_only_and_audited(server: Server, admin: httpx.Client) -> None:
+    policy = admin.get("/api/v1/policy").json()
+    changed = json.loads(json.dumps(policy["policy"]))
+    changed["teams"][0]["borrow_limits"] = [{"percent_of_quota": 100}]
+    response = admin.put("/api/v1/policy", json={"policy": changed})
+    assert response.status_code == 200, response.text
+    assert response.json()["version"] == policy["version"] + 1
+    store = Store(server.db)
+    with store.read() as conn:
+        audit = conn.execute(
+            select(tables.audit_log).order_by(tables.audit_log.c.id.desc()).limit(1)
+        ).one()
+    store.close()
+    assert audit.action == "policy-set" and audit.policy_version == policy["version"] + 1
+    assert "admin" in audit.actor
+
+
+def test_policy_as_yaml_kueue_and_hyperpod(admin: httpx.Client) -> None:
+    yaml_text = (
+        "teams:\n  - name: team-a\n    quota: [{instance_type: ml.g5.8xlarge, count: 2}]\n"
+        "  - name: team-b\n    quota: [{instance_type: ml.g5.8xlarge, count: 2}]\n"
+    )
+    assert admin.put("/api/v1/policy", json={"policy": yaml_text}).status_code == 200
+    kueue = """
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: default}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team-a}
+spec:
+  cohort: all
+  resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors: [{name: default, resources: [{name: nvidia.com/gpu, nominalQuota: 2}]}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {name: team-b}
+spec:
+  cohort: all
+  resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors: [{name: default, resources: [{name: nvidia.com/gpu, nominalQuota: 2}]}]
+"""
+    response = admin.put("/api/v1/policy", json={"format": "kueue", "policy": kueue})
+    assert response.status_code == 200, response.text
+    assert {t["name"] for t in response.json()["policy"]["teams"]} == {"team-a", "team-b"}
+    assert response.json()["source_format"] == "kueue"
+    hyperpod = [
+        {
+            "Name": f"{team}-compute-allocation",
+            "ComputeQuotaTarget": {"TeamName": team},
+            "ComputeQuotaConfig": {
+                "ComputeQuotaResources": [{"InstanceType": "ml.g5.8xlarge", "Count": 2}],
+                "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 50},
+            },
+        }
+        for team in ("team-a", "team-b")
+    ]
+    response = admin.put("/api/v1/policy", json={"format": "hyperpod", "policy": hyperpod})
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ({"policy": {"teams": [{"name": "team-a", "quota": [{"count": 2}]}]}}, "teams[0]"),
+        ({"policy": {"teams": [{"name": "x", "sharing": "Hoard"}]}}, "sharing"),
+        ({"policy": {"tems": []}}, "tems"),
+        ({"format": "kueue", "policy": "kind: ClusterQueue\nspec: 3\n"}, "metadata.name"),
+        ({"format": "hyperpod", "policy": {"ComputeQuotaConfig": 7}}, "ComputeQuotaConfig"),
+        ({"format": "yaml", "policy": {}}, "format"),
+    ],
+)
+def test_invalid_policies_are_422_naming_the_field(
+    admin: httpx.Client, body: dict[str, Any], where: str
+) -> None:
+    before = admin.get("/api/v1/policy").json()["version"]
+    response = admin.put("/api/v1/policy", json=body)
+    assert response.status_code == 422, response.text
+    assert where in json.dumps(response.json()["detail"])
+    assert admin.get("/api/v1/policy").json()["version"] == before
+
+
+def test_a_policy_naming_a_file_does_not_read_it(admin: httpx.Client, tmp_path: Path) -> None:
+    secret = tmp_path / "policy.yaml"
+    secret.write_text("teams: [{name: team-a}, {name: team-b}]\n")
+    for body in (
+        {"policy": str(secret)},
+        {"format": "kueue", "policy": str(secret)},
+        {"format": "hyperpod", "policy": str(secret)},
+    ):
+        assert admin.put("/api/v1/policy", json=body).status_code == 422
+
+
+def test_a_policy_may_not_drop_a_team_with_work(admin: httpx.Client, team_b: httpx.Client) -> None:
+    team_b.post("/api/v1/workloads", json=job("keep-b", "team-b"))
+    policy = admin.get("/api/v1/policy").json()
+    only_a = {**policy["policy"], "teams": policy["policy"]["teams"][:1]}
+    response = admin.put("/api/v1/policy", json={"policy": only_a})
+    assert response.status_code == 409 and "team-b" in response.json()["detail"]

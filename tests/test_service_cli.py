@@ -1,0 +1,118 @@
+"""The CLI: tokens on the store, and the client commands against a real server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fleetshare.cli import app
+from tests.service_helpers import Server, cli_env, start_server, wait_for
+
+runner = CliRunner(env={"COLUMNS": "200"})
+
+
+def fleetshare(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "fleetshare.cli", *args],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=60,
+    )
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    workdir = tmp_path_factory.mktemp("cli")
+    srv = start_server(f"sqlite:///{workdir / 'fleetshare.db'}", workdir)
+    yield srv
+    srv.stop()
+
+
+def token(server: Server, scope: str) -> str:
+    result = runner.invoke(app, ["token", "create", "--scope", scope, "--db", server.db])
+    assert result.exit_code == 0, result.output
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_tokens_are_created_listed_and_revoked(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'tokens.db'}"
+    created = fleetshare("token", "create", "--scope", "team:ml", "--name", "ml ci", "--db", db)
+    assert created.returncode == 0, created.stderr
+    secret = created.stdout.strip()
+    assert secret.startswith("fs_") and "token 1 (team:ml)" in created.stderr
+
+    def rows() -> list[dict[str, object]]:
+        listed = runner.invoke(app, ["token", "list", "--db", db, "--json"])
+        assert secret not in listed.stdout
+        out: list[dict[str, object]] = json.loads(listed.stdout)
+        return out
+
+    assert [(r["id"], r["scope"], r["name"], r["revoked_at"]) for r in rows()] == [
+        (1, "team:ml", "ml ci", None)
+    ]
+    assert runner.invoke(app, ["token", "revoke", "1", "--db", db]).exit_code == 0
+    assert rows()[0]["revoked_at"]
+    again = runner.invoke(app, ["token", "revoke", "1", "--db", db])
+    assert again.exit_code == 1 and again.stderr.strip() == "error: no active token 1"
+    bad = runner.invoke(app, ["token", "create", "--scope", "root", "--db", db])
+    assert bad.exit_code == 2 and "admin, viewer or team:NAME" in bad.stderr
+
+
+def test_client_commands(server: Server, tmp_path: Path) -> None:
+    admin = token(server, "admin")
+    team_a = token(server, "team:team-a")
+    common = ["--server", server.url]
+    spec = tmp_path / "jobs.yaml"
+    spec.write_text(
+        "workloads:\n"
+        "  - {name: cli-1, team: team-a, pods: 1, requests: {nvidia.com/gpu: 1}}\n"
+        "  - {name: cli-2, team: team-a, pods: 3, requests: {nvidia.com/gpu: 1}}\n"
+    )
+    result = runner.invoke(app, ["job", "submit", str(spec), *common, "--token", team_a])
+    assert result.exit_code == 0, result.output
+    assert "submitted cli-1" in result.stdout and "submitted cli-2" in result.stdout
+
+    def listed() -> list[dict[str, str]]:
+        out = runner.invoke(app, ["job", "list", *common, "--token", team_a, "--json"])
+        items: list[dict[str, str]] = json.loads(out.stdout)
+        return items
+
+    wait_for(lambda: any(w["state"] == "admitted" for w in listed()))
+    explained = runner.invoke(
+        app, ["job", "explain", "cli-2", *common, "--token", team_a, "--json"]
+    )
+    assert json.loads(explained.stdout)["state"] == "pending"
+    table = runner.invoke(app, ["job", "list", *common], env={"FLEETSHARE_TOKEN": team_a})
+    assert "cli-1" in table.stdout and "admitted" in table.stdout
+    teams = runner.invoke(app, ["team", "list", *common, "--token", admin, "--json"])
+    assert [t["name"] for t in json.loads(teams.stdout)] == ["team-a", "team-b"]
+    show = runner.invoke(app, ["team", "show", "team-a", *common, "--token", team_a])
+    assert "ml.g5.8xlarge" in show.stdout
+    nodes = runner.invoke(app, ["nodes", *common, "--token", admin])
+    assert "g5.8xlarge-0" in nodes.stdout
+    events = runner.invoke(app, ["events", *common, "--token", admin, "--json"])
+    kinds = [json.loads(line)["kind"] for line in events.stdout.splitlines()]
+    assert "submit" in kinds and "admit" in kinds
+    cancel = runner.invoke(app, ["job", "cancel", "cli-1", *common, "--token", team_a])
+    assert cancel.exit_code == 0 and "cancelled cli-1" in cancel.stdout
+
+
+def test_client_errors_are_one_line(server: Server) -> None:
+    team_a = token(server, "team:team-a")
+    result = runner.invoke(
+        app, ["job", "cancel", "nope", "--server", server.url, "--token", team_a]
+    )
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "error: 404: no workload 'nope'"
+    result = runner.invoke(app, ["team", "list", "--server", server.url])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == "error: 401: missing or invalid bearer token"
+    result = runner.invoke(app, ["nodes", "--server", "http://127.0.0.1:9", "--token", team_a])
+    assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1

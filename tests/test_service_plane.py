@@ -1,0 +1,238 @@
+"""The control plane in-process: metrics on hand-built cases with known answers, restart
+from the store, and the config."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from fleetshare.model.catalog import load_catalog
+from fleetshare.scenario.loader import ScenarioError, load_scenario_data
+from fleetshare.scenario.schema import WorkloadSpec
+from fleetshare.service.auth import Principal
+from fleetshare.service.config import load_config
+from fleetshare.service.metrics import ServiceMetrics
+from fleetshare.service.plane import ControlPlane, Forbidden
+from fleetshare.service.store import Store
+
+ADMIN = Principal(1, "admin")
+CONFIG: dict[str, Any] = {
+    "name": "two-nodes",
+    "cluster": {"nodes": [{"instance_type": "ml.g5.8xlarge", "count": 2, "zone": "z1"}]},
+    "policy": {
+        "cluster": {"idle_resource_sharing": False},
+        "teams": [
+            {
+                "name": "team-a",
+                "group": "lab",
+                "quota": [{"instance_type": "ml.g5.8xlarge", "count": 1}],
+                "borrow_limits": [{"percent_of_quota": 100}],
+            },
+            {
+                "name": "team-b",
+                "group": "lab",
+                "quota": [{"instance_type": "ml.g5.8xlarge", "count": 1}],
+            },
+        ],
+        "groups": [{"name": "lab"}],
+    },
+}
+
+
+def plane_for(tmp_path: Path, config: dict[str, Any] = CONFIG) -> ControlPlane:
+    scenario = load_scenario_data(config, Path("."))
+    return ControlPlane(scenario, Store(f"sqlite:///{tmp_path / 'fs.db'}"))
+
+
+def submit(plane: ControlPlane, name: str, team: str, **extra: Any) -> None:
+    spec = {"name": name, "team": team, "requests": {"nvidia.com/gpu": 1, "cpu": 2}, **extra}
+    plane.submit(WorkloadSpec.model_validate(spec), ADMIN)
+
+
+def samples(metrics: ServiceMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    out = {}
+    for family in text_string_to_metric_families(metrics.render().decode()):
+        for sample in family.samples:
+            out[sample.name, tuple(sorted(sample.labels.items()))] = sample.value
+    return out
+
+
+def value(found: dict[Any, float], name: str, **labels: str) -> float:
+    return found[name, tuple(sorted(labels.items()))]
+
+
+def test_metrics_of_a_reclaim(tmp_path: Path) -> None:
+    """team-a runs a1 and a2 (one borrowed); team-b's b1 reclaims one; a3 waits."""
+    plane = plane_for(tmp_path)
+    metrics = ServiceMetrics(plane)
+    submit(plane, "a1", "team-a")
+    submit(plane, "a2", "team-a")
+    plane.step()
+    assert set(plane.view.running) == {"a1", "a2"}
+    submit(plane, "b1", "team-b")
+    submit(plane, "a3", "team-a")
+    plane.step()
+    running = set(plane.view.running)
+    assert "b1" in running and len(running & {"a1", "a2"}) == 1  # one of a's reclaimed
+    found = samples(metrics)
+    lab = {"cohort": "lab", "flavor": "ml.g5.8xlarge"}
+    gpu = {**lab, "resource": "nvidia.com/gpu"}
+
+    assert value(found, "fleetshare_admitted_active_workloads", cluster_queue="team-a") == 1
+    assert value(found, "fleetshare_admitted_active_workloads", cluster_queue="team-b") == 1
+    pending = "fleetshare_pending_workloads"
+    assert value(found, pending, cluster_queue="team-a", status="inadmissible") == 2
+    assert value(found, pending, cluster_queue="team-a", status="active") == 0
+    assert value(found, pending, cluster_queue="team-b", status="inadmissible") == 0
+    usage = "fleetshare_cluster_queue_resource_usage"
+    assert value(found, usage, cluster_queue="team-a", **gpu) == 1
+    assert value(found, usage, cluster_queue="team-b", **gpu) == 1
+    cpu = {**lab, "resource": "cpu"}
+    assert value(found, usage, cluster_queue="team-a", **cpu) == 2
+    quota = "fleetshare_cluster_queue_nominal_quota"
+    assert value(found, quota, cluster_queue="team-a", **gpu) == 1
+    g5 = load_catalog().get("ml.g5.8xlarge")
+    assert value(found, quota, cluster_queue="team-a", **cpu) == g5.allocatable["cpu"] / 1000
+    borrowed = "fleetshare_cluster_queue_borrowed_resources"
+    assert value(found, borrowed, cluster_queue="team-a", **gpu) == 0
+    assert (
+        value(
+            found,
+            "fleetshare_preempted_workloads_total",
+            preempting_cluster_queue="team-b",
+            reason="InCohortReclamation",
+        )
+        == 1
+    )
+    evicted = "fleetshare_evicted_workloads_total"
+    assert value(found, evicted, cluster_queue="team-a", reason="Preempted") == 1
+    admitted = "fleetshare_admitted_workloads_total"
+    assert value(found, admitted, cluster_queue="team-a") == 2
+    assert value(found, admitted, cluster_queue="team-b") == 1
+    wait = "fleetshare_admission_wait_time_seconds_count"
+    assert value(found, wait, cluster_queue="team-a") == 2
+    assert value(found, wait, cluster_queue="team-b") == 1
+    node = {"instance_type": "ml.g5.8xlarge", "capacity_type": "on-demand", "source": "config"}
+    assert value(found, "fleetshare_nodes", zone="z1", **node) == 2
+    assert g5.price_per_hour is not None
+    cost = value(found, "fleetshare_nodes_hourly_cost_dollars", **node)
+    assert cost == pytest.approx(2 * g5.price_per_hour)
+    assert value(found, "fleetshare_loop_reconcile_duration_seconds_count") == 2
+    assert value(found, "fleetshare_loop_up") == 1
+
+
+def test_borrowed_and_admission_wait(tmp_path: Path) -> None:
+    """a2 borrows one GPU; the wait histogram counts each admission once, in its bucket."""
+    plane = plane_for(tmp_path)
+    metrics = ServiceMetrics(plane)
+    submit(plane, "a1", "team-a")
+    submit(plane, "a2", "team-a")
+    plane.step()
+    found = samples(metrics)
+    gpu = {"cohort": "lab", "flavor": "ml.g5.8xlarge", "resource": "nvidia.com/gpu"}
+    borrowed = "fleetshare_cluster_queue_borrowed_resources"
+    assert value(found, borrowed, cluster_queue="team-a", **gpu) == 1
+    assert value(found, borrowed, cluster_queue="team-b", **gpu) == 0
+    bucket = "fleetshare_admission_wait_time_seconds_bucket"
+    assert value(found, bucket, cluster_queue="team-a", le="60.0") == 2  # admitted at once
+    assert value(found, bucket, cluster_queue="team-a", le="+Inf") == 2
+
+
+def _admissions(running: Any) -> dict[str, tuple[float, Any]]:
+    """Admission times (to the microsecond: they go through Unix time in the store) and
+    assignments."""
+    return {n: (round(r.admitted_at, 6), r.assignment) for n, r in running.items()}
+
+
+def test_restart_keeps_admissions_and_their_finish_times(tmp_path: Path) -> None:
+    plane = plane_for(tmp_path)
+    submit(plane, "a1", "team-a", duration=3600)
+    submit(plane, "b1", "team-b")
+    submit(plane, "a2", "team-a", node_selector={"no": "such-node"})
+    plane.step()
+    before = _admissions(plane.view.running)
+    assert set(before) == {"a1", "b1"}
+    waiting = set(plane.view.pending)
+    plane.store.close()
+
+    again = plane_for(tmp_path)  # a new process on the same store
+    assert _admissions(again.backend.running) == before
+    assert set(again.backend.pending) == waiting
+    finish = again.backend.next_timer()
+    assert finish is not None and finish == pytest.approx(before["a1"][0] + 3600)
+    again.step()
+    assert _admissions(again.view.running) == before
+
+
+def test_restart_requeues_work_of_nodes_that_left(tmp_path: Path) -> None:
+    plane = plane_for(tmp_path)
+    submit(plane, "a1", "team-a")
+    plane.step()
+    node = plane.view.running["a1"].assignment.placement[0][0][0]
+    plane.store.close()
+    config = {**CONFIG, "cluster": {"nodes": [{"name": "other", "instance_type": "ml.g5.8xlarge"}]}}
+    again = plane_for(tmp_path, config)
+    assert node not in again.backend.nodes
+    again.step()
+    assert set(again.view.running) == {"a1"}
+    assert again.view.running["a1"].assignment.placement[0][0][0] == "other"
+
+
+def test_viewer_cannot_submit(tmp_path: Path) -> None:
+    plane = plane_for(tmp_path)
+    with pytest.raises(Forbidden):
+        plane.submit(
+            WorkloadSpec.model_validate({"name": "v", "team": "team-a", "requests": {"cpu": 1}}),
+            Principal(2, "viewer"),
+        )
+
+
+def test_default_config_and_configs_without_workloads(tmp_path: Path) -> None:
+    config = load_config()
+    assert [n.name for n in config.nodes] == [f"g5.8xlarge-{i}" for i in range(4)]
+    assert [t.name for t in config.policy.teams] == ["team-a", "team-b"]
+    path = tmp_path / "config.yaml"
+    with_work = {**CONFIG, "workloads": [{"name": "w", "team": "team-a", "requests": {"cpu": 1}}]}
+    path.write_text(yaml.safe_dump(with_work))
+    with pytest.raises(ScenarioError, match="submit workloads through the API"):
+        ControlPlane(load_config(path), Store(f"sqlite:///{tmp_path / 'x.db'}"))
+
+
+AUTOSCALED: dict[str, Any] = {
+    "name": "autoscaled",
+    "cluster": {"nodes": []},
+    "policy": {"teams": [{"name": "research", "quota": [{"resources": {"nvidia.com/gpu": 8}}]}]},
+    "node_pools": [{"name": "gpu", "families": ["g5"], "capacity_types": ["on-demand"]}],
+    "cloud": {"seed": 1, "launch_latency_seconds": 0.3},
+    "autoscaler": {"batch_idle_seconds": 0, "batch_max_seconds": 0},
+}
+
+
+def test_node_pools_launch_nodes_live(tmp_path: Path) -> None:
+    """With node pools, the autoscaler launches a node on the simulated cloud; it joins after
+    its launch latency (wall clock) and the work is admitted on it."""
+    plane = plane_for(tmp_path, AUTOSCALED)
+    metrics = ServiceMetrics(plane)
+    plane.start()
+    try:
+        submit(plane, "train", "research")
+        deadline = time.monotonic() + 15
+        while "train" not in plane.view.running and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert "train" in plane.view.running
+    finally:
+        plane.stop()
+    node = plane.view.running["train"].assignment.placement[0][0][0]
+    info = plane.view.node_info[node]
+    assert info.source == "autoscaler" and info.pool == "gpu" and info.price_per_hour
+    found = samples(metrics)
+    labels = {"capacity_type": "on-demand", "source": "autoscaler"}
+    itype = next(n.instance_type for n in plane.view.nodes if n.name == node)
+    assert itype is not None
+    cost = value(found, "fleetshare_nodes_hourly_cost_dollars", instance_type=itype, **labels)
+    assert cost == pytest.approx(info.price_per_hour)
