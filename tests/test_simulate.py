@@ -97,7 +97,19 @@ def _check_invariants(inp: SimulationInput, r: VariantResult) -> None:
     assert c["lost_hours"] <= c["used_hours"] + eps
     for t in teams.values():
         assert t["borrowed_hours"] <= t["used_hours"] + eps
-        assert t["over_quota_hours"] <= t["used_hours"] + eps
+        # over quota at any moment is at most what the running jobs borrowed at admission
+        assert t["borrowed_hours"] <= t["borrowed_at_admission_hours"] + eps
+        assert t["borrowed_at_admission_hours"] <= t["used_hours"] + eps
+    # useful allocation: allocation less the lost work in the window
+    if c["allocation"] is not None:
+        lost_share = c["lost_hours_in_window"] / c["available_hours_in_window"]
+        assert math.isclose(c["useful_allocation"], c["allocation"] - lost_share, abs_tol=1e-3)
+    # total queueing time is at least the first wait, and equal when nothing was requeued
+    for key in ("mean", "p50", "p95", "p99"):
+        first, total = c["first_wait_seconds"][key], c["queue_wait_seconds"][key]
+        assert total >= first - eps
+        if c["requeued"] == 0:
+            assert total == first
     # second computation of use: the usage step function's area equals the sum over runs
     m = r.measured
     area = float(np.sum(m.usage.area(m.end))) / HOUR
@@ -132,7 +144,7 @@ def test_static_quotas_never_borrow(results: dict[str, VariantResult]) -> None:
     for name in ("static", "static-autoscale"):
         c = results[name].cluster
         assert c["borrowed_hours"] == 0
-        assert c["over_quota_hours"] == 0
+        assert c["borrowed_at_admission_hours"] == 0
         # nothing to reclaim; only consolidation moves (batch) work on an autoscaled cluster
         assert set(c["preemptions_by_reason"]) <= {"consolidation"}
     assert results["static"].cluster["preemptions"] == 0
@@ -147,13 +159,13 @@ def test_idle_sharing_borrows_until_the_owner_reclaims(results: dict[str, Varian
         a = r.teams["a"]
         # a used 16 GPUs from t=0 until b came back at t=1800 (one of a's jobs is reclaimed,
         # 1800 s of its work lost), and again from 5400 to 6000 once b was done
-        assert a["over_quota_hours"] == pytest.approx(8 * (1800 + 600) / HOUR, abs=1e-3)
+        assert a["borrowed_hours"] == pytest.approx(8 * (1800 + 600) / HOUR, abs=1e-3)
         assert a["preemptions_by_reason"] == {"reclaim": 1}
         assert a["lost_hours"] == pytest.approx(8 * 1800 / HOUR, abs=1e-3)
         # admission-time borrowing: a2 (8 GPUs) and a3 (8 GPUs, 600 s) were admitted beyond
         # a's quota; a1 and a2 started together, so the reclaim takes the younger, a2, after
         # 1800 s of borrowing
-        assert a["borrowed_hours"] == pytest.approx(8 * (1800 + 600) / HOUR, abs=1e-3)
+        assert a["borrowed_at_admission_hours"] == pytest.approx(8 * (1800 + 600) / HOUR, abs=1e-3)
         assert r.teams["b"]["borrowed_hours"] == 0
         # b got its quota back at once
         assert r.teams["b"]["queue_wait_seconds"]["p99"] == 0
@@ -332,3 +344,61 @@ def test_cli_help_lists_policies_and_rejects_bad_input(scenario_file: Path) -> N
     assert bad.exit_code == 2
     both = runner.invoke(app, ["simulate", str(scenario_file), "--trace", "helios"])
     assert both.exit_code == 2
+
+
+# -- definitions on hand-built cases (issue 13, items 1, 2 and 4) --------------------------------
+
+
+def test_queue_wait_counts_time_queued_again_after_a_preemption(
+    results: dict[str, VariantResult],
+) -> None:
+    """Fair share on the two-team case: a1 and a2 start at 0 (a2 on b's idle quota), b1 comes
+    at 1800 and reclaims a2, which waits again until a1 ends at 3600; a3 (submitted at 100)
+    waits until b1 is done at 5400. Queued in total: a1 0, a2 1800 (first wait 0), a3 5300."""
+    r = results["fair-share"]
+    m = r.measured
+    queued, still, requeues = m.queue_times(m.end)
+    first, _ = m.waits(m.end)
+    assert queued.tolist() == [0, 1800, 5300, 0]
+    assert first.tolist() == [0, 0, 5300, 0]
+    assert requeues.tolist() == [0, 1, 0, 0]
+    assert not still.any()
+    a = r.teams["a"]
+    assert a["requeued"] == 1
+    assert a["queue_wait_seconds"]["mean"] == pytest.approx((0 + 1800 + 5300) / 3, abs=1e-3)
+    assert a["first_wait_seconds"]["mean"] == pytest.approx(5300 / 3, abs=1e-3)
+
+
+def test_useful_allocation_leaves_out_work_thrown_away(
+    results: dict[str, VariantResult],
+) -> None:
+    """Window 1.5 h on 16 GPUs (24 GPU-h). Fair share keeps all 16 busy (allocation 100 %) but
+    throws away a2's first 1800 s on 8 GPUs (4 GPU-h): useful 20/24. Static quotas keep 8 GPUs
+    idle until b1 arrives at 1800 (20 GPU-h used) and lose nothing: the same 20/24."""
+    fair, static = results["fair-share"].cluster, results["static"].cluster
+    assert fair["allocation"] == pytest.approx(1.0)
+    assert fair["lost_hours_in_window"] == pytest.approx(4.0)
+    assert fair["useful_allocation"] == pytest.approx(20 / 24, abs=1e-4)
+    assert static["allocation"] == pytest.approx(20 / 24, abs=1e-4)
+    assert static["useful_allocation"] == pytest.approx(20 / 24, abs=1e-4)
+    assert fair["capacity_basis"] == "fixed"
+    assert results["fair-share-autoscale"].cluster["capacity_basis"] == "ready-autoscaled"
+
+
+def test_borrowed_hours_stop_when_the_team_is_back_within_quota(tmp_path: Path) -> None:
+    """a (8 GPUs of quota) runs a1 (600 s) and a2 (3600 s) at once; a2 is admitted on b's idle
+    quota. At 600 a1 ends and a is within its quota again: a used 8 GPUs beyond it for 600 s
+    (borrowed 8 x 600), though a2 was admitted as borrowing for its whole 3600 s."""
+    scenario = {
+        **SCENARIO,
+        "workloads": [
+            {"name": "a1", "team": "a", "at": 0, "duration": 600, "requests": {GPU: 8}},
+            {"name": "a2", "team": "a", "at": 0, "duration": 3600, "requests": {GPU: 8}},
+        ],
+    }
+    path = tmp_path / "borrow.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    (r,) = run_variants(from_scenario(path), select(["fair-share"]), jobs=1)
+    a = r.teams["a"]
+    assert a["borrowed_hours"] == pytest.approx(8 * 600 / HOUR, abs=1e-3)
+    assert a["borrowed_at_admission_hours"] == pytest.approx(8 * 3600 / HOUR, abs=1e-3)

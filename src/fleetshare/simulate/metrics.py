@@ -17,16 +17,25 @@ Definitions (``r`` is a workload's request of the measured resource, in whole un
   scratch when admitted again).
 - **allocation** -- used / available *within the window*, where available is ``∫ capacity``
   of schedulable nodes (Ready, healthy, not cordoned): how busy the cluster was while the
-  trace's demand was there. Measured over the same span for every policy.
+  trace's demand was there. Measured over the same span for every policy. **Useful
+  allocation** leaves out lost work (what preemption threw away): (used − lost) / available,
+  both within the window; it is the headline, since capacity spent on work that is thrown away
+  serves nobody. For a fixed cluster the denominator is its nodes; for an autoscaled one it is
+  the Ready capacity that followed demand, so the two are not comparable (``capacity_basis``
+  says which; compare autoscaled runs by utilisation of paid).
 - **paid** -- ``∫ capacity`` of the nodes paid for over the run: fixed nodes while present;
   autoscaled instances from launch (before they are Ready) to termination;
   **utilisation of paid** = used / paid.
-- **borrowed** -- ``Σ b × (end − admitted)`` where ``b`` is what the admission borrowed (the
-  admit event's ``borrowed``: how much the team's usage beyond its quota grew by admitting it);
-  **over quota** -- ``∫ max(0, usage(team) − quota(team))``, the team-level view.
-- **queue wait** -- first admission − submit; a workload never admitted is *censored*: it counts
-  with ``T − submit`` (a lower bound on its wait) and is also counted in ``never_admitted``.
-  Percentiles are nearest-rank.
+- **borrowed** -- ``∫ max(0, usage(team) − quota(team))``: what a team used beyond its quota,
+  while it did (a job admitted as borrowed stops counting once its team is back within quota).
+  **borrowed at admission** -- ``Σ b × (end − admitted)`` where ``b`` is what the admission
+  borrowed (the admit event's ``borrowed``), the per-job view Kueue's admission reports; it is
+  larger when a team's other work ends first.
+- **queue wait** -- all the time a job spent queued: submit to first admission, plus every
+  stretch from a preemption to its next admission; time still queued at the end of the run is
+  *censored* at ``T`` (a lower bound), and never-admitted work is also counted in
+  ``never_admitted``. **first wait** -- submit to first admission only (censored likewise);
+  **requeued** -- jobs queued again after a preemption. Percentiles are nearest-rank.
 - **completion time** (JCT) -- finish − submit of finished workloads.
 - **cost** -- over the run: fixed nodes at the catalog's on-demand price × hours present in
   ``[0, T]`` (the cluster is released when the work is done); autoscaled: the simulated cloud's
@@ -122,6 +131,8 @@ class Runs:
     """Every run (admission to finish / preemption / end) of every workload, as arrays."""
 
     team: IntArray
+    workload: IntArray
+    """Index of the run's workload in ``Measured.submit``."""
     start: FloatArray
     stop: FloatArray
     amount: FloatArray
@@ -181,10 +192,36 @@ class Measured:
     unknown_nodes: list[str] = field(default_factory=list)
 
     def waits(self, horizon: float) -> tuple[FloatArray, BoolArray]:
-        """Queue waits (censored at ``horizon`` for work never admitted) and the censored mask."""
+        """First waits (submit to first admission, censored at ``horizon`` for work never
+        admitted) and the censored mask."""
         censored = np.isnan(self.first_admit)
         waits = np.where(censored, horizon - self.submit, self.first_admit - self.submit)
         return np.asarray(waits, dtype=np.float64), censored
+
+    def queue_times(self, horizon: float) -> tuple[FloatArray, BoolArray, IntArray]:
+        """Per workload: all its time queued (first wait plus every preemption-to-admission
+        stretch, censored at ``horizon`` while still queued), whether it was still queued at
+        the end, and how many times it was queued again after a preemption."""
+        r = self.runs
+        n = self.submit.size
+        order = np.lexsort((r.start, r.workload))
+        wl, start, stop = r.workload[order], r.start[order], r.stop[order]
+        first = np.ones(wl.size, dtype=np.bool_)
+        first[1:] = wl[1:] != wl[:-1]
+        previous_stop = np.empty_like(stop)
+        previous_stop[1:] = stop[:-1]
+        gaps = np.where(first, start - self.submit[wl], start - previous_stop)
+        queued = np.bincount(wl, weights=gaps, minlength=n)
+        last = np.ones(wl.size, dtype=np.bool_)
+        last[:-1] = wl[1:] != wl[:-1]
+        ends_queued = last & r.preempted[order]
+        queued += np.bincount(wl[ends_queued], weights=horizon - stop[ends_queued], minlength=n)
+        never = np.bincount(wl, minlength=n) == 0
+        queued = np.where(never, horizon - self.submit, queued)
+        still = never.copy()
+        still[wl[ends_queued]] = True
+        requeues = np.bincount(wl[~first], minlength=n) + np.bincount(wl[ends_queued], minlength=n)
+        return np.asarray(queued, dtype=np.float64), still, requeues.astype(np.int64)
 
     def preemptions(self) -> list[tuple[float, int, str, float]]:
         """(time, team index, cause, units × hours lost) of every preemption."""
@@ -242,16 +279,23 @@ def _rounded(d: dict[str, Any], digits: int = 4) -> dict[str, Any]:
 
 
 def extract_runs(
-    result: RunResult, resource: str, team_index: Mapping[str, int], end: float
+    result: RunResult,
+    resource: str,
+    team_index: Mapping[str, int],
+    end: float,
+    workload_index: Mapping[str, int] | None = None,
 ) -> Runs:
-    """Sweep the event log for every run of every workload (admission to its end)."""
+    """Sweep the event log for every run of every workload (admission to its end);
+    ``workload_index`` numbers the workloads (default: the records' order)."""
     amount_of: dict[str, float] = {}
     team_of: dict[str, int] = {}
     for name, rec in result.records.items():
         amount_of[name] = rec.workload.total_requests().get(resource, 0) / MILLI
         team_of[name] = team_index[rec.workload.team]
+    number = workload_index or {name: i for i, name in enumerate(result.records)}
     open_runs: dict[str, tuple[float, float]] = {}
     team: list[int] = []
+    workload: list[int] = []
     start: list[float] = []
     stop: list[float] = []
     amount: list[float] = []
@@ -262,6 +306,7 @@ def extract_runs(
     def close(name: str, at: float, why: str | None) -> None:
         began, took = open_runs.pop(name)
         team.append(team_of[name])
+        workload.append(number[name])
         start.append(began)
         stop.append(at)
         amount.append(amount_of[name])
@@ -281,6 +326,7 @@ def extract_runs(
         close(name, end, None)
     return Runs(
         team=np.asarray(team, dtype=np.int64),
+        workload=np.asarray(workload, dtype=np.int64),
         start=np.asarray(start, dtype=np.float64),
         stop=np.asarray(stop, dtype=np.float64),
         amount=np.asarray(amount, dtype=np.float64),
@@ -410,7 +456,8 @@ def measure(
             quota[index[name]] = sum(v for (_, r), v in node.quota.items() if r == resource) / MILLI
     scaler = result.autoscaler
     end = max(result.end_time, duration)
-    runs = extract_runs(result, resource, index, end)
+    submitted = [name for name, rec in result.records.items() if rec.submitted]
+    runs = extract_runs(result, resource, index, end, {n: i for i, n in enumerate(submitted)})
 
     # per-team usage: +amount at the start of a run, -amount at its end
     times = np.concatenate((runs.start, runs.stop))
@@ -454,10 +501,9 @@ def measure(
     finish_team: list[int] = []
     completion: list[float] = []
     makespan = 0.0
-    for rec in result.records.values():
+    for name in submitted:
+        rec = result.records[name]
         wl = rec.workload
-        if not rec.submitted:
-            continue
         submit.append(wl.submit_time)
         first.append(np.nan if rec.first_admitted_at is None else rec.first_admitted_at)
         wait_team.append(index[wl.team])
@@ -525,7 +571,7 @@ def summarize(m: Measured) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     n_teams = len(m.team_names)
     used_runs = runs.used()
     used_team = np.bincount(runs.team, weights=used_runs, minlength=n_teams) / HOUR
-    borrowed_team = (
+    at_admission_team = (
         np.bincount(runs.team, weights=runs.borrowed * (runs.stop - runs.start), minlength=n_teams)
         / HOUR
     )
@@ -534,13 +580,16 @@ def summarize(m: Measured) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         / HOUR
     )
     used_window = float(runs.used(m.window).sum()) / HOUR
+    lost_window = float(runs.used(m.window)[runs.preempted].sum()) / HOUR
     over = Step(m.usage.times, np.maximum(m.usage.values - m.quota[None, :], 0.0))
-    over_team = np.asarray(over.area(horizon)) / HOUR
+    borrowed_team = np.asarray(over.area(horizon)) / HOUR
     available = float(m.capacity.area(horizon)) / HOUR
     available_window = float(m.capacity.area(m.window)) / HOUR
     paid = float(m.paid.area(horizon)) / HOUR
     used = float(used_team.sum())
-    waits, censored = m.waits(horizon)
+    first_waits, censored = m.waits(horizon)
+    waits, _, requeues = m.queue_times(horizon)
+    requeued = requeues > 0
 
     def by_reason(mask: BoolArray | None = None) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -560,11 +609,13 @@ def summarize(m: Measured) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
                 "used_hours": float(used_team[k]),
                 "share_of_used": float(used_team[k] / used) if used else 0.0,
                 "borrowed_hours": float(borrowed_team[k]),
-                "over_quota_hours": float(over_team[k]),
+                "borrowed_at_admission_hours": float(at_admission_team[k]),
                 "lost_hours": float(lost_team[k]),
                 "preemptions": int((runs.preempted & (runs.team == k)).sum()),
                 "preemptions_by_reason": by_reason(runs.team == k),
+                "requeued": int((requeued & mine).sum()),
                 "queue_wait_seconds": percentiles(waits[mine]),
+                "first_wait_seconds": percentiles(first_waits[mine]),
                 "completion_seconds": percentiles(m.completion[m.finish_team == k]),
             }
         )
@@ -581,18 +632,25 @@ def summarize(m: Measured) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
             "available_hours_in_window": available_window,
             # no capacity in the window (an autoscaled run whose nodes came later): undefined
             "allocation": used_window / available_window if available_window else None,
+            "useful_allocation": (
+                (used_window - lost_window) / available_window if available_window else None
+            ),
+            "capacity_basis": "ready-autoscaled" if m.autoscaled else "fixed",
             "available_hours": available,
             "paid_hours": paid,
             "utilisation_of_paid": used / paid if paid else 0.0,
             "borrowed_hours": float(borrowed_team.sum()),
-            "over_quota_hours": float(over_team.sum()),
+            "borrowed_at_admission_hours": float(at_admission_team.sum()),
             "lost_hours": float(lost_team.sum()),
+            "lost_hours_in_window": lost_window,
             "preemptions": int(runs.preempted.sum()),
             "preemptions_by_reason": by_reason(),
             "workloads": int(waits.size),
             "finished": int(m.completion.size),
             "never_admitted": int(censored.sum()),
+            "requeued": int(requeued.sum()),
             "queue_wait_seconds": percentiles(waits),
+            "first_wait_seconds": percentiles(first_waits),
             "completion_seconds": percentiles(m.completion),
             "cost_usd": cost_until(m, horizon),
             "cost_in_window_usd": float(m.rate.area(m.window)) / HOUR,

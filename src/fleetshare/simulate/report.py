@@ -96,7 +96,7 @@ def comparison_table(inp: SimulationInput, results: Sequence[VariantResult]) -> 
     )
     columns = [
         ("policy", "left"),
-        ("alloc", "right"),
+        ("useful alloc", "right"),
         ("paid util", "right"),
         ("wait p50/p95/p99", "right"),
         ("never", "right"),
@@ -128,7 +128,7 @@ def comparison_table(inp: SimulationInput, results: Sequence[VariantResult]) -> 
         )
         table.add_row(
             r.name,
-            _share(c["allocation"]),
+            _fixed_share(r, "useful_allocation"),
             f"{c['utilisation_of_paid']:.1%}",
             "/".join(duration(w[k]) for k in ("p50", "p95", "p99")),
             str(c["never_admitted"]),
@@ -143,9 +143,12 @@ def comparison_table(inp: SimulationInput, results: Sequence[VariantResult]) -> 
             f"{r.run_seconds:.1f}",
         )
     table.caption = (
-        f"alloc: {u}-hours used / schedulable within the input window; paid util: used / paid "
-        "until the run's work is done; wait: submit to first admission (never admitted: "
-        "censored); makespan: last job finished; lost: work discarded by preemptions; cost: "
+        f"useful alloc: {u}-hours used, less work thrown away by preemption, / schedulable "
+        "within the input window, fixed clusters only (an autoscaled cluster's capacity follows "
+        "demand: compare those by paid util); paid util: used / paid until the run's work is "
+        "done; wait: all time queued, first wait and after every preemption (still queued at "
+        "the end: censored); borrowed: used beyond the team's quota; makespan: last job "
+        "finished; lost: work discarded by preemptions; cost: "
         "fixed nodes × on-demand price × run time, or the simulated cloud's bill; in window: "
         "what was paid for during the input window only"
     )
@@ -154,6 +157,12 @@ def comparison_table(inp: SimulationInput, results: Sequence[VariantResult]) -> 
 
 
 # -- charts ----------------------------------------------------------------------------------
+
+
+def _fixed_share(r: VariantResult, key: str) -> str:
+    """An allocation figure of a fixed-cluster run; "—" for autoscaled runs (their
+    denominator, Ready capacity, follows demand: not comparable)."""
+    return "—" if r.variant.autoscale else _share(r.cluster[key])
 
 
 def _share(value: float | None) -> str:
@@ -270,7 +279,7 @@ def wait_chart(inp: SimulationInput, results: Sequence[VariantResult]) -> bytes:
     heat = np.full((len(results), len(keys)), np.nan)
     for i, r in enumerate(results):
         m = r.measured
-        waits, _ = m.waits(r.end)
+        waits, _, _ = m.queue_times(r.end)
         ordered = np.sort(waits)
         if ordered.size:
             frac = 1.0 - np.arange(1, ordered.size + 1) / ordered.size
@@ -415,7 +424,8 @@ def _cluster_rows(inp: SimulationInput, results: Sequence[VariantResult]) -> lis
         rows.append(
             [
                 r.name,
-                _share(c["allocation"]),
+                _fixed_share(r, "useful_allocation"),
+                _fixed_share(r, "allocation"),
                 f"{c['utilisation_of_paid']:.1%}",
                 f"{c['used_hours']:,.0f}",
                 f"{c['available_hours']:,.0f}",
@@ -424,6 +434,8 @@ def _cluster_rows(inp: SimulationInput, results: Sequence[VariantResult]) -> lis
                 duration(w["p50"]),
                 duration(w["p95"]),
                 duration(w["p99"]),
+                duration(c["first_wait_seconds"]["p99"]),
+                str(c["requeued"]),
                 str(c["never_admitted"]),
                 duration(j["p50"]),
                 duration(j["p95"]),
@@ -454,7 +466,7 @@ def _team_rows(r: VariantResult) -> list[list[str]]:
                 f"{t['used_hours']:,.0f}",
                 f"{t['share_of_used']:.1%}",
                 f"{t['borrowed_hours']:,.0f}",
-                f"{t['over_quota_hours']:,.0f}",
+                f"{t['borrowed_at_admission_hours']:,.0f}",
                 duration(w["mean"]),
                 duration(w["p50"]),
                 duration(w["p95"]),
@@ -516,6 +528,7 @@ def write_report(out: Path, inp: SimulationInput, results: Sequence[VariantResul
         _table(
             [
                 "policy",
+                "useful allocation (window)",
                 "allocation (window)",
                 "util. of paid",
                 f"used {u}-h",
@@ -525,6 +538,8 @@ def write_report(out: Path, inp: SimulationInput, results: Sequence[VariantResul
                 "p50",
                 "p95",
                 "p99",
+                "first wait p99",
+                "requeued",
                 "never admitted",
                 "JCT p50",
                 "JCT p95",
@@ -543,13 +558,21 @@ def write_report(out: Path, inp: SimulationInput, results: Sequence[VariantResul
         ),
         f"<p class='note'>allocation (window) = {u}-hours used / available (schedulable "
         f"capacity × time) within the input window, the first {inp.duration / HOUR:,.1f} h, "
-        "the same span for every policy. Everything else covers each run: until its last job "
+        "the same span for every policy; useful allocation leaves out the work preemption threw "
+        "away (used − lost, within the window). Both are given for fixed clusters only: an "
+        "autoscaled cluster's capacity follows its demand, so compare those by utilisation of "
+        "paid. Everything else covers each run: until its last job "
         "finished (makespan) and, autoscaled, its last node was removed (run h). utilisation "
         f"of paid = used / {u}-hours of nodes paid for (a fixed cluster until the run ends, "
-        "then released; autoscaled instances from launch to termination); waits count "
-        "never-admitted work as censored at the end of the run (a lower bound); JCT = finish − "
+        "then released; autoscaled instances from launch to termination); waits are all the "
+        "time a job was queued (to its first admission and again after every preemption; "
+        "first wait: to the first admission only), time still queued at the end of the run "
+        "censored there (a lower bound); requeued = jobs queued again after a preemption; "
+        "JCT = finish − "
         f"submit; lost = time run before a preemption × {u}s (the job restarts from scratch); "
-        "borrowed = Σ borrowed at admission × run time. A job preempted late restarts from "
+        f"borrowed = {u}-hours a team used beyond its quota; borrowed at admission = Σ borrowed "
+        "at admission × run time (larger: a job admitted as borrowed keeps counting after its "
+        "team is back within quota). A job preempted late restarts from "
         "scratch and can keep a whole fixed cluster paid for long after the window: cost in "
         "window (what was paid for during the window) and spillover (work done after it) show "
         "how much of a difference in cost is that tail. "
@@ -576,7 +599,7 @@ def write_report(out: Path, inp: SimulationInput, results: Sequence[VariantResul
                     f"used {u}-h",
                     "share",
                     f"borrowed {u}-h",
-                    f"over quota {u}-h",
+                    f"borrowed at admission {u}-h",
                     "wait mean",
                     "p50",
                     "p95",
