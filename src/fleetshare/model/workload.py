@@ -42,6 +42,8 @@ class Workload:
     priority_class: str | None = None
     duration: float | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    queue: str | None = None
+    """The local queue (``namespace/name``) it was submitted to, if it named one."""
 
     def total_requests(self) -> Resources:
         """Everything the gang requests."""

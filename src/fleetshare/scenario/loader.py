@@ -167,6 +167,10 @@ def build_workloads(
             team = _team_of(w.team, [policy, *(later or [])]) if resolve_teams else w.team
         except KeyError as exc:
             raise ScenarioError(f"workloads[{i}]({w.name}).team: {exc.args[0]}") from None
+        queue = next(
+            (q for p in [policy, *(later or [])] if (q := p.local_queue_of(w.team)) is not None),
+            None,
+        )
         if w.podsets:
             podsets = tuple(
                 PodSet(
@@ -200,6 +204,7 @@ def build_workloads(
                 priority_class=w.priority,
                 duration=w.duration,
                 labels=dict(w.labels),
+                queue=queue,
             )
         )
     return out
