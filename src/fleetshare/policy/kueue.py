@@ -678,6 +678,7 @@ def _preemption(
             f"{where}.borrowWithinCohort.policy",
             "needs reclaimWithinCohort other than Never (Kueue rejects this ClusterQueue)",
         )
+        borrow = BorrowWithinCohort()
     return within, reclaim, borrow
 
 
