@@ -33,6 +33,11 @@ class ImportReport:
         self.notes.append(f"{where}: {text}")
         self.noted.setdefault(path or where, text)
 
+    def remark(self, where: str, text: str) -> None:
+        """Record how something was mapped (a note about fields that are accounted for
+        otherwise, so it accounts for none)."""
+        self.notes.append(f"{where}: {text}")
+
     def problem(self, where: str, reason: str) -> None:
         """Record an invalid field and why."""
         self.problems.append((where, reason))

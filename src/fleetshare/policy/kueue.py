@@ -117,8 +117,9 @@ _QUEUE_UNSUPPORTED = {
     "admissionChecksStrategy": "admission checks (such as provisioning requests) are not "
     "implemented in governance: work is admitted on quota and node room alone; ignored",
     "namespaceSelector": "namespace selectors are not supported (jobs reach a team through its "
-    "local queues); ignored",
-    "flavorFungibility": "flavor fungibility is not supported; ignored",
+    "local queues, from any namespace); ignored",
+    "flavorFungibility": "flavor fungibility is fixed in fleetshare (a flavor within quota "
+    "first, then the first that fits by borrowing, then preemption); ignored",
     "stopPolicy": "stop policies are not supported (the team stays enabled); ignored",
     "concurrentAdmissionPolicy": _NOT_SUPPORTED,
 }
@@ -233,7 +234,7 @@ def _objects(docs: list[Any], report: ImportReport) -> list[_Object]:
         name = name if isinstance(name, str) and name else ""
         label = f"{kind}/{name}" if name else f"{kind} ({where})"
         api_version = str(doc.get("apiVersion", ""))
-        group = api_version.split("/")[0] if "/" in api_version else ""
+        group = api_version.split("/")[0] if "/" in api_version else api_version and "core"
         if group and group not in KUEUE_GROUPS:
             report.note(label, f"{api_version} {kind} is not a Kueue object; ignored")
         elif kind == "Configuration":
@@ -258,7 +259,7 @@ def _named_object(
         namespace = metadata.get("namespace") or ""
         if not isinstance(namespace, str) or not namespace:
             namespace = "default"
-            report.note(ref, "no metadata.namespace; assumed 'default'")
+            report.remark(ref, "no metadata.namespace; assumed 'default'")
         ref = f"{kind}/{namespace}/{name}"
     _unknown_fields(doc, ref, _TOP_FIELDS[kind], _OBJECT_UNSUPPORTED, report)
     _metadata(metadata, f"{ref}.metadata", kind == "LocalQueue", report)
@@ -495,7 +496,10 @@ class _QuotaReader:
 
 
 def _spec(obj: _Object, report: ImportReport) -> dict[str, Any]:
-    return _mapping(obj.doc.get("spec"), f"{obj.ref}.spec", report)
+    spec = _mapping(obj.doc.get("spec"), f"{obj.ref}.spec", report)
+    if "spec" in obj.doc and not spec:
+        report.map(f"{obj.ref}.spec")  # an empty spec: Kueue's defaults, fleetshare's too
+    return spec
 
 
 def _flavor(obj: _Object, report: ImportReport) -> Flavor:
@@ -546,7 +550,7 @@ def _resource_groups(
     """
     covered = list(dict.fromkeys(r for _, resources, _ in groups for r in resources))
     if not groups:
-        report.note(ref, "no resourceGroups: covers no resource, so its work waits (as in Kueue)")
+        report.remark(ref, "no resourceGroups: covers no resource, so its work waits (as in Kueue)")
     selecting = [i for i, (_, _, names) in enumerate(groups) if any(labels.get(n) for n in names)]
     node_group = selecting[0] if selecting else 0
     quota_groups: list[QuotaGroup] = []
@@ -562,7 +566,7 @@ def _resource_groups(
             )
             continue
         quota_groups.append(QuotaGroup(resources=resources, flavor=names[0]))
-        report.note(
+        report.remark(
             path,
             f"quota only: requests for {', '.join(resources)} are charged to flavor "
             f"{names[0]!r} whatever node flavor the pods get, and are not asked of nodes",
@@ -589,6 +593,9 @@ def _team(
         "queueingStrategy",
         "admissionScope",
     )
+    if spec.get("namespaceSelector") == {}:  # every namespace: fleetshare's behaviour too
+        handled += ("namespaceSelector",)
+        report.map(f"{where}.namespaceSelector")
     _unknown_fields(spec, where, handled, _QUEUE_UNSUPPORTED, report)
     cohort = _reference(spec, ("cohort", "cohortName"), where, report)
     reader = _QuotaReader(flavors, report)
@@ -598,7 +605,7 @@ def _team(
     if cohort is None:
         reader.forbid_limits("only allowed when the ClusterQueue has a cohort")
         sharing = SharingStrategy.DONT_LEND
-        report.note(obj.ref, "no cohort, so it can neither lend nor borrow: sharing DontLend")
+        report.remark(obj.ref, "no cohort, so it can neither lend nor borrow: sharing DontLend")
     within, reclaim, borrow = _preemption(
         spec.get("preemption"), f"{where}.preemption", priority_of, report
     )
@@ -704,7 +711,7 @@ def _borrow_within(
         return BorrowWithinCohort(policy=policy)
     weight = priority_of(threshold)
     if weight != threshold:
-        report.note(
+        report.remark(
             f"{where}.maxPriorityThreshold",
             f"priority {threshold} is weight {weight} on fleetshare's rescaled priorities",
         )
@@ -909,12 +916,12 @@ def _queue_settings_notes(
     for team in teams:
         ref = f"ClusterQueue/{team.name}.spec"
         if fair_share and team.borrow_within_cohort.policy != BorrowWithinCohortPolicy.NEVER:
-            report.note(
+            report.remark(
                 f"{ref}.preemption.borrowWithinCohort",
                 "no effect with fair sharing on (in Kueue it belongs to classic preemption)",
             )
         if team.admission_fair_sharing and admission is None:
-            report.note(
+            report.remark(
                 f"{ref}.admissionScope",
                 "no effect without the Configuration's admissionFairSharing (as in Kueue)",
             )
