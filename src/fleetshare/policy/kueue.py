@@ -584,7 +584,7 @@ def _team(
 ) -> Team:
     """ClusterQueue -> Team; its covered resources are the only ones its work may use."""
     spec, where = _spec(obj, report), f"{obj.ref}.spec"
-    handled = (
+    handled: tuple[str, ...] = (
         "cohort",
         "cohortName",
         "resourceGroups",
