@@ -13,24 +13,34 @@ Mapping, Kueue -> fleetshare:
   lendingLimit -> absolute :class:`BorrowLimit` / :class:`LendingLimit` on (resource, flavor); a
   queue without a cohort can neither lend nor borrow (``DontLend``);
   ``preemption.withinClusterQueue`` -> ``preempt_team_tasks`` and ``reclaimWithinCohort`` ->
-  ``reclaim`` (both ``Never`` when absent, Kueue's default); ``fairSharing.weight`` ->
-  ``fair_share_weight``. ``coveredResources`` of every resource group -> ``covered_resources``
-  (none for a queue without resourceGroups: its work waits, as in Kueue). The node group is the
+  ``reclaim`` (both ``Never`` when absent, Kueue's default); ``preemption.borrowWithinCohort``
+  -> ``borrow_within_cohort`` (its ``maxPriorityThreshold`` on the rescaled priorities; with
+  ``reclaimWithinCohort: Never`` rejected, as Kueue's webhook does; with fair sharing noted as
+  having no effect); ``queueingStrategy`` -> ``queueing_strategy``; ``admissionScope`` ->
+  ``admission_fair_sharing``; ``fairSharing.weight`` -> ``fair_share_weight``; an empty
+  ``namespaceSelector`` (every namespace) is what fleetshare does anyway. ``coveredResources``
+  of every resource group -> ``covered_resources`` (none for a queue without resourceGroups:
+  its work waits, as in Kueue). The node group is the
   first group with a flavor that has nodeLabels (else the first); any other group must have
   one flavor without nodeLabels and becomes a :class:`QuotaGroup` (quota only, like credits),
   else it is rejected: fleetshare gives a pod set one node flavor.
 - ``LocalQueue`` -> ``"namespace/name"`` in its ClusterQueue's ``local_queues``; workloads
-  naming it reach that team (:meth:`Policy.team_for`).
+  naming it reach that team (:meth:`Policy.team_for`); ``fairSharing.weight`` ->
+  ``local_queue_weights``.
 - ``WorkloadPriorityClass`` -> :class:`PriorityClass` (weight = value, rescaled into 0–100 when
   a value falls outside it, keeping order and distinctness).
-- kueue ``Configuration`` ``fairSharing`` -> ``cluster.fair_share`` (off without it). In Kueue only
-  quota that queues lend can be borrowed, so ``cluster.idle_resource_sharing`` is off.
+- kueue ``Configuration`` ``fairSharing`` -> ``cluster.fair_share`` (off without it);
+  ``admissionFairSharing`` (``usageHalfLifeTime``, ``usageSamplingInterval`` as Go durations,
+  ``resourceWeights``) -> ``cluster.admission_fair_sharing``. In Kueue only quota that queues
+  lend can be borrowed, so ``cluster.idle_resource_sharing`` is off.
 
-Whatever is present but not supported is listed in ``Policy.notes``, naming object and field;
-invalid input raises :class:`PolicyError` with ``(field path, reason)`` pairs such as
-``("ClusterQueue/team-a.spec.resourceGroups[0].flavors[0].resources[1].nominalQuota",
-"not a Kubernetes quantity: 'abc' ...")``. ``status`` and metadata other than name and namespace
-are not policy and are skipped without a note.
+Whatever is present but not supported is listed in ``Policy.notes``, naming object and field
+(``status``, metadata other than name and a LocalQueue's namespace, and descriptions are noted
+as not policy; Topology, AdmissionCheck and ProvisioningRequestConfig objects as not
+implemented in governance); invalid input raises :class:`PolicyError` with ``(field path,
+reason)`` pairs such as ``("ClusterQueue/team-a.spec.resourceGroups[0].flavors[0].resources[1]
+.nominalQuota", "not a Kubernetes quantity: 'abc' ...")``. An :class:`ImportReport` passed in
+records every path and where it went.
 """
 
 from __future__ import annotations
