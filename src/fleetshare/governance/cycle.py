@@ -140,6 +140,8 @@ class Cycle:
         for shape in index.shapes.values():
             self._team_keys.setdefault(shape.team, []).append(shape.keys)
         idle_limited = {name for name, node in model.nodes.items() if node.idle_percent}
+        self._strict = frozenset(name for name, rules in model.teams.items() if rules.strict_fifo)
+        """StrictFIFO teams."""
         self._blocked: dict[str, str] = {}
         """StrictFIFO teams whose queue is blocked in this cycle: by which workload."""
         self.fair: FairOrder | None = None
@@ -190,8 +192,7 @@ class Cycle:
     # -- one workload ----------------------------------------------------------------------
 
     def _consider(self, wl: Workload) -> None:
-        rules = self.model.teams.get(wl.team)
-        if rules is not None and rules.strict_fifo:
+        if self._strict and wl.team in self._strict:
             self._consider_strict(wl)
             return
         shape = self._of[id(wl)][0].uid
