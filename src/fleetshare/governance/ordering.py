@@ -2,10 +2,11 @@
 
 Each team has two queues (lanes): work that fits its own quota now, and the rest; each is
 ordered by priority, then FIFO. A team whose queue keeps its own order has one lane:
-StrictFIFO (priority, then FIFO) or admission fair sharing (its local queues' usage first). The lanes' heads are merged by the *merge key* (needs to
-borrow, weighted dominant share, −priority, submit time, name) in a heap whose entries are
-refreshed lazily: a popped key is checked against the current state and pushed again if it
-got worse, and work that no longer fits its quota moves to its team's borrowing lane.
+StrictFIFO (priority, then FIFO) or admission fair sharing (its local queues' usage first).
+The lanes' heads are merged by the *merge key* (needs to borrow, weighted dominant share,
+−priority, submit time, name) in a heap whose entries are refreshed lazily: a popped key is
+checked against the current state and pushed again if it got worse, and work that no longer
+fits its quota moves to its team's borrowing lane.
 
 :class:`MergeOrder` is what the cycle pulls from: :meth:`~MergeOrder.next` gives the next
 workload, and the cycle then says what considering it did (:meth:`~MergeOrder.failed` or
