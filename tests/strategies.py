@@ -19,7 +19,7 @@ Two families:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hypothesis import strategies as st
@@ -80,6 +80,9 @@ class TeamDesc:
     preempt_team_tasks: str = "LowerPriority"
     reclaim: str = "Any"
     enabled: bool = True
+    strict_fifo: bool = False
+    borrow_within: bool = False
+    borrow_threshold: int | None = None
 
 
 @dataclass(frozen=True)
@@ -179,6 +182,11 @@ class Case:
                     "preempt_team_tasks": t.preempt_team_tasks,
                     "reclaim": t.reclaim,
                     "enabled": t.enabled,
+                    "queueing_strategy": "StrictFIFO" if t.strict_fifo else "BestEffortFIFO",
+                    "borrow_within_cohort": {
+                        "policy": "LowerPriority" if t.borrow_within else "Never",
+                        "max_priority_threshold": t.borrow_threshold,
+                    },
                 }
             )
         return {"cluster": cluster, "teams": teams}
@@ -315,9 +323,11 @@ def cases(
     min_workloads: int = 1,
     fair_share: bool | None = None,
     contended: bool = False,
+    kueue: bool = False,
 ) -> Case:
     """A random case; ``contended`` packs it: 2-3 small nodes, 2 teams, everything submitted
-    within 20 s, so that teams compete for the same GPUs in the same cycles."""
+    within 20 s, so that teams compete for the same GPUs in the same cycles. ``kueue`` adds
+    Kueue's queue settings: StrictFIFO, borrowWithinCohort (with a threshold or not)."""
     mode = "default" if friendly else draw(st.sampled_from(("default", "labels", "instance")))
     flavors = FLAVOR_MODES[mode]
     n_nodes = draw(st.integers(2, 3)) if contended else draw(st.integers(2, 6))
@@ -363,6 +373,15 @@ def cases(
                 enabled=True if friendly else draw(st.sampled_from((True,) * 7 + (False,))),
             )
         )
+    if kueue:
+        for i, team in enumerate(teams):
+            borrow = team.reclaim != "Never" and draw(st.booleans())
+            teams[i] = replace(
+                team,
+                strict_fifo=draw(st.sampled_from((False, False, True))),
+                borrow_within=borrow,
+                borrow_threshold=draw(st.none() | st.integers(0, 100)) if borrow else None,
+            )
 
     n_classes = draw(st.integers(1, 3))
     weights = draw(

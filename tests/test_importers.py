@@ -191,7 +191,7 @@ def test_kueue_priorities_outside_0_100_are_rescaled_keeping_order(full: Policy)
 
     assert weights["high"] > weights["medium"] > weights["low"] > 0
     assert all(0 <= w <= 100 for w in weights.values())
-    note = next(n for n in full.notes if n.startswith("WorkloadPriorityClass"))
+    note = next(n for n in full.notes if n.startswith("WorkloadPriorityClass:"))
     assert "rescaled" in note
     for name, value in (("high", 1000), ("medium", 100), ("low", 10)):
         assert f"{name} {value}→{weights[name]}" in note
@@ -228,7 +228,6 @@ def test_rescaled_priorities_preserve_order_and_distinctness(values: dict[str, i
         "ResourceFlavor/spot.spec.nodeTaints",
         "ResourceFlavor/spot.spec.tolerations",
         "Cohort/research.spec.fairSharing",
-        "ClusterQueue/team-a.spec.queueingStrategy",
         "ClusterQueue/team-a.spec.admissionChecks",
         "ClusterQueue/team-a.spec.stopPolicy",
         "ClusterQueue/team-a.spec.futureField",

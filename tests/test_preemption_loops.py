@@ -27,6 +27,8 @@ from tests.strategies import Case, cases
 from tests.test_runner_speedups import random_scenario
 
 CHANGES = frozenset({"submit", "finish", "node", "policy"})
+GOVERNANCE = frozenset({"reclaim", "priority", "fair-share", "reclaim-while-borrowing"})
+"""Preemptions governance decides (not node removals)."""
 
 
 def loops(events: Sequence[dict[str, Any]]) -> list[str]:
@@ -38,7 +40,7 @@ def loops(events: Sequence[dict[str, Any]]) -> list[str]:
         kind = event["event"]
         if kind in CHANGES:
             by_whom.clear()
-        elif kind == "preempt" and event["reason"] in ("reclaim", "priority", "fair-share"):
+        elif kind == "preempt" and event["reason"] in GOVERNANCE:
             victim, by, at = event["workload"], event["by"], event["at"]
             if victim in by_whom:
                 out.append(f"t={at}: {victim} preempted twice (the second time by {by})")
@@ -61,8 +63,8 @@ def test_the_rule_is_checked_by_the_log_reader() -> None:
     assert loops(log)[-1] == "t=3: b preempted twice (the second time by c)"
 
 
-def fair_share_run(data: dict[str, Any]) -> dict[str, Any]:
-    data["policy"]["cluster"]["fair_share"] = True
+def fair_share_run(data: dict[str, Any], fair_share: bool = True) -> dict[str, Any]:
+    data["policy"]["cluster"]["fair_share"] = fair_share
     data["policy"]["cluster"].setdefault("preemption", {})["min_runtime_seconds"] = 0
     return to_json(Runner(load_case(data)).run())
 
@@ -78,6 +80,86 @@ def test_random_runs_never_loop(case: Case) -> None:
 @given(st.integers(0, 10_000))
 def test_random_streams_with_priorities_and_groups_never_loop(seed: int) -> None:
     out = fair_share_run(random_scenario(seed))
+    assert loops(out["events"]) == []
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cases(events=True, contended=True, min_workloads=3, kueue=True, fair_share=False))
+def test_random_runs_with_borrow_within_cohort_never_loop(case: Case) -> None:
+    """Classic preemption (fair share off, as borrowWithinCohort requires) with Kueue's queue
+    settings drawn per team: StrictFIFO, borrowWithinCohort with or without a threshold."""
+    out = fair_share_run(case.scenario_dict(), fair_share=False)
+    assert loops(out["events"]) == []
+
+
+@st.composite
+def borrowing_cohorts(draw: st.DrawFn) -> dict[str, Any]:
+    """Three teams of one group, each with 2 of the 6 GPUs, that all borrow and preempt
+    borrowed work of lower priority to borrow (borrowWithinCohort, with a threshold or not):
+    a stream of 1-4 GPU jobs (1-2 pods) of three priorities keeps them borrowing from each
+    other."""
+    teams = []
+    for i in range(3):
+        teams.append(
+            {
+                "name": f"t{i}",
+                "group": "cohort",
+                "quota": [{"resources": {"nvidia.com/gpu": 2, "cpu": 16}}],
+                "reclaim": draw(st.sampled_from(("Any", "LowerPriority"))),
+                "preempt_team_tasks": draw(
+                    st.sampled_from(("Never", "LowerPriority", "LowerOrNewerEqualPriority"))
+                ),
+                "queueing_strategy": draw(st.sampled_from(("BestEffortFIFO", "StrictFIFO"))),
+                "borrow_within_cohort": {
+                    "policy": "LowerPriority",
+                    "max_priority_threshold": draw(st.sampled_from((None, None, 10, 50))),
+                },
+            }
+        )
+    stream = []
+    for i in range(draw(st.integers(4, 14))):
+        stream.append(
+            {
+                "name": f"w{i}",
+                "team": f"t{draw(st.integers(0, 2))}",
+                "priority": draw(st.sampled_from(("low", "mid", "high"))),
+                "at": draw(st.integers(0, 6)) * 10,
+                "duration": draw(st.integers(2, 12)) * 10,
+                "pods": draw(st.integers(1, 2)),
+                "requests": {"nvidia.com/gpu": draw(st.integers(1, 2)), "cpu": 1},
+            }
+        )
+    nodes = [{"name": f"n{i}", "allocatable": {"cpu": 16, "nvidia.com/gpu": 2}} for i in range(3)]
+    policy = {
+        "cluster": {
+            "priority_classes": [
+                {"name": "low", "weight": 10},
+                {"name": "mid", "weight": 50},
+                {"name": "high", "weight": 90},
+            ],
+            "idle_resource_sharing": False,
+            "starvation_guard_seconds": None,
+        },
+        "groups": [{"name": "cohort"}],
+        "teams": teams,
+    }
+    return {"name": "borrowing", "cluster": {"nodes": nodes}, "policy": policy, "workloads": stream}
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
+@given(borrowing_cohorts())
+def test_preempting_to_borrow_never_loops(data: dict[str, Any]) -> None:
+    """Teams preempting each other's borrowed work to borrow themselves
+    (reclaim-while-borrowing), with reclaim and in-team priority preemption mixed in."""
+    out = fair_share_run(data, fair_share=False)
+    assert loops(out["events"]) == []
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.integers(0, 10_000))
+def test_random_streams_with_kueue_queue_settings_never_loop(seed: int) -> None:
+    """The same with priorities, groups, local queues and admission fair sharing."""
+    out = fair_share_run(random_scenario(seed, kueue=True), fair_share=False)
     assert loops(out["events"]) == []
 
 

@@ -30,9 +30,11 @@ from tests.conftest import load_case
 GPU = "nvidia.com/gpu"
 
 
-def random_scenario(seed: int, workloads: int = 150) -> dict[str, Any]:
+def random_scenario(seed: int, workloads: int = 150, kueue: bool = False) -> dict[str, Any]:
     """Teams in cohorts sharing a few node pools, a stream of workloads of few shapes (so that
-    queues are long and shapes repeat), and every policy knob the shortcuts must respect."""
+    queues are long and shapes repeat), and every policy knob the shortcuts must respect;
+    ``kueue`` adds Kueue's queue settings (StrictFIFO, borrowWithinCohort, admission fair
+    sharing over local queues), drawn from a random stream of their own."""
     rnd = random.Random(seed)
     two_pools = rnd.random() < 0.4
     pools = ["pool-a", "pool-b"] if two_pools else ["default"]
@@ -134,12 +136,48 @@ def random_scenario(seed: int, workloads: int = 150) -> dict[str, Any]:
                 "nodes": [rnd.choice(nodes)["name"]],
             }
         )
+    if kueue:
+        _kueue_settings(random.Random(seed * 7919 + 13), cluster, teams, stream)
     return {
         "name": f"random-{seed}",
         "cluster": {"nodes": nodes, "events": events},
         "policy": {"cluster": cluster, "groups": group_specs, "teams": teams},
         "workloads": stream,
     }
+
+
+def _kueue_settings(
+    rnd: random.Random,
+    cluster: dict[str, Any],
+    teams: list[dict[str, Any]],
+    stream: list[dict[str, Any]],
+) -> None:
+    """StrictFIFO, borrowWithinCohort and admission fair sharing on some teams; two local
+    queues per team, named by most of its workloads."""
+    cluster["admission_fair_sharing"] = {
+        "usage_half_life_seconds": rnd.choice((0, 60, 600)),
+        "usage_sampling_seconds": rnd.choice((5, 30)),
+        "resource_weights": rnd.choice(({}, {"cpu": 0.0}, {"nvidia.com/gpu": 2.0})),
+    }
+    for team in teams:
+        name = team["name"]
+        team["local_queues"] = [f"ns-{name}/a", f"ns-{name}/b"]
+        if rnd.random() < 0.3:
+            team["queueing_strategy"] = "StrictFIFO"
+        if team["reclaim"] != "Never" and rnd.random() < 0.6:
+            threshold = rnd.choice((None, 10, 50, 90))
+            team["borrow_within_cohort"] = {
+                "policy": "LowerPriority",
+                "max_priority_threshold": threshold,
+            }
+        if rnd.random() < 0.5:
+            team["admission_fair_sharing"] = True
+            if rnd.random() < 0.5:
+                team["local_queue_weights"] = {f"ns-{name}/b": rnd.choice((0.5, 2.0))}
+    names = {t["name"] for t in teams}
+    for spec in stream:
+        if spec["team"] in names and rnd.random() < 0.7:
+            spec["team"] = f"ns-{spec['team']}/{rnd.choice('ab')}"
 
 
 def _report(data: dict[str, Any], reference: bool) -> dict[str, Any]:
@@ -162,12 +200,23 @@ def test_runs_match_the_reference(seed: int) -> None:
     assert _report(data, reference=False) == _report(data, reference=True)
 
 
-@pytest.mark.parametrize("seed", range(16, 24))
-def test_every_cycle_matches_the_reference(seed: int) -> None:
+@pytest.mark.parametrize("seed", range(8))
+def test_runs_with_kueue_queue_settings_match_the_reference(seed: int) -> None:
+    """StrictFIFO, borrowWithinCohort and admission fair sharing go through the shortcuts as
+    through the plain algorithm."""
+    data = random_scenario(seed, kueue=True)
+    data["policy"]["cluster"]["fair_share"] = seed % 2 == 1
+    assert _report(data, reference=False) == _report(data, reference=True)
+
+
+@pytest.mark.parametrize(
+    ("seed", "kueue"), [*((s, False) for s in range(16, 24)), *((s, True) for s in range(24, 28))]
+)
+def test_every_cycle_matches_the_reference(seed: int, kueue: bool) -> None:
     """Cycle by cycle, on the snapshots a run produces: decisions, pending reasons, queue
     positions, the order of the pending entries, warnings and wake-up times; and the list of
     changed reasons is exactly the entries whose reason differs from the previous cycle's."""
-    runner = Runner(load_case(random_scenario(seed, workloads=120)))
+    runner = Runner(load_case(random_scenario(seed, workloads=120, kueue=kueue)))
     engine = runner.engine
     reference = Engine(engine.policy, runner.scenario.catalog)
     reference.shortcuts = False

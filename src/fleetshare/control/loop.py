@@ -13,6 +13,7 @@ from __future__ import annotations
 from fleetshare.control.autoscaler import Autoscaler, Step
 from fleetshare.control.cluster import Cluster
 from fleetshare.governance.admission import Engine
+from fleetshare.governance.fair_admission import UsageLedger, queue_weights
 from fleetshare.governance.snapshot import CycleResult, Snapshot
 from fleetshare.governance.state import CAPACITY_BELOW_QUOTA
 from fleetshare.model.reason import Reason
@@ -35,11 +36,28 @@ class ControlLoop:
         """Per workload preempted since the world last changed, by whom (``Snapshot``)."""
         self.preempted_at: dict[str, float] = {}
         """When each of those was last preempted."""
+        self.fair_usage: UsageLedger | None = None
+        """Local queues' usage, for teams with admission fair sharing (``fair_admission``)."""
+        self._fair_teams: set[str] = set()
+        self._follow_fair_usage()
 
     def set_engine(self, engine: Engine) -> None:
         """A new policy: the next cycle decides with it."""
         self.engine = engine
+        self._follow_fair_usage()
         self.world_changed()
+
+    def _follow_fair_usage(self) -> None:
+        """Keep a usage ledger while some team orders its work by it (the usage measured so
+        far is kept across policy changes)."""
+        settings = self.engine.policy.cluster.admission_fair_sharing
+        self._fair_teams = {n for n, r in self.engine.model.teams.items() if r.fair_admission}
+        if settings is None or not self._fair_teams:
+            self.fair_usage = None
+        elif self.fair_usage is None:
+            self.fair_usage = UsageLedger(settings)
+        else:
+            self.fair_usage.settings = settings
 
     def world_changed(self) -> None:
         """Something changed besides the loop's own decisions (a submission, a finish, a node
@@ -73,6 +91,11 @@ class ControlLoop:
         guard expires."""
         cluster = self.cluster
         result: CycleResult | None = None
+        ledger = self.fair_usage
+        weights: dict[str, float] = {}
+        if ledger is not None:
+            ledger.advance(now)
+            weights = queue_weights(self.engine.policy)
         for _ in range(MAX_CYCLES_PER_INSTANT):
             result = self.engine.cycle(
                 Snapshot(
@@ -82,6 +105,7 @@ class ControlLoop:
                     cluster.pending_for_cycle(),
                     {name: frozenset(by) for name, by in self.preempted_by.items()},
                     frozenset(self.preempted_at),
+                    ledger.scores(weights) if ledger is not None else {},
                 )
             )
             for warning in result.warnings:
@@ -89,9 +113,16 @@ class ControlLoop:
                 if self.autoscaler is None or warning.category != CAPACITY_BELOW_QUOTA:
                     cluster.warn(now, warning.message)
             self.apply(now, result)
+            if ledger is not None:
+                for admission in result.admissions:
+                    if admission.workload.team in self._fair_teams:
+                        ledger.admitted(admission.workload)
             if not result.admissions and not result.preemptions:
                 break
         assert result is not None
+        if ledger is not None:
+            running = (r.workload for r in cluster.running_workloads().values())
+            ledger.observe(running, self._fair_teams)
         if result.wake_at is not None and result.wake_at > now:
             cluster.wake(result.wake_at, now, unless_sooner=True)
 

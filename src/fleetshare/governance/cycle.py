@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fleetshare.governance.fair_admission import FairOrder, queue_of, queue_weights
 from fleetshare.governance.flavors import BORROWING, WITHIN, Flavors, Option
 from fleetshare.governance.ordering import (
     Failure,
@@ -139,6 +140,16 @@ class Cycle:
         for shape in index.shapes.values():
             self._team_keys.setdefault(shape.team, []).append(shape.keys)
         idle_limited = {name for name, node in model.nodes.items() if node.idle_percent}
+        self._strict = frozenset(name for name, rules in model.teams.items() if rules.strict_fifo)
+        """StrictFIFO teams."""
+        self._blocked: dict[str, str] = {}
+        """StrictFIFO teams whose queue is blocked in this cycle: by which workload."""
+        self.fair: FairOrder | None = None
+        settings = policy.cluster.admission_fair_sharing
+        score: Callable[[Workload], float] | None = None
+        if settings is not None and any(r.fair_admission for r in model.teams.values()):
+            fair = self.fair = FairOrder(settings, snapshot.queue_usage, queue_weights(policy))
+            score = lambda wl: fair.score(queue_of(wl))  # noqa: E731
         self.order = MergeOrder(
             self.keys,
             state,
@@ -148,6 +159,7 @@ class Cycle:
             self.guard,
             idle_limited,
             shortcuts,
+            score,
         )
 
     # -- the loop --------------------------------------------------------------------------
@@ -180,6 +192,9 @@ class Cycle:
     # -- one workload ----------------------------------------------------------------------
 
     def _consider(self, wl: Workload) -> None:
+        if self._strict and wl.team in self._strict:
+            self._consider_strict(wl)
+            return
         shape = self._of[id(wl)][0].uid
         failures = self.failures
         starving = self.guard.may_reserve(wl, shape)
@@ -201,6 +216,23 @@ class Cycle:
             reason = self._explicit[wl.name][1]
             options = carried[1] if carried is not None else self._options
             failures.by_shape[shape] = Failure(version, reason, wl, options)
+
+    def _consider_strict(self, wl: Workload) -> None:
+        """A StrictFIFO team's workloads come in its queue order (one lane): the first that
+        cannot be admitted blocks the rest for this cycle (Kueue requeues it at the head of
+        its ClusterQueue at once). Its failures say nothing about the rest of its shape."""
+        head = self._blocked.get(wl.team)
+        if head is not None:
+            self._pend(
+                wl,
+                f"waits behind {head}: {wl.team} queues StrictFIFO and {head}, ahead in its "
+                "queue, cannot be admitted yet",
+            )
+            return
+        self._options = []
+        self._attempt(wl)
+        if wl.name in self._explicit:
+            self._blocked[wl.team] = wl.name
 
     def _pend(self, wl: Workload, reason: str) -> None:
         self._explicit[wl.name] = (wl, reason)
@@ -281,6 +313,8 @@ class Cycle:
         before = {fr: tree.borrowed(wl.team, fr) for fr in option.usage}
         entry = Admitted(wl, option.flavors, option.usage, plan, self.snapshot.now, True)
         self.state.admit(entry)
+        if self.fair is not None and self.model.teams[wl.team].fair_admission:
+            self.fair.admitted(wl)
         self.failures.version += 1  # what failed before may fit now
         self.guard.reservations.release(wl.name)
         borrowed: dict[str, int] = {}
@@ -303,6 +337,11 @@ class Cycle:
             return f"{by.team} reclaims its lent quota for {by.name}; {v.team} was borrowing"
         if victim.reason == "priority":
             return f"{by.name} (priority {by.priority}) preempts {v.name} (priority {v.priority})"
+        if victim.reason == "reclaim-while-borrowing":
+            return (
+                f"{by.name} (priority {by.priority}) must borrow and preempts borrowed work of "
+                f"lower priority: {v.name} (priority {v.priority}) of {v.team}"
+            )
         return f"fair share: {by.team} borrows less than {v.team} (weighted dominant share)"
 
     def _attempt_of(self, wl: Workload) -> Attempt:
@@ -324,7 +363,12 @@ class Cycle:
         # fails again while nothing was evicted since and the same pairs are short: since
         # then, work was only added (taking room and quota), and work admitted in this cycle
         # is never a victim, so the candidates are the same and have less room to make.
-        own_only = self._shortcuts and not self.policy.cluster.fair_share and not option.within
+        own_only = (
+            self._shortcuts
+            and not self.policy.cluster.fair_share
+            and not option.within
+            and not self.model.teams[wl.team].borrow_within
+        )
         searched = (wl.team, wl.priority, self._of[id(wl)][0].uid, option.flavors)
         short: set[FR] | None = None
         contested: tuple[int, frozenset[FR]] | None = None
@@ -414,7 +458,11 @@ class Cycle:
             lowest[wl.team] = min(wl.priority, lowest.get(wl.team, wl.priority))
 
         def same_candidates(team: str, priority: int) -> bool:
-            """Is nothing the team admitted a candidate for its own work at ``priority``?"""
+            """Is nothing the team admitted a candidate for its own work at ``priority``?
+            (Never said of a team whose borrowing work preempts others': its searches are not
+            among its own work only.)"""
+            if self.model.teams[team].borrow_within:
+                return False
             if team not in lowest:
                 return True
             rule = self.model.teams[team].preempt_team_tasks

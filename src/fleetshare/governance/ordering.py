@@ -1,10 +1,12 @@
 """The merge order: which pending workload the admission cycle considers next.
 
 Each team has two queues (lanes): work that fits its own quota now, and the rest; each is
-ordered by priority, then FIFO. The lanes' heads are merged by the *merge key* (needs to
-borrow, weighted dominant share, −priority, submit time, name) in a heap whose entries are
-refreshed lazily: a popped key is checked against the current state and pushed again if it
-got worse, and work that no longer fits its quota moves to its team's borrowing lane.
+ordered by priority, then FIFO. A team whose queue keeps its own order has one lane:
+StrictFIFO (priority, then FIFO) or admission fair sharing (its local queues' usage first).
+The lanes' heads are merged by the *merge key* (needs to borrow, weighted dominant share,
+−priority, submit time, name) in a heap whose entries are refreshed lazily: a popped key is
+checked against the current state and pushed again if it got worse, and work that no longer
+fits its quota moves to its team's borrowing lane.
 
 :class:`MergeOrder` is what the cycle pulls from: :meth:`~MergeOrder.next` gives the next
 workload, and the cycle then says what considering it did (:meth:`~MergeOrder.failed` or
@@ -24,15 +26,20 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from fleetshare.governance.flavors import SHORT, Flavors, Option
-from fleetshare.governance.queues import Group, Lane, QueueKey, Shape, Stretch
+from fleetshare.governance.queues import Group, Lane, QueueKey, ScoredLane, Shape, Stretch
 from fleetshare.governance.quota import QuotaModel
 from fleetshare.governance.starvation import StarvationGuard
 from fleetshare.governance.state import CycleState
 from fleetshare.model.workload import Workload
+
+FIFO, SCORED = "fifo", "fair"
+"""Lane names of teams whose queue keeps its own order (StrictFIFO; admission fair sharing,
+a :class:`~fleetshare.governance.queues.ScoredLane`): one lane each, never in the key-order
+fast path."""
 
 Key = tuple[object, ...]
 """A merge key, or its prefix (needs to borrow, weighted dominant share)."""
@@ -136,8 +143,11 @@ class MergeKeys:
         Heads are merged across both, so work within quota is never stuck behind a team's
         borrowing work while other teams borrow the quota away.
         """
-        if wl.team not in self._model.teams:
+        rules = self._model.teams.get(wl.team)
+        if rules is None:
             return f"{wl.team}/unknown"
+        if rules.single_lane:  # its own order: StrictFIFO, admission fair sharing
+            return f"{wl.team}/{SCORED if rules.fair_admission else FIFO}"
         within = bool(self._flavors.eligible(wl)) and not self.prefix(wl)[0]
         return f"{wl.team}/{'quota' if within else 'borrow'}"
 
@@ -226,7 +236,9 @@ class MergeOrder:
         guard: StarvationGuard,
         idle_limited: set[str],
         shortcuts: bool,
+        score: Callable[[Workload], float] | None = None,
     ) -> None:
+        """``score``: a workload's local queue score, for teams with admission fair sharing."""
         self._keys = keys
         self._key = keys.key
         self._state = state
@@ -236,9 +248,19 @@ class MergeOrder:
         self._idle_limited = idle_limited
         """Teams with a percent-of-idle borrowing limit."""
         self._shortcuts = shortcuts
-        lanes: dict[str, Lane] = {}
+        lanes: dict[str, Lane | ScoredLane] = {}
+        self._single = 0
+        """How many lanes keep their own order."""
         for shape in shapes:
-            lane = lanes.setdefault(keys.lane(shape.wls[0]), Lane())
+            name = keys.lane(shape.wls[0])
+            lane = lanes.get(name)
+            if lane is None:
+                if name.endswith(f"/{SCORED}") and score is not None:
+                    lane = lanes[name] = ScoredLane(score)
+                else:
+                    lane = lanes[name] = Lane()
+                if name.endswith((f"/{SCORED}", f"/{FIFO}")):
+                    self._single += 1
             lane.add(shape, 0, len(shape.keys))
         for lane in lanes.values():
             lane.heapify()
@@ -335,6 +357,9 @@ class MergeOrder:
         forgotten."""
         run = self._run
         if run is None:
+            queue = self.lanes[self._taken] if self._taken is not None else None
+            if isinstance(queue, ScoredLane):
+                queue.reorder()  # its local queue's score grew
             self._after_heap_pop()
             return
         cursor = run.cursor
@@ -382,9 +407,12 @@ class MergeOrder:
         """Each lane's merge-key prefix, if the heap now goes in merge-key order."""
         prefixes: dict[str, Key] = {}
         prefix_of = self._keys.prefix
+        single = self._single
         for lane, queue in self.lanes.items():
             if not queue:
                 continue
+            if single and lane.endswith((f"/{SCORED}", f"/{FIFO}")):
+                return None  # a queue in its own order: one workload at a time
             prefix: Key | None = None
             for shape, at in queue.remaining():
                 found = prefix_of(shape.wls[at])

@@ -11,6 +11,10 @@ Three reasons to preempt, as in Kueue and HyperPod:
   target can never preempt straight back, so there is no ping-pong. Nor is work evicted by
   fair share when that would take its team below its own quota while the team has work
   waiting that fits there: the team would reclaim at once, and round it would go.
+- **reclaim-while-borrowing** — without fair share, work that must borrow may preempt other
+  teams' borrowing work of a lower priority (and at most ``max_priority_threshold``) when its
+  team sets ``borrow_within_cohort`` (Kueue's ``borrowWithinCohort``), taken like reclaim's
+  victims while their team still borrows; then its own team's lower-priority work.
 
 Victims are removed greedily until the preemptor fits, then the set is minimised: each victim
 is put back, newest choice first, if the preemptor still fits without evicting it. Work younger
@@ -112,6 +116,13 @@ def _borrowing(state: CycleState, team: str, frs: Iterable[FR]) -> bool:
     return any(state.tree.borrowed(team, fr) > 0 for fr in frs)
 
 
+def _borrow_within(state: CycleState, wl: Workload, reclaiming: bool) -> bool:
+    """Does ``wl`` preempt other teams' borrowing work to borrow itself (Kueue
+    borrowWithinCohort)? Only when it must borrow and fair share is off (the rule is compiled
+    off with fair share)."""
+    return not reclaiming and state.model.teams[wl.team].borrow_within
+
+
 def _lenders(
     state: CycleState, wl: Workload, contested: set[FR], min_share: float | None
 ) -> list[str]:
@@ -129,10 +140,23 @@ def _lenders(
 
 
 def _other_candidates(
-    state: CycleState, wl: Workload, contested: set[FR], teams: list[str], minimum: float
+    state: CycleState,
+    wl: Workload,
+    contested: set[FR],
+    teams: list[str],
+    minimum: float,
+    borrowing: bool = False,
 ) -> list[Admitted]:
-    """Admitted work of the lending ``teams`` that uses what ``wl`` needs."""
-    rule = state.model.teams[wl.team].reclaim
+    """Admitted work of the lending ``teams`` that uses what ``wl`` needs; ``borrowing``: for
+    work that must borrow (borrowWithinCohort), only work of a lower priority, at most the
+    team's threshold."""
+    rules = state.model.teams[wl.team]
+    rule = rules.reclaim
+    below = wl.priority
+    if borrowing:
+        rule = ReclaimPolicy.LOWER_PRIORITY
+        if rules.borrow_max_priority is not None:
+            below = min(below, rules.borrow_max_priority + 1)
     spared = _spared(state, wl)
     out = []
     flavors = {fr[0] for fr in contested}
@@ -141,7 +165,7 @@ def _other_candidates(
             other = entry.workload
             if entry.removed or not contested & entry.usage.keys():
                 continue
-            if rule == ReclaimPolicy.LOWER_PRIORITY and other.priority >= wl.priority:
+            if rule == ReclaimPolicy.LOWER_PRIORITY and other.priority >= below:
                 continue
             if _old_enough(entry, state.now, minimum, spared):
                 out.append(entry)
@@ -163,13 +187,19 @@ def find_victims(
     ``contested``: :func:`contested_pairs` if the caller has it already.
     """
     reclaiming = state.within_nominal(wl.team, usage)
-    if not reclaiming and not state.cluster.fair_share and not may_have_own(state, wl):
+    borrowing = _borrow_within(state, wl, reclaiming)
+    if (
+        not reclaiming
+        and not state.cluster.fair_share
+        and not borrowing
+        and not may_have_own(state, wl)
+    ):
         return None  # no other team's work is at stake, and none of its own may go
     if contested is None:
         contested = _short(state, wl.team, usage)
     settings = state.cluster.preemption
     lenders: list[str] = []
-    if reclaiming:
+    if reclaiming or borrowing:
         lenders = _lenders(state, wl, contested, None)
     elif state.cluster.fair_share:
         # only a team whose share is at least the preemptor's share after admission can lose
@@ -178,7 +208,9 @@ def find_victims(
         return None
     own = _own_candidates(state, wl, contested)
     minimum = settings.reclaim_grace_seconds if reclaiming else settings.min_runtime_seconds
-    others = _other_candidates(state, wl, contested, lenders, minimum) if lenders else []
+    if borrowing:  # borrowed work taken for priority: both guards hold
+        minimum = max(settings.min_runtime_seconds, settings.reclaim_grace_seconds)
+    others = _other_candidates(state, wl, contested, lenders, minimum, borrowing) if lenders else []
     if not own and not others:
         return None
     if not _could_fit_without(state, wl.team, usage, [*own, *others]):
@@ -194,6 +226,8 @@ def find_victims(
 
     if reclaiming:
         _reclaim(state, wl, usage, contested, others, fits, take)
+    elif borrowing:
+        _reclaim(state, wl, usage, contested, others, fits, take, "reclaim-while-borrowing")
     elif others:
         _fair_share(state, wl, usage, contested, others, fits, take)
     if not fits():
@@ -279,6 +313,7 @@ def _reclaim(
     candidates: Sequence[Admitted],
     fits: Fits,
     take: Callable[[Admitted, PreemptionReason], None],
+    reason: PreemptionReason = "reclaim",
 ) -> None:
     """Take borrowers' work in order while its team still borrows, choosing on paper and
     evicting in batches once the batch could make room."""
@@ -298,7 +333,7 @@ def _reclaim(
             freed[fr] = freed.get(fr, 0) + v
         if _may_fit(state, wl.team, usage, contested, freed):
             for victim in batch:
-                take(victim, "reclaim")
+                take(victim, reason)
             batch.clear()
             removed.clear()
             freed.clear()

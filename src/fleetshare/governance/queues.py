@@ -18,7 +18,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -57,7 +57,7 @@ class Shape:
     """Per flavor, what a member asks for with every pod set there (kept with the shape)."""
 
 
-def shape_key(wl: Workload, by_submit: bool) -> ShapeKey:
+def shape_key(wl: Workload, by_submit: bool, by_queue: bool = False) -> ShapeKey:
     podsets = tuple(
         (
             ps.name,
@@ -68,7 +68,13 @@ def shape_key(wl: Workload, by_submit: bool) -> ShapeKey:
         )
         for ps in wl.podsets
     )
-    return (wl.team, wl.priority, podsets, wl.submit_time if by_submit else None)
+    return (
+        wl.team,
+        wl.priority,
+        podsets,
+        wl.submit_time if by_submit else None,
+        wl.queue if by_queue else None,
+    )
 
 
 class PendingIndex:
@@ -168,7 +174,7 @@ class PendingIndex:
                 rules is not None
                 and rules.preempt_team_tasks == PreemptTeamTasks.LOWER_OR_NEWER_EQUAL_PRIORITY
             )
-            skey = shape_key(wl, by_submit)
+            skey = shape_key(wl, by_submit, rules is not None and rules.fair_admission)
             found = self.shapes.get(skey)
             if found is None:
                 found = self.shapes[skey] = Shape(skey, wl.team)
@@ -307,6 +313,73 @@ class Lane:
     def rebuild(self, stretches: list[Stretch]) -> None:
         """Hold these stretches (positions moved on since) and nothing else."""
         self.heap = [(s.shape.keys[s.at], s.shape.wls[s.at], s) for s in stretches if s.at < s.end]
+        heapq.heapify(self.heap)
+
+    def clear(self) -> None:
+        self.heap.clear()
+
+
+class ScoredLane:
+    """A team's queue ordered by a score of each workload's local queue first (admission fair
+    sharing), then queue order; the same interface as :class:`Lane`. Scores change as the
+    cycle admits: :meth:`reorder` then restores the order (shapes of such a team hold one
+    local queue's work)."""
+
+    __slots__ = ("heap", "score")
+
+    def __init__(self, score: Callable[[Workload], float]) -> None:
+        self.heap: list[tuple[tuple[float, QueueKey], Workload, Stretch]] = []
+        self.score = score
+
+    def _entry(self, stretch: Stretch) -> tuple[tuple[float, QueueKey], Workload, Stretch]:
+        shape, at = stretch.shape, stretch.at
+        wl = shape.wls[at]
+        return ((self.score(wl), shape.keys[at]), wl, stretch)
+
+    def add(self, shape: Shape, at: int, end: int) -> None:
+        self.heap.append(self._entry(Stretch(shape, at, end)))
+
+    def push(self, shape: Shape, at: int, end: int) -> None:
+        heapq.heappush(self.heap, self._entry(Stretch(shape, at, end)))
+
+    def heapify(self) -> None:
+        heapq.heapify(self.heap)
+
+    def reorder(self) -> None:
+        """Scores changed: order again."""
+        self.heap = [self._entry(stretch) for _, _, stretch in self.heap]
+        heapq.heapify(self.heap)
+
+    def __bool__(self) -> bool:
+        return bool(self.heap)
+
+    def head(self) -> Workload:
+        return self.heap[0][1]
+
+    def pop(self) -> None:
+        top = self.heap[0][2]
+        top.at += 1
+        if top.at < top.end:
+            heapq.heapreplace(self.heap, self._entry(top))
+        else:
+            heapq.heappop(self.heap)
+
+    def pop_run(self) -> tuple[Shape, int, int]:
+        """Take the head (one workload: the next may belong to another queue)."""
+        top = self.heap[0][2]
+        shape, at = top.shape, top.at
+        self.pop()
+        return shape, at, at + 1
+
+    def remaining(self) -> Iterator[tuple[Shape, int]]:
+        for _, _, stretch in self.heap:
+            yield stretch.shape, stretch.at
+
+    def stretches(self) -> list[Stretch]:
+        return [stretch for _, _, stretch in self.heap]
+
+    def rebuild(self, stretches: list[Stretch]) -> None:
+        self.heap = [self._entry(s) for s in stretches if s.at < s.end]
         heapq.heapify(self.heap)
 
     def clear(self) -> None:

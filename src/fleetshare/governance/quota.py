@@ -26,12 +26,14 @@ from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import (
     DEFAULT_FLAVOR,
     BorrowLimit,
+    BorrowWithinCohortPolicy,
     Flavor,
     Group,
     LendingLimit,
     Policy,
     PolicyError,
     PreemptTeamTasks,
+    QueueingStrategy,
     QuotaEntry,
     ReclaimPolicy,
     SharingStrategy,
@@ -82,6 +84,24 @@ class TeamRules:
     """The only resources its work may request (None: any); see :meth:`unavailable`."""
     charged: Mapping[str, str] = field(default_factory=dict)
     """Quota-only resource -> the flavor its requests are charged to (``Team.quota_groups``)."""
+    strict_fifo: bool = False
+    """StrictFIFO: the first of its workloads (in queue order) that cannot be admitted blocks
+    the rest of its queue (``Team.queueing_strategy``)."""
+    borrow_within: bool = False
+    """Work that must borrow may preempt other teams' borrowing work of lower priority
+    (``Team.borrow_within_cohort``; off with fair share, or when the team never reclaims)."""
+    borrow_max_priority: int | None = None
+    """With ``borrow_within``: only victims of at most this priority."""
+    fair_admission: bool = False
+    """Its queue is ordered by the usage of its local queues first (admission fair sharing)."""
+    queue_weights: Mapping[str, float] = field(default_factory=dict)
+    """Admission fair sharing weight per local queue (1 unless given)."""
+
+    @property
+    def single_lane(self) -> bool:
+        """Its queue is considered in its own order, not split into work within quota and
+        the rest (StrictFIFO, admission fair sharing)."""
+        return self.strict_fifo or self.fair_admission
 
     def unavailable(self, workload: Workload) -> str | None:
         """Why ``workload`` may not run in this team at all: it requests (a positive amount
@@ -333,6 +353,14 @@ def compile_policy(policy: Policy, catalog: Catalog | None) -> QuotaModel:
         rest = sorted(known - set(own_order))
         charged = {r: g.flavor for g in t.quota_groups for r in g.resources}
         node_order = [f for f in own_order + rest if f not in quota_flavors]
+        borrow_within = (
+            t.borrow_within_cohort.policy == BorrowWithinCohortPolicy.LOWER_PRIORITY
+            and t.reclaim != ReclaimPolicy.NEVER
+            and not policy.cluster.fair_share
+        )
+        fair_admission = (
+            t.admission_fair_sharing and policy.cluster.admission_fair_sharing is not None
+        )
         teams[t.name] = TeamRules(
             name=t.name,
             weight=t.fair_share_weight,
@@ -343,6 +371,11 @@ def compile_policy(policy: Policy, catalog: Catalog | None) -> QuotaModel:
             flavor_order=tuple(node_order),
             covered=None if t.covered_resources is None else frozenset(t.covered_resources),
             charged=charged,
+            strict_fifo=t.queueing_strategy == QueueingStrategy.STRICT_FIFO,
+            borrow_within=borrow_within,
+            borrow_max_priority=t.borrow_within_cohort.max_priority_threshold,
+            fair_admission=fair_admission,
+            queue_weights=dict(t.local_queue_weights),
         )
     quota_only = frozenset(r for t in policy.teams for g in t.quota_groups for r in g.resources)
     node_flavors = tuple(f for f in flavors if f.name not in quota_flavors)

@@ -11,7 +11,7 @@ from fleetshare.model.reason import Reason
 from fleetshare.model.resources import Resources
 from fleetshare.model.workload import Workload
 
-PreemptionReason = Literal["reclaim", "priority", "fair-share"]
+PreemptionReason = Literal["reclaim", "priority", "fair-share", "reclaim-while-borrowing"]
 
 PodPlacement = tuple[tuple[str, int], ...]
 """(node name, pod count) pairs for one pod set."""
@@ -51,6 +51,9 @@ class Snapshot:
     until the next change, so no workload is preempted twice while the world stands still and
     preemption always ends (at most one per workload between two changes). The control loop
     keeps both."""
+    queue_usage: Mapping[str, float] = field(default_factory=dict)
+    """Admission fair sharing: each local queue's usage score (``fair_admission``; absent
+    means 0). The control loop keeps the usage."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -163,12 +163,23 @@ class StarvationGuard:
         now = self.now
         seconds = self.seconds
         assert seconds is not None
+        shapes = list(shapes)
+        # a StrictFIFO team's work waits behind its head: only the head may reserve
+        strict = {name for name, rules in self.model.teams.items() if rules.strict_fifo}
+        heads: dict[str, QueueKey] = {}
+        for shape in shapes if strict else ():
+            if shape.team in strict:
+                head = heads.get(shape.team)
+                if head is None or shape.keys[0] < head:
+                    heads[shape.team] = shape.keys[0]
         # a shape's members wait longest first, and only its first starving member reserves
         starving = [shape.wls[0] for shape in shapes if now - shape.keys[0][1] >= seconds]
         made = 0
         for wl in sorted(starving, key=queue_key):
             rules = self.model.teams.get(wl.team)
             if rules is None or not rules.enabled or not self.starving(wl):
+                continue
+            if heads and wl.team in heads and queue_key(wl) != heads[wl.team]:
                 continue
             flavors = self.flavors.eligible(wl)
             if not flavors:

@@ -49,6 +49,8 @@ class Workload:
     priority_class: str | None = None
     duration: float | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
+    queue: str | None = None
+    """The local queue (``namespace/name``) it was submitted to, if it named one."""
     created: int = field(default_factory=lambda: next(_created), compare=False)
 
     def total_requests(self) -> Resources:

@@ -13,29 +13,40 @@ Mapping, Kueue -> fleetshare:
   lendingLimit -> absolute :class:`BorrowLimit` / :class:`LendingLimit` on (resource, flavor); a
   queue without a cohort can neither lend nor borrow (``DontLend``);
   ``preemption.withinClusterQueue`` -> ``preempt_team_tasks`` and ``reclaimWithinCohort`` ->
-  ``reclaim`` (both ``Never`` when absent, Kueue's default); ``fairSharing.weight`` ->
-  ``fair_share_weight``. ``coveredResources`` of every resource group -> ``covered_resources``
-  (none for a queue without resourceGroups: its work waits, as in Kueue). The node group is the
+  ``reclaim`` (both ``Never`` when absent, Kueue's default); ``preemption.borrowWithinCohort``
+  -> ``borrow_within_cohort`` (its ``maxPriorityThreshold`` on the rescaled priorities; with
+  ``reclaimWithinCohort: Never`` rejected, as Kueue's webhook does; with fair sharing noted as
+  having no effect); ``queueingStrategy`` -> ``queueing_strategy``; ``admissionScope`` ->
+  ``admission_fair_sharing``; ``fairSharing.weight`` -> ``fair_share_weight``; an empty
+  ``namespaceSelector`` (every namespace) is what fleetshare does anyway. ``coveredResources``
+  of every resource group -> ``covered_resources`` (none for a queue without resourceGroups:
+  its work waits, as in Kueue). The node group is the
   first group with a flavor that has nodeLabels (else the first); any other group must have
   one flavor without nodeLabels and becomes a :class:`QuotaGroup` (quota only, like credits),
   else it is rejected: fleetshare gives a pod set one node flavor.
 - ``LocalQueue`` -> ``"namespace/name"`` in its ClusterQueue's ``local_queues``; workloads
-  naming it reach that team (:meth:`Policy.team_for`).
+  naming it reach that team (:meth:`Policy.team_for`); ``fairSharing.weight`` ->
+  ``local_queue_weights``.
 - ``WorkloadPriorityClass`` -> :class:`PriorityClass` (weight = value, rescaled into 0–100 when
   a value falls outside it, keeping order and distinctness).
-- kueue ``Configuration`` ``fairSharing`` -> ``cluster.fair_share`` (off without it). In Kueue only
-  quota that queues lend can be borrowed, so ``cluster.idle_resource_sharing`` is off.
+- kueue ``Configuration`` ``fairSharing`` -> ``cluster.fair_share`` (off without it);
+  ``admissionFairSharing`` (``usageHalfLifeTime``, ``usageSamplingInterval`` as Go durations,
+  ``resourceWeights``) -> ``cluster.admission_fair_sharing``. In Kueue only quota that queues
+  lend can be borrowed, so ``cluster.idle_resource_sharing`` is off.
 
-Whatever is present but not supported is listed in ``Policy.notes``, naming object and field;
-invalid input raises :class:`PolicyError` with ``(field path, reason)`` pairs such as
-``("ClusterQueue/team-a.spec.resourceGroups[0].flavors[0].resources[1].nominalQuota",
-"not a Kubernetes quantity: 'abc' ...")``. ``status`` and metadata other than name and namespace
-are not policy and are skipped without a note.
+Whatever is present but not supported is listed in ``Policy.notes``, naming object and field
+(``status``, metadata other than name and a LocalQueue's namespace, and descriptions are noted
+as not policy; Topology, AdmissionCheck and ProvisioningRequestConfig objects as not
+implemented in governance); invalid input raises :class:`PolicyError` with ``(field path,
+reason)`` pairs such as ``("ClusterQueue/team-a.spec.resourceGroups[0].flavors[0].resources[1]
+.nominalQuota", "not a Kubernetes quantity: 'abc' ...")``. An :class:`ImportReport` passed in
+records every path and where it went.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -46,7 +57,10 @@ from fleetshare.inputs import InputError, parse_yaml_all
 from fleetshare.model.quantity import MILLI, QuantityError, parse_quantity
 from fleetshare.policy.import_report import ImportReport
 from fleetshare.policy.schema import (
+    AdmissionFairSharing,
     BorrowLimit,
+    BorrowWithinCohort,
+    BorrowWithinCohortPolicy,
     ClusterPolicy,
     Flavor,
     Group,
@@ -56,6 +70,7 @@ from fleetshare.policy.schema import (
     PreemptTeamTasks,
     PriorityClass,
     Quantity,
+    QueueingStrategy,
     QuotaEntry,
     QuotaGroup,
     ReclaimPolicy,
@@ -69,6 +84,7 @@ __all__ = ["import_kueue", "rescale_priorities"]
 SOURCE = "Kueue objects"
 MAX_PRIORITY_CLASSES = 10  # what ClusterPolicy accepts
 KUEUE_GROUPS = ("kueue.x-k8s.io", "config.kueue.x-k8s.io")
+ADMISSION_FAIR_SHARING = "UsageBasedAdmissionFairSharing"
 
 _E = TypeVar("_E", bound=StrEnum)
 
@@ -78,30 +94,47 @@ _TOP_FIELDS: dict[str, frozenset[str]] = {
     "Cohort": _OBJECT_FIELDS,
     "ClusterQueue": _OBJECT_FIELDS,
     "LocalQueue": _OBJECT_FIELDS,
-    "WorkloadPriorityClass": frozenset({"apiVersion", "kind", "metadata", "value", "description"}),
+    "WorkloadPriorityClass": frozenset({"apiVersion", "kind", "metadata", "value"}),
+}
+_OBJECT_UNSUPPORTED = {
+    "status": "observed state, not policy; ignored",
+    "description": "a description, not policy; ignored",
+}
+_KIND_UNSUPPORTED = {
+    "Topology": "topology-aware scheduling is not implemented in governance (gangs are placed "
+    "on any nodes of their flavor, without topology levels); ignored",
+    "AdmissionCheck": "admission checks are not implemented in governance (work is admitted "
+    "on quota and node room alone); ignored",
+    "ProvisioningRequestConfig": "provisioning requests are not implemented in governance "
+    "(fleetshare's own autoscaler provisions for admitted work); ignored",
+    "MultiKueueConfig": "MultiKueue (dispatching to other clusters) is not supported; ignored",
+    "MultiKueueCluster": "MultiKueue (dispatching to other clusters) is not supported; ignored",
+    "Workload": "Kueue Workload objects are not read as policy (give workloads in the "
+    "scenario); ignored",
 }
 _NOT_SUPPORTED = "not supported; ignored"
 _FLAVOR_UNSUPPORTED = {
-    "nodeTaints": "flavor taints are not supported (any workload may use the flavor); ignored",
-    "tolerations": "flavor tolerations are not supported; ignored",
-    "topologyName": "topology-aware scheduling is not supported; ignored",
+    "nodeTaints": "flavor taints are not carried over: which work may use a flavor follows the "
+    "taints its nodes carry; ignored",
+    "tolerations": "flavor tolerations (added to admitted pods) are not supported; ignored",
+    "topologyName": "topology-aware scheduling is not implemented in governance (no topology "
+    "levels are placed against); ignored",
     "resourceWeights": "per-resource fair-sharing weights are not supported; ignored",
 }
 _QUEUE_UNSUPPORTED = {
-    "admissionChecks": "admission checks are not supported; ignored",
-    "admissionChecksStrategy": "admission checks are not supported; ignored",
+    "admissionChecks": "admission checks (such as provisioning requests) are not implemented "
+    "in governance: work is admitted on quota and node room alone; ignored",
+    "admissionChecksStrategy": "admission checks (such as provisioning requests) are not "
+    "implemented in governance: work is admitted on quota and node room alone; ignored",
     "namespaceSelector": "namespace selectors are not supported (jobs reach a team through its "
-    "local queues); ignored",
-    "flavorFungibility": "flavor fungibility is not supported; ignored",
+    "local queues, from any namespace); ignored",
+    "flavorFungibility": "flavor fungibility is fixed in fleetshare (a flavor within quota "
+    "first, then the first that fits by borrowing, then preemption); ignored",
     "stopPolicy": "stop policies are not supported (the team stays enabled); ignored",
-    "queueingStrategy": "fleetshare always queues best-effort FIFO with a starvation guard; "
-    "ignored",
-    "admissionScope": "admission fair sharing is not supported; ignored",
     "concurrentAdmissionPolicy": _NOT_SUPPORTED,
 }
 _LOCAL_QUEUE_UNSUPPORTED = {
     "stopPolicy": "stop policies are not supported; ignored",
-    "fairSharing": "admission fair sharing is not supported; ignored",
     "wallTimePolicy": "wall-time limits are not supported; ignored",
 }
 
@@ -127,13 +160,14 @@ class _Quotas:
     """Per resource group: its path, covered resources and flavor names."""
 
 
-def import_kueue(source: str | list[dict[str, Any]]) -> Policy:
+def import_kueue(source: str | list[dict[str, Any]], report: ImportReport | None = None) -> Policy:
     """Turn Kueue objects (YAML text or parsed documents) into a fleetshare policy.
 
     Raises :class:`PolicyError` listing every invalid field; ``Policy.notes`` lists what was
-    present but could not be mapped.
+    present but could not be mapped. ``report``, if given, is filled with the path of every
+    field and where it went (:meth:`ImportReport.account`), also when the import fails.
     """
-    report = ImportReport()
+    report = report if report is not None else ImportReport()
     objects = _objects(_documents(source), report)
     by_kind = {kind: _unique(objects, kind, report) for kind in _TOP_FIELDS}
     flavors = [_flavor(obj, report) for obj in by_kind["ResourceFlavor"].values()]
@@ -141,15 +175,16 @@ def import_kueue(source: str | list[dict[str, Any]]) -> Policy:
     labels = {f.name: f.node_labels for f in flavors}
     groups = [_group(obj, flavor_names, report) for obj in by_kind["Cohort"].values()]
     queues = _local_queues(by_kind["LocalQueue"].values(), set(by_kind["ClusterQueue"]), report)
+    classes, priority_of = _priority_classes(by_kind["WorkloadPriorityClass"].values(), report)
+    configurations = [obj for obj in objects if obj.kind == "Configuration"]
+    fair_share, admission = _configuration(configurations, report)
     teams = [
-        _team(obj, flavor_names, labels, queues.get(name, []), report)
+        _team(obj, flavor_names, labels, queues.get(name, ([], {})), priority_of, report)
         for name, obj in by_kind["ClusterQueue"].items()
     ]
+    _queue_settings_notes(teams, fair_share, admission, report)
     groups += _undeclared_groups(groups, teams, report)
     groups = [_isolated(g) if g.parent is None else g for g in groups]
-    classes = _priority_classes(by_kind["WorkloadPriorityClass"].values(), report)
-    configurations = [obj for obj in objects if obj.kind == "Configuration"]
-    fair_share = _fair_share(configurations, report)
     report.notes.append(_cluster_note(fair_share, bool(configurations)))
     if report.problems:
         raise PolicyError(report.problems, SOURCE)
@@ -159,6 +194,7 @@ def import_kueue(source: str | list[dict[str, Any]]) -> Policy:
             fair_share=fair_share,
             idle_resource_sharing=False,
             flavors=flavors,
+            admission_fair_sharing=admission,
         )
         return Policy(cluster=cluster, groups=groups, teams=teams, notes=report.notes)
     except ValidationError as exc:
@@ -208,13 +244,14 @@ def _objects(docs: list[Any], report: ImportReport) -> list[_Object]:
         name = name if isinstance(name, str) and name else ""
         label = f"{kind}/{name}" if name else f"{kind} ({where})"
         api_version = str(doc.get("apiVersion", ""))
-        group = api_version.split("/")[0] if "/" in api_version else ""
+        group = api_version.split("/")[0] if "/" in api_version else api_version and "core"
         if group and group not in KUEUE_GROUPS:
             report.note(label, f"{api_version} {kind} is not a Kueue object; ignored")
         elif kind == "Configuration":
             objects.append(_Object(kind, name, f"{kind}/{name}" if name else kind, doc))
         elif kind not in _TOP_FIELDS:
-            report.note(label, f"kind {kind} is not supported; ignored")
+            reason = _KIND_UNSUPPORTED.get(kind, "not supported; ignored")
+            report.note(label, f"kind {kind}: {reason}")
         elif not name:
             report.problem(f"{label}.metadata.name", "required")
         else:
@@ -232,10 +269,26 @@ def _named_object(
         namespace = metadata.get("namespace") or ""
         if not isinstance(namespace, str) or not namespace:
             namespace = "default"
-            report.note(ref, "no metadata.namespace; assumed 'default'")
+            report.remark(ref, "no metadata.namespace; assumed 'default'")
         ref = f"{kind}/{namespace}/{name}"
-    _unknown_fields(doc, ref, _TOP_FIELDS[kind], {}, report)
+    _unknown_fields(doc, ref, _TOP_FIELDS[kind], _OBJECT_UNSUPPORTED, report)
+    _metadata(metadata, f"{ref}.metadata", kind == "LocalQueue", report)
     return _Object(kind, name, ref, doc, namespace)
+
+
+def _metadata(
+    metadata: Mapping[str, Any], where: str, namespaced: bool, report: ImportReport
+) -> None:
+    """The name (and a LocalQueue's namespace) are mapped; the rest is noted."""
+    for key, value in metadata.items():
+        path = f"{where}.{key}"
+        if key == "name" or (key == "namespace" and namespaced):
+            report.map(path)
+        elif key == "namespace":
+            report.note(path, "a cluster-scoped object has no namespace; ignored")
+        else:
+            shown = f" = {value}" if isinstance(value, str | int | float) else ""
+            report.note(f"{path}{shown}", "metadata, not policy; ignored", path)
 
 
 def _unique(objects: list[_Object], kind: str, report: ImportReport) -> dict[str, _Object]:
@@ -261,13 +314,21 @@ def _unknown_fields(
     unsupported: Mapping[str, str],
     report: ImportReport,
 ) -> None:
-    """Note every field that is neither mapped (``handled``) nor silently irrelevant."""
+    """Note every field that is not mapped (``handled``). A handled field holding a value or a
+    list of values is recorded as mapped here; one holding mappings is accounted for by
+    whoever reads it."""
     handled = set(handled)
     for key, value in doc.items():
+        path = f"{where}.{key}"
         if key in handled:
+            nested = isinstance(value, dict) or (
+                isinstance(value, list) and any(isinstance(v, dict | list) for v in value)
+            )
+            if not nested:
+                report.map(path)
             continue
         shown = f" = {value}" if isinstance(value, str | int | float) else ""
-        report.note(f"{where}.{key}{shown}", unsupported.get(key, "unknown field; ignored"))
+        report.note(f"{path}{shown}", unsupported.get(key, "unknown field; ignored"), path)
 
 
 def _mapping(value: Any, where: str, report: ImportReport) -> dict[str, Any]:
@@ -445,7 +506,10 @@ class _QuotaReader:
 
 
 def _spec(obj: _Object, report: ImportReport) -> dict[str, Any]:
-    return _mapping(obj.doc.get("spec"), f"{obj.ref}.spec", report)
+    spec = _mapping(obj.doc.get("spec"), f"{obj.ref}.spec", report)
+    if "spec" in obj.doc and not spec:
+        report.map(f"{obj.ref}.spec")  # an empty spec: Kueue's defaults, fleetshare's too
+    return spec
 
 
 def _flavor(obj: _Object, report: ImportReport) -> Flavor:
@@ -453,6 +517,8 @@ def _flavor(obj: _Object, report: ImportReport) -> Flavor:
     spec, where = _spec(obj, report), f"{obj.ref}.spec"
     _unknown_fields(spec, where, ("nodeLabels",), _FLAVOR_UNSUPPORTED, report)
     labels = _mapping(spec.get("nodeLabels"), f"{where}.nodeLabels", report)
+    if "nodeLabels" in spec:
+        report.map(f"{where}.nodeLabels")
     for key, value in labels.items():
         if not isinstance(value, str):
             report.problem(f"{where}.nodeLabels.{key}", f"label values are strings, got {value!r}")
@@ -494,7 +560,7 @@ def _resource_groups(
     """
     covered = list(dict.fromkeys(r for _, resources, _ in groups for r in resources))
     if not groups:
-        report.note(ref, "no resourceGroups: covers no resource, so its work waits (as in Kueue)")
+        report.remark(ref, "no resourceGroups: covers no resource, so its work waits (as in Kueue)")
     selecting = [i for i, (_, _, names) in enumerate(groups) if any(labels.get(n) for n in names)]
     node_group = selecting[0] if selecting else 0
     quota_groups: list[QuotaGroup] = []
@@ -510,7 +576,7 @@ def _resource_groups(
             )
             continue
         quota_groups.append(QuotaGroup(resources=resources, flavor=names[0]))
-        report.note(
+        report.remark(
             path,
             f"quota only: requests for {', '.join(resources)} are charged to flavor "
             f"{names[0]!r} whatever node flavor the pods get, and are not asked of nodes",
@@ -522,12 +588,24 @@ def _team(
     obj: _Object,
     flavors: set[str],
     labels: Mapping[str, Mapping[str, str]],
-    local_queues: list[str],
+    local_queues: tuple[list[str], dict[str, float]],
+    priority_of: Callable[[int], int],
     report: ImportReport,
 ) -> Team:
     """ClusterQueue -> Team; its covered resources are the only ones its work may use."""
     spec, where = _spec(obj, report), f"{obj.ref}.spec"
-    handled = ("cohort", "cohortName", "resourceGroups", "preemption", "fairSharing")
+    handled: tuple[str, ...] = (
+        "cohort",
+        "cohortName",
+        "resourceGroups",
+        "preemption",
+        "fairSharing",
+        "queueingStrategy",
+        "admissionScope",
+    )
+    if spec.get("namespaceSelector") == {}:  # every namespace: fleetshare's behaviour too
+        handled += ("namespaceSelector",)
+        report.map(f"{where}.namespaceSelector")
     _unknown_fields(spec, where, handled, _QUEUE_UNSUPPORTED, report)
     cohort = _reference(spec, ("cohort", "cohortName"), where, report)
     reader = _QuotaReader(flavors, report)
@@ -537,8 +615,17 @@ def _team(
     if cohort is None:
         reader.forbid_limits("only allowed when the ClusterQueue has a cohort")
         sharing = SharingStrategy.DONT_LEND
-        report.note(obj.ref, "no cohort, so it can neither lend nor borrow: sharing DontLend")
-    within, reclaim = _preemption(spec.get("preemption"), f"{where}.preemption", report)
+        report.remark(obj.ref, "no cohort, so it can neither lend nor borrow: sharing DontLend")
+    within, reclaim, borrow = _preemption(
+        spec.get("preemption"), f"{where}.preemption", priority_of, report
+    )
+    strategy = _enum(
+        QueueingStrategy,
+        spec.get("queueingStrategy"),
+        QueueingStrategy.BEST_EFFORT_FIFO,
+        f"{where}.queueingStrategy",
+        report,
+    )
     return Team(
         name=obj.name,
         group=cohort,
@@ -549,22 +636,43 @@ def _team(
         fair_share_weight=_weight(spec.get("fairSharing"), f"{where}.fairSharing", report),
         preempt_team_tasks=within,
         reclaim=reclaim,
-        local_queues=local_queues,
+        local_queues=local_queues[0],
+        local_queue_weights=local_queues[1],
         covered_resources=covered,
         quota_groups=quota_groups,
+        queueing_strategy=strategy,
+        borrow_within_cohort=borrow,
+        admission_fair_sharing=_admission_scope(
+            spec.get("admissionScope"), f"{where}.admissionScope", report
+        ),
     )
 
 
-def _preemption(
-    value: Any, where: str, report: ImportReport
-) -> tuple[PreemptTeamTasks, ReclaimPolicy]:
-    """withinClusterQueue and reclaimWithinCohort; both default to Never, as in Kueue."""
+def _admission_scope(value: Any, where: str, report: ImportReport) -> bool:
+    """``admissionScope.admissionMode``: UsageBasedAdmissionFairSharing turns admission fair
+    sharing on (with the Configuration's ``admissionFairSharing``)."""
     spec = _mapping(value, where, report)
-    unsupported = {
-        "borrowWithinCohort": "preempting other queues' work while borrowing is not "
-        "supported; ignored"
-    }
-    _unknown_fields(spec, where, ("withinClusterQueue", "reclaimWithinCohort"), unsupported, report)
+    _unknown_fields(spec, where, ("admissionMode",), {}, report)
+    mode = spec.get("admissionMode")
+    if mode is None or mode == "NoAdmissionFairSharing":
+        return False
+    if mode != ADMISSION_FAIR_SHARING:
+        report.problem(
+            f"{where}.admissionMode",
+            f"must be one of {ADMISSION_FAIR_SHARING}, NoAdmissionFairSharing",
+        )
+        return False
+    return True
+
+
+def _preemption(
+    value: Any, where: str, priority_of: Callable[[int], int], report: ImportReport
+) -> tuple[PreemptTeamTasks, ReclaimPolicy, BorrowWithinCohort]:
+    """withinClusterQueue, reclaimWithinCohort (both Never when absent, as in Kueue) and
+    borrowWithinCohort (its threshold in fleetshare's priority weights)."""
+    spec = _mapping(value, where, report)
+    handled = ("withinClusterQueue", "reclaimWithinCohort", "borrowWithinCohort")
+    _unknown_fields(spec, where, handled, {}, report)
     within = _enum(
         PreemptTeamTasks,
         spec.get("withinClusterQueue"),
@@ -579,7 +687,45 @@ def _preemption(
         f"{where}.reclaimWithinCohort",
         report,
     )
-    return within, reclaim
+    borrow = _borrow_within(
+        spec.get("borrowWithinCohort"), f"{where}.borrowWithinCohort", priority_of, report
+    )
+    if borrow.policy != BorrowWithinCohortPolicy.NEVER and reclaim == ReclaimPolicy.NEVER:
+        report.problem(
+            f"{where}.borrowWithinCohort.policy",
+            "needs reclaimWithinCohort other than Never (Kueue rejects this ClusterQueue)",
+        )
+        borrow = BorrowWithinCohort()
+    return within, reclaim, borrow
+
+
+def _borrow_within(
+    value: Any, where: str, priority_of: Callable[[int], int], report: ImportReport
+) -> BorrowWithinCohort:
+    """``borrowWithinCohort``: policy (Never when absent) and maxPriorityThreshold, a Kueue
+    priority value turned into the highest fleetshare weight of a class at or below it."""
+    spec = _mapping(value, where, report)
+    _unknown_fields(spec, where, ("policy", "maxPriorityThreshold"), {}, report)
+    policy = _enum(
+        BorrowWithinCohortPolicy,
+        spec.get("policy"),
+        BorrowWithinCohortPolicy.NEVER,
+        f"{where}.policy",
+        report,
+    )
+    threshold = spec.get("maxPriorityThreshold")
+    if threshold is None:
+        return BorrowWithinCohort(policy=policy)
+    if isinstance(threshold, bool) or not isinstance(threshold, int):
+        report.problem(f"{where}.maxPriorityThreshold", f"must be an integer, got {threshold!r}")
+        return BorrowWithinCohort(policy=policy)
+    weight = priority_of(threshold)
+    if weight != threshold:
+        report.remark(
+            f"{where}.maxPriorityThreshold",
+            f"priority {threshold} is weight {weight} on fleetshare's rescaled priorities",
+        )
+    return BorrowWithinCohort(policy=policy, max_priority_threshold=weight)
 
 
 def _weight(value: Any, where: str, report: ImportReport) -> float:
@@ -594,12 +740,17 @@ def _weight(value: Any, where: str, report: ImportReport) -> float:
 
 def _local_queues(
     objects: Iterable[_Object], cluster_queues: set[str], report: ImportReport
-) -> dict[str, list[str]]:
-    """ClusterQueue name -> its LocalQueues as ``namespace/name``."""
-    out: dict[str, list[str]] = {}
+) -> dict[str, tuple[list[str], dict[str, float]]]:
+    """ClusterQueue name -> its LocalQueues as ``namespace/name``, and their admission fair
+    sharing weights (``fairSharing.weight``) where given."""
+    out: dict[str, tuple[list[str], dict[str, float]]] = {}
     for obj in objects:
         spec, where = _spec(obj, report), f"{obj.ref}.spec"
-        _unknown_fields(spec, where, ("clusterQueue",), _LOCAL_QUEUE_UNSUPPORTED, report)
+        handled = ("clusterQueue", "fairSharing")
+        _unknown_fields(spec, where, handled, _LOCAL_QUEUE_UNSUPPORTED, report)
+        weight: float | None = None
+        if spec.get("fairSharing") is not None:
+            weight = _weight(spec["fairSharing"], f"{where}.fairSharing", report)
         target = spec.get("clusterQueue")
         if not isinstance(target, str) or not target:
             report.problem(f"{where}.clusterQueue", "required")
@@ -608,7 +759,10 @@ def _local_queues(
                 f"{where}.clusterQueue", f"ClusterQueue {target!r} is not declared; ignored"
             )
         else:
-            out.setdefault(target, []).append(f"{obj.namespace}/{obj.name}")
+            names, weights = out.setdefault(target, ([], {}))
+            names.append(f"{obj.namespace}/{obj.name}")
+            if weight is not None:
+                weights[f"{obj.namespace}/{obj.name}"] = weight
     return out
 
 
@@ -637,8 +791,12 @@ def _undeclared_groups(groups: list[Group], teams: list[Team], report: ImportRep
     return list(added.values())
 
 
-def _priority_classes(objects: Iterable[_Object], report: ImportReport) -> list[PriorityClass]:
-    """WorkloadPriorityClasses; values outside 0–100 are rescaled (noted with the mapping)."""
+def _priority_classes(
+    objects: Iterable[_Object], report: ImportReport
+) -> tuple[list[PriorityClass], Callable[[int], int]]:
+    """WorkloadPriorityClasses; values outside 0–100 are rescaled (noted with the mapping).
+    Also: a Kueue priority value (a threshold) -> the weight of the highest class at or below
+    it (-1 when none is)."""
     values: dict[str, int] = {}
     for obj in objects:
         value = obj.doc.get("value")
@@ -650,7 +808,8 @@ def _priority_classes(objects: Iterable[_Object], report: ImportReport) -> list[
         reason = f"fleetshare allows at most {MAX_PRIORITY_CLASSES} classes; found {len(values)}"
         report.problem("WorkloadPriorityClass", reason)
     weights = values
-    if any(not 0 <= v <= 100 for v in values.values()):
+    rescaled = any(not 0 <= v <= 100 for v in values.values())
+    if rescaled:
         weights = rescale_priorities(values)
         mapping = ", ".join(
             f"{n} {values[n]}→{w}" for n, w in sorted(weights.items(), key=lambda i: -values[i[0]])
@@ -659,7 +818,18 @@ def _priority_classes(objects: Iterable[_Object], report: ImportReport) -> list[
             "WorkloadPriorityClass: values fall outside fleetshare's 0–100 weights; rescaled "
             f"keeping their order: {mapping} (work without a class keeps priority 0)"
         )
-    return [PriorityClass(name=name, weight=weight) for name, weight in weights.items()]
+    # Kueue priority values -> fleetshare weights (work without a class has priority 0)
+    levels = {values[name]: weights[name] for name in values}
+    levels[0] = rescale_priorities({**values, "": 0})[""] if rescaled else 0
+
+    def priority_of(threshold: int) -> int:
+        if not rescaled:
+            return threshold
+        at_or_below = [weight for value, weight in levels.items() if value <= threshold]
+        return max(at_or_below, default=-1)
+
+    classes = [PriorityClass(name=name, weight=weight) for name, weight in weights.items()]
+    return classes, priority_of
 
 
 def rescale_priorities(values: Mapping[str, int]) -> dict[str, int]:
@@ -675,17 +845,100 @@ def rescale_priorities(values: Mapping[str, int]) -> dict[str, int]:
     return {name: weight[value] for name, value in values.items()}
 
 
-def _fair_share(objects: list[_Object], report: ImportReport) -> bool:
-    """Configuration ``fairSharing``: on when present (``enable: false`` turns it off)."""
+def _configuration(
+    objects: list[_Object], report: ImportReport
+) -> tuple[bool, AdmissionFairSharing | None]:
+    """The kueue Configuration's ``fairSharing`` and ``admissionFairSharing``."""
     if len(objects) > 1:
         report.problem(objects[1].ref, "only one kueue Configuration may be given")
     if not objects:
-        return False
+        return False, None
     obj = objects[0]
     setting = "Kueue controller setting with no fleetshare equivalent; ignored"
-    for key in obj.doc:
-        if key not in ("apiVersion", "kind", "metadata", "fairSharing"):
-            report.note(f"{obj.ref}.{key}", setting)
+    for key, value in obj.doc.items():
+        path = f"{obj.ref}.{key}"
+        if key in ("apiVersion", "kind"):
+            report.map(path)
+        elif key == "metadata" and isinstance(value, dict):
+            _metadata(value, path, False, report)
+        elif key not in ("fairSharing", "admissionFairSharing"):
+            report.note(path, setting)
+    admission = None
+    if obj.doc.get("admissionFairSharing") is not None:
+        where = f"{obj.ref}.admissionFairSharing"
+        admission = _admission_fair_sharing(obj.doc["admissionFairSharing"], where, report)
+    return _fair_share(obj, report), admission
+
+
+def _duration(value: Any, where: str, report: ImportReport) -> float | None:
+    """A Go duration (``168h``, ``5m``, ``1h30m``, ``10s``) in seconds."""
+    text = value if isinstance(value, str) else ""
+    parts = re.findall(r"(\d+(?:\.\d+)?)(h|ms|m|s)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        report.problem(where, f"not a duration such as 168h or 5m: {value!r}")
+        return None
+    scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+def _admission_fair_sharing(
+    value: Any, where: str, report: ImportReport
+) -> AdmissionFairSharing | None:
+    """``admissionFairSharing``: half-life, sampling interval and resource weights."""
+    spec = _mapping(value, where, report)
+    handled = ("usageHalfLifeTime", "usageSamplingInterval", "resourceWeights")
+    _unknown_fields(spec, where, handled, {}, report)
+    settings: dict[str, Any] = {}
+    if spec.get("usageHalfLifeTime") is not None:
+        half_life = _duration(spec["usageHalfLifeTime"], f"{where}.usageHalfLifeTime", report)
+        settings["usage_half_life_seconds"] = half_life
+    else:
+        report.notes.append(
+            f"{where}: no usageHalfLifeTime, so usage is forgotten at once (as in Kueue)"
+        )
+    if spec.get("usageSamplingInterval") is not None:
+        path = f"{where}.usageSamplingInterval"
+        settings["usage_sampling_seconds"] = _duration(spec["usageSamplingInterval"], path, report)
+    weights = _mapping(spec.get("resourceWeights"), f"{where}.resourceWeights", report)
+    if "resourceWeights" in spec:
+        report.map(f"{where}.resourceWeights")
+    for name, weight in weights.items():
+        if isinstance(weight, bool) or not isinstance(weight, int | float) or weight < 0:
+            report.problem(f"{where}.resourceWeights.{name}", f"not a weight: {weight!r}")
+    settings["resource_weights"] = {str(k): float(v) for k, v in weights.items()}
+    if any(v is None for v in settings.values()) or report.problems:
+        return None
+    try:
+        return AdmissionFairSharing.model_validate(settings)
+    except ValidationError as exc:
+        for path, reason in validation_problems(exc, settings):
+            report.problem(f"{where}.{path}", reason)
+        return None
+
+
+def _queue_settings_notes(
+    teams: list[Team],
+    fair_share: bool,
+    admission: AdmissionFairSharing | None,
+    report: ImportReport,
+) -> None:
+    """Queue settings that the cluster-wide ones switch off, as in Kueue."""
+    for team in teams:
+        ref = f"ClusterQueue/{team.name}.spec"
+        if fair_share and team.borrow_within_cohort.policy != BorrowWithinCohortPolicy.NEVER:
+            report.remark(
+                f"{ref}.preemption.borrowWithinCohort",
+                "no effect with fair sharing on (in Kueue it belongs to classic preemption)",
+            )
+        if team.admission_fair_sharing and admission is None:
+            report.remark(
+                f"{ref}.admissionScope",
+                "no effect without the Configuration's admissionFairSharing (as in Kueue)",
+            )
+
+
+def _fair_share(obj: _Object, report: ImportReport) -> bool:
+    """Configuration ``fairSharing``: on when present (``enable: false`` turns it off)."""
     if obj.doc.get("fairSharing") is None:
         return False
     where = f"{obj.ref}.fairSharing"

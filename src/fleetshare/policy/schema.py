@@ -79,6 +79,65 @@ class ReclaimPolicy(StrEnum):
     ANY = "Any"
 
 
+class QueueingStrategy(StrEnum):
+    """How a team's queue treats work that cannot be admitted (Kueue ``queueingStrategy``).
+
+    Both order the queue by priority, then submit time. With BestEffortFIFO a workload that
+    does not fit is skipped and newer work behind it may run; with StrictFIFO it blocks the
+    team's newer work (of its priority or lower) until it is admitted.
+    """
+
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+    STRICT_FIFO = "StrictFIFO"
+
+
+class BorrowWithinCohortPolicy(StrEnum):
+    """Kueue ``preemption.borrowWithinCohort.policy``."""
+
+    NEVER = "Never"
+    LOWER_PRIORITY = "LowerPriority"
+
+
+class BorrowWithinCohort(_Strict):
+    """May work that must borrow preempt other teams' borrowing work (Kueue
+    ``preemption.borrowWithinCohort``)? Only work of a priority below the preemptor's and,
+    with ``max_priority_threshold``, at most that priority; only without fair share (as in
+    Kueue, where it belongs to classic preemption), and only for a team whose ``reclaim``
+    policy is not Never."""
+
+    policy: BorrowWithinCohortPolicy = BorrowWithinCohortPolicy.NEVER
+    max_priority_threshold: int | None = Field(
+        default=None,
+        description="only work of at most this priority (a priority class weight) may be "
+        "preempted; none: any priority below the preemptor's",
+    )
+
+
+class AdmissionFairSharing(_Strict):
+    """How the usage of local queues is measured for admission fair sharing (Kueue
+    Configuration ``admissionFairSharing``); teams opt in with ``admission_fair_sharing``.
+
+    A local queue's usage is sampled every ``usage_sampling_seconds``: consumed = (1 − a) ×
+    consumed + a × the requests of its running work, a = 1 − 0.5^(elapsed / half-life); every
+    admission adds an entry penalty, a(sampling) × the workload's requests, at once. Its score
+    is Σ weight(resource) × (consumed + penalty) in base units (cores, bytes, devices; weight
+    1 unless given) ÷ the local queue's weight."""
+
+    usage_half_life_seconds: float = Field(
+        default=0, ge=0, description="0: usage is forgotten at once (only the order remains)"
+    )
+    usage_sampling_seconds: float = Field(default=300, gt=0)
+    resource_weights: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("resource_weights")
+    @classmethod
+    def _weights(cls, value: dict[str, float]) -> dict[str, float]:
+        negative = sorted(name for name, weight in value.items() if weight < 0)
+        if negative:
+            raise ValueError(f"weights must not be negative: {', '.join(negative)}")
+        return value
+
+
 class PriorityClass(_Strict):
     """A named priority; higher weight is admitted first and may preempt lower."""
 
@@ -120,6 +179,10 @@ class ClusterPolicy(_Strict):
         ge=0,
         description="a workload pending longer than this holds back the resources it needs from "
         "later, not-higher-priority work (null: never)",
+    )
+    admission_fair_sharing: AdmissionFairSharing | None = Field(
+        default=None,
+        description="usage measurement for teams with admission_fair_sharing (null: off)",
     )
 
     @field_validator("priority_classes")
@@ -264,6 +327,19 @@ class Team(_Strict):
         default_factory=list,
         description="resources counted as quota only, each group on its own flavor",
     )
+    queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
+    borrow_within_cohort: BorrowWithinCohort = Field(default_factory=BorrowWithinCohort)
+    admission_fair_sharing: bool = Field(
+        default=False,
+        description="order the team's work by the usage of its local queues first (Kueue "
+        "admissionScope UsageBasedAdmissionFairSharing; cluster.admission_fair_sharing says how "
+        "usage is measured)",
+    )
+    local_queue_weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="admission fair sharing weight per local queue ('namespace/name'; 1 "
+        "unless given): usage counts divided by it",
+    )
 
     @model_validator(mode="after")
     def _groups(self) -> Team:
@@ -279,6 +355,19 @@ class Team(_Strict):
                 raise ValueError(
                     f"quota_groups: {', '.join(missing)} not listed in covered_resources"
                 )
+        if (
+            self.borrow_within_cohort.policy != BorrowWithinCohortPolicy.NEVER
+            and self.reclaim == ReclaimPolicy.NEVER
+        ):
+            raise ValueError(
+                "borrow_within_cohort needs a reclaim policy other than Never (as in Kueue)"
+            )
+        unknown = sorted(set(self.local_queue_weights) - set(self.local_queues))
+        if unknown:
+            raise ValueError(f"local_queue_weights: not among local_queues: {', '.join(unknown)}")
+        negative = sorted(q for q, w in self.local_queue_weights.items() if w < 0)
+        if negative:
+            raise ValueError(f"local_queue_weights must not be negative: {', '.join(negative)}")
         return self
 
 
@@ -357,6 +446,16 @@ class Policy(_Strict):
         teams = ", ".join(t.name for t in self.teams) or "none"
         queues = ", ".join(q for t in self.teams for q in t.local_queues) or "none"
         raise KeyError(f"unknown team or queue {queue!r} (teams: {teams}; queues: {queues})")
+
+    def local_queue_of(self, queue: str) -> str | None:
+        """The local queue (``namespace/name``) a workload naming ``queue`` comes through,
+        or None when it names a team (see :meth:`team_for`, which rejects unknown names)."""
+        if any(t.name == queue for t in self.teams):
+            return None
+        if "/" in queue:
+            return queue if any(queue in t.local_queues for t in self.teams) else None
+        found = [q for t in self.teams for q in t.local_queues if q.split("/")[-1] == queue]
+        return found[0] if len(found) == 1 else None
 
     def team(self, name: str) -> Team:
         """The team called ``name``."""

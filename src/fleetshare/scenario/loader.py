@@ -157,6 +157,12 @@ def _team_of(queue: str, policies: list[Policy]) -> str:
     raise first
 
 
+def _local_queue_of(queue: str, policies: list[Policy]) -> str | None:
+    """The local queue a workload naming ``queue`` comes through (None for a team name), in
+    the first policy that knows it."""
+    return next((q for p in policies if (q := p.local_queue_of(queue)) is not None), None)
+
+
 def build_workloads(
     spec: ScenarioSpec,
     policy: Policy,
@@ -188,6 +194,7 @@ def build_workload(
         team = _team_of(w.team, [policy, *(later or [])]) if resolve_teams else w.team
     except KeyError as exc:
         raise ScenarioError(f"{where}.team: {exc.args[0]}") from None
+    queue = _local_queue_of(w.team, [policy, *(later or [])])
     if w.podsets:
         podsets = tuple(
             PodSet(
@@ -220,6 +227,7 @@ def build_workload(
         priority_class=w.priority,
         duration=w.duration,
         labels=dict(w.labels),
+        queue=queue,
     )
 
 
@@ -299,7 +307,11 @@ def _with_manifests(
     later = [p for _, p in changes]
     try:
         more, notes = manifest_workloads(
-            spec, base, lambda q: _team_of(q, [policy, *later]), policy.priority_of
+            spec,
+            base,
+            lambda q: _team_of(q, [policy, *later]),
+            policy.priority_of,
+            lambda q: _local_queue_of(q, [policy, *later]),
         )
     except ManifestsError as exc:
         raise ScenarioError(f"{source}: {exc}") from None

@@ -86,10 +86,12 @@ def manifest_workloads(
     base: Path,
     team_of: Callable[[str], str],
     priority_of: Callable[[str | None], int],
+    local_queue_of: Callable[[str], str | None] = lambda _: None,
 ) -> tuple[list[Workload], list[str]]:
     """The workloads of ``spec.manifests`` and the notes on what was not modelled.
     ``team_of`` resolves a queue (KeyError with the reason otherwise), ``priority_of`` a
-    priority class."""
+    priority class, ``local_queue_of`` the local queue a queue name comes through (for
+    admission fair sharing)."""
     d = spec.manifest_defaults
     defaults = Defaults(queue=d.queue, duration=d.duration, submit_at=d.submit_at)
     docs: list[Document] = []
@@ -126,6 +128,7 @@ def manifest_workloads(
                 priority_class=mw.priority_class,
                 duration=mw.duration,
                 labels=dict(mw.labels),
+                queue=local_queue_of(mw.queue),
             )
         )
         notes.extend(mw.notes)

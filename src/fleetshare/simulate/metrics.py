@@ -242,8 +242,8 @@ def measured_resource(nodes: Sequence[Node], requests: Sequence[Mapping[str, int
 
 def category(reason: str) -> str:
     """A preemption's category: a ``preempt`` event's ``reason`` is one already (reclaim,
-    fair-share, priority, node-failure, node-removed, consolidation, empty, repair, expire,
-    drift, spot-interruption); its ``message`` holds the details."""
+    fair-share, reclaim-while-borrowing, priority, node-failure, node-removed, consolidation,
+    empty, repair, expire, drift, spot-interruption); its ``message`` holds the details."""
     return reason or "other"
 
 
