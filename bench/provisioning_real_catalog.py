@@ -166,9 +166,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gangs", default="no,yes", help="without and/or with gangs")
     p.add_argument("--gap-target", type=float, default=0.01)
     p.add_argument("--seconds-target", type=float, default=5.0, help="at the largest size")
-    p.add_argument(
-        "--out", type=Path, default=Path("bench/results/provisioning_real_catalog.json")
-    )
+    p.add_argument("--out", type=Path, default=Path("bench/results/provisioning_real_catalog.json"))
     return p.parse_args(argv)
 
 

@@ -97,9 +97,7 @@ def first_fit_together(
     if level is None:
         return first_fit(rooms, requests, count, node_selector, tolerations, affinity)
     tolerations, affinity = tuple(tolerations), tuple(affinity)
-    ok = [
-        r for r in rooms if may_run_on(r.labels, r.taints, node_selector, tolerations, affinity)
-    ]
+    ok = [r for r in rooms if may_run_on(r.labels, r.taints, node_selector, tolerations, affinity)]
     room = [r.room_for(requests, count) for r in ok]
     for lv in levels_up_to(level):
         totals: dict[Domain, int] = {}

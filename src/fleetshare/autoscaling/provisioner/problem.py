@@ -290,7 +290,8 @@ def build_problem(
     allowed_rows, allowed_id = np.unique(allowed, axis=0, return_inverse=True)
     accel = np.array(
         [
-            unit[items[k].shape] * sum(v for r, v in shapes[items[k].shape].requests if is_accelerator(r))
+            unit[items[k].shape]
+            * sum(v for r, v in shapes[items[k].shape].requests if is_accelerator(r))
             for k in first
         ],
         float,

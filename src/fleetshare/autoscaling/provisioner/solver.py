@@ -26,10 +26,8 @@ _LOCK = threading.Lock()
 def quiet_stdout() -> Iterator[None]:
     """File descriptor 1 goes to ``/dev/null`` inside the block (C-level output included)."""
     with _LOCK:
-        try:
+        with contextlib.suppress(AttributeError, ValueError, OSError):
             sys.stdout.flush()
-        except (AttributeError, ValueError, OSError):
-            pass
         try:
             saved = os.dup(1)
         except OSError:  # no fd 1 at all: nothing to protect
