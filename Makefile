@@ -35,6 +35,8 @@ bench: $(STAMP)
 		--out bench/results/admission_cycle_guard_off.json
 	$(BIN)/python bench/placement_alibaba.py
 	$(BIN)/python bench/karpenter_shape.py --out bench/results/karpenter_shape.json
+	$(BIN)/python bench/provisioning_real_catalog.py \
+		--out bench/results/provisioning_real_catalog.json
 	$(BIN)/python -m pip install -q ray
 	$(BIN)/python bench/ray_autoscaler.py --out bench/results/ray_autoscaler.json
 	$(BIN)/python bench/simulate_speed.py --variant trace --variant static --variant idle50 \

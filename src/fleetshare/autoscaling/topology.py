@@ -17,6 +17,12 @@ tolerations it may carry the scheduling constraints Karpenter honours when it cr
   candidate for the shape (lowest price per pod of the shape on one node, ties by zone name).
   This is a simple rule, not a joint optimisation over zones.
 - ``gang``: shapes with the same gang id are provisioned together or not at all.
+- ``domain``: a topology level (:mod:`fleetshare.placement.topology`) all the shape's pods
+  must share (``domain_required``) or would like to. The pods of a hostname domain are one
+  *bundle*, planned onto one node (an 8 x 1-GPU gang gets one 8-GPU node); a zone domain is
+  ``same_zone``; any other level (a network block, which a new node gets from the cloud, not
+  from the plan) is a bundle when some instance type holds all the pods, else one zone. A
+  preferred level whose bundle no instance type holds is planned without it.
 
 Zone-constrained shapes become one *item* per zone (see :func:`split_items`); the optimiser packs
 items, and :func:`spread_cap` checks a partially placed spread (when limits bind) still keeps the
@@ -51,15 +57,21 @@ class PodShape:
     gang: str | None = None
     """All shapes with this gang id are planned in full, or none of them."""
     zone_counts: tuple[tuple[str, int], ...] = ()
+    """Pods of this shape's group already running, per zone (for spread and affinity)."""
     headroom: bool = False
     """Warm room the autoscaler keeps, not pods of any workload."""
-    """Pods of this shape's group already running, per zone (for spread and affinity)."""
+    domain: str | None = None
+    """A topology level all these pods share (see the module docstring)."""
+    domain_required: bool = True
+    """``domain`` is required (Kueue's required topology), not only preferred."""
 
     def __post_init__(self) -> None:
         if self.count < 0:
             raise ValueError(f"pod count must be >= 0, got {self.count}")
         if self.max_per_node is not None and self.max_per_node < 1:
             raise ValueError(f"max_per_node must be >= 1, got {self.max_per_node}")
+        if self.domain is not None and self.zone_spread:
+            raise ValueError("a shape cannot both spread over zones and share a domain")
         if self.zone_spread and self.same_zone:
             raise ValueError("a shape cannot both spread over zones and stay in one zone")
 

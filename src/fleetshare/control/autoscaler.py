@@ -73,7 +73,8 @@ from fleetshare.model.node import Node
 from fleetshare.model.reason import Reason
 from fleetshare.model.resources import parse_resources
 from fleetshare.model.workload import PodSet, Workload
-from fleetshare.placement.first_fit import Room, first_fit
+from fleetshare.placement.first_fit import Room, first_fit_together
+from fleetshare.placement.topology import constraint
 
 MAX_REPLANS = 3
 REPLACE_GRACE = 60.0
@@ -192,7 +193,17 @@ def _first_fit(
 ) -> int:
     """Place up to ``count`` pods of ``podset`` onto ``free`` room (taken); how many fit
     (the nodes they went to are added to ``used``)."""
-    placed = first_fit(free, podset.requests, count, selector, podset.tolerations, podset.affinity)
+    level, required = constraint(podset.required_topology, podset.preferred_topology)
+    placed = first_fit_together(
+        free,
+        podset.requests,
+        count,
+        selector,
+        podset.tolerations,
+        podset.affinity,
+        level if count == podset.count else None,  # the rest of a set already split
+        required,
+    )
     if used is not None:
         used.update(room.name for room, _ in placed)
     return sum(n for _, n in placed)
@@ -205,6 +216,7 @@ def _pod_views(entry: Running, offset: float) -> list[PodView]:
     preemptible = wl.labels.get("fleetshare.io/preemptible", "") == "true"
     out = []
     for podset, placement in zip(wl.podsets, entry.assignment.placement, strict=True):
+        level, required = constraint(podset.required_topology, podset.preferred_topology)
         for node, count in placement:
             for i in range(count):
                 out.append(
@@ -223,6 +235,9 @@ def _pod_views(entry: Running, offset: float) -> list[PodView]:
                         tolerations=podset.tolerations,
                         affinity=podset.affinity,
                         labels=wl.labels,
+                        podset=podset.name,
+                        domain=level if podset.count > 1 else None,
+                        domain_required=required,
                     )
                 )
     return out
@@ -512,12 +527,15 @@ class Autoscaler:
                     count -= _first_fit(podset, selector, count, free, used)
                 if count <= 0:
                     continue
+                level, required = constraint(podset.required_topology, podset.preferred_topology)
                 key = (
                     tuple(sorted(podset.requests.items())),
                     tuple(sorted(selector.items())),
                     podset.tolerations,
                     podset.affinity,
                     gang,
+                    # a pod set kept in one domain is a shape of its own
+                    (podset.name, level, required) if level and gang else None,
                 )
                 old = grouped.get(key)
                 grouped[key] = PodShape(
@@ -528,6 +546,8 @@ class Autoscaler:
                     affinity=podset.affinity,
                     workloads=(*(old.workloads if old else ()), item.workload.name),
                     gang=gang,
+                    domain=level if gang else None,
+                    domain_required=required,
                 )
         return list(grouped.values())
 

@@ -36,11 +36,15 @@ why (:data:`.kinds.UNSUPPORTED`); nothing is dropped silently.
   ``overhead``, pod-level ``resources``, ``nodeSelector``, ``tolerations`` (``key``,
   ``operator``, ``value``, ``effect``, ``tolerationSeconds`` checked only), required node
   affinity (``nodeSelectorTerms[].matchExpressions``; ``matchFields`` is refused),
-  ``priorityClassName``.
+  ``priorityClassName``; a template's Kueue topology annotations
+  ``kueue.x-k8s.io/podset-required-topology`` / ``podset-preferred-topology`` (the node label
+  all the pod set's pods must / should share: ``PodSet.required_topology`` /
+  ``preferred_topology``).
 
 **Noted** (the run's ``manifest_notes``: present, relevant to scheduling, not modelled):
 Kueue labels and annotations other than the above (``kueue.x-k8s.io/job-min-parallelism``:
-partial admission is out of scope, the job is admitted whole; topology requests; ...), in
+partial admission is out of scope, the job is admitted whole; ``podset-slice-*`` topology
+requests; ...), in
 the object's or a pod template's metadata; ``activeDeadlineSeconds`` (Job, JobSet's jobs,
 PyTorchJob ``runPolicy``, RayJob); PyTorchJob ``elasticPolicy`` and
 ``runPolicy.schedulingPolicy``; Ray ``enableInTreeAutoscaling``; a RayJob's submitter pod

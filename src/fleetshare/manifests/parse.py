@@ -371,6 +371,8 @@ def _podsets(raws: Iterable[RawPodSet]) -> tuple[PodSet, ...]:
             dict(r.shape.node_selector),
             r.shape.tolerations,
             r.shape.affinity,
+            r.shape.required_topology,
+            r.shape.preferred_topology,
         )
         for r in raws
         if r.count > 0

@@ -51,6 +51,10 @@ class PodShape:
     affinity: Affinity
     priority_class: str | None
     notes: tuple[str, ...] = ()
+    required_topology: str | None = None
+    """Kueue's ``kueue.x-k8s.io/podset-required-topology`` template annotation."""
+    preferred_topology: str | None = None
+    """Kueue's ``kueue.x-k8s.io/podset-preferred-topology`` template annotation."""
 
 
 def effective_requests(
@@ -179,20 +183,42 @@ def read_pod_spec(fields: Fields, value: Any, path: str) -> PodShape:
     )
 
 
+TOPOLOGY_ANNOTATIONS = {
+    "kueue.x-k8s.io/podset-required-topology": "required",
+    "kueue.x-k8s.io/podset-preferred-topology": "preferred",
+}
+"""Kueue's topology-aware scheduling annotations on a pod template: the topology level (a node
+label) all the pod set's pods must / should share."""
+
+
 def read_template(fields: Fields, value: Any, path: str) -> PodShape:
-    """A pod template (``metadata`` + ``spec``) at ``path``; Kueue labels and annotations in
-    the template's metadata (topology requests and the like) are noted."""
+    """A pod template (``metadata`` + ``spec``) at ``path``; Kueue's topology annotations in
+    the template's metadata are read (:data:`TOPOLOGY_ANNOTATIONS`), other Kueue labels and
+    annotations noted."""
     template = fields.mapping(value, path, required=True)
     meta_path = join(path, "metadata")
     metadata = fields.mapping(template.get("metadata"), meta_path)
-    notes = [
-        f"{join(join(meta_path, part), key)}: not modelled"
-        for part in ("labels", "annotations")
-        for key in fields.mapping(metadata.get(part), join(meta_path, part))
-        if key.startswith("kueue.x-k8s.io/")
-    ]
+    topology: dict[str, str] = {}
+    notes = []
+    for part in ("labels", "annotations"):
+        part_path = join(meta_path, part)
+        values = fields.mapping(metadata.get(part), part_path)
+        for key in values:
+            if not key.startswith("kueue.x-k8s.io/"):
+                continue
+            if part == "annotations" and key in TOPOLOGY_ANNOTATIONS:
+                level = fields.text(values[key], join(part_path, key), required=True)
+                assert level is not None
+                topology[TOPOLOGY_ANNOTATIONS[key]] = level
+            else:
+                notes.append(f"{join(part_path, key)}: not modelled")
+    if len(topology) > 1:
+        raise fields.error(
+            join(meta_path, "annotations"),
+            "give podset-required-topology or podset-preferred-topology, not both",
+        )
     shape = read_pod_spec(fields, template.get("spec"), join(path, "spec"))
-    if not notes:
+    if not notes and not topology:
         return shape
     return PodShape(
         shape.requests,
@@ -201,6 +227,8 @@ def read_template(fields: Fields, value: Any, path: str) -> PodShape:
         shape.affinity,
         shape.priority_class,
         (*notes, *shape.notes),
+        topology.get("required"),
+        topology.get("preferred"),
     )
 
 

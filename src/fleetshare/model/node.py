@@ -10,6 +10,7 @@ from fleetshare.model.resources import Resources
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 ZONE_LABEL = "topology.kubernetes.io/zone"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
@@ -76,8 +77,10 @@ class Node:
         return self.ready and not self.unschedulable and self.healthy
 
     def all_labels(self) -> dict[str, str]:
-        """Labels including the well-known instance-type and zone labels."""
+        """Labels including the well-known instance-type, zone and hostname labels (the
+        hostname is the node's name unless it carries its own)."""
         out = dict(self.labels)
+        out.setdefault(HOSTNAME_LABEL, self.name)
         if self.instance_type:
             out.setdefault(INSTANCE_TYPE_LABEL, self.instance_type)
         if self.zone:

@@ -21,6 +21,12 @@ class PodSet:
     tolerations: tuple[Toleration, ...] = ()
     affinity: tuple[tuple[NodeSelectorRequirement, ...], ...] = ()
     """Required node affinity: terms ORed, each a tuple of requirements ANDed."""
+    required_topology: str | None = None
+    """A node label (a topology level such as ``kubernetes.io/hostname``): every pod of the set
+    must run on nodes sharing its value (one domain; Kueue's ``podset-required-topology``)."""
+    preferred_topology: str | None = None
+    """Like ``required_topology``, but when no domain of that level holds the pod set, wider
+    levels are tried and then any nodes (Kueue's ``podset-preferred-topology``)."""
 
     def total(self) -> Resources:
         """What all pods of the set request together."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from fleetshare.model.node import Node, NodeSelectorRequirement, Taint, Toleration
 from fleetshare.model.resources import fits
 from fleetshare.placement.predicate import may_run_on
+from fleetshare.placement.topology import Domain, domain_of, levels_up_to
 
 
 @dataclass
@@ -35,6 +36,14 @@ class Room:
     def takes(self, requests: Mapping[str, int]) -> bool:
         """The requests fit in the free room."""
         return fits(requests, self.free)
+
+    def room_for(self, requests: Mapping[str, int], most: int) -> int:
+        """How many pods of ``requests`` (at most ``most``) fit in the free room."""
+        n = most
+        for resource, value in requests.items():
+            if value > 0:
+                n = min(n, max(0, self.free.get(resource, 0)) // value)
+        return n
 
     def take(self, requests: Mapping[str, int], count: int = 1) -> None:
         """Use the room of ``count`` pods."""
@@ -69,3 +78,36 @@ def first_fit(
             left -= 1
         placed.append((room, here))
     return placed
+
+
+def first_fit_together(
+    rooms: Sequence[Room],
+    requests: Mapping[str, int],
+    count: int,
+    node_selector: Mapping[str, str],
+    tolerations: Iterable[Toleration] = (),
+    affinity: Iterable[tuple[NodeSelectorRequirement, ...]] = (),
+    level: str | None = None,
+    required: bool = True,
+) -> list[tuple[Room, int]]:
+    """:func:`first_fit` for a pod set that must (``required``) or would like to stay in one
+    domain of ``level`` (:mod:`.topology`): all ``count`` pods in the first domain, in room
+    order, of the tightest level that holds them all. A required level places nothing when no
+    domain holds them all; a preferred one falls back to plain first fit."""
+    if level is None:
+        return first_fit(rooms, requests, count, node_selector, tolerations, affinity)
+    tolerations, affinity = tuple(tolerations), tuple(affinity)
+    ok = [r for r in rooms if may_run_on(r.labels, r.taints, node_selector, tolerations, affinity)]
+    room = [r.room_for(requests, count) for r in ok]
+    for lv in levels_up_to(level):
+        totals: dict[Domain, int] = {}
+        for r, n in zip(ok, room, strict=True):
+            key = domain_of(r.labels, lv, r.name)
+            totals[key] = totals.get(key, 0) + n
+        for key, total in totals.items():
+            if total >= count:
+                inside = [r for r in ok if domain_of(r.labels, lv, r.name) == key]
+                return first_fit(inside, requests, count, node_selector, tolerations, affinity)
+    if required:
+        return []
+    return first_fit(rooms, requests, count, node_selector, tolerations, affinity)

@@ -17,6 +17,7 @@ import numpy.typing as npt
 from fleetshare.model.node import Node
 from fleetshare.model.workload import PodSet
 from fleetshare.placement.predicate import may_run_on
+from fleetshare.placement.topology import constraint, describe_level, domain_of, levels_up_to
 
 
 def pod_may_run_on(podset: PodSet, node: Node) -> bool:
@@ -75,6 +76,7 @@ class NodeFit:
             by_flavor.setdefault(flavor, []).append(i)
         self._by_flavor = {f: np.array(ix, np.int64) for f, ix in by_flavor.items()}
         self._eligible: dict[tuple[object, ...], IntArray] = {}
+        self._domains: dict[str, IntArray] = {}
         self._vectors: dict[int, tuple[Mapping[str, int], tuple[IntArray, IntArray] | None]] = {}
         self._flavor_free: dict[str | None, IntArray] = {
             f: self.free[ix].sum(axis=0) for f, ix in self._by_flavor.items()
@@ -92,6 +94,7 @@ class NodeFit:
         new.flavor = self.flavor
         new._by_flavor = self._by_flavor
         new._eligible = self._eligible
+        new._domains = self._domains
         new._vectors = self._vectors
         new._flavor_free = {f: totals.copy() for f, totals in self._flavor_free.items()}
         return new
@@ -118,6 +121,18 @@ class NodeFit:
             ok = [i for i in candidates.tolist() if pod_may_run_on(podset, self.nodes[i])]
             found = np.array(ok, np.int64)
             self._eligible[key] = found
+        return found
+
+    def domain_ids(self, level: str) -> IntArray:
+        """Per node, the id of its domain at ``level`` (ids in node order of first sight)."""
+        found = self._domains.get(level)
+        if found is None:
+            ids: dict[tuple[str, ...], int] = {}
+            found = np.array(
+                [ids.setdefault(domain_of(n.all_labels(), level), len(ids)) for n in self.nodes],
+                np.int64,
+            )
+            self._domains[level] = found
         return found
 
     def _vector(self, requests: Mapping[str, int]) -> tuple[IntArray, IntArray] | None:
@@ -181,9 +196,22 @@ class NodeFit:
                 for i, used in touched.items():
                     free[i] -= used
             counts = self._per_node(rows, vec, free)
-            chosen = _choose(rows, counts, podset.count)
+            level, required = constraint(podset.required_topology, podset.preferred_topology)
+            chosen = None
+            if level is not None:
+                chosen = self._choose_in_domain(rows, counts, podset.count, level)
+            if chosen is None and not required:
+                chosen = _choose(rows, counts, podset.count)
             if chosen is None:
-                why = self._why_not(flavor, podset, rows, vec, counts) if explain else ""
+                why = ""
+                if explain:
+                    why = self._why_not(flavor, podset, rows, vec, counts)
+                    if level is not None and required and "larger than" not in why:
+                        why = (
+                            f"no single {describe_level(level)} of {flavor} nodes has room for "
+                            f"all {podset.count} pods of {podset.name!r} (required topology "
+                            f"{level}); {why}"
+                        )
                 return NoFit(podset.name, why)
             full = np.zeros(self.free.shape[1], np.int64)
             full[vec[0]] = vec[1]
@@ -191,6 +219,24 @@ class NodeFit:
                 touched[i] = touched.get(i, np.zeros_like(full)) + full * n
             plan.append(chosen)
         return plan
+
+    def _choose_in_domain(
+        self, rows: IntArray, counts: IntArray, wanted: int, level: str
+    ) -> list[tuple[int, int]] | None:
+        """All ``wanted`` pods in one domain of ``level``, the tightest that holds them (one
+        node, then each wider level up to ``level``); None when no domain does."""
+        capped = np.minimum(counts, wanted)
+        if int(capped.sum()) < wanted:
+            return None
+        for lv in levels_up_to(level):
+            dom = self.domain_ids(lv)[rows]
+            room = np.bincount(dom, weights=capped.astype(np.float64))
+            holds = np.flatnonzero(room >= wanted)
+            if len(holds):
+                best = holds[int(np.argmin(room[holds]))]
+                inside = dom == best
+                return _choose(rows[inside], counts[inside], wanted)
+        return None
 
     def _why_not(
         self,

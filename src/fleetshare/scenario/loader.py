@@ -204,6 +204,8 @@ def build_workload(
                 dict(ps.node_selector),
                 _tolerations(ps.tolerations),
                 _affinity(ps.node_affinity),
+                ps.required_topology,
+                ps.preferred_topology,
             )
             for ps in w.podsets
         )
@@ -216,6 +218,8 @@ def build_workload(
                 dict(w.node_selector),
                 _tolerations(w.tolerations),
                 _affinity(w.node_affinity),
+                w.required_topology,
+                w.preferred_topology,
             ),
         )
     return Workload(

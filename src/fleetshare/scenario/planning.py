@@ -18,6 +18,7 @@ from fleetshare.model.quantity import to_number
 from fleetshare.model.resources import render
 from fleetshare.model.workload import Workload
 from fleetshare.placement.fit import NodeFit, NoFit
+from fleetshare.placement.topology import constraint
 from fleetshare.policy.schema import validation_problems
 from fleetshare.scenario.loader import ScenarioError, build_nodes
 from fleetshare.scenario.schema import NodeSpec, WorkloadSpec
@@ -87,11 +88,18 @@ def shapes_after_existing(
                 break
         if placed:
             continue
+        # a workload is admitted whole: a multi-pod one is a gang, planned in full or not at
+        # all, never merged with another workload's pods; its pod sets keep their domains
+        gang = wl.name if wl.pod_count > 1 else None
         for ps in wl.podsets:
+            level, required = constraint(ps.required_topology, ps.preferred_topology)
             key = (
                 tuple(sorted(ps.requests.items())),
                 tuple(sorted(ps.node_selector.items())),
                 ps.tolerations,
+                ps.affinity,
+                gang,
+                (ps.name, level, required) if gang and level else None,
             )
             old = grouped.get(key)
             grouped[key] = PodShape(
@@ -99,7 +107,11 @@ def shapes_after_existing(
                 count=(old.count if old else 0) + ps.count,
                 node_selector=key[1],
                 tolerations=ps.tolerations,
+                affinity=ps.affinity,
                 workloads=(*(old.workloads if old else ()), wl.name),
+                gang=gang,
+                domain=level if gang else None,
+                domain_required=required,
             )
     return list(grouped.values()), fits_now
 

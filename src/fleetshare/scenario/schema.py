@@ -143,7 +143,22 @@ class ClusterSpec(_Strict):
     events: list[NodeEvent] = Field(default_factory=list)
 
 
-class PodSetSpec(_Strict):
+class _Topology(_Strict):
+    """A topology level (a node label: ``kubernetes.io/hostname``, a network block such as
+    ``topology.k8s.aws/network-node-layer-3``, ``topology.kubernetes.io/zone``) the pods of a
+    pod set must share (``required_topology``) or would like to (``preferred_topology``)."""
+
+    required_topology: str | None = Field(default=None, min_length=1, max_length=317)
+    preferred_topology: str | None = Field(default=None, min_length=1, max_length=317)
+
+    @model_validator(mode="after")
+    def _one_level(self) -> Any:
+        if self.required_topology is not None and self.preferred_topology is not None:
+            raise ValueError("give required_topology or preferred_topology, not both")
+        return self
+
+
+class PodSetSpec(_Topology):
     name: str = "main"
     count: StrictInt = Field(default=1, ge=1)
     requests: Quantities
@@ -152,7 +167,7 @@ class PodSetSpec(_Strict):
     node_affinity: NodeAffinitySpec = Field(default_factory=list)
 
 
-class WorkloadSpec(_Strict):
+class WorkloadSpec(_Topology):
     """A job. Either ``pods`` + ``requests`` (one pod set) or a list of ``podsets``."""
 
     name: str = Field(min_length=1)
@@ -170,6 +185,8 @@ class WorkloadSpec(_Strict):
 
     @model_validator(mode="after")
     def _shape(self) -> WorkloadSpec:
+        if self.podsets and (self.required_topology or self.preferred_topology):
+            raise ValueError("with podsets, give each pod set its topology")
         if self.podsets and self.requests:
             raise ValueError("give either requests (one pod set) or podsets, not both")
         if not self.podsets and not self.requests:

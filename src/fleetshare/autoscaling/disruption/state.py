@@ -28,7 +28,7 @@ from fleetshare.autoscaling.provisioner import (
 from fleetshare.model.catalog import Catalog, UnknownInstanceTypeError, load_catalog
 from fleetshare.model.reason import Reason
 from fleetshare.model.resources import CPU, MEMORY, is_accelerator
-from fleetshare.placement.first_fit import Room, first_fit
+from fleetshare.placement.first_fit import Room, first_fit, first_fit_together
 
 PODS = "pods"
 _UNLIMITED_PODS = 10**15
@@ -182,10 +182,36 @@ def new_targets(replacements: Sequence[Replacement], state: State) -> list[Room]
 
 
 def place(pods: Sequence[PodView], targets: Sequence[Room]) -> tuple[dict[str, str], list[PodView]]:
-    """First-fit decreasing: pod name -> target name, and the pods that fit nowhere."""
+    """First-fit decreasing: pod name -> target name, and the pods that fit nowhere. The pods
+    of a pod set kept in one topology domain are placed together, first (all or none when the
+    domain is required: :func:`~fleetshare.placement.first_fit.first_fit_together`)."""
     placed: dict[str, str] = {}
     left: list[PodView] = []
+    together: dict[tuple[str, str], list[PodView]] = {}
+    for pod in pods:
+        if pod.domain is not None:
+            together.setdefault((pod.unit, pod.podset), []).append(pod)
+    for key in sorted(together, key=lambda k: (_size_key(together[k][0]), -len(together[k]))):
+        members = sorted(together[key], key=lambda p: p.name)
+        first = members[0]
+        found = first_fit_together(
+            targets,
+            request(first),
+            len(members),
+            first.node_selector,
+            first.tolerations,
+            first.affinity,
+            first.domain,
+            first.domain_required,
+        )
+        rest = iter(members)
+        for room, n in found:
+            for _ in range(n):
+                placed[next(rest).name] = room.name
+        left.extend(rest)
     for pod in sorted(pods, key=_size_key):
+        if pod.domain is not None:
+            continue
         found = first_fit(
             targets, request(pod), 1, pod.node_selector, pod.tolerations, pod.affinity
         )
@@ -197,12 +223,14 @@ def place(pods: Sequence[PodView], targets: Sequence[Room]) -> tuple[dict[str, s
 
 
 def shapes(pods: Sequence[PodView]) -> list[PodShape]:
-    """The pods grouped into the provisioner's shapes (for ``plan_nodes``)."""
+    """The pods grouped into the provisioner's shapes (for ``plan_nodes``); the pods of a pod
+    set kept in one domain are a shape of their own, planned into one domain."""
     grouped: dict[tuple[object, ...], PodShape] = {}
     for pod in pods:
         requests = tuple(sorted((k, v) for k, v in pod.requests.items() if v > 0 and k != PODS))
         selector = tuple(sorted(pod.node_selector.items()))
-        key = (requests, selector, pod.tolerations, pod.affinity)
+        own = (pod.unit, pod.podset, pod.domain, pod.domain_required) if pod.domain else None
+        key = (requests, selector, pod.tolerations, pod.affinity, own)
         old = grouped.get(key)
         workloads = old.workloads if old else ()
         if pod.workload not in workloads:
@@ -214,6 +242,8 @@ def shapes(pods: Sequence[PodView]) -> list[PodShape]:
             tolerations=pod.tolerations,
             affinity=pod.affinity,
             workloads=workloads,
+            domain=pod.domain,
+            domain_required=pod.domain_required,
         )
     return list(grouped.values())
 

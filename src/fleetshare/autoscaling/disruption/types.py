@@ -114,6 +114,12 @@ class PodView:
     tolerations: tuple[Toleration, ...] = ()
     affinity: tuple[tuple[NodeSelectorRequirement, ...], ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict, hash=False)
+    podset: str = ""
+    """The pod set the pod belongs to (within its workload)."""
+    domain: str | None = None
+    """A topology level the pod set's pods share (required, or preferred when
+    ``domain_required`` is False; :mod:`fleetshare.placement.topology`)."""
+    domain_required: bool = True
 
     @property
     def unit(self) -> str:

@@ -5,20 +5,19 @@ knapsack upper bounds, and Farley scaling of the column-generation duals.
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import linprog
 
 from fleetshare.autoscaling.provisioner.problem import Problem
+from fleetshare.autoscaling.provisioner.solver import lp
 
 
 def resource_prices(p: Problem) -> tuple[float, np.ndarray]:
     """The best bound from resource prices alone: max sum_c d_c (lam·s_c) s.t. lam·cap_j <= c_j
     for every candidate (then pi_c = lam·s_c is dual feasible). Returns the bound and pi."""
-    res = linprog(
+    res = lp(
         -(p.demand @ p.size).astype(float),
         A_ub=p.cap.astype(float),
         b_ub=p.obj,
         bounds=(0, None),
-        method="highs",
     )
     if res.status != 0:
         return 0.0, np.zeros(p.n_classes)

@@ -9,12 +9,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+from scipy.optimize import Bounds, LinearConstraint
 
 from fleetshare.autoscaling.provisioner.bound import knapsack_upper, lower_bound
 from fleetshare.autoscaling.provisioner.budget import PlanBudget, SafetyNet
 from fleetshare.autoscaling.provisioner.packing import Packing
 from fleetshare.autoscaling.provisioner.problem import Problem
+from fleetshare.autoscaling.provisioner.solver import lp, mip
 
 CG_GAP = 0.002
 """Column generation stops once the LP value is this close to the lower bound."""
@@ -91,7 +92,7 @@ def _solve_lp(p: Problem, cols: Columns) -> tuple[float, np.ndarray, np.ndarray,
     A = A.tocsr()
     A_ub = sp.vstack([-A[:C], A[C:]]).tocsc()
     b_ub = np.concatenate([-p.demand.astype(float), head])
-    res = linprog(cost, A_ub=A_ub, b_ub=b_ub, bounds=(0, None), method="highs")
+    res = lp(cost, A_ub=A_ub, b_ub=b_ub, bounds=(0, None))
     if res.status != 0:
         return None
     duals = -np.asarray(res.ineqlin.marginals)
@@ -139,7 +140,7 @@ def _knapsack_exact(
     a = np.zeros(p.n_classes, np.int64)
     if not len(idx):
         return 0.0, a, True
-    res = milp(
+    res = mip(
         c=-pi[idx],
         constraints=LinearConstraint(p.size[idx].T.astype(float), -np.inf, p.cap[j].astype(float)),
         integrality=np.ones(len(idx)),
@@ -287,7 +288,7 @@ def solve_milp(p: Problem, cols: Columns, nodes: int, net: SafetyNet) -> np.ndar
         constraints.append(LinearConstraint(A[C:], -np.inf, head))
     n_free = int((p.class_gang < 0).sum())
     integrality = np.concatenate([np.ones(len(cols)), np.zeros(n_free), np.ones(len(p.gangs))])
-    res = milp(
+    res = mip(
         c=cost,
         constraints=constraints,
         integrality=integrality,

@@ -42,7 +42,8 @@ def _finish(
     missing: dict[int, int] = {}
     for k, it in enumerate(p.items):
         if it.count > cover[k]:
-            missing[it.shape] = missing.get(it.shape, 0) + it.count - int(cover[k])
+            gone = (it.count - int(cover[k])) * int(p.unit[it.shape])
+            missing[it.shape] = missing.get(it.shape, 0) + gone
     for s, n in sorted(missing.items()):
         reason = why.get(s, NOT_PLANNED)
         plan.unplaceable[s] = f"{n} of {p.shapes[s].count} pods not planned: {reason}"
@@ -56,7 +57,7 @@ def _finish(
             want, s = int(cover[k]), p.items[k].shape
             while want > 0 and pos < len(nodes):
                 t = min(want, int(amounts[pos]))
-                per_node[nodes[pos]][s] = per_node[nodes[pos]].get(s, 0) + t
+                per_node[nodes[pos]][s] = per_node[nodes[pos]].get(s, 0) + t * int(p.unit[s])
                 amounts[pos] -= t
                 want -= t
                 if amounts[pos] == 0:

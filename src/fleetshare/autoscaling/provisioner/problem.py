@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -24,6 +24,7 @@ from fleetshare.autoscaling.provisioner.reasons import why_unplaceable
 from fleetshare.autoscaling.provisioner.result import Plan
 from fleetshare.autoscaling.topology import Item, PodShape, gang_members, split_items
 from fleetshare.model.catalog import Catalog
+from fleetshare.model.node import HOSTNAME_LABEL, ZONE_LABEL
 from fleetshare.model.resources import GPU, is_accelerator
 
 
@@ -52,6 +53,7 @@ class Problem:
     domains: dict[int, list[str]]  # zone-spread shape -> the zones it may use
     allowed_id: np.ndarray  # C: index into allowed_rows
     allowed_rows: np.ndarray  # U x J: the distinct rows of ``allowed``
+    unit: np.ndarray  # S: pods per planned unit (a bundle sharing one node; else 1)
 
     @property
     def n_classes(self) -> int:
@@ -144,18 +146,53 @@ def build_problem(
     pools_by_name = {p.name: p for p in pools}
     candidates = offering_candidates(pools, catalog, offerings, account)
     resources = sorted({name for s in shapes for name, _ in s.requests} | {"pods"})
-    raw_size = [[s.request().get(r, 0) if r != "pods" else 1000 for r in resources] for s in shapes]
-    raw_cap = [[c.instance.allocatable.get(r, 0) for r in resources] for c in candidates]
-    both = _scaled(raw_size + raw_cap) if shapes and candidates else np.zeros((0, len(resources)))
-    ssize, cap = both[: len(shapes)], both[len(shapes) :]
     S, J = len(shapes), len(candidates)
-    fits: np.ndarray = np.zeros((S, J), bool)
+    # a pod set that shares one node is one bundle of all its pods (topology domains)
+    wanted = [s.count if s.domain is not None and s.count > 1 else 1 for s in shapes]
+    raw_size = [[s.request().get(r, 0) if r != "pods" else 1000 for r in resources] for s in shapes]
+    raw_bundle = [[v * n for v in row] for row, n in zip(raw_size, wanted, strict=True)]
+    raw_cap = [[c.instance.allocatable.get(r, 0) for r in resources] for c in candidates]
+    both = (
+        _scaled(raw_size + raw_bundle + raw_cap)
+        if shapes and candidates
+        else np.zeros((2 * S + J, len(resources)), np.int64)
+    )
+    ssize, bsize, cap = both[:S], both[S : 2 * S], both[2 * S :]
+    compat = np.zeros((S, J), bool)
+    bundle_ok = np.zeros((S, J), bool)
     if S and J:
         fits = np.asarray((cap[None, :, :] >= ssize[:, None, :]).all(axis=2))
-    compat = _compat(shapes, candidates, pools_by_name, fits) if J else np.zeros((S, 0), bool)
-    placeable = [i for i, s in enumerate(shapes) if s.count > 0 and compat[i].any()]
+        compat = _compat(shapes, candidates, pools_by_name, fits)
+        if any(n > 1 for n in wanted):
+            bfits = np.asarray((cap[None, :, :] >= bsize[:, None, :]).all(axis=2))
+            bundle_ok = _compat(shapes, candidates, pools_by_name, bfits)
+    unit = np.ones(S, np.int64)
+    one_zone = np.zeros(S, bool)
     for i, s in enumerate(shapes):
-        if s.count > 0 and not compat[i].any():
+        if s.domain is None or wanted[i] <= 1:
+            continue  # a single pod is in one domain of every level
+        if s.domain == ZONE_LABEL:
+            one_zone[i] = s.domain_required
+            continue
+        if wanted[i] > 1 and (bundle_ok[i].any() or s.domain == HOSTNAME_LABEL):
+            if s.domain_required or bundle_ok[i].any():
+                single = bool(compat[i].any())
+                unit[i] = wanted[i]
+                ssize[i], compat[i] = bsize[i], bundle_ok[i]
+                if not compat[i].any() and single:
+                    plan.unplaceable[i] = (
+                        f"no instance type a pool may launch holds all {s.count} pods on one "
+                        f"node (required topology {s.domain})"
+                    )
+        elif s.domain_required:
+            one_zone[i] = True
+    placeable = [
+        i
+        for i, s in enumerate(shapes)
+        if s.count > 0 and compat[i].any() and i not in plan.unplaceable
+    ]
+    for i, s in enumerate(shapes):
+        if s.count > 0 and not compat[i].any() and i not in plan.unplaceable:
             plan.unplaceable[i] = why_unplaceable(s, pools, catalog)
     gangs = gang_members(shapes)
     for gang, members in gangs.items():
@@ -178,6 +215,13 @@ def build_problem(
     domains: dict[int, list[str]] = {}
     for i in placeable:
         shape = shapes[i]
+        if unit[i] > 1 or one_zone[i]:
+            shape = replace(
+                shape,
+                count=shape.count // int(unit[i]),
+                same_zone=bool(one_zone[i]) or shape.same_zone,
+                max_per_node=None if unit[i] > 1 else shape.max_per_node,
+            )
         zone_prices: dict[str, float] = {}
         if shape.zone_spread or shape.same_zone:
             per_node = np.floor_divide(cap, np.maximum(ssize[i], 1)).min(axis=1)
@@ -216,7 +260,7 @@ def build_problem(
     for k, it in enumerate(items):
         key = (
             it.shape if it.max_per_node is not None else None,
-            shapes[it.shape].requests,
+            ssize[it.shape].tobytes(),
             item_allowed[k].tobytes(),
             it.gang,
         )
@@ -245,7 +289,11 @@ def build_problem(
         item_class[members] = c
     allowed_rows, allowed_id = np.unique(allowed, axis=0, return_inverse=True)
     accel = np.array(
-        [sum(v for k, v in shapes[items[k].shape].requests if is_accelerator(k)) for k in first],
+        [
+            unit[items[k].shape]
+            * sum(v for r, v in shapes[items[k].shape].requests if is_accelerator(r))
+            for k in first
+        ],
         float,
     )
     return Problem(
@@ -272,4 +320,5 @@ def build_problem(
         domains=domains,
         allowed_id=allowed_id.ravel(),
         allowed_rows=allowed_rows,
+        unit=unit,
     )
