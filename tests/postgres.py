@@ -78,7 +78,8 @@ class PostgresServer:
         return self.url.rsplit("/", 1)[0] + f"/{name}"
 
     def stop(self) -> None:
-        """Fast shutdown by PID (SIGINT), SIGKILL if it lingers; the directory is removed."""
+        """Immediate shutdown by PID (SIGQUIT: the data is thrown away), SIGKILL if it lingers;
+        the directory is removed."""
         if self.pid is not None:
             _stop_pid(self.pid)
             self.pid = None
@@ -88,7 +89,7 @@ class PostgresServer:
 
 
 def _stop_pid(pid: int, timeout: float = 30.0) -> None:
-    for sig, wait in ((signal.SIGINT, timeout), (signal.SIGQUIT, 5.0), (signal.SIGKILL, 5.0)):
+    for sig, wait in ((signal.SIGQUIT, timeout), (signal.SIGKILL, 5.0)):
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
