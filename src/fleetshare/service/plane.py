@@ -48,7 +48,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import JSON, Connection, Float, Integer, bindparam, func, select
 
 from fleetshare.autoscaling.simulated_cloud import SimulatedCloud
 from fleetshare.control.autoscaler import Autoscaler
@@ -83,11 +83,31 @@ log = logging.getLogger("fleetshare.service")
 ACTIVE = ("pending", "admitted")
 POLL_SECONDS = 0.1
 """The leader reads the event log at least this often (for other replicas' writes)."""
+MIN_STEP_SECONDS = 0.05
+"""At most one step per this many seconds: under a stream of submissions the loop takes them
+in batches (one reconcile for many) instead of one reconcile per submission."""
 TAIL_BATCH = 5000
 """Events read from the log per step at most."""
 API_EVENTS = ("submit", "cancel", "policy")
 """The events the leader's loop acts on (the others it wrote itself)."""
 _CHUNK = 500
+_ROW_CHANGES = ("admit", "preempt", "finish")
+_W = tables.workloads
+_ROW_UPDATE = (
+    _W.update()
+    .where(_W.c.name == bindparam("b_name"))
+    .values(
+        state=bindparam("b_state"),
+        pending_since=bindparam("b_pending_since"),
+        admitted_at=bindparam("b_admitted_at"),
+        first_admitted_at=func.coalesce(_W.c.first_admitted_at, bindparam("b_first", type_=Float)),
+        finished_at=bindparam("b_finished_at"),
+        assignment=bindparam("b_assignment", type_=JSON(none_as_null=True)),
+        borrowed=bindparam("b_borrowed", type_=JSON(none_as_null=True)),
+        preemptions=_W.c.preemptions + bindparam("b_preempted", type_=Integer),
+    )
+)
+"""One UPDATE for every workload row a step touched (executed with many parameter sets)."""
 
 
 class LeaseLost(Exception):
@@ -174,6 +194,8 @@ class ControlPlane:
         """The last event id the leader's loop has read."""
         self._policy_version = 0
         self._follower = _FollowerState()
+        self._prebuilt: dict[str, Workload] = {}
+        """Workloads this replica committed, built already, until the loop reads them."""
         self._commits = _GroupCommit(self._commit_submissions)
         self._wakeup = threading.Event()
         self._stop = threading.Event()
@@ -364,6 +386,7 @@ class ControlPlane:
         self.store.close()
 
     def _run(self) -> None:
+        last = 0.0
         while not self._stop.is_set():
             if self.loop is None:
                 self._follow()
@@ -379,9 +402,13 @@ class ControlPlane:
             if due is not None:
                 timeout = min(timeout, max(0.0, due - self.clock.now()))
             self._wakeup.wait(timeout)
+            rest = last + MIN_STEP_SECONDS - time.monotonic()
+            if rest > 0 and self._stop.wait(rest):
+                break
             self._wakeup.clear()
             if self._stop.is_set():
                 break
+            last = time.monotonic()
             try:
                 self.step()
             except LeaseLost as exc:
@@ -431,6 +458,8 @@ class ControlPlane:
             now = self.clock.now()
             backend = self.backend
             acted = self.view.steps == 0
+            if len(self._prebuilt) > 100_000:  # entries the loop never needed: rebuilt on use
+                self._prebuilt.clear()
             for action, payload in self._tail():
                 acted = True
                 loop.world_changed()
@@ -458,8 +487,7 @@ class ControlPlane:
                 with self.store.write() as conn:
                     if not self.lease.check(conn):
                         raise LeaseLost("another replica took the lease over")
-                    for change in changes:
-                        self._write(conn, change)
+                    self._write_changes(conn, changes)
             if acted or changes:
                 self.view = self._make_view(now, self.view.steps + 1)
         if acted and self.on_step is not None:
@@ -483,8 +511,15 @@ class ControlPlane:
             found: dict[str, Any] = {}
             for i in range(0, len(submitted), _CHUNK):
                 chunk = submitted[i : i + _CHUNK]
-                for r in conn.execute(select(w).where(w.c.name.in_(chunk))):
-                    found[r.name] = r
+                built = [n for n in chunk if n in self._prebuilt]
+                if built:  # only the state is needed
+                    query = select(w.c.name, w.c.state).where(w.c.name.in_(built))
+                    for state_row in conn.execute(query):
+                        found[state_row.name] = state_row
+                rest = [n for n in chunk if n not in self._prebuilt]
+                if rest:
+                    for r in conn.execute(select(w).where(w.c.name.in_(rest))):
+                        found[r.name] = r
             versions = [r.details.get("version") for r in rows if r.kind == "policy"]
             documents = dict(
                 conn.execute(
@@ -505,7 +540,10 @@ class ControlPlane:
                     continue  # cancelled before the loop saw it
                 if r.workload in backend.pending or r.workload in backend.running:
                     continue
-                out.append(("submit", self._workload_from_row(dict(row._mapping), self.policy)))
+                workload = self._prebuilt.pop(r.workload, None)
+                if workload is None:
+                    workload = self._workload_from_row(dict(row._mapping), self.policy)
+                out.append(("submit", workload))
             elif r.kind == "cancel":
                 out.append(("cancel", r.workload))
             else:
@@ -627,76 +665,115 @@ class ControlPlane:
 
     # -- writing the loop's changes ------------------------------------------------------------
 
-    def _write(self, conn: Connection, change: Change) -> None:
+    def _write_changes(self, conn: Connection, changes: list[Change]) -> None:
+        """Write one step's changes: the workload rows they touch are read first (writers are
+        serialized, so nothing moves between that read and the writes), each change is
+        applied in order to what the row holds (admit only a ``pending`` row, preempt or
+        finish only an ``admitted`` one: a cancellation committed meanwhile wins), then every
+        touched row is written with one batched UPDATE and the events with one INSERT."""
         w = tables.workloads
-        at = self.unix(change.at)
-        data = change.data
-        kind = change.kind
-        if kind == "admit":
-            updated = conn.execute(
-                w.update()
-                .where(w.c.name == data["workload"], w.c.state == "pending")
-                .values(
+        names = {c.data["workload"] for c in changes if c.kind in _ROW_CHANGES}
+        rows: dict[str, dict[str, Any]] = {}
+        listed = sorted(names)
+        for i in range(0, len(listed), _CHUNK):
+            for r in conn.execute(
+                select(
+                    w.c.name,
+                    w.c.team,
+                    w.c.state,
+                    w.c.pending_since,
+                    w.c.admitted_at,
+                    w.c.finished_at,
+                    w.c.assignment,
+                    w.c.borrowed,
+                ).where(w.c.name.in_(listed[i : i + _CHUNK]))
+            ):
+                rows[r.name] = {**r._mapping, "first": None, "preempted": 0}
+        touched: dict[str, dict[str, Any]] = {}
+        events: list[dict[str, Any]] = []
+
+        def event(at: float, kind: str, workload: Any, team: Any, details: Any) -> None:
+            events.append(
+                {"at": at, "kind": kind, "workload": workload, "team": team, "details": details}
+            )
+
+        for change in changes:
+            at = self.unix(change.at)
+            data = change.data
+            kind = change.kind
+            row = rows.get(data.get("workload", "")) if kind in _ROW_CHANGES else None
+            if kind == "admit":
+                if row is None or row["state"] != "pending":
+                    continue
+                assignment = data["assignment"]
+                row.update(
                     state="admitted",
                     admitted_at=at,
-                    first_admitted_at=func.coalesce(w.c.first_admitted_at, at),
-                    assignment=data["assignment"],
+                    assignment=assignment,
                     borrowed=data["borrowed"],
                 )
-            ).rowcount
-            if updated:
-                assignment = data["assignment"]
+                row["first"] = row["first"] or at
+                touched[row["name"]] = row
                 details = {
                     "flavors": list(dict.fromkeys(assignment["flavors"])),
                     "nodes": sorted({n for ps in assignment["placement"] for n, _ in ps}),
                     "borrowed": data["borrowed"],
                 }
-                self._event(conn, at, "admit", data["workload"], data["team"], details)
-        elif kind == "preempt":
-            updated = conn.execute(
-                w.update()
-                .where(w.c.name == data["workload"], w.c.state == "admitted")
-                .values(
-                    state="pending",
-                    pending_since=at,
-                    admitted_at=None,
-                    assignment=None,
-                    borrowed=None,
-                    preemptions=w.c.preemptions + 1,
-                )
-            ).rowcount
-            if updated:
+                event(at, "admit", data["workload"], data["team"], details)
+            elif kind == "preempt":
+                if row is None or row["state"] != "admitted":
+                    continue
+                row.update(state="pending", pending_since=at, admitted_at=None)
+                row.update(assignment=None, borrowed=None, preempted=row["preempted"] + 1)
+                touched[row["name"]] = row
                 details = {k: data[k] for k in ("by", "by_team", "reason", "message")}
-                self._event(conn, at, "preempt", data["workload"], data["team"], details)
-        elif kind == "finish":
-            team = conn.execute(
-                w.update()
-                .where(w.c.name == data["workload"], w.c.state == "admitted")
-                .values(state="finished", finished_at=at)
-                .returning(w.c.team)
-            ).scalar()
-            if team is not None:
-                self._event(conn, at, "finish", data["workload"], team, {})
-        elif kind == "pending":
-            details = {"reason": data["reason"], "position": data["position"]}
-            self._event(conn, at, "pending", data["workload"], data["team"], details)
-        elif kind == "node-join":
-            name = data["node"]
-            self._upsert_node(conn, self.backend.nodes[name], self.backend.node_info[name], at)
-            self._event(conn, at, "node", None, None, {"action": "join", "node": name})
-        elif kind == "node-leave":
+                event(at, "preempt", data["workload"], data["team"], details)
+            elif kind == "finish":
+                if row is None or row["state"] != "admitted":
+                    continue
+                row.update(state="finished", finished_at=at)
+                touched[row["name"]] = row
+                event(at, "finish", data["workload"], row["team"], {})
+            elif kind == "pending":
+                details = {"reason": data["reason"], "position": data["position"]}
+                event(at, "pending", data["workload"], data["team"], details)
+            elif kind == "node-join":
+                name = data["node"]
+                self._upsert_node(conn, self.backend.nodes[name], self.backend.node_info[name], at)
+                event(at, "node", None, None, {"action": "join", "node": name})
+            elif kind == "node-leave":
+                conn.execute(
+                    tables.nodes.update()
+                    .where(tables.nodes.c.name == data["node"], tables.nodes.c.left_at.is_(None))
+                    .values(left_at=at, leave_reason=data["reason"])
+                )
+                details = {"action": "leave", "node": data["node"], "reason": data["reason"]}
+                event(at, "node", None, None, details)
+            elif kind == "warning":
+                event(at, "warning", None, None, {"message": data["message"]})
+            else:  # the autoscaler's log: launch, autoscaler, node
+                details = dict(data)
+                event(at, str(details.pop("event")), None, None, details)
+        if touched:
             conn.execute(
-                tables.nodes.update()
-                .where(tables.nodes.c.name == data["node"], tables.nodes.c.left_at.is_(None))
-                .values(left_at=at, leave_reason=data["reason"])
+                _ROW_UPDATE,
+                [
+                    {
+                        "b_name": r["name"],
+                        "b_state": r["state"],
+                        "b_pending_since": r["pending_since"],
+                        "b_admitted_at": r["admitted_at"],
+                        "b_first": r["first"],
+                        "b_finished_at": r["finished_at"],
+                        "b_assignment": r["assignment"],
+                        "b_borrowed": r["borrowed"],
+                        "b_preempted": r["preempted"],
+                    }
+                    for r in touched.values()
+                ],
             )
-            details = {"action": "leave", "node": data["node"], "reason": data["reason"]}
-            self._event(conn, at, "node", None, None, details)
-        elif kind == "warning":
-            self._event(conn, at, "warning", None, None, {"message": data["message"]})
-        else:  # the autoscaler's log: launch, autoscaler, node
-            details = dict(data)
-            self._event(conn, at, str(details.pop("event")), None, None, details)
+        if events:
+            conn.execute(tables.events.insert(), events)
 
     def _upsert_node(self, conn: Connection, node: Node, info: NodeInfo, at: float) -> None:
         row = node_row(node, info)
@@ -777,6 +854,14 @@ class ControlPlane:
     def _commit_submissions(self, batch: list[_Submission]) -> None:
         """One transaction for a batch of submissions: each a workload row and its ``submit``
         event; a name used before is refused (409) without failing the others."""
+        try:
+            self._commit_batch(batch)
+        except BaseException:
+            for item in batch:
+                self._prebuilt.pop(item.workload.name, None)
+            raise
+
+    def _commit_batch(self, batch: list[_Submission]) -> None:
         w = tables.workloads
         with self.store.write() as conn:
             at = self.unix(self.clock.now())
@@ -812,6 +897,10 @@ class ControlPlane:
             ).scalars()
             for item, row_id in zip(ok, ids, strict=True):
                 item.row_id = int(row_id)
+            if self.loop is not None:  # the loop takes these instead of rebuilding them
+                since = at - self.epoch
+                for item in ok:
+                    self._prebuilt[item.workload.name] = replace(item.workload, submit_time=since)
             conn.execute(
                 tables.events.insert(),
                 [
