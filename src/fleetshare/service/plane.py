@@ -84,8 +84,11 @@ ACTIVE = ("pending", "admitted")
 POLL_SECONDS = 0.1
 """The leader reads the event log at least this often (for other replicas' writes)."""
 MIN_STEP_SECONDS = 0.05
-"""At most one step per this many seconds: under a stream of submissions the loop takes them
-in batches (one reconcile for many) instead of one reconcile per submission."""
+STEP_GAP_FACTOR = 3.0
+"""Between two steps the loop waits at least ``MIN_STEP_SECONDS`` and ``STEP_GAP_FACTOR``
+times the last reconcile's duration: under a stream of submissions it takes them in batches
+(one reconcile for many) and leaves the API threads most of the process (the GIL); the
+admission lag stays a few reconciles long."""
 TAIL_BATCH = 5000
 """Events read from the log per step at most."""
 API_EVENTS = ("submit", "cancel", "policy")
@@ -195,6 +198,7 @@ class ControlPlane:
         self._policy_version = 0
         self._follower = _FollowerState()
         self._prebuilt: dict[str, Workload] = {}
+        self._last_reconcile = 0.0
         """Workloads this replica committed, built already, until the loop reads them."""
         self._commits = _GroupCommit(self._commit_submissions)
         self._wakeup = threading.Event()
@@ -402,15 +406,16 @@ class ControlPlane:
             if due is not None:
                 timeout = min(timeout, max(0.0, due - self.clock.now()))
             self._wakeup.wait(timeout)
-            rest = last + MIN_STEP_SECONDS - time.monotonic()
+            gap = max(MIN_STEP_SECONDS, STEP_GAP_FACTOR * self._last_reconcile)
+            rest = last + gap - time.monotonic()
             if rest > 0 and self._stop.wait(rest):
                 break
             self._wakeup.clear()
             if self._stop.is_set():
                 break
-            last = time.monotonic()
             try:
                 self.step()
+                last = time.monotonic()
             except LeaseLost as exc:
                 log.error("control loop stopped: %s", exc)
                 self.failed = f"lost the lease: {exc}"
@@ -482,6 +487,7 @@ class ControlPlane:
                 started = time.perf_counter()
                 loop.reconcile(now)
                 seconds = time.perf_counter() - started
+                self._last_reconcile = seconds
             changes, backend.changes = backend.changes, []
             if changes:
                 with self.store.write() as conn:
