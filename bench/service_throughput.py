@@ -135,9 +135,7 @@ def submit_from_processes(
     """``procs`` processes submitting at once; their latencies and errors, and the wall time."""
     until = time.time() + seconds
     per = None if total is None else -(-total // procs)
-    jobs = [
-        (url, token, f"{prefix}{p}", concurrency, until, duration, per) for p in range(procs)
-    ]
+    jobs = [(url, token, f"{prefix}{p}", concurrency, until, duration, per) for p in range(procs)]
     started = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(procs) as pool:
         results = pool.map(_client_process, jobs)
