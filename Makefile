@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/simulate_speed.py --variant trace --variant static --variant idle50 \
 		--variant borrow-quota --variant fair-share --variant no-fair-share \
 		--out bench/results/simulate_speed.json
+	$(BIN)/python bench/service_throughput.py --out bench/results/service_throughput.json
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests bench scripts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,8 @@ from fleetshare.scenario.report import to_json
 from fleetshare.scenario.runner import run_scenario
 from fleetshare.scenario.schema import ScenarioSpec
 from fleetshare.traces.common import data_root
+from tests import postgres
+from tests.postgres import PostgresServer
 
 TRACE_DATA = data_root()
 """The trace data the loaders read by default (bundled in the package)."""
@@ -50,3 +53,30 @@ def load_case(data: dict[str, Any]) -> Scenario:
 def run() -> Any:
     """The :func:`run_case` helper as a fixture."""
     return run_case
+
+
+# -- PostgreSQL (a real server, started once per session when installed) -----------------------
+
+_PG_SKIPPED: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def postgresql() -> Iterator[PostgresServer]:
+    """A PostgreSQL server for the session (``tests/postgres.py``); the tests that need it are
+    skipped, loudly, where PostgreSQL is not installed."""
+    why = postgres.unavailable()
+    if why is not None:
+        _PG_SKIPPED.append(why)
+        pytest.skip(why)
+    server = postgres.start({"fsync": "off", "synchronous_commit": "off"})
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _PG_SKIPPED:
+        terminalreporter.write_sep(
+            "!", f"PostgreSQL tests SKIPPED: {_PG_SKIPPED[0]}", yellow=True, bold=True
+        )

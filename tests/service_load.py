@@ -1,7 +1,7 @@
 """Load for the kill -9 test: submit and cancel workloads in a loop, record what was
 acknowledged.
 
-``python tests/service_load.py URL TOKEN_A TOKEN_B OUT``: each acknowledged submission
+``python tests/service_load.py URL TOKEN_A TOKEN_B OUT [PREFIX]``: each acknowledged submission
 (201) appends ``submit NAME`` to OUT, each acknowledged cancellation (200) ``cancel NAME``,
 flushed at once. Connection errors (the server was killed) are ignored; runs until killed.
 """
@@ -14,7 +14,7 @@ import sys
 import httpx
 
 
-def main(url: str, token_a: str, token_b: str, out_path: str) -> None:
+def main(url: str, token_a: str, token_b: str, out_path: str, prefix: str = "load") -> None:
     rng = random.Random(7)
     clients = {
         team: httpx.Client(base_url=url, headers={"Authorization": f"Bearer {tok}"}, timeout=5)
@@ -34,7 +34,7 @@ def main(url: str, token_a: str, token_b: str, out_path: str) -> None:
                     if response.status_code == 200:
                         out.write(f"cancel {name}\n")
                     continue
-                name = f"load-{i}"
+                name = f"{prefix}-{i}"
                 spec = {
                     "name": name,
                     "team": team,
@@ -52,4 +52,4 @@ def main(url: str, token_a: str, token_b: str, out_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:6])

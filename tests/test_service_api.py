@@ -1,8 +1,8 @@
 """The REST API of a real ``fleetshare serve`` process, over HTTP on loopback.
 
-One server for the module (the bundled default config: four ml.g5.8xlarge with one GPU each;
-team-a and team-b, quota two GPUs each, borrowing up to one); every test cleans up the work
-it submitted.
+One server per store (SQLite, then PostgreSQL when installed; the bundled default config: four
+ml.g5.8xlarge with one GPU each; team-a and team-b, quota two GPUs each, borrowing up to one);
+every test cleans up the work it submitted.
 """
 
 from __future__ import annotations
@@ -23,10 +23,16 @@ from fleetshare.service.store import Store
 from tests.service_helpers import Server, job, start_server, wait_for
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
     workdir = tmp_path_factory.mktemp("service")
-    srv = start_server(f"sqlite:///{workdir / 'fleetshare.db'}", workdir)
+    if request.param == "postgresql":
+        db = request.getfixturevalue("postgresql").database()
+    else:
+        db = f"sqlite:///{workdir / 'fleetshare.db'}"
+    srv = start_server(db, workdir)
     yield srv
     srv.stop()
 

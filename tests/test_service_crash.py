@@ -79,8 +79,14 @@ def _usage_is_the_sum(client: Any, store: Store) -> None:
 
 
 @pytest.mark.slow
-def test_kill_9_under_load_loses_nothing(tmp_path: Path) -> None:
-    db = f"sqlite:///{tmp_path / 'fleetshare.db'}"
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_kill_9_under_load_loses_nothing(
+    database: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if database == "postgresql":
+        db = request.getfixturevalue("postgresql").database()
+    else:
+        db = f"sqlite:///{tmp_path / 'fleetshare.db'}"
     store = Store(db)
     store.create()
     admin = create_token(store, "admin")[1]

@@ -158,7 +158,7 @@ def test_restart_keeps_admissions_and_their_finish_times(tmp_path: Path) -> None
     before = _admissions(plane.view.running)
     assert set(before) == {"a1", "b1"}
     waiting = set(plane.view.pending)
-    plane.store.close()
+    plane.close()
 
     again = plane_for(tmp_path)  # a new process on the same store
     assert _admissions(again.backend.running) == before
@@ -174,7 +174,7 @@ def test_restart_requeues_work_of_nodes_that_left(tmp_path: Path) -> None:
     submit(plane, "a1", "team-a")
     plane.step()
     node = plane.view.running["a1"].assignment.placement[0][0][0]
-    plane.store.close()
+    plane.close()
     config = {**CONFIG, "cluster": {"nodes": [{"name": "other", "instance_type": "ml.g5.8xlarge"}]}}
     again = plane_for(tmp_path, config)
     assert node not in again.backend.nodes

@@ -454,7 +454,9 @@ def serve(
     except ScenarioError as exc:
         _fail(str(exc))
     Console(stderr=True).print(
-        f"fleetshare serving on http://{host}:{port} (store {plane.store.url})", highlight=False
+        f"fleetshare serving on http://{host}:{port} (store {plane.store.display_url}, "
+        f"{plane.role()})",
+        highlight=False,
     )
     uvicorn.run(create_app(plane), host=host, port=port, log_level=log_level)
 

@@ -200,9 +200,11 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
 
     @app.get("/healthz", response_model=Health, tags=["service"])
     def healthz() -> JSONResponse:
-        """Liveness: 200 while the control loop runs, 503 after it failed."""
+        """Liveness: 200 while the control loop runs here (``running``) or on another replica
+        (``follower (leader: ...)``), 503 after it failed."""
         failed = plane.failed
-        body = {"ok": failed is None, "loop": "running" if failed is None else f"failed: {failed}"}
+        loop = "running" if plane.leader else plane.role()
+        body = {"ok": failed is None, "loop": loop if failed is None else f"failed: {failed}"}
         return JSONResponse(body, status_code=200 if failed is None else 503)
 
     @app.get("/metrics", tags=["service"], response_class=Response)

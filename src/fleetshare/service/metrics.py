@@ -142,6 +142,11 @@ class _ViewCollector(Collector):
         up = GaugeMetricFamily("fleetshare_loop_up", "1 while the control loop runs.")
         up.add_metric([], 0.0 if plane.failed else 1.0)
         yield up
+        leader = GaugeMetricFamily(
+            "fleetshare_leader", "1 on the replica that holds the lease and runs the loop."
+        )
+        leader.add_metric([], 1.0 if plane.leader else 0.0)
+        yield leader
 
 
 def _workload_gauges(view: View) -> Iterator[Metric]:

@@ -1,31 +1,41 @@
 """The control plane: the control loop on the wall clock over the embedded backend, with
-its state in the store.
+its state in the store, one replica deciding at a time.
 
-Threads. One loop thread owns the :class:`~fleetshare.service.backend.EmbeddedCluster` and the
-:class:`~fleetshare.control.loop.ControlLoop` (under :attr:`ControlPlane.lock`). API threads
-never touch them: a submission, a cancellation or a policy change is committed to the store
-first (that commit is what the API acknowledges), then put in the loop's inbox, and the loop
-is woken. The loop thread sleeps until its inbox fills or its next timer (a finish, a node
-becoming Ready, a guard expiring) is due; each time it wakes it applies the inbox and the
-due timers, reconciles, writes everything the reconcile changed to the store in one
-transaction, and publishes an immutable :class:`View` that the API reads for teams, reasons
+Replicas. Any number of ``fleetshare serve`` processes may share one store (PostgreSQL, or a
+SQLite file on one machine). Exactly one holds the ``control-loop`` lease
+(:mod:`fleetshare.service.lease`) and runs the loop: the **leader**. The others are
+**followers**: they serve every read, accept every write (a submission, a cancellation or a
+policy change is committed to the store and is then as good as the leader's own), refresh their
+view of the cluster from the store about once a second, and try for the lease as often; one of
+them takes over within about the lease's TTL (4 s) when the leader dies, at once when it stops
+cleanly or, on the same host, when its process is gone.
+
+The log is the inbox. API threads never touch the loop's state: they commit a change and wake
+the loop. The leader's loop reads what was committed from the event log (``submit``,
+``cancel`` and ``policy`` events after its cursor, in id order), whichever replica committed it.
+Writers are serialized (``Store.write``), so ids are in commit order and the cursor never skips
+an event that commits late. The loop thread sleeps until woken, its next timer (a finish, a node
+becoming Ready, a guard expiring) is due, or ``poll_interval`` passes (for other replicas'
+writes); each time it wakes it applies the new events and the due timers, reconciles, writes
+everything the reconcile changed in one transaction (fenced: it also checks that the lease is
+still ours), and publishes an immutable :class:`View` that the API reads for teams, reasons
 and metrics.
 
-Transactions. A submission is one transaction (the workload row and its ``submit`` event);
-so is a cancellation and a policy change (the version, its audit row and the event). The
-loop's writes are guarded by the state they expect (admit only a ``pending`` row, preempt or
-finish only an ``admitted`` one), so a cancellation committed meanwhile always wins, and the
-loop drops the workload when the cancellation reaches it through the inbox. Submissions,
-cancellations and policy changes hold :attr:`ControlPlane.submit_lock` from their commit
-until they are in the inbox, so the inbox is in commit order.
+Transactions. A submission is one transaction (the workload row and its ``submit`` event),
+group-committed with the submissions that arrive meanwhile; a cancellation and a policy change
+are one each (with the event, and for a policy its audit row). The loop's writes are guarded by
+the state they expect (admit only a ``pending`` row, preempt or finish only an ``admitted``
+one), so a cancellation committed meanwhile always wins; the loop drops the workload when it
+reads the ``cancel`` event.
 
-Restart. The store is the truth: the latest policy version, the nodes (the config's nodes
-again; nodes the autoscaler had launched are gone with the simulated cloud, and their work is
-requeued), and every pending and admitted workload in submit order. Admitted workloads are
-put back on their nodes with their admission time, so they finish when they would have
-(time kept running while the service was down); none is admitted again; work whose node is
-gone is requeued with reason ``node-removed``. Loop time is seconds since the store's epoch,
-so times written before the restart keep their meaning.
+Taking over (a restart is the same). The store is the truth: the latest policy version, the
+nodes (the config's nodes again; nodes the autoscaler had launched are gone with the simulated
+cloud, and their work is requeued), and every pending and admitted workload in submit order,
+read in the transaction that fences the new term and sets the cursor to the last event.
+Admitted workloads are put back on their nodes with their admission time, so they finish when
+they would have (time kept running while no loop ran); none is admitted again; work whose node
+is gone is requeued with reason ``node-removed``. Loop time is seconds since the store's
+epoch, so times written before keep their meaning.
 """
 
 from __future__ import annotations
@@ -33,14 +43,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import JSON, Connection, Float, Integer, bindparam, func, select
 
 from fleetshare.autoscaling.simulated_cloud import SimulatedCloud
 from fleetshare.control.autoscaler import Autoscaler
@@ -64,15 +72,49 @@ from fleetshare.service.backend import (
     NodeInfo,
     Waiting,
     assignment_from_json,
+    node_from_row,
     node_row,
 )
+from fleetshare.service.lease import DEFAULT_TTL, Lease
 from fleetshare.service.store import Store
 
 log = logging.getLogger("fleetshare.service")
 
 ACTIVE = ("pending", "admitted")
-IDLE_WAIT_SECONDS = 30.0
-"""The loop wakes at least this often even with nothing to do."""
+POLL_SECONDS = 0.1
+"""The leader reads the event log at least this often (for other replicas' writes)."""
+MIN_STEP_SECONDS = 0.05
+STEP_GAP_FACTOR = 3.0
+"""Between two steps the loop waits at least ``MIN_STEP_SECONDS`` and ``STEP_GAP_FACTOR``
+times the last reconcile's duration: under a stream of submissions it takes them in batches
+(one reconcile for many) and leaves the API threads most of the process (the GIL); the
+admission lag stays a few reconciles long."""
+TAIL_BATCH = 5000
+"""Events read from the log per step at most."""
+API_EVENTS = ("submit", "cancel", "policy")
+"""The events the leader's loop acts on (the others it wrote itself)."""
+_CHUNK = 500
+_ROW_CHANGES = ("admit", "preempt", "finish")
+_W = tables.workloads
+_ROW_UPDATE = (
+    _W.update()
+    .where(_W.c.name == bindparam("b_name"))
+    .values(
+        state=bindparam("b_state"),
+        pending_since=bindparam("b_pending_since"),
+        admitted_at=bindparam("b_admitted_at"),
+        first_admitted_at=func.coalesce(_W.c.first_admitted_at, bindparam("b_first", type_=Float)),
+        finished_at=bindparam("b_finished_at"),
+        assignment=bindparam("b_assignment", type_=JSON(none_as_null=True)),
+        borrowed=bindparam("b_borrowed", type_=JSON(none_as_null=True)),
+        preemptions=_W.c.preemptions + bindparam("b_preempted", type_=Integer),
+    )
+)
+"""One UPDATE for every workload row a step touched (executed with many parameter sets)."""
+
+
+class LeaseLost(Exception):
+    """Another replica holds the loop's lease now: this one must not decide any more."""
 
 
 class ServiceError(Exception):
@@ -101,6 +143,10 @@ class Invalid(ServiceError):
     status = 422
 
 
+class Unavailable(ServiceError):
+    status = 503
+
+
 @dataclass(frozen=True)
 class View:
     """What the loop published after its latest step (read by the API without the lock)."""
@@ -118,7 +164,14 @@ class View:
 class ControlPlane:
     """The service's control loop and state (see the module docstring)."""
 
-    def __init__(self, config: Scenario, store: Store) -> None:
+    def __init__(
+        self,
+        config: Scenario,
+        store: Store,
+        *,
+        lease_ttl: float = DEFAULT_TTL,
+        poll_interval: float = POLL_SECONDS,
+    ) -> None:
         if config.workloads or config.events or config.policy_changes:
             raise ScenarioError(
                 "a service config holds the cluster, policy and node pools only: submit "
@@ -132,24 +185,49 @@ class ControlPlane:
         self.clock = WallClock(time.time() - self.epoch)
         self.lock = threading.Lock()
         """Held by the loop thread while it works on the backend and the loop."""
-        self.submit_lock = threading.Lock()
-        """Held from an API change's commit until it is in the inbox (commit order)."""
+        self.lease = Lease(store, ttl=lease_ttl)
+        self.poll_interval = poll_interval
         self.backend = EmbeddedCluster()
         self.cache = CycleCache()
         self.cloud: SimulatedCloud | None = None
         self.autoscaler: Autoscaler | None = None
-        self._inbox: deque[tuple[str, Any]] = deque()
+        self.loop: ControlLoop | None = None
+        """The control loop, on the leader only."""
+        self._cursor = 0
+        """The last event id the leader's loop has read."""
+        self._policy_version = 0
+        self._follower = _FollowerState()
+        self._prebuilt: dict[str, Workload] = {}
+        self._last_reconcile = 0.0
+        """Workloads this replica committed, built already, until the loop reads them."""
+        self._commits = _GroupCommit(self._commit_submissions)
         self._wakeup = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._heartbeat: threading.Thread | None = None
         self.failed: str | None = None
         """Why the loop stopped, when it failed (the store and memory may then differ: the
         service must be restarted, and rebuilds from the store)."""
         self.on_step: Callable[[float], None] | None = None
         """Called with each reconcile's duration in seconds (metrics)."""
-        self.policy: Policy = self._rebuild()
-        self.loop: ControlLoop
-        self.view: View = self._make_view(self.clock.now(), 0)
+        self.policy: Policy = config.policy
+        self.view: View
+        if self.lease.try_acquire():
+            self._take_over()
+        else:
+            self._refresh_follower()
+
+    @property
+    def leader(self) -> bool:
+        """True on the replica that runs the loop."""
+        return self.loop is not None and self.failed is None
+
+    def role(self) -> str:
+        """``leader``, or ``follower (leader: HOLDER)``."""
+        if self.leader:
+            return "leader"
+        current = self.lease.current()
+        return f"follower (leader: {current[0] if current else 'none yet'})"
 
     # -- time ------------------------------------------------------------------------------
 
@@ -163,12 +241,17 @@ class ControlPlane:
             return None
         return datetime.fromtimestamp(unix, UTC).isoformat().replace("+00:00", "Z")
 
-    # -- start-up and restart ------------------------------------------------------------------
+    # -- taking over (start-up and restart) ----------------------------------------------------
 
     def _engine(self, policy: Policy) -> Engine:
         engine = Engine(policy, self.catalog)
         engine.cache = self.cache
         return engine
+
+    def _take_over(self) -> None:
+        """We hold the lease: load the store and run the loop (see the module docstring)."""
+        self.policy = self._rebuild()
+        self.view = self._make_view(self.clock.now(), 0)
 
     def _rebuild(self) -> Policy:
         """Load the store into memory (see the module docstring); seed an empty store from
@@ -177,22 +260,27 @@ class ControlPlane:
         at = self.unix(now)
         backend = self.backend
         with self.store.write() as conn:
+            if not self.lease.check(conn):
+                raise LeaseLost("the lease went to another replica before the loop started")
             row = conn.execute(
-                select(tables.policy_versions.c.document)
+                select(tables.policy_versions.c.id, tables.policy_versions.c.document)
                 .order_by(tables.policy_versions.c.id.desc())
                 .limit(1)
             ).first()
             if row is None:
                 policy = self.config.policy
-                self._store_policy(conn, policy, "fleetshare", None, "config", at)
+                version = self._store_policy(conn, policy, "fleetshare", None, "config", at)
             else:
                 policy = load_policy(row.document, "stored policy")
+                version = row.id
             self._restore_nodes(conn, now)
             rows = conn.execute(
                 select(tables.workloads)
                 .where(tables.workloads.c.state.in_(ACTIVE))
                 .order_by(tables.workloads.c.id)
             ).all()
+            self._cursor = conn.execute(select(func.max(tables.events.c.id))).scalar() or 0
+        self._policy_version = version
         self.policy = policy
         spec = self.config.spec
         if spec.node_pools:
@@ -272,47 +360,112 @@ class ControlPlane:
     # -- the loop thread -----------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the loop thread (it reconciles at once)."""
+        """Start the loop thread: it reconciles at once on the leader, and on a follower
+        refreshes the view and tries for the lease about every second."""
         if self._thread is not None:
             return
+        self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="fleetshare-loop", daemon=True)
         self._wakeup.set()
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop the loop thread and wait for it."""
+        """Stop the loop thread, wait for it, and give the lease up (another replica takes
+        over at once)."""
         self._stop.set()
         self._wakeup.set()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-            self._thread = None
+        for thread in (self._thread, self._heartbeat):
+            if thread is not None:
+                thread.join(timeout=30)
+        self._thread = self._heartbeat = None
+        if self.lease.held:
+            try:
+                self.lease.release()
+            except Exception:  # the database is gone: the lease expires on its own
+                log.warning("could not release the lease", exc_info=True)
+
+    def close(self) -> None:
+        """Stop, and close the store."""
+        self.stop()
+        self.store.close()
 
     def _run(self) -> None:
+        last = 0.0
         while not self._stop.is_set():
+            if self.loop is None:
+                self._follow()
+                continue
+            if self._heartbeat is None:
+                self._heartbeat = threading.Thread(
+                    target=self._renew, name="fleetshare-lease", daemon=True
+                )
+                self._heartbeat.start()
             with self.lock:
                 due = self.backend.next_timer()
-            timeout = IDLE_WAIT_SECONDS
+            timeout = self.poll_interval
             if due is not None:
                 timeout = min(timeout, max(0.0, due - self.clock.now()))
             self._wakeup.wait(timeout)
+            gap = max(MIN_STEP_SECONDS, STEP_GAP_FACTOR * self._last_reconcile)
+            rest = last + gap - time.monotonic()
+            if rest > 0 and self._stop.wait(rest):
+                break
             self._wakeup.clear()
             if self._stop.is_set():
                 break
             try:
                 self.step()
+                last = time.monotonic()
+            except LeaseLost as exc:
+                log.error("control loop stopped: %s", exc)
+                self.failed = f"lost the lease: {exc}"
+                break
             except Exception as exc:  # the store and memory may differ now: stop deciding
                 log.exception("control loop failed; restart the service")
                 self.failed = f"{type(exc).__name__}: {exc}"
                 break
 
+    def _follow(self) -> None:
+        """One round as a follower: try for the lease, else refresh the view; then wait."""
+        try:
+            if self.lease.try_acquire():
+                log.warning("this replica holds the lease now: running the control loop")
+                with self.lock:
+                    self._take_over()
+                return
+            self._refresh_follower()
+        except LeaseLost:
+            self.loop = None
+        except Exception:  # the database may be away for a while: keep trying
+            log.warning("follower: could not read the store", exc_info=True)
+        self._stop.wait(min(1.0, self.lease.ttl / 4))
+
+    def _renew(self) -> None:
+        """The leader's heartbeat: renew the lease every TTL/4 seconds."""
+        interval = self.lease.ttl / 4
+        while not self._stop.wait(interval) and self.failed is None:
+            try:
+                if not self.lease.renew():
+                    self.failed = "lost the lease to another replica"
+                    log.error("control loop stopped: %s", self.failed)
+                    self._wakeup.set()
+                    return
+            except Exception:  # a step fences its own writes; try again
+                log.warning("could not renew the lease", exc_info=True)
+
     def step(self) -> None:
-        """Apply the inbox and due timers, reconcile, write the changes, publish a view."""
+        """Apply new events from the log and due timers, reconcile, write the changes,
+        publish a view. On a follower: nothing."""
         with self.lock:
+            loop = self.loop
+            if loop is None:
+                return
             now = self.clock.now()
-            backend, loop = self.backend, self.loop
+            backend = self.backend
             acted = self.view.steps == 0
-            while self._inbox:
-                action, payload = self._inbox.popleft()
+            if len(self._prebuilt) > 100_000:  # entries the loop never needed: rebuilt on use
+                self._prebuilt.clear()
+            for action, payload in self._tail():
                 acted = True
                 loop.world_changed()
                 if action == "submit":
@@ -334,14 +487,79 @@ class ControlPlane:
                 started = time.perf_counter()
                 loop.reconcile(now)
                 seconds = time.perf_counter() - started
+                self._last_reconcile = seconds
             changes, backend.changes = backend.changes, []
             if changes:
                 with self.store.write() as conn:
-                    for change in changes:
-                        self._write(conn, change)
-            self.view = self._make_view(now, self.view.steps + 1)
+                    if not self.lease.check(conn):
+                        raise LeaseLost("another replica took the lease over")
+                    self._write_changes(conn, changes)
+            if acted or changes:
+                self.view = self._make_view(now, self.view.steps + 1)
         if acted and self.on_step is not None:
             self.on_step(seconds)
+
+    def _tail(self) -> list[tuple[str, Any]]:
+        """The submissions, cancellations and policy changes committed since the cursor, in
+        commit order, as the loop applies them."""
+        e, w = tables.events, tables.workloads
+        with self.store.read() as conn:
+            top = conn.execute(select(func.max(e.c.id))).scalar() or 0
+            if top <= self._cursor:
+                return []
+            rows = conn.execute(
+                select(e.c.id, e.c.kind, e.c.workload, e.c.details)
+                .where(e.c.id > self._cursor, e.c.id <= top, e.c.kind.in_(API_EVENTS))
+                .order_by(e.c.id)
+                .limit(TAIL_BATCH)
+            ).all()
+            submitted = [r.workload for r in rows if r.kind == "submit"]
+            found: dict[str, Any] = {}
+            for i in range(0, len(submitted), _CHUNK):
+                chunk = submitted[i : i + _CHUNK]
+                built = [n for n in chunk if n in self._prebuilt]
+                if built:  # only the state is needed
+                    query = select(w.c.name, w.c.state).where(w.c.name.in_(built))
+                    for state_row in conn.execute(query):
+                        found[state_row.name] = state_row
+                rest = [n for n in chunk if n not in self._prebuilt]
+                if rest:
+                    for r in conn.execute(select(w).where(w.c.name.in_(rest))):
+                        found[r.name] = r
+            versions = [r.details.get("version") for r in rows if r.kind == "policy"]
+            documents = dict(
+                conn.execute(
+                    select(tables.policy_versions.c.id, tables.policy_versions.c.document).where(
+                        tables.policy_versions.c.id.in_([v for v in versions if v])
+                    )
+                ).all()
+                if versions
+                else []
+            )
+        self._cursor = rows[-1].id if len(rows) == TAIL_BATCH else top
+        out: list[tuple[str, Any]] = []
+        backend = self.backend
+        for r in rows:
+            if r.kind == "submit":
+                row = found.get(r.workload)
+                if row is None or row.state != "pending":
+                    continue  # cancelled before the loop saw it
+                if r.workload in backend.pending or r.workload in backend.running:
+                    continue
+                workload = self._prebuilt.pop(r.workload, None)
+                if workload is None:
+                    workload = self._workload_from_row(dict(row._mapping), self.policy)
+                out.append(("submit", workload))
+            elif r.kind == "cancel":
+                out.append(("cancel", r.workload))
+            else:
+                version = r.details.get("version")
+                if version is None or version <= self._policy_version or version not in documents:
+                    continue
+                self._policy_version = version
+                self.policy = load_policy(documents[version], "stored policy")
+                out.append(("policy", self.policy))
+        return out
 
     def _node_info(self, node: Node) -> NodeInfo:
         managed = self.autoscaler.nodes.get(node.name) if self.autoscaler else None
@@ -357,6 +575,7 @@ class ControlPlane:
 
     def _make_view(self, now: float, steps: int) -> View:
         b = self.backend
+        assert self.loop is not None
         return View(
             now,
             self.loop.engine,
@@ -377,78 +596,190 @@ class ControlPlane:
             time.sleep(0.005)
         return self.view.steps >= target
 
+    # -- a follower's view -------------------------------------------------------------------
+
+    def _refresh_follower(self) -> None:
+        """Publish a view read from the store: nodes, pending and admitted work, and the
+        pending reasons as the leader last logged them."""
+        f = self._follower
+        w, e, pv = tables.workloads, tables.events, tables.policy_versions
+        with self.store.read() as conn:
+            latest = conn.execute(
+                select(pv.c.id, pv.c.document).order_by(pv.c.id.desc()).limit(1)
+            ).first()
+            if latest is not None and latest.id != f.policy_version:
+                self.policy = load_policy(latest.document, "stored policy")
+                f.engine = self._engine(self.policy)
+                f.policy_version = latest.id
+            node_rows = conn.execute(
+                select(tables.nodes).where(tables.nodes.c.left_at.is_(None))
+            ).all()
+            active = conn.execute(
+                select(
+                    w.c.name,
+                    w.c.state,
+                    w.c.pending_since,
+                    w.c.admitted_at,
+                    w.c.assignment,
+                )
+                .where(w.c.state.in_(ACTIVE))
+                .order_by(w.c.id)
+            ).all()
+            missing = [r.name for r in active if r.name not in f.workloads]
+            for i in range(0, len(missing), _CHUNK):
+                query = select(w).where(w.c.name.in_(missing[i : i + _CHUNK]))
+                for r in conn.execute(query):
+                    f.workloads[r.name] = self._workload_from_row(dict(r._mapping), self.policy)
+            for r in conn.execute(
+                select(e.c.id, e.c.workload, e.c.details)
+                .where(e.c.id > f.cursor, e.c.kind == "pending")
+                .order_by(e.c.id)
+            ):
+                f.cursor = r.id
+                f.reasons[r.workload] = Waiting(r.details["reason"], r.details["position"])
+        nodes = {}
+        info = {}
+        for r in node_rows:
+            data = dict(r._mapping)
+            nodes[r.name] = node_from_row(data)
+            info[r.name] = NodeInfo(r.source, r.pool, r.price_per_hour, r.instance)
+        running: dict[str, Running] = {}
+        pending: dict[str, Workload] = {}
+        for r in active:
+            workload = f.workloads[r.name]
+            if r.state == "pending":
+                pending[r.name] = workload
+            else:
+                assignment = assignment_from_json(r.assignment)
+                running[r.name] = Running(workload, assignment, r.admitted_at - self.epoch)
+        names = set(pending) | set(running)
+        f.workloads = {n: wl for n, wl in f.workloads.items() if n in names}
+        f.reasons = {n: why for n, why in f.reasons.items() if n in pending}
+        engine = f.engine if f.engine is not None else self._engine(self.policy)
+        f.engine = engine
+        steps = self.view.steps + 1 if hasattr(self, "view") else 0
+        self.view = View(
+            self.clock.now(),
+            engine,
+            tuple(nodes.values()),
+            info,
+            running,
+            pending,
+            dict(f.reasons),
+            steps,
+        )
+
     # -- writing the loop's changes ------------------------------------------------------------
 
-    def _write(self, conn: Connection, change: Change) -> None:
+    def _write_changes(self, conn: Connection, changes: list[Change]) -> None:
+        """Write one step's changes: the workload rows they touch are read first (writers are
+        serialized, so nothing moves between that read and the writes), each change is
+        applied in order to what the row holds (admit only a ``pending`` row, preempt or
+        finish only an ``admitted`` one: a cancellation committed meanwhile wins), then every
+        touched row is written with one batched UPDATE and the events with one INSERT."""
         w = tables.workloads
-        at = self.unix(change.at)
-        data = change.data
-        kind = change.kind
-        if kind == "admit":
-            updated = conn.execute(
-                w.update()
-                .where(w.c.name == data["workload"], w.c.state == "pending")
-                .values(
+        names = {c.data["workload"] for c in changes if c.kind in _ROW_CHANGES}
+        rows: dict[str, dict[str, Any]] = {}
+        listed = sorted(names)
+        for i in range(0, len(listed), _CHUNK):
+            for r in conn.execute(
+                select(
+                    w.c.name,
+                    w.c.team,
+                    w.c.state,
+                    w.c.pending_since,
+                    w.c.admitted_at,
+                    w.c.finished_at,
+                    w.c.assignment,
+                    w.c.borrowed,
+                ).where(w.c.name.in_(listed[i : i + _CHUNK]))
+            ):
+                rows[r.name] = {**r._mapping, "first": None, "preempted": 0}
+        touched: dict[str, dict[str, Any]] = {}
+        events: list[dict[str, Any]] = []
+
+        def event(at: float, kind: str, workload: Any, team: Any, details: Any) -> None:
+            events.append(
+                {"at": at, "kind": kind, "workload": workload, "team": team, "details": details}
+            )
+
+        for change in changes:
+            at = self.unix(change.at)
+            data = change.data
+            kind = change.kind
+            row = rows.get(data.get("workload", "")) if kind in _ROW_CHANGES else None
+            if kind == "admit":
+                if row is None or row["state"] != "pending":
+                    continue
+                assignment = data["assignment"]
+                row.update(
                     state="admitted",
                     admitted_at=at,
-                    first_admitted_at=func.coalesce(w.c.first_admitted_at, at),
-                    assignment=data["assignment"],
+                    assignment=assignment,
                     borrowed=data["borrowed"],
                 )
-            ).rowcount
-            if updated:
-                assignment = data["assignment"]
+                row["first"] = row["first"] or at
+                touched[row["name"]] = row
                 details = {
                     "flavors": list(dict.fromkeys(assignment["flavors"])),
                     "nodes": sorted({n for ps in assignment["placement"] for n, _ in ps}),
                     "borrowed": data["borrowed"],
                 }
-                self._event(conn, at, "admit", data["workload"], data["team"], details)
-        elif kind == "preempt":
-            updated = conn.execute(
-                w.update()
-                .where(w.c.name == data["workload"], w.c.state == "admitted")
-                .values(
-                    state="pending",
-                    pending_since=at,
-                    admitted_at=None,
-                    assignment=None,
-                    borrowed=None,
-                    preemptions=w.c.preemptions + 1,
-                )
-            ).rowcount
-            if updated:
+                event(at, "admit", data["workload"], data["team"], details)
+            elif kind == "preempt":
+                if row is None or row["state"] != "admitted":
+                    continue
+                row.update(state="pending", pending_since=at, admitted_at=None)
+                row.update(assignment=None, borrowed=None, preempted=row["preempted"] + 1)
+                touched[row["name"]] = row
                 details = {k: data[k] for k in ("by", "by_team", "reason", "message")}
-                self._event(conn, at, "preempt", data["workload"], data["team"], details)
-        elif kind == "finish":
-            team = conn.execute(
-                w.update()
-                .where(w.c.name == data["workload"], w.c.state == "admitted")
-                .values(state="finished", finished_at=at)
-                .returning(w.c.team)
-            ).scalar()
-            if team is not None:
-                self._event(conn, at, "finish", data["workload"], team, {})
-        elif kind == "pending":
-            details = {"reason": data["reason"], "position": data["position"]}
-            self._event(conn, at, "pending", data["workload"], data["team"], details)
-        elif kind == "node-join":
-            name = data["node"]
-            self._upsert_node(conn, self.backend.nodes[name], self.backend.node_info[name], at)
-            self._event(conn, at, "node", None, None, {"action": "join", "node": name})
-        elif kind == "node-leave":
+                event(at, "preempt", data["workload"], data["team"], details)
+            elif kind == "finish":
+                if row is None or row["state"] != "admitted":
+                    continue
+                row.update(state="finished", finished_at=at)
+                touched[row["name"]] = row
+                event(at, "finish", data["workload"], row["team"], {})
+            elif kind == "pending":
+                details = {"reason": data["reason"], "position": data["position"]}
+                event(at, "pending", data["workload"], data["team"], details)
+            elif kind == "node-join":
+                name = data["node"]
+                self._upsert_node(conn, self.backend.nodes[name], self.backend.node_info[name], at)
+                event(at, "node", None, None, {"action": "join", "node": name})
+            elif kind == "node-leave":
+                conn.execute(
+                    tables.nodes.update()
+                    .where(tables.nodes.c.name == data["node"], tables.nodes.c.left_at.is_(None))
+                    .values(left_at=at, leave_reason=data["reason"])
+                )
+                details = {"action": "leave", "node": data["node"], "reason": data["reason"]}
+                event(at, "node", None, None, details)
+            elif kind == "warning":
+                event(at, "warning", None, None, {"message": data["message"]})
+            else:  # the autoscaler's log: launch, autoscaler, node
+                details = dict(data)
+                event(at, str(details.pop("event")), None, None, details)
+        if touched:
             conn.execute(
-                tables.nodes.update()
-                .where(tables.nodes.c.name == data["node"], tables.nodes.c.left_at.is_(None))
-                .values(left_at=at, leave_reason=data["reason"])
+                _ROW_UPDATE,
+                [
+                    {
+                        "b_name": r["name"],
+                        "b_state": r["state"],
+                        "b_pending_since": r["pending_since"],
+                        "b_admitted_at": r["admitted_at"],
+                        "b_first": r["first"],
+                        "b_finished_at": r["finished_at"],
+                        "b_assignment": r["assignment"],
+                        "b_borrowed": r["borrowed"],
+                        "b_preempted": r["preempted"],
+                    }
+                    for r in touched.values()
+                ],
             )
-            details = {"action": "leave", "node": data["node"], "reason": data["reason"]}
-            self._event(conn, at, "node", None, None, details)
-        elif kind == "warning":
-            self._event(conn, at, "warning", None, None, {"message": data["message"]})
-        else:  # the autoscaler's log: launch, autoscaler, node
-            details = dict(data)
-            self._event(conn, at, str(details.pop("event")), None, None, details)
+        if events:
+            conn.execute(tables.events.insert(), events)
 
     def _upsert_node(self, conn: Connection, node: Node, info: NodeInfo, at: float) -> None:
         row = node_row(node, info)
@@ -508,95 +839,197 @@ class ControlPlane:
 
     # -- what the API asks -----------------------------------------------------------------
 
-    def _post(self, kind: str, payload: Any) -> None:
-        self._inbox.append((kind, payload))
-        self._wakeup.set()
-
     def submit(self, spec: WorkloadSpec, principal: Principal) -> int:
-        """Commit a new workload and queue it; its row id. Raises a :class:`ServiceError`."""
+        """Commit a new workload (group-committed with concurrent submissions) and wake the
+        loop; its row id. Raises a :class:`ServiceError`."""
         if not principal.can_write_workloads:
             raise Forbidden("a viewer token cannot submit workloads")
-        with self.submit_lock:
-            try:
-                workload = build_workload(spec, self.policy, "workload")
-            except ScenarioError as exc:
-                raise Invalid(str(exc)) from None
-            if not principal.sees_team(workload.team):
-                raise Forbidden(f"a {principal.scope} token submits to team {principal.team} only")
-            now = self.clock.now()
-            at = self.unix(now)
-            workload = replace(workload, submit_time=now)
-            w = tables.workloads
-            try:
-                with self.store.write() as conn:
-                    result = conn.execute(
-                        w.insert().values(
-                            name=workload.name,
-                            team=workload.team,
-                            state="pending",
-                            spec=spec.model_dump(mode="json", exclude_defaults=True),
-                            priority=workload.priority,
-                            priority_class=workload.priority_class,
-                            submitted_at=at,
-                            pending_since=at,
-                            preemptions=0,
-                            submitted_by=principal.actor,
-                        )
-                    )
-                    assert result.inserted_primary_key is not None
-                    row_id = int(result.inserted_primary_key[0])
-                    details = {"pods": workload.pod_count, "by": principal.actor}
-                    self._event(conn, at, "submit", workload.name, workload.team, details)
-            except IntegrityError:
-                raise Conflict(f"a workload named {workload.name!r} exists already") from None
-            self._post("submit", workload)
+        try:
+            workload = build_workload(spec, self.policy, "workload")
+        except ScenarioError as exc:
+            raise Invalid(str(exc)) from None
+        if not principal.sees_team(workload.team):
+            raise Forbidden(f"a {principal.scope} token submits to team {principal.team} only")
+        item = _Submission(
+            workload, spec.model_dump(mode="json", exclude_defaults=True), principal.actor
+        )
+        row_id = self._commits.submit(item)
+        self._wakeup.set()
         return row_id
 
-    def cancel(self, name: str, principal: Principal) -> None:
-        """Commit the cancellation of a pending or admitted workload and queue it."""
+    def _commit_submissions(self, batch: list[_Submission]) -> None:
+        """One transaction for a batch of submissions: each a workload row and its ``submit``
+        event; a name used before is refused (409) without failing the others."""
+        try:
+            self._commit_batch(batch)
+        except BaseException:
+            for item in batch:
+                self._prebuilt.pop(item.workload.name, None)
+            raise
+
+    def _commit_batch(self, batch: list[_Submission]) -> None:
         w = tables.workloads
-        with self.submit_lock:
-            with self.store.write() as conn:
-                row = conn.execute(select(w.c.team, w.c.state).where(w.c.name == name)).first()
-                if row is None or not principal.sees_team(row.team):
-                    raise NotFound(f"no workload {name!r}")
-                if not principal.can_write_workloads:
-                    raise Forbidden("a viewer token cannot cancel workloads")
-                if row.state not in ACTIVE:
-                    raise Conflict(f"workload {name!r} is {row.state} already")
-                at = self.unix(self.clock.now())
-                conn.execute(
-                    w.update().where(w.c.name == name).values(state="cancelled", finished_at=at)
-                )
-                self._event(conn, at, "cancel", name, row.team, {"by": principal.actor})
-            self._post("cancel", name)
+        with self.store.write() as conn:
+            at = self.unix(self.clock.now())
+            names = [item.workload.name for item in batch]
+            taken = set(conn.execute(select(w.c.name).where(w.c.name.in_(names))).scalars())
+            ok = []
+            for item in batch:
+                name = item.workload.name
+                if name in taken:
+                    item.error = Conflict(f"a workload named {name!r} exists already")
+                    continue
+                taken.add(name)
+                ok.append(item)
+            if not ok:
+                return
+            rows = [
+                {
+                    "name": item.workload.name,
+                    "team": item.workload.team,
+                    "state": "pending",
+                    "spec": item.spec,
+                    "priority": item.workload.priority,
+                    "priority_class": item.workload.priority_class,
+                    "submitted_at": at,
+                    "pending_since": at,
+                    "preemptions": 0,
+                    "submitted_by": item.actor,
+                }
+                for item in ok
+            ]
+            ids = conn.execute(
+                w.insert().returning(w.c.id, sort_by_parameter_order=True), rows
+            ).scalars()
+            for item, row_id in zip(ok, ids, strict=True):
+                item.row_id = int(row_id)
+            if self.loop is not None:  # the loop takes these instead of rebuilding them
+                since = at - self.epoch
+                for item in ok:
+                    self._prebuilt[item.workload.name] = replace(item.workload, submit_time=since)
+            conn.execute(
+                tables.events.insert(),
+                [
+                    {
+                        "at": at,
+                        "kind": "submit",
+                        "workload": item.workload.name,
+                        "team": item.workload.team,
+                        "details": {"pods": item.workload.pod_count, "by": item.actor},
+                    }
+                    for item in ok
+                ],
+            )
+
+    def cancel(self, name: str, principal: Principal) -> None:
+        """Commit the cancellation of a pending or admitted workload and wake the loop."""
+        w = tables.workloads
+        with self.store.write() as conn:
+            row = conn.execute(select(w.c.team, w.c.state).where(w.c.name == name)).first()
+            if row is None or not principal.sees_team(row.team):
+                raise NotFound(f"no workload {name!r}")
+            if not principal.can_write_workloads:
+                raise Forbidden("a viewer token cannot cancel workloads")
+            if row.state not in ACTIVE:
+                raise Conflict(f"workload {name!r} is {row.state} already")
+            at = self.unix(self.clock.now())
+            conn.execute(
+                w.update().where(w.c.name == name).values(state="cancelled", finished_at=at)
+            )
+            self._event(conn, at, "cancel", name, row.team, {"by": principal.actor})
+        self._wakeup.set()
 
     def set_policy(
         self, policy: Policy, source_format: str, original: Any, principal: Principal
     ) -> int:
-        """Commit a new policy version (with its audit row) and queue it; the version."""
+        """Commit a new policy version (with its audit row) and wake the loop; the version."""
         if not principal.admin:
             raise Forbidden("only an admin token may change the policy")
         w = tables.workloads
-        with self.submit_lock:
-            with self.store.write() as conn:
-                active = set(
-                    conn.execute(select(w.c.team).where(w.c.state.in_(ACTIVE)).distinct()).scalars()
+        with self.store.write() as conn:
+            active = set(
+                conn.execute(select(w.c.team).where(w.c.state.in_(ACTIVE)).distinct()).scalars()
+            )
+            missing = sorted(active - {t.name for t in policy.teams})
+            if missing:
+                raise Conflict(
+                    f"teams {', '.join(missing)} have pending or admitted workloads; "
+                    "the new policy must keep them"
                 )
-                missing = sorted(active - {t.name for t in policy.teams})
-                if missing:
-                    raise Conflict(
-                        f"teams {', '.join(missing)} have pending or admitted workloads; "
-                        "the new policy must keep them"
-                    )
-                version = self._store_policy(
-                    conn,
-                    policy,
-                    source_format,
-                    original,
-                    principal.actor,
-                    self.unix(self.clock.now()),
-                )
-            self.policy = policy
-            self._post("policy", policy)
+            version = self._store_policy(
+                conn,
+                policy,
+                source_format,
+                original,
+                principal.actor,
+                self.unix(self.clock.now()),
+            )
+        self.policy = policy
+        self._wakeup.set()
         return version
+
+
+@dataclass
+class _Submission:
+    workload: Workload
+    spec: dict[str, Any]
+    actor: str
+    row_id: int = 0
+    error: ServiceError | None = None
+    done: bool = False
+
+
+class _GroupCommit:
+    """Submissions that arrive while one transaction commits go together in the next (one
+    commit, one fsync, for many requests); the first waiting thread commits for all."""
+
+    MAX_BATCH = 1000
+
+    def __init__(self, commit: Callable[[list[_Submission]], None]) -> None:
+        self._commit = commit
+        self._cond = threading.Condition()
+        self._queue: list[_Submission] = []
+        self._busy = False
+
+    def submit(self, item: _Submission) -> int:
+        failure: BaseException | None = None
+        with self._cond:
+            self._queue.append(item)
+            while not item.done:
+                if self._busy:
+                    self._cond.wait()
+                    continue
+                self._busy = True
+                batch = self._queue[: self.MAX_BATCH]
+                del self._queue[: self.MAX_BATCH]
+                self._cond.release()
+                try:
+                    self._commit(batch)
+                except BaseException as exc:  # the whole batch failed: tell each of them
+                    if item in batch:
+                        failure = exc
+                    for other in batch:
+                        if other is not item and other.error is None:
+                            other.error = Unavailable(f"the store refused the batch: {exc}")
+                finally:
+                    self._cond.acquire()
+                    for other in batch:
+                        other.done = True
+                    self._busy = False
+                    self._cond.notify_all()
+        if failure is not None:
+            raise failure
+        if item.error is not None:
+            raise item.error
+        return item.row_id
+
+
+@dataclass
+class _FollowerState:
+    """What a follower keeps between refreshes of its view."""
+
+    workloads: dict[str, Workload] = field(default_factory=dict)
+    reasons: dict[str, Waiting] = field(default_factory=dict)
+    cursor: int = 0
+    policy_version: int = 0
+    engine: Engine | None = None

@@ -1,15 +1,25 @@
-"""The service's durable state: SQLAlchemy 2 Core tables, SQLite by default.
+"""The service's durable state: SQLAlchemy 2 Core tables, SQLite by default, PostgreSQL when
+given a ``postgresql://`` URL (driver psycopg 3).
 
-Tables: ``meta`` (the epoch, the schema version), ``policy_versions``, ``workloads``, ``nodes``,
-``events`` (append-only), ``api_tokens`` (sha256 hashes only) and ``audit_log`` (policy
-changes). Times are Unix seconds (UTC); the control loop's time is ``unix - epoch``.
+Tables: ``meta`` (the epoch), ``policy_versions``, ``workloads``, ``nodes``, ``events``
+(append-only), ``api_tokens`` (sha256 hashes only), ``audit_log`` (policy changes) and
+``leases`` (which replica runs the control loop). Times are Unix seconds (UTC); the control
+loop's time is ``unix - epoch``. The schema is Alembic's (``service/migrations``):
+:meth:`Store.create` runs ``upgrade head`` on every start, for SQLite and PostgreSQL alike.
+
+**One writer at a time.** Every write transaction is serialized with every other, on both
+databases: SQLite's ``BEGIN IMMEDIATE``, PostgreSQL's ``pg_advisory_xact_lock`` taken as the
+first statement of each write transaction (released when it commits, after the commit is
+visible). So ids (``workloads.id``, ``events.id``) are assigned in commit order: a reader that
+sees id *n* committed sees every lower id that will ever commit, and paging with
+``?after=ID`` (or the leader tailing the event log) never skips a row that commits late. Writers
+batch (the control loop writes a step in one transaction; API submissions are group-committed)
+so one writer at a time is not one fsync per request. Reads are plain transactions (snapshot per
+statement on PostgreSQL, per transaction on SQLite) and never wait for writers.
 
 SQLite runs in WAL mode with ``synchronous=NORMAL`` (a committed transaction survives a crash
 of the process, such as kill -9; after a power cut the last few may be lost) and a busy
-timeout. Every write transaction starts with ``BEGIN IMMEDIATE``, so two writers queue for the
-lock instead of failing when a reader upgrades; reads use a plain ``BEGIN`` and, in WAL mode,
-never wait for writers. Another database is a URL away (``postgresql://...``): the tables are
-plain Core; nothing here but the connection set-up is SQLite's.
+timeout. PostgreSQL keeps its own durability settings (``synchronous_commit`` on by default).
 """
 
 from __future__ import annotations
@@ -37,11 +47,13 @@ from sqlalchemy import (
     Text,
     create_engine,
     event,
+    inspect,
     select,
 )
+from sqlalchemy.engine import make_url
 
-SCHEMA_VERSION = 1
-"""Bumped when the tables change (migrations with Alembic come with PostgreSQL support)."""
+WRITE_LOCK_KEY = 0x666C7368  # "flsh": the advisory lock that serializes writers (PostgreSQL)
+MIGRATIONS = "fleetshare.service:migrations"
 
 DB_ENV = "FLEETSHARE_DB"
 
@@ -141,6 +153,18 @@ api_tokens = Table(
     Column("revoked_at", Float),
 )
 
+leases = Table(
+    "leases",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("holder", String(300), nullable=False),
+    # host/boot id/pid namespace/pid/nonce of the replica holding it
+    Column("term", Integer, nullable=False),
+    # +1 on every change of holder (fencing: a write checks holder and term)
+    Column("acquired_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+)
+
 audit_log = Table(
     "audit_log",
     metadata,
@@ -163,58 +187,81 @@ def default_url() -> str:
     return f"sqlite:///{Path(base) / 'fleetshare' / 'fleetshare.db'}"
 
 
+def engine_url(url: str) -> str:
+    """``url`` with the driver fleetshare uses: ``postgresql://`` (or ``postgres://``) means
+    psycopg 3."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
 class Store:
     """A database holding the service's state (see the module docstring)."""
 
     def __init__(self, url: str | None = None) -> None:
         self.url = url or default_url()
         self.sqlite = self.url.startswith("sqlite")
+        self.postgresql = self.url.startswith(("postgresql", "postgres:"))
         if self.sqlite:
             path = self.url.split("///", 1)[1] if "///" in self.url else ""
             if path and path != ":memory:" and not path.startswith("file:"):
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self.engine: Engine = create_engine(
-            self.url,
-            connect_args={"check_same_thread": False, "timeout": 30} if self.sqlite else {},
-        )
-        if self.sqlite:
+            self.engine: Engine = create_engine(
+                self.url, connect_args={"check_same_thread": False, "timeout": 30}
+            )
             event.listen(self.engine, "connect", _sqlite_connect)
             event.listen(self.engine, "begin", _sqlite_begin)
+        else:
+            self.engine = create_engine(
+                engine_url(self.url), pool_size=8, max_overflow=48, pool_pre_ping=True
+            )
+            if self.postgresql:
+                event.listen(self.engine, "begin", _postgresql_begin)
+
+    @property
+    def display_url(self) -> str:
+        """The URL without its password."""
+        return make_url(self.url).render_as_string(hide_password=True)
 
     def create(self) -> float:
-        """Create the tables if missing; return the epoch (set on first use)."""
-        metadata.create_all(self.engine)
+        """Bring the schema to the newest version (Alembic ``upgrade head``, one replica at a
+        time); return the epoch (set on first use)."""
+        from alembic import command
+        from alembic.config import Config
+
+        config = Config()
+        config.set_main_option("script_location", MIGRATIONS)
         with self.write() as conn:
+            config.attributes["connection"] = conn
+            names = set(inspect(conn).get_table_names())
+            if "meta" in names and "alembic_version" not in names:
+                command.stamp(config, "0001")  # a store made before migrations existed
+            command.upgrade(config, "head")
             row = conn.execute(select(meta.c.value).where(meta.c.key == "epoch")).first()
             if row is not None:
-                version = conn.execute(
-                    select(meta.c.value).where(meta.c.key == "schema_version")
-                ).scalar_one()
-                if int(version) != SCHEMA_VERSION:
-                    raise RuntimeError(
-                        f"{self.url}: schema version {version}; this fleetshare knows "
-                        f"{SCHEMA_VERSION}"
-                    )
                 return float(row[0])
             epoch = time.time()
-            conn.execute(
-                meta.insert(),
-                [
-                    {"key": "epoch", "value": repr(epoch)},
-                    {"key": "schema_version", "value": str(SCHEMA_VERSION)},
-                ],
-            )
+            conn.execute(meta.insert(), [{"key": "epoch", "value": repr(epoch)}])
             return epoch
+
+    def schema_revision(self) -> str | None:
+        """The Alembic revision the database is at."""
+        with self.read() as conn:
+            if "alembic_version" not in inspect(conn).get_table_names():
+                return None
+            return conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
-        """A write transaction (committed on leaving, rolled back on an exception)."""
+        """A write transaction (committed on leaving, rolled back on an exception); one at a
+        time across every process on the database."""
         with self.engine.connect().execution_options(fleetshare_write=True) as conn, conn.begin():
             yield conn
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        """A read transaction (one consistent view)."""
+        """A read transaction."""
         with self.engine.connect() as conn, conn.begin():
             yield conn
 
@@ -235,3 +282,8 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
 def _sqlite_begin(conn: Connection) -> None:
     immediate = conn.get_execution_options().get("fleetshare_write", False)
     conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def _postgresql_begin(conn: Connection) -> None:
+    if conn.get_execution_options().get("fleetshare_write", False):
+        conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY})")

@@ -1,0 +1,373 @@
+"""The service under load: submissions through the HTTP API on loopback, from other processes.
+
+For each store (SQLite; PostgreSQL when installed, started here with its default, durable
+settings: ``fsync`` and ``synchronous_commit`` on) this starts ``fleetshare serve`` on a
+cluster of ``--nodes`` m5.8xlarge nodes shared by ten teams, then:
+
+1. **fill**: submits ``--active`` workloads (1 CPU, 2 GiB, no duration: they keep running) in
+   steps of ``--step``, waits after each step until all are admitted, and records the loop's
+   reconcile time (``fleetshare_loop_reconcile_duration_seconds``) per step: the loop's cycle
+   time as the cluster grows;
+2. **burst**: ``--procs`` client processes, each with ``--concurrency`` requests in flight
+   (asyncio + httpx, one connection pool per process), submit for ``--seconds`` seconds
+   (workloads of 2 s duration, on top of the ``--active`` running ones; capacity exists for
+   all): submissions/s (201s per second of wall time), p50/p99 latency of a submission, and
+   the admission lag (the store's ``first_admitted_at - submitted_at``, both stamped by the
+   server) of every workload submitted in the burst.
+
+``python bench/service_throughput.py --out bench/results/service_throughput.json``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from run_info import ROOT, machine
+
+sys.path[:0] = [str(ROOT), str(ROOT / "src")]
+
+TEAMS = [f"team-{i}" for i in range(10)]
+
+
+def config(nodes: int) -> dict[str, Any]:
+    share = max(1, nodes // len(TEAMS))
+    return {
+        "name": "throughput",
+        "cluster": {"nodes": [{"instance_type": "m5.8xlarge", "count": nodes, "zone": "z1"}]},
+        "policy": {
+            "cluster": {"idle_resource_sharing": True},
+            "teams": [
+                {"name": t, "quota": [{"instance_type": "m5.8xlarge", "count": share}]}
+                for t in TEAMS
+            ],
+        },
+    }
+
+
+def spec(name: str, team: str, duration: float | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": name,
+        "team": team,
+        "pods": 1,
+        "requests": {"cpu": 1, "memory": "2Gi"},
+    }
+    if duration is not None:
+        out["duration"] = duration
+    return out
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+# -- the clients (separate processes) ---------------------------------------------------------
+
+
+async def _client(
+    url: str,
+    token: str,
+    prefix: str,
+    concurrency: int,
+    until: float,
+    duration: float | None,
+    count: int | None,
+) -> dict[str, Any]:
+    latencies: list[float] = []
+    errors: dict[str, int] = {}
+    counter = iter(range(10**9))
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    headers = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) as c:
+
+        async def worker() -> None:
+            while time.time() < until:
+                i = next(counter)
+                if count is not None and i >= count:
+                    return
+                body = spec(f"{prefix}-{i}", TEAMS[i % len(TEAMS)], duration)
+                started = time.perf_counter()
+                try:
+                    response = await c.post("/api/v1/workloads", json=body)
+                except httpx.HTTPError as exc:
+                    errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
+                    continue
+                if response.status_code == 201:
+                    latencies.append(time.perf_counter() - started)
+                else:
+                    key = str(response.status_code)
+                    errors[key] = errors.get(key, 0) + 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return {"latencies": latencies, "errors": errors}
+
+
+def _client_process(args: tuple[Any, ...]) -> dict[str, Any]:
+    return asyncio.run(_client(*args))
+
+
+def submit_from_processes(
+    url: str,
+    token: str,
+    prefix: str,
+    procs: int,
+    concurrency: int,
+    seconds: float,
+    duration: float | None = None,
+    total: int | None = None,
+) -> dict[str, Any]:
+    """``procs`` processes submitting at once; their latencies and errors, and the wall time."""
+    until = time.time() + seconds
+    per = None if total is None else -(-total // procs)
+    jobs = [(url, token, f"{prefix}{p}", concurrency, until, duration, per) for p in range(procs)]
+    started = time.perf_counter()
+    with multiprocessing.get_context("spawn").Pool(procs) as pool:
+        results = pool.map(_client_process, jobs)
+    wall = time.perf_counter() - started
+    latencies = [x for r in results for x in r["latencies"]]
+    errors: dict[str, int] = {}
+    for r in results:
+        for k, v in r["errors"].items():
+            errors[k] = errors.get(k, 0) + v
+    return {"latencies": latencies, "errors": errors, "wall": wall}
+
+
+# -- the server --------------------------------------------------------------------------------
+
+
+def start_server(db: str, workdir: Path, nodes: int) -> tuple[subprocess.Popen[bytes], str]:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    path = workdir / "config.yaml"
+    path.write_text(yaml.safe_dump(config(nodes)))
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    log = open(workdir / "server.log", "wb")  # noqa: SIM115 - closed with the process
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fleetshare.cli",
+            "serve",
+            "--db",
+            db,
+            "--config",
+            str(path),
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=workdir,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError((workdir / "server.log").read_text())
+        try:
+            if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    process.kill()
+    raise RuntimeError("the server did not start")
+
+
+def reconcile_totals(client: httpx.Client) -> tuple[float, float]:
+    """(sum, count) of the loop's reconcile-duration histogram."""
+    total = count = 0.0
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith("fleetshare_loop_reconcile_duration_seconds_sum"):
+            total = float(line.split()[-1])
+        elif line.startswith("fleetshare_loop_reconcile_duration_seconds_count"):
+            count = float(line.split()[-1])
+    return total, count
+
+
+def wait_admitted(store: Any, expected: int, timeout: float = 600) -> float:
+    """Seconds until ``expected`` workloads are admitted (polling the store)."""
+    from sqlalchemy import func, select
+
+    from fleetshare.service import store as tables
+
+    w = tables.workloads
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout:
+        with store.read() as conn:
+            done = conn.execute(
+                select(func.count()).select_from(w).where(w.c.state == "admitted")
+            ).scalar_one()
+        if done >= expected:
+            return time.perf_counter() - started
+        time.sleep(0.05)
+    raise RuntimeError(f"only {done} of {expected} admitted after {timeout} s")
+
+
+def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    from sqlalchemy import select
+
+    from fleetshare.service import store as tables
+    from fleetshare.service.auth import create_token
+    from fleetshare.service.store import Store
+
+    store = Store(db)
+    store.create()
+    token = create_token(store, "admin")[1]
+    process, url = start_server(db, workdir, args.nodes)
+    result: dict[str, Any] = {"nodes": args.nodes}
+    try:
+        client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"})
+        growth = []
+        submitted = 0
+        while submitted < args.active:
+            batch = min(args.step, args.active - submitted)
+            before = reconcile_totals(client)
+            sub = submit_from_processes(
+                url, token, f"fill{submitted}-", args.procs, args.concurrency, 600, total=batch
+            )
+            submitted += len(sub["latencies"])
+            settle = wait_admitted(store, submitted)
+            after = reconcile_totals(client)
+            steps = after[1] - before[1]
+            growth.append(
+                {
+                    "active": submitted,
+                    "submissions_per_s": round(len(sub["latencies"]) / sub["wall"], 1),
+                    "reconciles": int(steps),
+                    "reconcile_mean_ms": round(1000 * (after[0] - before[0]) / steps, 2)
+                    if steps
+                    else None,
+                    "all_admitted_after_s": round(settle, 2),
+                }
+            )
+            print(f"  fill: {growth[-1]}", flush=True)
+        result["growth"] = growth
+
+        before = reconcile_totals(client)
+        started = time.time()
+        burst = submit_from_processes(
+            url, token, "burst", args.procs, args.concurrency, args.seconds, duration=2.0
+        )
+        time.sleep(3)
+        after = reconcile_totals(client)
+        w = tables.workloads
+        with store.read() as conn:
+            rows = conn.execute(
+                select(w.c.submitted_at, w.c.first_admitted_at, w.c.state).where(
+                    w.c.name.like("burst%"), w.c.submitted_at >= started - 1
+                )
+            ).all()
+        lags = [r.first_admitted_at - r.submitted_at for r in rows if r.first_admitted_at]
+        latencies = burst["latencies"]
+        steps = after[1] - before[1]
+        result["burst"] = {
+            "procs": args.procs,
+            "concurrency_per_proc": args.concurrency,
+            "seconds": round(burst["wall"], 2),
+            "acknowledged": len(latencies),
+            "errors": burst["errors"],
+            "submissions_per_s": round(len(latencies) / burst["wall"], 1),
+            "latency_ms": {
+                "p50": round(1000 * percentile(latencies, 0.5), 1),
+                "p99": round(1000 * percentile(latencies, 0.99), 1),
+                "max": round(1000 * max(latencies, default=float("nan")), 1),
+                "mean": round(1000 * statistics.fmean(latencies), 1) if latencies else None,
+            },
+            "admission_lag_s": {
+                "admitted": len(lags),
+                "never_admitted": len(rows) - len(lags),
+                "p50": round(percentile(lags, 0.5), 3),
+                "p99": round(percentile(lags, 0.99), 3),
+                "max": round(max(lags, default=float("nan")), 3),
+            },
+            "reconciles": int(steps),
+            "reconcile_mean_ms": round(1000 * (after[0] - before[0]) / steps, 2) if steps else None,
+        }
+        print(f"  burst: {result['burst']}", flush=True)
+        client.close()
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        store.close()
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--databases", default="sqlite,postgresql")
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--active", type=int, default=5000)
+    parser.add_argument("--step", type=int, default=1000)
+    parser.add_argument("--procs", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+
+    from tests import postgres
+
+    results: dict[str, Any] = {
+        "machine": machine(),
+        "settings": {k: v for k, v in vars(args).items() if k != "out"},
+        "targets": {
+            "submissions_per_s": 1000,
+            "p99_latency_ms": 50,
+            "admission_lag_s": 1.0,
+            "at": "5,000 active workloads, 1,000 nodes",
+        },
+        "runs": {},
+    }
+    for database in args.databases.split(","):
+        with tempfile.TemporaryDirectory(prefix="fs-bench-") as tmp:
+            workdir = Path(tmp)
+            server = None
+            if database == "postgresql":
+                why = postgres.unavailable()
+                if why is not None:
+                    print(f"{database}: skipped ({why})")
+                    results["runs"][database] = {"skipped": why}
+                    continue
+                server = postgres.start()  # durable defaults: fsync, synchronous_commit on
+                db = server.database("bench")
+            else:
+                db = f"sqlite:///{workdir / 'fleetshare.db'}"
+            print(f"{database}:", flush=True)
+            try:
+                results["runs"][database] = run_one(db, args, workdir)
+            finally:
+                if server is not None:
+                    server.stop()
+    text = json.dumps(results, indent=2)
+    if args.out:
+        args.out.write_text(text + "\n")
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
