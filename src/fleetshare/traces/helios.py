@@ -13,19 +13,26 @@ Files (``helios-earth/`` of the data folder, see the README's ``helios-earth/`` 
 What the loader builds:
 
 - **Demand** of a team at minute ``t``: ``d(t) = running_gpu_num + pending_gpu_num`` (option
-  ``demand="running"``: running only). Pending GPUs are work the team wanted but its VC could
-  not hold, so a simulation that lets teams borrow can run it.
-- **Jobs** reproduce ``d(t)`` exactly at every minute. Of the demand, ``b(t) = min(d(t),
-  GPUs in jobs of >= 8 GPUs)`` runs as 8-GPU jobs -- ``floor(b/8)`` of them -- and the rest as
-  1-GPU jobs; each of the two counts becomes jobs by
-  :func:`~fleetshare.traces.common.jobs_from_counts` (a rise of ``k`` starts ``k`` jobs at
-  that minute, a fall ends ``k`` of the running ones, the newest first, or random ones with
-  ``end_order="random"``). ``resolution_minutes`` > 1 first coarsens both counts to steps
-  of that many minutes, each the largest value within it (fewer, longer jobs that still cover
-  the demand). Job sizes, counts and durations are therefore synthetic: only the
-  per-team GPU demand over time is the trace's. A job's duration spans the time its GPUs
-  were running *or* pending in Earth. The ``*_noless_8`` columns exceed the total in some
-  minutes (they are not capped at the VC's size); they are used only to split the demand.
+  ``demand="running"``: running only, pending GPUs left out). Pending GPUs are work the team
+  wanted but its VC could not hold, so a simulation that lets teams borrow can run it.
+- **Jobs** (:func:`fleetshare.traces.synthesis.queue_jobs`, per team and size class): the
+  class of jobs of >= 8 GPUs holds ``min(*_gpu_num_noless_8, *_gpu_num)`` rounded down to whole
+  8-GPU nodes (the ``noless_8`` columns are not capped at the VC size; some minutes exceed the
+  total), the class below 8 GPUs the rest, so the two add up to the VC's running and pending
+  GPUs. Each class is a queue: when its pending GPUs fall, the oldest waiting jobs start; when
+  its running GPUs must fall, the most recently started jobs end (``end_order="random"``:
+  seeded random ones); running beyond what left the queue is jobs that start without waiting;
+  pending that rises is jobs joining the queue. A job is *submitted when it started waiting*
+  (or running, if it never waited) and its *duration is its run only*: the work asked for is
+  what ran in Earth, and what was pending waits once (in the simulation, if the policy makes it
+  wait). Job counts: the data's running and pending job counts per class say how many jobs a
+  rise is; the sizes are the most probable split under :data:`SMALL_SIZES` /
+  :data:`LARGE_SIZES` (an assumption, stated in the report; capped at the team's quota). A job
+  of 8 GPUs or more is one gang of 8-GPU pods. Where sizes cannot match a fall exactly, the
+  smallest larger job ends and the rest start afresh, so the running GPUs stay exact.
+  ``resolution_minutes`` > 1 first coarsens every count to steps of that many minutes, each the
+  largest value within it (fewer, longer jobs that still cover the data). The label
+  :data:`EARTH_START_LABEL` keeps when a job started running in Earth.
 - **Quotas**: each VC's quota over the window is the most common daily value in
   ``vc_gpu_quota_daily.csv``; days that disagree are listed in the assumptions (2020-05-09
   gives all 840 GPUs to ``vcIya``, which has no per-minute data, while the per-minute
@@ -34,8 +41,12 @@ What the loader builds:
   856 GPUs on 107 nodes. The data has no CPU or memory, so nodes offer and jobs request
   GPUs only.
 - **Window**: ``start_day`` (days after 2020-05-01) and ``days`` select part of the month;
-  jobs running at the window start are submitted at 0, jobs running at its end are cut there
-  (label ``fleetshare.io/censored``).
+  jobs running or waiting at the window start are submitted at 0, jobs running at its end are
+  cut there (label ``fleetshare.io/censored``); a job still waiting at the end asks for the
+  rest of the window.
+- **Policy**: the VC quotas, and no starvation guard (``starvation_guard_seconds``, default
+  None): Earth's scheduler let small jobs pass a waiting large one, and the guard's
+  reservations would make the static replay wait far longer than Earth did.
 
 The loader is deterministic; ``seed`` matters only with ``end_order="random"``.
 """
@@ -81,7 +92,10 @@ SECTION = "helios-earth/"
 QUOTA_FILE = "vc_gpu_quota_daily.csv"
 MONTH_START = "2020-05-01T00:00:00"
 LARGE = 8
-"""Size of the jobs that carry the >= 8-GPU part of the demand."""
+"""GPUs per pod of the jobs of at least 8 GPUs (one pod per node)."""
+EARTH_START_LABEL = "fleetshare.io/earth-start"
+"""On a synthetic job: when it started running in Earth (seconds from the window start); absent
+for a job still waiting at the end. Its wait in Earth is this minus its submission time."""
 
 _COLUMNS = (
     "running_gpu_num",
@@ -273,6 +287,7 @@ def load(
     resolution_minutes: int = 1,
     end_order: EndOrder = "lifo",
     seed: int = 0,
+    starvation_guard_seconds: float | None = None,
     data_dir: str | Path | None = None,
 ) -> Trace:
     """Load Helios Earth (see the module docstring for every rule)."""
@@ -330,7 +345,14 @@ def load(
     span = hi - lo
     grid: FloatArray | None = None
     cluster: FloatArray | None = None
-    counts = {"large": 0, "small": 0, "censored": 0, "never_started": 0, "one_minute": 0}
+    counts = {
+        "large": 0,
+        "small": 0,
+        "censored": 0,
+        "never_started": 0,
+        "one_minute": 0,
+        "withdrawn": 0,
+    }
     sizes: dict[int, int] = {}
     work = {"ran": 0.0, "pending": 0.0, "error": 0.0, "withdrawn": 0.0, "requested": 0.0}
     split_excess = 0
@@ -383,9 +405,12 @@ def load(
             work["pending"] += float((series_w["pending"] * np.diff(np.append(t, span))).sum())
             work["error"] += stats.running_error_unit_seconds * unit
             work["withdrawn"] += stats.withdrawn_unit_seconds * unit
+            counts["withdrawn"] += stats.withdrawn
             for k, job in enumerate(jobs):
                 gpus = job.size * unit
                 labels = {TRACE_LABEL: "helios", SYNTHETIC_LABEL: "true"}
+                if job.start is not None:
+                    labels[EARTH_START_LABEL] = f"{job.start:g}"
                 duration = job.run if job.start is not None else span - job.submit
                 if job.stop >= span:
                     labels[CENSORED_LABEL] = "true"
@@ -414,6 +439,7 @@ def load(
     workloads.sort(key=lambda w: (w.submit_time, w.name))
 
     policy = {
+        "cluster": {"starvation_guard_seconds": starvation_guard_seconds},
         "teams": [gpu_team(vc, q) for vc, q in sorted(quotas.items())],
         "notes": [f"Helios Earth VC quotas ({QUOTA_FILE})"],
     }
@@ -451,6 +477,13 @@ def load(
             "the window)."
             if counts["never_started"]
             else "."
+        )
+        + (
+            f" {counts['withdrawn']} waiting jobs left the queue without a start to explain it "
+            f"(sizes that did not fit); they are dropped with the {hours['withdrawn']:,.0f} "
+            "GPU-h they waited."
+            if counts["withdrawn"]
+            else ""
         ),
         "Job sizes: the new jobs of a minute are as many as the data's job counts say, split "
         "into the most probable sizes under a prior (below 8 GPUs: 1 GPU 55%, 2 and 4 GPUs "
@@ -467,6 +500,14 @@ def load(
         "are not in the data, so nodes offer and jobs request GPUs only.",
         "Teams share by fleetshare's default (lend and borrow); Earth's VCs could not borrow "
         "(set sharing: DontLend to replay that).",
+        (
+            "No starvation guard (starvation_guard_seconds: null), as in Earth: with "
+            "fleetshare's default guard (600 s) a long-waiting large job holds back its team's "
+            "later small jobs, which Earth's scheduler evidently did not do (the month under "
+            "static quotas would hold 2.4x Earth's pending GPU-hours; without it, 1.17x)."
+            if starvation_guard_seconds is None
+            else f"Starvation guard: {starvation_guard_seconds:g} s (Earth had none)."
+        ),
         f"Window: day {start_day:g} to {hi / DAY:g} of May 2020; jobs running or waiting at "
         "the window start are submitted at 0 and jobs running past its end are cut there.",
     ]
@@ -492,6 +533,8 @@ def load(
             "censored_jobs": counts["censored"],
             "jobs_never_started": counts["never_started"],
             "jobs_of_one_step": counts["one_minute"],
+            "jobs_withdrawn": counts["withdrawn"],
+            "withdrawn_wait_gpu_hours": round(hours["withdrawn"], 1),
             "requested_gpu_hours": round(hours["requested"], 1),
             "earth_running_gpu_hours": round(hours["ran"], 1),
             "earth_pending_gpu_hours": round(hours["pending"], 1),

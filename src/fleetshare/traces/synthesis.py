@@ -265,12 +265,28 @@ def queue_jobs(
             if run_j is not None:
                 ending_jobs = len(active) - int(run_j[i])
             done = _take(order, sizes, run_now - want_run, ending_jobs)
+            left = run_now - want_run - sum(sizes[j] for j in done)
+            if left > 0:  # no exact fit: end the smallest larger job, start the rest afresh
+                chosen = set(done)
+                bigger = [j for j in order if j not in chosen and sizes[j] > left]
+                if bigger:
+                    done.append(min(bigger, key=lambda j: sizes[j]))
             for job in done:
                 stops[job] = now
                 run_now -= sizes[job]
             gone = set(done)
             active = [j for j in active if j not in gone]
-        elif run_now < want_run:
+            # still above: only jobs that just left the queue could end, so they did not start
+            for job in sorted(started_now, reverse=True):
+                if run_now <= want_run:
+                    break
+                starts[job] = None
+                started_now.discard(job)
+                active.remove(job)
+                queue.insert(0, job)
+                run_now -= sizes[job]
+                pend_now += sizes[job]
+        if run_now < want_run:
             count = None if run_j is None else int(run_j[i]) - len(active)
             for size in split(want_run - run_now, count, prior, mean_size):
                 active.append(new(size, now, True))
@@ -282,7 +298,14 @@ def queue_jobs(
                 queue.append(new(size, now, False))
                 pend_now += size
         elif pend_now > want_pend:
-            out = _take(list(reversed(queue)), sizes, pend_now - want_pend)
+            newest = list(reversed(queue))
+            out = _take(newest, sizes, pend_now - want_pend)
+            left = pend_now - want_pend - sum(sizes[j] for j in out)
+            if left > 0:  # no exact fit: withdraw the smallest larger job, the rest rejoins
+                chosen = set(out)
+                bigger = [j for j in newest if j not in chosen and sizes[j] > left]
+                if bigger:
+                    out.append(min(bigger, key=lambda j: sizes[j]))
             for job in out:
                 pend_now -= sizes[job]
                 stats.withdrawn += 1
@@ -290,6 +313,10 @@ def queue_jobs(
                 sizes[job] = 0  # dropped below
             gone = set(out)
             queue = [j for j in queue if j not in gone]
+            if pend_now < want_pend:
+                for size in split(want_pend - pend_now, None, prior, mean_size):
+                    queue.append(new(size, now, False))
+                    pend_now += size
     if t.size:
         span = float(end - edges[last_i])
         stats.running_error_unit_seconds += abs(run_now - int(run_u[last_i])) * span
