@@ -96,7 +96,13 @@ def test_random_counts_are_reproduced_and_work_is_what_ran(seed: int, end_order:
     pending = np.cumsum(rng.integers(-2, 3, n)).clip(0)
     times = np.arange(n) * M
     jobs, stats = queue_jobs(
-        times, running, pending, n * M, PRIOR, end_order=end_order, seed=seed  # type: ignore[arg-type]
+        times,
+        running,
+        pending,
+        n * M,
+        PRIOR,
+        end_order=end_order,
+        seed=seed,  # type: ignore[arg-type]
     )
     assert stats.running_error_unit_seconds == 0
     at = times + 1.0

@@ -15,7 +15,6 @@ from fleetshare.governance.tree import QuotaTree
 from fleetshare.model.resources import CPU, GPU
 from fleetshare.placement.predicate import may_run_on
 from fleetshare.traces import TRACES, Trace, load_trace
-from fleetshare.traces.helios import EARTH_START_LABEL
 from fleetshare.traces.common import (
     CENSORED_LABEL,
     DAY,
@@ -24,6 +23,7 @@ from fleetshare.traces.common import (
     jobs_from_counts,
     proportional_quotas,
 )
+from fleetshare.traces.helios import EARTH_START_LABEL
 from tests.conftest import TRACE_DATA
 
 MINUTES_OF_MAY = 31 * 24 * 60
@@ -203,9 +203,7 @@ def _running_and_pending(trace: Trace, team: str, at: np.ndarray) -> tuple[np.nd
     running = concurrent(
         [(s, s + (w.duration or 0)) for s, w in zip(started, mine, strict=True)], at, gpus
     )
-    waiting = concurrent(
-        [(w.submit_time, s) for s, w in zip(started, mine, strict=True)], at, gpus
-    )
+    waiting = concurrent([(w.submit_time, s) for s, w in zip(started, mine, strict=True)], at, gpus)
     return running, waiting
 
 

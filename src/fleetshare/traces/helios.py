@@ -109,7 +109,15 @@ _COLUMNS = (
     "pending_job_num_noless_8",
 )
 
-SMALL_SIZES: dict[int, float] = {1: 0.55, 2: 0.2, 4: 0.2, 3: 0.0125, 5: 0.0125, 6: 0.0125, 7: 0.0125}
+SMALL_SIZES: dict[int, float] = {
+    1: 0.55,
+    2: 0.2,
+    4: 0.2,
+    3: 0.0125,
+    5: 0.0125,
+    6: 0.0125,
+    7: 0.0125,
+}
 """Prior over the sizes (GPUs) of jobs of fewer than 8 GPUs: powers of two, single GPUs most
 common. An assumption of this loader (see the module docstring): it only chooses among the
 splits that the per-minute GPU and job counts allow."""
@@ -234,7 +242,10 @@ def _class_series(
     big_run = np.minimum(cols["running_gpu_num_noless_8"], run) // LARGE * LARGE
     if demand == "running+pending":
         big_pend = np.minimum(cols["pending_gpu_num_noless_8"], pend) // LARGE * LARGE
-        pend_jobs = {"large": cols["pending_job_num_noless_8"], "small": cols["pending_job_num_less_8"]}
+        pend_jobs = {
+            "large": cols["pending_job_num_noless_8"],
+            "small": cols["pending_job_num_less_8"],
+        }
     else:
         big_pend = np.zeros_like(pend)
         pend_jobs = {"large": np.zeros_like(pend), "small": np.zeros_like(pend)}

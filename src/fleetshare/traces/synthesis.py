@@ -110,11 +110,11 @@ def _best_split(
     n, u = count, total
     while n:
         for size, logp in reversed(weights):
-            if size <= u and best[n - 1][u - size] != neg:
-                if math.isclose(best[n - 1][u - size] + logp, best[n][u], abs_tol=1e-9):
-                    out.append(size)
-                    n, u = n - 1, u - size
-                    break
+            reaches = size <= u and best[n - 1][u - size] != neg
+            if reaches and math.isclose(best[n - 1][u - size] + logp, best[n][u], abs_tol=1e-9):
+                out.append(size)
+                n, u = n - 1, u - size
+                break
         else:  # pragma: no cover - the table says a split exists
             return None
     return tuple(sorted(out, reverse=True))
@@ -143,9 +143,7 @@ def split(total: int, count: int | None, prior: Mapping[int, float], mean: float
     return [1] * total  # sizes the prior cannot reach: single units
 
 
-def _take(
-    jobs: list[int], sizes: Sequence[int], units: int, count: int | None = None
-) -> list[int]:
+def _take(jobs: list[int], sizes: Sequence[int], units: int, count: int | None = None) -> list[int]:
     """Positions in ``jobs`` (tried in that order) whose sizes add up to at most ``units``:
     first fit, and when ``count`` is given, leaving room for that many jobs in all."""
     chosen: list[int] = []
