@@ -59,7 +59,7 @@ def outcome_digest(result: Any) -> str:
         preemptions = [(p["at"], p["by"], p["reason"]) for p in r.preemptions]
         row = (name, r.state, r.first_admitted_at, r.admitted_at, r.finished_at, preemptions)
         h.update(repr(row).encode())
-        h.update(repr((r.flavors, r.nodes, sorted(r.borrowed.items()))).encode())
+        h.update(repr((r.flavors, r.placement, sorted(r.borrowed.items()))).encode())
     return h.hexdigest()
 
 
@@ -72,7 +72,22 @@ def events_digest(result: Any) -> str:
 
 
 def kueue_metrics(result: Any, nominal_cpu: float) -> dict[str, Any]:
-    """Kueue's benchmark numbers: average usage and mean time to admission per class."""
+    """Kueue's benchmark numbers, with the definitions of Kueue's recorder
+    (test/performance/scheduler/runner/recorder/recorder.go):
+
+    - time to admission of a workload = from its creation (Kueue: the recorder's first event
+      for the Workload; here its submission) to its *last* admission (the recorder overwrites
+      ``TimeToAdmitMs`` each time Admitted turns true, so re-admission after a preemption
+      counts); averaged per class;
+    - average usage = Σ over ClusterQueues of CPU admitted (``status.flavorsUsage``) x time,
+      divided by the monitoring window and the nominal quota (the rangespec's percentage of
+      ``CPUAverageUsage / NominalQuota``). Kueue's window runs from the ClusterQueues' first
+      status event (they exist before the workloads are created) to their last; here from the
+      first submission to the last finish, which Kueue's window contains.
+
+    ``first_admission_s`` keeps the first-admission figure (queueing before the first start)
+    beside it.
+    """
     from fleetshare.model.resources import CPU
     from fleetshare.traces.kueue_generator import CLASS_LABEL
 
@@ -81,10 +96,12 @@ def kueue_metrics(result: Any, nominal_cpu: float) -> dict[str, Any]:
         name: r.workload.total_requests().get(CPU, 0) / 1000 for name, r in result.records.items()
     }
     running: dict[str, float] = {}
+    last_admit: dict[str, float] = {}
     for event in result.events:
         name = event.get("workload")
         if event["event"] == "admit":
             running[name] = event["at"]
+            last_admit[name] = float(event["at"])
             deltas.append((float(event["at"]), cpu[name]))
         elif event["event"] in ("finish", "preempt") and name in running:
             del running[name]
@@ -98,16 +115,25 @@ def kueue_metrics(result: Any, nominal_cpu: float) -> dict[str, Any]:
         level += d
         last = t
     usage = 100 * area / ((end - start) * nominal_cpu) if end > start else 0.0
+    work = sum(cpu[n] * (r.workload.duration or 0.0) for n, r in result.records.items())
     waits: dict[str, list[float]] = {}
-    for r in result.records.values():
-        if r.first_admitted_at is not None:
+    firsts: dict[str, list[float]] = {}
+    for name, r in result.records.items():
+        if name in last_admit:
             cls = r.workload.labels.get(CLASS_LABEL, "?")
-            waits.setdefault(cls, []).append(r.first_admitted_at - r.workload.submit_time)
+            waits.setdefault(cls, []).append(last_admit[name] - r.workload.submit_time)
+            assert r.first_admitted_at is not None
+            firsts.setdefault(cls, []).append(r.first_admitted_at - r.workload.submit_time)
     return {
         "average_usage_percent": round(usage, 2),
+        "admitted_cpu_seconds": round(area, 1),
+        "work_cpu_seconds": round(work, 1),
         "window_s": [start, end],
         "mean_time_to_admission_s": {
             cls: round(sum(v) / len(v), 2) for cls, v in sorted(waits.items())
+        },
+        "mean_first_admission_s": {
+            cls: round(sum(v) / len(v), 2) for cls, v in sorted(firsts.items())
         },
         "admitted_per_class": {cls: len(v) for cls, v in sorted(waits.items())},
     }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import difflib
 import functools
+import math
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -305,3 +306,125 @@ def load_catalog() -> Catalog:
     resource = files("fleetshare") / "data" / "instance_types.csv"
     lines = resource.read_text(encoding="utf-8").splitlines()
     return Catalog.from_rows(csv.DictReader(line for line in lines if not line.startswith("#")))
+
+
+# -- pricing GPU nodes that name no instance type ------------------------------------------------
+
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+"""The node label (NVIDIA GPU feature discovery) naming a node's GPU model."""
+
+GPU_MODEL_TO_CATALOG: dict[str, str | None] = {
+    "T4": "t4",
+    "A10": "a10g",
+    "A10G": "a10g",
+    "L4": "l4",
+    "L40S": "l40s",
+    "V100": "v100",
+    "V100M16": "v100",
+    "V100M32": "v100",
+    "P100": "v100",
+    "A100": "a100",
+    "H100": "h100",
+    "H200": "h200",
+    "G2": None,
+    "G3": None,
+}
+"""A GPU model as traces name it -> the catalog GPU whose instance types price it.
+
+T4 -> g4dn, A10 -> g5 (AWS's A10G), V100 (16 and 32 GB) -> p3dn (the only V100 type in the
+catalog: Karpenter's list has no p3.2xlarge/8xlarge/16xlarge, a previous generation). P100 ->
+V100 too: AWS never offered P100; of the two neighbours the brief names, p2 is K80 (two
+generations older, and not in the catalog either) and p3 is V100, the P100's direct successor
+in the same class (HBM2 datacenter training GPU), so p3dn's per-GPU price stands for it (an
+upper bound: a P100 is slower than a V100). A100 -> p4d, H100 -> p5. ``None``: a model the
+trace does not disclose (the Alibaba trace's ``G2``, ``G3``): priced against every NVIDIA type
+of the catalog. A model not listed is matched by name (``t4``, ``a10g``, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuNodePrice:
+    """What a GPU node that names no instance type is priced as: ``share`` of ``instance_type``
+    (``price_per_hour = share x`` its on-demand price)."""
+
+    instance_type: str
+    share: float
+    price_per_hour: float
+    gpu: str
+    """The catalog GPU the node's model was priced as (``any`` for an undisclosed model)."""
+
+    @property
+    def name(self) -> str:
+        """``g4dn.16xlarge``, ``2 x g4dn.16xlarge``, ``1/8 x p3dn.24xlarge``."""
+        if math.isclose(self.share, 1.0):
+            return self.instance_type
+        whole = round(self.share)
+        if whole >= 1 and math.isclose(self.share, whole):
+            return f"{whole} x {self.instance_type}"
+        inverse = round(1 / self.share)
+        if inverse >= 2 and math.isclose(self.share * inverse, 1.0):
+            return f"1/{inverse} x {self.instance_type}"
+        return f"{self.share:.3g} x {self.instance_type}"
+
+
+def gpu_family(catalog: Catalog, model: str) -> tuple[str, list[InstanceType]]:
+    """The catalog GPU a trace's GPU ``model`` is priced as, and the priced amd64 NVIDIA types
+    that have it (every NVIDIA type for an undisclosed model). ValueError when none."""
+    key = model.strip()
+    gpu = GPU_MODEL_TO_CATALOG[key] if key in GPU_MODEL_TO_CATALOG else key.lower()
+    types = [
+        i
+        for i in catalog
+        if i.gpu_count > 0
+        and i.gpu_manufacturer == "nvidia"
+        and i.arch == "amd64"
+        and i.price_per_hour is not None
+        and (gpu is None or i.gpu_name == gpu)
+    ]
+    if not types:
+        raise ValueError(f"no priced instance type in the catalog has GPU model {model!r}")
+    return gpu or "any", types
+
+
+def share_of(instance: InstanceType, gpus: int, vcpu: float, memory_mib: float) -> float:
+    """How many ``instance``s a node of ``gpus`` GPUs, ``vcpu`` vCPUs and ``memory_mib`` MiB
+    is worth: its dominant share of the type's hardware (GPU count, vCPUs, memory)."""
+    parts = [gpus / instance.gpu_count]
+    if vcpu > 0:
+        parts.append(vcpu / instance.vcpu)
+    if memory_mib > 0:
+        parts.append(memory_mib / instance.memory_mib)
+    return max(parts)
+
+
+def price_gpu_node(
+    catalog: Catalog, model: str, gpus: int, vcpu: float = 0.0, memory_mib: float = 0.0
+) -> GpuNodePrice:
+    """The on-demand price of a GPU node named by its GPU model and size, not by a type.
+
+    Candidates: the catalog types with that GPU (:func:`gpu_family`) and at least the node's
+    GPUs (a job's GPUs are on one machine; all of the family's types when none has that many).
+    A node is worth its *dominant share* of a type (the largest of its GPUs, vCPUs and memory
+    as fractions of the type's). When some candidates have at least the node's GPUs, vCPUs and
+    memory (share <= 1), the node costs the lowest share x price among them (a 1-GPU V100 node
+    is 1/8 of a p3dn.24xlarge); otherwise it is priced as the candidate it comes closest to
+    fitting (the smallest share), times that share. So a node is never priced above a type of
+    its GPU that has more of every resource.
+    """
+    if gpus < 1:
+        raise ValueError(f"a GPU node needs at least one GPU, got {gpus}")
+    gpu, family = gpu_family(catalog, model)
+    types = [i for i in family if i.gpu_count >= gpus] or family
+
+    def cost(i: InstanceType) -> float:
+        return share_of(i, gpus, vcpu, memory_mib) * (i.price_per_hour or 0.0)
+
+    covering = [i for i in types if share_of(i, gpus, vcpu, memory_mib) <= 1.0]
+    if covering:
+        best = min(
+            covering,
+            key=lambda i: (cost(i), abs(1.0 - share_of(i, gpus, vcpu, memory_mib)), i.name),
+        )
+    else:
+        best = min(types, key=lambda i: (share_of(i, gpus, vcpu, memory_mib), cost(i), i.name))
+    share = share_of(best, gpus, vcpu, memory_mib)
+    return GpuNodePrice(best.name, share, cost(best), gpu)

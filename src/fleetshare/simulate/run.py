@@ -13,6 +13,7 @@ import multiprocessing as mp
 import os
 import queue as queue_mod
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -22,7 +23,7 @@ from typing import Any
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec
 from fleetshare.governance.quota import compile_policy
-from fleetshare.model.catalog import Catalog, load_catalog
+from fleetshare.model.catalog import GPU_PRODUCT_LABEL, Catalog, load_catalog
 from fleetshare.model.node import Node
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import load_policy
@@ -37,6 +38,7 @@ from fleetshare.simulate.variants import (
     autoscale_pool,
     autoscaler_settings,
     cloud_settings,
+    gpu_model_price,
     node_instance_type,
     node_price,
 )
@@ -99,8 +101,14 @@ class SimulationInput:
     def all_assumptions(self, catalog: Catalog) -> list[str]:
         """The input's assumptions plus the simulator's: prices, the cloud, cost, no restarts."""
         out = list(self.assumptions)
-        types = sorted({node_price(n, catalog, self.instance_type) for n in self.nodes})
-        priced = ", ".join(f"{t} ${p:.4f}/h" for t, p in types) or "none"
+        priced_as = Counter(node_price(n, catalog, self.instance_type) for n in self.nodes)
+        priced = (
+            ", ".join(
+                f"{t} ${p:.4f}/h ({count} nodes)" for (t, p), count in sorted(priced_as.items())
+            )
+            or "none"
+        )
+        by_model = [n for n in self.nodes if gpu_model_price(n, catalog) is not None]
         cloud = self.cloud_spec()
         pool = self.pool(catalog)[0]
         out += [
@@ -111,6 +119,19 @@ class SimulationInput:
             + (
                 ""
                 if all(n.instance_type for n in self.nodes)
+                else " (nodes that name no instance type are priced by GPU model and size: "
+                "the share of the nearest catalog type with that GPU that the node's GPUs, "
+                "vCPUs and memory amount to; models: "
+                + ", ".join(
+                    f"{m} -> {g}" for m, g in sorted(_models_priced(by_model, catalog).items())
+                )
+                + "; never above a type of that GPU with more of every resource"
+                + (
+                    f"; the others are priced as {self.instance_type})"
+                    if len(by_model) < len(self.nodes)
+                    else ")"
+                )
+                if by_model
                 else f" (the input's nodes name no instance type; {self.instance_type} stands "
                 "for them)"
             )
@@ -138,6 +159,18 @@ class SimulationInput:
             "autoscaled, every node is removed); work never admitted is reported as censored.",
         ]
         return out
+
+
+def _models_priced(nodes: Sequence[Node], catalog: Catalog) -> dict[str, str]:
+    """GPU model label -> the catalog GPU it was priced as, for the nodes given."""
+    out: dict[str, str] = {}
+    for n in nodes:
+        price = gpu_model_price(n, catalog)
+        if price is not None:
+            out[n.labels[GPU_PRODUCT_LABEL]] = (
+                price.gpu if price.gpu != "any" else "undisclosed: any NVIDIA type"
+            )
+    return out
 
 
 def label_kind(workloads: Sequence[Workload], kind: str) -> list[Workload]:

@@ -30,10 +30,16 @@ from typing import Any, Literal
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec
 from fleetshare.governance.quota import compile_policy
-from fleetshare.model.catalog import Catalog, InstanceType
+from fleetshare.model.catalog import (
+    GPU_PRODUCT_LABEL,
+    Catalog,
+    GpuNodePrice,
+    InstanceType,
+    price_gpu_node,
+)
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import MILLI, format_quantity
-from fleetshare.model.resources import GPU
+from fleetshare.model.resources import CPU, GPU, MEMORY
 from fleetshare.policy.schema import load_policy
 
 Sharing = Literal["static", "idle-percent", "quota-absolute", "unlimited"]
@@ -188,9 +194,11 @@ def _covers(instance: InstanceType, node: Node) -> bool:
 def node_instance_type(nodes: Sequence[Node], catalog: Catalog, override: str | None = None) -> str:
     """The instance type that stands for the input's nodes (for prices and autoscaling).
 
-    ``override`` if given; else the most common ``instance_type`` of the nodes; else, for GPU
-    nodes, the first of :data:`PREFERRED_GPU_TYPES` for their GPU count whose allocatable covers
-    the node; else the cheapest priced catalog type that covers the most common node.
+    ``override`` if given; else the most common ``instance_type`` of the nodes; else, for the
+    most common node shape: the type it is priced as when it carries its GPU model
+    (:func:`gpu_model_price`); for other GPU nodes the first of :data:`PREFERRED_GPU_TYPES` for
+    their GPU count whose allocatable covers the node; else the cheapest priced catalog type
+    that covers the node.
     """
     if override:
         catalog.get(override)
@@ -205,6 +213,9 @@ def node_instance_type(nodes: Sequence[Node], catalog: Catalog, override: str | 
         n for n in nodes if tuple(sorted(n.allocatable.items())) == shapes.most_common(1)[0][0]
     )
     gpus = node.allocatable.get(GPU, 0) // MILLI
+    by_model = gpu_model_price(node, catalog)
+    if by_model is not None:
+        return by_model.instance_type
     for name in PREFERRED_GPU_TYPES.get(gpus, ()):
         if name in catalog and _covers(catalog.get(name), node):
             return name
@@ -221,9 +232,30 @@ def node_instance_type(nodes: Sequence[Node], catalog: Catalog, override: str | 
     return min(fits, key=lambda i: (i.price_per_hour or 0.0, i.name)).name
 
 
+def gpu_model_price(node: Node, catalog: Catalog) -> GpuNodePrice | None:
+    """How a GPU node that names no instance type but carries the GPU-model label
+    (``nvidia.com/gpu.product``) is priced (:func:`fleetshare.model.catalog.price_gpu_node`);
+    None for other nodes."""
+    model = node.labels.get(GPU_PRODUCT_LABEL)
+    gpus = node.allocatable.get(GPU, 0) // MILLI
+    if node.instance_type or not model or gpus < 1:
+        return None
+    return price_gpu_node(
+        catalog,
+        model,
+        gpus,
+        node.allocatable.get(CPU, 0) / MILLI,
+        node.allocatable.get(MEMORY, 0) / MILLI / 2**20,
+    )
+
+
 def node_price(node: Node, catalog: Catalog, default_type: str) -> tuple[str, float]:
-    """(instance type, on-demand USD/hour) a fixed node is priced at: its own type when it
-    names one, else ``default_type``."""
+    """(what it is priced as, on-demand USD/hour) of a fixed node: its own type when it names
+    one; else, for a GPU node labelled with its GPU model, the share of the nearest type of
+    that GPU (:func:`gpu_model_price`, e.g. ``1/8 x p3dn.24xlarge``); else ``default_type``."""
+    by_model = gpu_model_price(node, catalog)
+    if by_model is not None:
+        return by_model.name, by_model.price_per_hour
     name = Catalog.ec2_name(node.instance_type) if node.instance_type else default_type
     price = catalog.get(name).price_per_hour
     if price is None:

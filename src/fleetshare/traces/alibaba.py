@@ -34,6 +34,10 @@ How pods become workloads (one single-pod workload per pod, named after the pod)
   ``team-<h mod teams>`` where ``h`` is the 64-bit BLAKE2b hash of ``"<seed>:<pod name>"``
   -- deterministic, seed-dependent and balanced in count. ``team_by="qos"`` uses the QoS class
   as the team (very unbalanced: 7 Guaranteed pods).
+- **Prices**: nodes name no instance type; the simulator prices each by its GPU model and size
+  (``nvidia.com/gpu.product``; :func:`fleetshare.model.catalog.price_gpu_node`: T4 -> g4dn,
+  A10 -> g5, V100 and P100 -> p3dn, the undisclosed G2/G3 -> the cheapest NVIDIA type that
+  holds them), the share of the nearest type its GPUs, vCPUs and memory amount to.
 - **Quotas**: the cluster's GPUs split over teams in proportion to each team's GPU-seconds
   (GPUs requested x duration), rounded, the remainder to the team with the most; quotas
   cover GPUs only, so CPU-only pods are limited by node capacity, not quota.

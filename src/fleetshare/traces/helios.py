@@ -13,19 +13,26 @@ Files (``helios-earth/`` of the data folder, see the README's ``helios-earth/`` 
 What the loader builds:
 
 - **Demand** of a team at minute ``t``: ``d(t) = running_gpu_num + pending_gpu_num`` (option
-  ``demand="running"``: running only). Pending GPUs are work the team wanted but its VC could
-  not hold, so a simulation that lets teams borrow can run it.
-- **Jobs** reproduce ``d(t)`` exactly at every minute. Of the demand, ``b(t) = min(d(t),
-  GPUs in jobs of >= 8 GPUs)`` runs as 8-GPU jobs -- ``floor(b/8)`` of them -- and the rest as
-  1-GPU jobs; each of the two counts becomes jobs by
-  :func:`~fleetshare.traces.common.jobs_from_counts` (a rise of ``k`` starts ``k`` jobs at
-  that minute, a fall ends ``k`` of the running ones, the newest first, or random ones with
-  ``end_order="random"``). ``resolution_minutes`` > 1 first coarsens both counts to steps
-  of that many minutes, each the largest value within it (fewer, longer jobs that still cover
-  the demand). Job sizes, counts and durations are therefore synthetic: only the
-  per-team GPU demand over time is the trace's. A job's duration spans the time its GPUs
-  were running *or* pending in Earth. The ``*_noless_8`` columns exceed the total in some
-  minutes (they are not capped at the VC's size); they are used only to split the demand.
+  ``demand="running"``: running only, pending GPUs left out). Pending GPUs are work the team
+  wanted but its VC could not hold, so a simulation that lets teams borrow can run it.
+- **Jobs** (:func:`fleetshare.traces.synthesis.queue_jobs`, per team and size class): the
+  class of jobs of >= 8 GPUs holds ``min(*_gpu_num_noless_8, *_gpu_num)`` rounded down to whole
+  8-GPU nodes (the ``noless_8`` columns are not capped at the VC size; some minutes exceed the
+  total), the class below 8 GPUs the rest, so the two add up to the VC's running and pending
+  GPUs. Each class is a queue: when its pending GPUs fall, the oldest waiting jobs start; when
+  its running GPUs must fall, the most recently started jobs end (``end_order="random"``:
+  seeded random ones); running beyond what left the queue is jobs that start without waiting;
+  pending that rises is jobs joining the queue. A job is *submitted when it started waiting*
+  (or running, if it never waited) and its *duration is its run only*: the work asked for is
+  what ran in Earth, and what was pending waits once (in the simulation, if the policy makes it
+  wait). Job counts: the data's running and pending job counts per class say how many jobs a
+  rise is; the sizes are the most probable split under :data:`SMALL_SIZES` /
+  :data:`LARGE_SIZES` (an assumption, stated in the report; capped at the team's quota). A job
+  of 8 GPUs or more is one gang of 8-GPU pods. Where sizes cannot match a fall exactly, the
+  smallest larger job ends and the rest start afresh, so the running GPUs stay exact.
+  ``resolution_minutes`` > 1 first coarsens every count to steps of that many minutes, each the
+  largest value within it (fewer, longer jobs that still cover the data). The label
+  :data:`EARTH_START_LABEL` keeps when a job started running in Earth.
 - **Quotas**: each VC's quota over the window is the most common daily value in
   ``vc_gpu_quota_daily.csv``; days that disagree are listed in the assumptions (2020-05-09
   gives all 840 GPUs to ``vcIya``, which has no per-minute data, while the per-minute
@@ -34,8 +41,12 @@ What the loader builds:
   856 GPUs on 107 nodes. The data has no CPU or memory, so nodes offer and jobs request
   GPUs only.
 - **Window**: ``start_day`` (days after 2020-05-01) and ``days`` select part of the month;
-  jobs running at the window start are submitted at 0, jobs running at its end are cut there
-  (label ``fleetshare.io/censored``).
+  jobs running or waiting at the window start are submitted at 0, jobs running at its end are
+  cut there (label ``fleetshare.io/censored``); a job still waiting at the end asks for the
+  rest of the window.
+- **Policy**: the VC quotas, and no starvation guard (``starvation_guard_seconds``, default
+  None): Earth's scheduler let small jobs pass a waiting large one, and the guard's
+  reservations would make the static replay wait far longer than Earth did.
 
 The loader is deterministic; ``seed`` matters only with ``end_order="random"``.
 """
@@ -52,7 +63,7 @@ import numpy.typing as npt
 from fleetshare.inputs import InputError, read_gzip_text, read_text
 from fleetshare.model.quantity import MILLI
 from fleetshare.model.resources import GPU
-from fleetshare.model.workload import Workload
+from fleetshare.model.workload import PodSet, Workload
 from fleetshare.traces.common import (
     CENSORED_LABEL,
     DAY,
@@ -68,21 +79,23 @@ from fleetshare.traces.common import (
     data_root,
     gpu_nodes,
     gpu_team,
-    jobs_from_counts,
     modal,
     nodes_for,
     require,
-    single_pod,
     timed_rows,
     window,
 )
+from fleetshare.traces.synthesis import queue_jobs
 
 FOLDER = "helios-earth"
 SECTION = "helios-earth/"
 QUOTA_FILE = "vc_gpu_quota_daily.csv"
 MONTH_START = "2020-05-01T00:00:00"
 LARGE = 8
-"""Size of the jobs that carry the >= 8-GPU part of the demand."""
+"""GPUs per pod of the jobs of at least 8 GPUs (one pod per node)."""
+EARTH_START_LABEL = "fleetshare.io/earth-start"
+"""On a synthetic job: when it started running in Earth (seconds from the window start); absent
+for a job still waiting at the end. Its wait in Earth is this minus its submission time."""
 
 _COLUMNS = (
     "running_gpu_num",
@@ -90,7 +103,38 @@ _COLUMNS = (
     "total_gpu_num",
     "running_gpu_num_noless_8",
     "pending_gpu_num_noless_8",
+    "running_job_num_less_8",
+    "running_job_num_noless_8",
+    "pending_job_num_less_8",
+    "pending_job_num_noless_8",
 )
+
+SMALL_SIZES: dict[int, float] = {
+    1: 0.55,
+    2: 0.2,
+    4: 0.2,
+    3: 0.0125,
+    5: 0.0125,
+    6: 0.0125,
+    7: 0.0125,
+}
+"""Prior over the sizes (GPUs) of jobs of fewer than 8 GPUs: powers of two, single GPUs most
+common. An assumption of this loader (see the module docstring): it only chooses among the
+splits that the per-minute GPU and job counts allow."""
+LARGE_SIZES: dict[int, float] = {
+    1: 0.5,
+    2: 0.2,
+    4: 0.12,
+    8: 0.06,
+    16: 0.02,
+    3: 0.01,
+    5: 0.01,
+    6: 0.01,
+    7: 0.01,
+    **{k: 0.05 / 7 for k in range(9, 16)},
+}
+"""Prior over the sizes of jobs of at least 8 GPUs, in 8-GPU pods (1 = one node, 8 = 64 GPUs):
+powers of two first. An assumption, like :data:`SMALL_SIZES`."""
 
 
 class VcSeries:
@@ -179,6 +223,72 @@ def _describe_row(row: dict[str, int], quotas: dict[str, int]) -> str:
     return ", ".join(other + ours)
 
 
+def _capped(prior: dict[int, float], largest: int) -> dict[int, float]:
+    """The prior without sizes above ``largest`` (a VC's quota: larger jobs could never run)."""
+    kept = {k: w for k, w in prior.items() if k <= largest}
+    return kept or {1: 1.0}
+
+
+def _class_series(
+    cols: dict[str, IntArray], run: IntArray, pend: IntArray, kind: str, demand: str
+) -> dict[str, IntArray]:
+    """Running and pending GPUs and jobs of one size class of a VC, per minute.
+
+    Jobs of >= 8 GPUs hold ``min(*_gpu_num_noless_8, *_gpu_num)`` rounded down to whole 8-GPU
+    nodes; the rest of ``*_gpu_num`` are the small jobs' GPUs, so the two classes add up to the
+    VC's running and pending GPUs exactly. ``excess`` marks minutes where the >= 8 column
+    exceeded the total.
+    """
+    big_run = np.minimum(cols["running_gpu_num_noless_8"], run) // LARGE * LARGE
+    if demand == "running+pending":
+        big_pend = np.minimum(cols["pending_gpu_num_noless_8"], pend) // LARGE * LARGE
+        pend_jobs = {
+            "large": cols["pending_job_num_noless_8"],
+            "small": cols["pending_job_num_less_8"],
+        }
+    else:
+        big_pend = np.zeros_like(pend)
+        pend_jobs = {"large": np.zeros_like(pend), "small": np.zeros_like(pend)}
+    excess = (cols["running_gpu_num_noless_8"] > run).astype(np.int64)
+    if kind == "large":
+        return {
+            "running": big_run,
+            "pending": big_pend,
+            "running_jobs": cols["running_job_num_noless_8"],
+            "pending_jobs": pend_jobs["large"],
+            "excess": excess,
+        }
+    return {
+        "running": run - big_run,
+        "pending": pend - big_pend,
+        "running_jobs": cols["running_job_num_less_8"],
+        "pending_jobs": pend_jobs["small"],
+        "excess": excess,
+    }
+
+
+def _job(
+    name: str,
+    team: str,
+    size: tuple[int, int],
+    submit: float,
+    duration: float,
+    labels: dict[str, str],
+) -> Workload:
+    """A job of ``count`` pods of ``unit`` GPUs each (``size = (count, unit)``): a single pod
+    below 8 GPUs, a gang of 8-GPU pods (one per node) at and above."""
+    count, unit = size
+    pods, per_pod = (1, count) if unit == 1 else (count, unit)
+    return Workload(
+        name=name,
+        team=team,
+        podsets=(PodSet("main", pods, {GPU: per_pod * MILLI}),),
+        submit_time=float(submit),
+        duration=float(duration),
+        labels=labels,
+    )
+
+
 def load(
     *,
     start_day: float = 0,
@@ -188,6 +298,7 @@ def load(
     resolution_minutes: int = 1,
     end_order: EndOrder = "lifo",
     seed: int = 0,
+    starvation_guard_seconds: float | None = None,
     data_dir: str | Path | None = None,
 ) -> Trace:
     """Load Helios Earth (see the module docstring for every rule)."""
@@ -245,23 +356,23 @@ def load(
     span = hi - lo
     grid: FloatArray | None = None
     cluster: FloatArray | None = None
-    counts = {"large": 0, "small": 0, "censored": 0}
+    counts = {
+        "large": 0,
+        "small": 0,
+        "censored": 0,
+        "never_started": 0,
+        "one_minute": 0,
+        "withdrawn": 0,
+    }
+    sizes: dict[int, int] = {}
+    work = {"ran": 0.0, "pending": 0.0, "error": 0.0, "withdrawn": 0.0, "requested": 0.0}
     split_excess = 0
     for s in series:
-        run = s.columns["running_gpu_num"]
-        big = s.columns["running_gpu_num_noless_8"]
-        if demand == "running+pending":
-            d = run + s.columns["pending_gpu_num"]
-            big = big + s.columns["pending_gpu_num_noless_8"]
-        else:
-            d = run
+        cols = s.columns
+        run = cols["running_gpu_num"]
+        pend = cols["pending_gpu_num"] if demand == "running+pending" else np.zeros_like(run)
+        d = run + pend
         t, dw = _in_window(s.times, d, lo, hi)
-        _, bw = _in_window(s.times, big, lo, hi)
-        split_excess += int((bw > dw).sum())
-        tj, dj = coarsen(t, dw, resolution_minutes)
-        _, bj = coarsen(t, bw, resolution_minutes)
-        large = np.minimum(bj, dj) // LARGE
-        small = dj - LARGE * large
         curves[s.name] = DemandCurve(
             t, dw.astype(np.float64), "GPUs", span, f"{s.name}: GPUs demanded ({demand})"
         )
@@ -271,22 +382,64 @@ def load(
             cluster = cluster + dw
         else:
             cluster = cluster + curves[s.name].at(grid)
-        for size, count in ((LARGE, large), (1, small)):
-            kind = "large" if size == LARGE else "small"
-            jobs = jobs_from_counts(tj, count, span, end_order, seed + size)
-            for k, (start, stop) in enumerate(jobs):
+        quota_units = max(1, quotas[s.name] // LARGE)
+        for kind, prior, unit in (
+            ("small", _capped(SMALL_SIZES, quotas[s.name]), 1),
+            ("large", _capped(LARGE_SIZES, quota_units), LARGE),
+        ):
+            series_w = {
+                name: _in_window(s.times, values, lo, hi)[1]
+                for name, values in _class_series(cols, run, pend, kind, demand).items()
+            }
+            if kind == "large":
+                split_excess += int(series_w["excess"].sum())
+            tj, run_c = coarsen(t, series_w["running"] // unit, resolution_minutes)
+            _, pend_c = coarsen(t, series_w["pending"] // unit, resolution_minutes)
+            _, run_j = coarsen(t, series_w["running_jobs"], resolution_minutes)
+            _, pend_j = coarsen(t, series_w["pending_jobs"], resolution_minutes)
+            job_units = float(run_c.sum() + pend_c.sum())
+            job_count = float(run_j.sum() + pend_j.sum())
+            mean = job_units / job_count if job_count else None
+            jobs, stats = queue_jobs(
+                tj,
+                run_c,
+                pend_c,
+                span,
+                prior,
+                running_jobs=run_j,
+                pending_jobs=pend_j,
+                mean_size=mean,
+                end_order=end_order,
+                seed=seed + unit,
+            )
+            work["ran"] += float((series_w["running"] * np.diff(np.append(t, span))).sum())
+            work["pending"] += float((series_w["pending"] * np.diff(np.append(t, span))).sum())
+            work["error"] += stats.running_error_unit_seconds * unit
+            work["withdrawn"] += stats.withdrawn_unit_seconds * unit
+            counts["withdrawn"] += stats.withdrawn
+            for k, job in enumerate(jobs):
+                gpus = job.size * unit
                 labels = {TRACE_LABEL: "helios", SYNTHETIC_LABEL: "true"}
-                if stop >= span:
+                if job.start is not None:
+                    labels[EARTH_START_LABEL] = f"{job.start:g}"
+                duration = job.run if job.start is not None else span - job.submit
+                if job.stop >= span:
                     labels[CENSORED_LABEL] = "true"
                     counts["censored"] += 1
+                if job.start is None:
+                    counts["never_started"] += 1
+                elif job.run <= MINUTE * resolution_minutes and job.stop < span:
+                    counts["one_minute"] += 1
+                sizes[gpus] = sizes.get(gpus, 0) + 1
+                work["requested"] += gpus * duration
                 workloads.append(
-                    single_pod(
-                        f"{s.name}-{size}g-{k:05d}",
+                    _job(
+                        f"{s.name}-{gpus}g-{k:05d}",
                         s.name,
-                        {GPU: size * MILLI},
-                        start,
-                        stop - start,
-                        labels=labels,
+                        (job.size, unit),
+                        job.submit,
+                        duration,
+                        labels,
                     )
                 )
             counts[kind] += len(jobs)
@@ -297,31 +450,60 @@ def load(
     workloads.sort(key=lambda w: (w.submit_time, w.name))
 
     policy = {
+        "cluster": {"starvation_guard_seconds": starvation_guard_seconds},
         "teams": [gpu_team(vc, q) for vc, q in sorted(quotas.items())],
         "notes": [f"Helios Earth VC quotas ({QUOTA_FILE})"],
     }
-    columns = "running_gpu_num" if demand == "running" else "running_gpu_num + pending_gpu_num"
     ending = "most recently started" if end_order == "lifo" else "randomly chosen (seeded)"
+    hours = {k: v / 3600 for k, v in work.items()}
+    mix = ", ".join(f"{g} GPUs {n}" for g, n in sorted(sizes.items()))
     assumptions += [
-        f"Team demand = {columns} per minute"
-        + (
-            "; pending GPUs were waiting in Earth (VCs could not borrow), so a policy that "
-            "lends and borrows can run them."
+        (
+            "Team demand = running_gpu_num + pending_gpu_num per minute; pending GPUs were "
+            "waiting in Earth (VCs could not borrow), so a policy that lends and borrows can "
+            "run them."
             if demand != "running"
-            else "; GPUs pending in Earth are left out."
+            else "Team demand = running_gpu_num per minute; GPUs pending in Earth are left out "
+            "(jobs are submitted when they started running)."
         ),
-        f"Jobs are synthetic: per team, min(demand, GPUs in >= 8-GPU jobs) // 8 run as 8-GPU "
-        f"jobs and the rest as 1-GPU jobs; a rise in either count starts jobs that minute, a fall "
-        f"ends the {ending} ones. "
+        "Jobs are synthetic, built per team and size class (< 8 GPUs; >= 8 GPUs) from the "
+        "per-minute running and pending GPUs and job counts as a queue: a job waits while "
+        "Earth's pending count holds it and runs while its running count does, so its "
+        "duration is its run only and it is submitted when it started waiting. When pending "
+        "falls, the oldest waiting jobs start; when running must fall, the "
+        f"{ending} jobs end; a rise in running beyond the jobs that left the queue starts "
+        "jobs that never waited. "
         + (
-            "The jobs reproduce each team's per-minute demand exactly"
+            "The jobs reproduce each team's per-minute running and pending GPUs up to size "
+            f"mismatches ({hours['error']:,.0f} GPU-h of running GPUs off the data over the "
+            "window)"
             if resolution_minutes == 1
-            else f"The jobs follow each team's demand coarsened to {resolution_minutes}-minute "
+            else f"The jobs follow each team's counts coarsened to {resolution_minutes}-minute "
             "steps, each the largest value in it (never below the data)"
         )
-        + "; real job sizes, counts and durations are not in the data.",
-        "A synthetic job's duration covers the time its GPUs were "
-        + ("running or pending in Earth." if demand != "running" else "running in Earth."),
+        + f". Work asked for: {hours['requested']:,.0f} GPU-h; Earth ran "
+        f"{hours['ran']:,.0f} GPU-h and held {hours['pending']:,.0f} GPU-h pending"
+        + (
+            f" ({counts['never_started']} jobs still waiting at the end ask for the rest of "
+            "the window)."
+            if counts["never_started"]
+            else "."
+        )
+        + (
+            f" {counts['withdrawn']} waiting jobs left the queue without a start to explain it "
+            f"(sizes that did not fit); they are dropped with the {hours['withdrawn']:,.0f} "
+            "GPU-h they waited."
+            if counts["withdrawn"]
+            else ""
+        ),
+        "Job sizes: the new jobs of a minute are as many as the data's job counts say, split "
+        "into the most probable sizes under a prior (below 8 GPUs: 1 GPU 55%, 2 and 4 GPUs "
+        "20% each, 3/5/6/7 GPUs 1.25% each; from 8 GPUs, in whole 8-GPU nodes: 1 node 50%, 2 "
+        "20%, 4 12%, 8 6%, 16 2%, other counts 10% together), capped at the team's quota. The "
+        "prior is this loader's assumption (powers of two, single GPUs most common, as the "
+        "Helios paper (SC'21) describes the job-size mix; its per-cluster figures were not "
+        "available to us): it only chooses among the splits the per-minute counts allow. "
+        f"A job of 8 GPUs or more is one gang of 8-GPU pods, one per node. Jobs by size: {mix}.",
         f"The >= 8-GPU columns exceed the team's demand in {split_excess} team-minutes (they "
         "are not capped at the VC size); the 8-GPU share is capped at the demand there.",
         f"Cluster: {n_nodes} nodes x {gpus_per_node} GPUs = {n_nodes * gpus_per_node} GPUs, "
@@ -329,8 +511,16 @@ def load(
         "are not in the data, so nodes offer and jobs request GPUs only.",
         "Teams share by fleetshare's default (lend and borrow); Earth's VCs could not borrow "
         "(set sharing: DontLend to replay that).",
-        f"Window: day {start_day:g} to {hi / DAY:g} of May 2020; jobs running at the window "
-        "start are submitted at 0 and jobs running past its end are cut there.",
+        (
+            "No starvation guard (starvation_guard_seconds: null), as in Earth: with "
+            "fleetshare's default guard (600 s) a long-waiting large job holds back its team's "
+            "later small jobs, which Earth's scheduler evidently did not do (the month under "
+            "static quotas would hold 2.4x Earth's pending GPU-hours; without it, 1.17x)."
+            if starvation_guard_seconds is None
+            else f"Starvation guard: {starvation_guard_seconds:g} s (Earth had none)."
+        ),
+        f"Window: day {start_day:g} to {hi / DAY:g} of May 2020; jobs running or waiting at "
+        "the window start are submitted at 0 and jobs running past its end are cut there.",
     ]
     start_stamp = np.datetime64(MONTH_START, "s") + np.timedelta64(int(lo), "s")
     return Trace(
@@ -348,9 +538,20 @@ def load(
             "teams": len(series),
             "minutes": round(span / MINUTE),
             "quota_gpus": total_quota,
-            "jobs_8gpu": counts["large"],
-            "jobs_1gpu": counts["small"],
+            "jobs_from_8gpu": counts["large"],
+            "jobs_below_8gpu": counts["small"],
+            "jobs_by_gpus": dict(sorted(sizes.items())),
             "censored_jobs": counts["censored"],
+            "jobs_never_started": counts["never_started"],
+            "jobs_of_one_step": counts["one_minute"],
+            "jobs_withdrawn": counts["withdrawn"],
+            "withdrawn_wait_gpu_hours": round(hours["withdrawn"], 1),
+            "requested_gpu_hours": round(hours["requested"], 1),
+            "earth_running_gpu_hours": round(hours["ran"], 1),
+            "earth_pending_gpu_hours": round(hours["pending"], 1),
+            "earth_allocation": round(work["ran"] / (total_quota * span), 4)
+            if total_quota
+            else 0.0,
             "peak_demand_gpus": curves["cluster"].peak if "cluster" in curves else 0.0,
         },
     )
