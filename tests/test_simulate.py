@@ -402,3 +402,37 @@ def test_borrowed_hours_stop_when_the_team_is_back_within_quota(tmp_path: Path) 
     a = r.teams["a"]
     assert a["borrowed_hours"] == pytest.approx(8 * 600 / HOUR, abs=1e-3)
     assert a["borrowed_at_admission_hours"] == pytest.approx(8 * 3600 / HOUR, abs=1e-3)
+
+
+def test_policies_that_come_out_the_same_are_said_to_and_why(tmp_path: Path) -> None:
+    """Issue 13 item 8: two teams that never contend (b never comes) give every sharing
+    policy the same numbers; the output says so and why, instead of leaving a user to read
+    equal numbers as equal policies."""
+    from fleetshare.simulate.report import coinciding
+
+    scenario = {
+        **SCENARIO,
+        "workloads": [
+            {"name": "a1", "team": "a", "at": 0, "duration": 600, "requests": {GPU: 8}},
+            {"name": "a2", "team": "a", "at": 0, "duration": 600, "requests": {GPU: 4}},
+        ],
+    }
+    path = tmp_path / "calm.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    runs = run_variants(
+        from_scenario(path), select(["fair-share", "no-fair-share", "static"]), jobs=1
+    )
+    (note,) = coinciding(runs)
+    assert note.startswith("fair-share, no-fair-share came out the same")
+    assert "used at most 12 of 16 GPUs" in note
+    # the contended two-team case tells its policies apart: nothing to say there
+    contended = run_variants(
+        from_scenario(_write(tmp_path, SCENARIO)), select(["fair-share", "static"]), jobs=1
+    )
+    assert coinciding(contended) == []
+
+
+def _write(tmp_path: Path, scenario: dict[str, Any]) -> Path:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    return path

@@ -306,7 +306,7 @@ def simulate(
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from fleetshare.simulate.report import comparison_table, write_report
+    from fleetshare.simulate.report import coinciding, comparison_table, write_report
     from fleetshare.simulate.report import to_json as sim_json
     from fleetshare.simulate.run import from_scenario, from_trace, run_variants
     from fleetshare.simulate.showcase import (
@@ -389,6 +389,8 @@ def simulate(
         if not console.is_terminal:
             console = Console(width=max(console.width, 160))
         console.print(comparison_table(inp, results))
+        for line in coinciding(results):
+            console.print(f"[yellow]note[/]: {line}", highlight=False)
     if out is not None:
         paths = write_report(out, inp, results)
         err.print(f"report: {paths[0]} ({len(paths) - 1} more files)", highlight=False)

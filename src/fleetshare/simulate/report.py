@@ -53,7 +53,8 @@ def duration(seconds: float | None) -> str:
 
 
 def to_json(inp: SimulationInput, results: Sequence[VariantResult]) -> dict[str, Any]:
-    """``{"input": {...}, "policies": {NAME: {"cluster": {...}, "teams": {...}}}}``."""
+    """``{"input": {...}, "policies": {NAME: {"cluster": {...}, "teams": {...}}}, "notes":
+    [...]}`` (notes: policies that came out the same, and why)."""
     return {
         "input": {
             "name": inp.name,
@@ -66,6 +67,7 @@ def to_json(inp: SimulationInput, results: Sequence[VariantResult]) -> dict[str,
             "assumptions": inp.all_assumptions(load_catalog()),
         },
         "policies": {r.name: r.to_json() for r in results},
+        "notes": coinciding(results),
     }
 
 
@@ -157,6 +159,49 @@ def comparison_table(inp: SimulationInput, results: Sequence[VariantResult]) -> 
 
 
 # -- charts ----------------------------------------------------------------------------------
+
+
+_OUTCOME = (
+    "useful_allocation",
+    "utilisation_of_paid",
+    "queue_wait_seconds",
+    "preemptions",
+    "borrowed_hours",
+    "lost_hours",
+    "cost_usd",
+)
+"""What a user compares policies by: runs equal in all of these had the same outcome."""
+
+
+def coinciding(results: Sequence[VariantResult]) -> list[str]:
+    """A sentence per group of policies whose runs came out the same, saying why: their rules
+    differ only under contention, and there was none they decide (no preemption, no limit
+    that bound). A user comparing policies must not read equal numbers as equal policies."""
+    groups: dict[str, list[VariantResult]] = {}
+    for r in results:
+        key = repr([r.cluster.get(k) for k in _OUTCOME]) + repr(r.variant.autoscale)
+        groups.setdefault(key, []).append(r)
+    out = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        m = members[0].measured
+        c = members[0].cluster
+        u = unit(m.resource)
+        peak = float(m.usage.values.sum(axis=1).max()) if m.usage.values.size else 0.0
+        names = ", ".join(r.name for r in members)
+        why = (
+            f"{c['preemptions']} preemptions"
+            if c["preemptions"]
+            else "no preemption, no wait for another team's quota"
+        )
+        out.append(
+            f"{names} came out the same ({why}): their rules differ only when teams contend "
+            f"for capacity, and here work used at most {peak:,.0f} of {c['capacity_peak']:,.0f} "
+            f"{u}s, so no borrowing limit bound and nothing had to be reclaimed. They would "
+            "differ on a busier input (more days, a smaller cluster, more demand)."
+        )
+    return out
 
 
 def _fixed_share(r: VariantResult, key: str) -> str:
@@ -525,6 +570,7 @@ def write_report(out: Path, inp: SimulationInput, results: Sequence[VariantResul
         ),
         "</ul>",
         "<h2>Comparison</h2>",
+        *(f"<p class='note'><b>{html.escape(line)}</b></p>" for line in coinciding(results)),
         _table(
             [
                 "policy",
