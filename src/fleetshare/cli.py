@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetshare.governance.quota import compile_policy
-from fleetshare.inputs import InputError, load_yaml, parse_yaml, read_text
+from fleetshare.inputs import InputError, load_yaml, parse_yaml, parse_yaml_all, read_text
 from fleetshare.model.catalog import load_catalog
 from fleetshare.model.quantity import format_quantity
 from fleetshare.policy.schema import PolicyError, load_policy
@@ -607,28 +607,47 @@ def team_show(
 @job_app.command("submit")
 def job_submit(
     path: Annotated[
-        Path, typer.Argument(metavar="FILE", help="workload spec(s): YAML or JSON, read here")
+        Path,
+        typer.Argument(
+            metavar="FILE", help="workload spec(s) or Kubernetes manifests: YAML or JSON, read here"
+        ),
     ],
     server: ServerOption = None,
     token: TokenOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Submit workloads from FILE: one spec, a list of specs, or {workloads: [...]}."""
+    """Submit workloads from FILE: a native spec, a list of specs, {workloads: [...]}, or
+    Kubernetes objects (Job, PyTorchJob, JobSet, RayJob, RayCluster, pods of a pod group;
+    several YAML documents: one submission per object, a pod group's pods together)."""
+    from fleetshare.service.client import split_submissions
+
     try:
-        data = load_yaml(path)
+        docs = parse_yaml_all(read_text(path), str(path))
+        bodies = split_submissions(docs)
     except InputError as exc:
         _fail(str(exc))
-    if isinstance(data, dict) and isinstance(data.get("workloads"), list):
-        data = data["workloads"]
-    specs = data if isinstance(data, list) else [data]
-    if not specs or not all(isinstance(s, dict) for s in specs):
-        _fail(f"{path}: give a workload spec (a mapping) or a list of them")
-    submitted = _call(server, token, lambda c: [c.submit(spec) for spec in specs])
+    except ValueError as exc:
+        _fail(f"{path}: {exc}")
+    from fleetshare.service.client import ClientError
+
+    submitted: list[dict[str, Any]] = []
+    client = _client(server, token)
+    try:
+        for i, body in enumerate(bodies):
+            try:
+                submitted.append(client.submit(body))
+            except ClientError as exc:
+                done = f" ({len(submitted)} submitted before it)" if submitted else ""
+                _fail(f"workload {i + 1} of {len(bodies)}{done}: {exc}", 1)
+    finally:
+        client.close()
     if as_json:
         print(json.dumps(submitted if len(submitted) > 1 else submitted[0], indent=2))
         return
     for wl in submitted:
         Console().print(f"submitted {wl['name']} (team {wl['team']})", highlight=False)
+        for note in wl.get("notes", []):
+            Console(stderr=True).print(f"  note: {note}", highlight=False)
 
 
 @job_app.command("list")

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Query, Request
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
@@ -28,6 +29,15 @@ from fleetshare.service.auth import Principal, authenticate
 from fleetshare.service.limits import BodyLimits
 from fleetshare.service.metrics import CONTENT_TYPE, ServiceMetrics
 from fleetshare.service.plane import ControlPlane, Forbidden, Invalid, NotFound, ServiceError, View
+from fleetshare.service.submission import (
+    Submission,
+    SubmissionError,
+    check_team,
+    is_manifest,
+    manifest,
+    native,
+    read_body,
+)
 
 MAX_PAGE = 1000
 NAME = Annotated[str, Field(min_length=1, max_length=253)]
@@ -54,6 +64,10 @@ class WorkloadOut(BaseModel):
     preemptions: int
     pending_reason: str | None
     queue_position: int | None
+    notes: list[str] = Field(
+        default_factory=list,
+        description="on submission of a manifest: what it holds that is not modelled",
+    )
 
 
 class WorkloadPage(BaseModel):
@@ -136,6 +150,44 @@ class Health(BaseModel):
     loop: str
 
 
+KUBERNETES_OBJECT: dict[str, Any] = {
+    "title": "KubernetesObject",
+    "description": "A Kubernetes object the manifests package reads: batch/v1 Job, "
+    "kubeflow.org/v1 PyTorchJob, jobset.x-k8s.io/v1alpha2 JobSet, ray.io/v1 RayJob or "
+    "RayCluster, v1 Pod (one, or the pods of one pod group), or a v1 List of those.",
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata"],
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": {"type": "object"},
+    },
+}
+
+SUBMIT_BODY: dict[str, Any] = {
+    "required": True,
+    "content": {
+        "application/json": {
+            "schema": {
+                "oneOf": [
+                    {"$ref": "#/components/schemas/WorkloadSpec"},
+                    {"$ref": "#/components/schemas/KubernetesObject"},
+                    {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {"$ref": "#/components/schemas/KubernetesObject"},
+                    },
+                ]
+            }
+        },
+        "application/yaml": {
+            "schema": {"type": "string", "description": "YAML text: a spec, or objects"}
+        },
+    },
+}
+
+
 # -- the app -----------------------------------------------------------------------------------
 
 
@@ -160,6 +212,22 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
         lifespan=lifespan,
     )
     app.add_middleware(BodyLimits)
+
+    def openapi() -> dict[str, Any]:
+        """FastAPI's spec, plus the schemas of bodies read by hand (workload submissions)."""
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, summary=app.summary, routes=app.routes
+            )
+            spec = WorkloadSpec.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+            schemas.update(spec.pop("$defs", {}))
+            schemas["WorkloadSpec"] = spec
+            schemas["KubernetesObject"] = KUBERNETES_OBJECT
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     bearer = HTTPBearer(auto_error=False, description="a token from `fleetshare token create`")
 
     def principal(
@@ -189,6 +257,13 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
             status_code=401,
             headers={"WWW-Authenticate": "Bearer"},
         )
+
+    @app.exception_handler(SubmissionError)
+    async def _submission_error(_: Request, exc: SubmissionError) -> JSONResponse:
+        if exc.status != 422:
+            return JSONResponse({"detail": exc.problems[0][1]}, status_code=exc.status)
+        detail = [{"loc": loc, "msg": msg, "type": "submission"} for loc, msg in exc.problems]
+        return JSONResponse({"detail": detail}, status_code=422)
 
     @app.exception_handler(_PolicyProblems)
     async def _policy_problems(_: Request, exc: _PolicyProblems) -> JSONResponse:
@@ -291,14 +366,38 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
             raise NotFound(f"no workload {name!r}")
         return row
 
-    @app.post("/api/v1/workloads", response_model=WorkloadOut, status_code=201, tags=["workloads"])
-    def submit(body: WorkloadSpec, who: Who) -> WorkloadOut:
-        """Submit a workload (fleetshare's native spec; ``submit_at`` is ignored: it is
-        submitted now). 201 once it is committed to the store."""
-        # Kubernetes manifests (the manifests package) will be accepted here too, as YAML
-        # with their content type, turned into a WorkloadSpec before this point.
-        plane.submit(body, who)
-        return _workload_out(plane, visible(body.name, who))
+    async def raw_body(request: Request) -> tuple[bytes, str]:
+        return await request.body(), request.headers.get("content-type", "")
+
+    @app.post(
+        "/api/v1/workloads",
+        response_model=WorkloadOut,
+        status_code=201,
+        tags=["workloads"],
+        openapi_extra={"requestBody": SUBMIT_BODY},
+    )
+    def submit(raw: Annotated[tuple[bytes, str], Depends(raw_body)], who: Who) -> WorkloadOut:
+        """Submit a workload: fleetshare's native spec, or Kubernetes objects making one
+        workload (batch/v1 Job, PyTorchJob, JobSet, RayJob, RayCluster, a Pod or one pod
+        group), as JSON or YAML text (``Content-Type: application/yaml``). A manifest's team
+        is its queue label's (``kueue.x-k8s.io/queue-name``, ``fleetshare.io/team``); a team
+        token may submit to its own team only (403). ``submit_at`` is ignored: it is
+        submitted now. 201 once it is committed to the store; 422 names the document and
+        field."""
+        if not who.can_write_workloads:
+            raise Forbidden("a viewer token cannot submit workloads")
+        data = read_body(*raw)
+        policy = plane.policy
+        if is_manifest(data):
+            sub = manifest(data, policy, who)
+        else:
+            spec = native(data)
+            check_team(spec, policy, who)
+            sub = Submission(spec)
+        plane.submit(sub.spec, who)
+        out = _workload_out(plane, visible(sub.spec.name, who))
+        out.notes = list(sub.notes)
+        return out
 
     @app.get("/api/v1/workloads", response_model=WorkloadPage, tags=["workloads"])
     def list_workloads(

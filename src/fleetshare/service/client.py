@@ -11,6 +11,9 @@ from urllib.parse import quote
 
 import httpx
 
+from fleetshare.manifests.parse import POD_GROUP_LABEL
+from fleetshare.service.submission import is_manifest
+
 SERVER_ENV = "FLEETSHARE_SERVER"
 TOKEN_ENV = "FLEETSHARE_TOKEN"
 DEFAULT_SERVER = "http://127.0.0.1:8080"
@@ -55,8 +58,9 @@ class Client:
         result: dict[str, Any] = self.request("GET", f"/api/v1/teams/{_quote(name)}")
         return result
 
-    def submit(self, spec: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("POST", "/api/v1/workloads", json=spec)
+    def submit(self, body: Any) -> dict[str, Any]:
+        """A native spec, a Kubernetes object, or the objects of one pod group (a list)."""
+        result: dict[str, Any] = self.request("POST", "/api/v1/workloads", json=body)
         return result
 
     def workloads(
@@ -108,6 +112,54 @@ class Client:
             "PUT", "/api/v1/policy", json={"format": fmt, "policy": policy}
         )
         return result
+
+
+def split_submissions(docs: list[Any]) -> list[Any]:
+    """The request bodies of a file's documents, one per workload: a native spec each (also
+    from a list of specs or ``{workloads: [...]}``); a Kubernetes object each (the items of a
+    ``kind: List`` too), except the pods of one pod group (same namespace and
+    ``kueue.x-k8s.io/pod-group-name``), which go together as a list. ValueError names a
+    document that is neither."""
+    out: list[Any] = []
+    groups: dict[tuple[str, str], list[Any]] = {}
+
+    def add(obj: dict[str, Any]) -> None:
+        metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        assert isinstance(metadata, dict)
+        labels = metadata.get("labels") if isinstance(metadata.get("labels"), dict) else {}
+        assert isinstance(labels, dict)
+        group = labels.get(POD_GROUP_LABEL) if obj.get("kind") == "Pod" else None
+        if not isinstance(group, str):
+            out.append(obj)
+            return
+        key = (str(metadata.get("namespace") or "default"), group)
+        if key not in groups:
+            groups[key] = []
+            out.append(groups[key])
+        groups[key].append(obj)
+
+    for i, doc in enumerate(docs):
+        items = doc if isinstance(doc, list) else [doc]
+        if isinstance(doc, dict) and isinstance(doc.get("workloads"), list):
+            items = doc["workloads"]
+        for item in items:
+            if not isinstance(item, dict):
+                raise ValueError(
+                    f"document {i + 1}: give workload specs (mappings) or Kubernetes objects"
+                )
+            if is_manifest(item) and item.get("kind") == "List":
+                for member in item.get("items") or []:
+                    if isinstance(member, dict):
+                        add(member)
+                    else:
+                        out.append(member)  # the server names what is wrong with it
+            elif is_manifest(item):
+                add(item)
+            else:
+                out.append(item)
+    if not out:
+        raise ValueError("holds no workload")
+    return out
 
 
 def _quote(name: str) -> str:
