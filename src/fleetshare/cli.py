@@ -456,7 +456,14 @@ def serve(
     Console(stderr=True).print(
         f"fleetshare serving on http://{host}:{port} (store {plane.store.url})", highlight=False
     )
-    uvicorn.run(create_app(plane), host=host, port=port, log_level=log_level)
+    # open event streams (the dashboard's) end within seconds of a shutdown
+    uvicorn.run(
+        create_app(plane),
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=3,
+    )
 
 
 @token_app.command("create")
@@ -754,40 +761,45 @@ def nodes_command(
 @app.command("events")
 def events_command(
     follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="keep printing new events")
+        bool,
+        typer.Option(
+            "--follow", "-f", help="keep printing new events (a server-sent event stream)"
+        ),
     ] = False,
     after: Annotated[int, typer.Option(min=0, help="start after this event id")] = 0,
-    interval: Annotated[float, typer.Option(min=0.1, help="seconds between polls")] = 1.0,
     server: ServerOption = None,
     token: TokenOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """A fleetshare service's event log (over HTTP); --follow polls for new events."""
-    import time
-
+    """A fleetshare service's event log (over HTTP); --follow then streams new events
+    (/api/v1/events/stream), resuming where it was when the connection drops."""
     from fleetshare.service.client import ClientError
 
     console = Console()
+
+    def show(event: dict[str, Any]) -> None:
+        if as_json:
+            print(json.dumps(event), flush=True)
+            return
+        details = " ".join(f"{k}={v}" for k, v in event["details"].items())
+        who = event["workload"] or ""
+        console.print(
+            f"{event['id']:>6} {event['at'][:19]} {event['kind']:<9} {who} {details}",
+            highlight=False,
+        )
+
     client = _client(server, token)
     try:
         while True:
             page = client.events(after=after)
             for event in page["items"]:
                 after = event["id"]
-                if as_json:
-                    print(json.dumps(event), flush=True)
-                else:
-                    details = " ".join(f"{k}={v}" for k, v in event["details"].items())
-                    who = event["workload"] or ""
-                    console.print(
-                        f"{event['id']:>6} {event['at'][:19]} {event['kind']:<9} {who} {details}",
-                        highlight=False,
-                    )
-            if page["next_after"] is not None:
-                continue
-            if not follow:
-                return
-            time.sleep(interval)
+                show(event)
+            if page["next_after"] is None:
+                break
+        if follow:
+            for event in client.follow_events(after):
+                show(event)
     except ClientError as exc:
         _fail(str(exc), 1)
     except KeyboardInterrupt:

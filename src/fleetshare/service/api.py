@@ -7,16 +7,20 @@ one that does not exist. Policies and workloads arrive in the request body; noth
 request names a file the server would read or write.
 """
 
+import asyncio
+import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
-from sqlalchemy import Row, select
+from sqlalchemy import Row, func, select
 
 from fleetshare.governance.quota import compile_policy
 from fleetshare.inputs import InputError, parse_yaml
@@ -40,6 +44,13 @@ from fleetshare.service.submission import (
 )
 
 MAX_PAGE = 1000
+MAX_STREAMS = 64
+"""Event streams open at once (each polls the store)."""
+STREAM_POLL_SECONDS = 0.25
+STREAM_KEEPALIVE_SECONDS = 15.0
+STREAM_REAUTH_SECONDS = 10.0
+"""A stream checks its token this often, and ends once it is revoked."""
+STREAM_RETRY_MS = 2000
 NAME = Annotated[str, Field(min_length=1, max_length=253)]
 
 
@@ -488,6 +499,123 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
             )
         return out
 
+    def event_out(r: Row[Any], who: Principal) -> EventOut:
+        """An event as ``who`` may see it (another team's preemptor is not named)."""
+        details = dict(r.details)
+        if "by_team" in details:
+            if who.team is not None and details["by_team"] not in (None, who.team):
+                details["by"] = "a workload of another team"
+            details.pop("by_team")
+        return EventOut(
+            id=r.id,
+            at=plane.datetime(r.at) or "",
+            kind=r.kind,
+            workload=r.workload,
+            team=r.team,
+            details=details,
+        )
+
+    def events_after(who: Principal, after: int, limit: int) -> list[Row[Any]]:
+        e = tables.events
+        query = select(e).where(e.c.id > after).order_by(e.c.id).limit(limit)
+        if who.team is not None:
+            query = query.where(e.c.team == who.team)
+        with store.read() as conn:
+            return list(conn.execute(query).all())
+
+    def stream_start(who: Principal, backlog: int) -> int:
+        """The id after which a stream without a position starts: the latest event, less
+        ``backlog`` of those ``who`` sees."""
+        e = tables.events
+        with store.read() as conn:
+            latest = conn.execute(select(func.max(e.c.id))).scalar() or 0
+            if not backlog:
+                return int(latest)
+            query = select(e.c.id).where(e.c.id <= latest).order_by(e.c.id.desc()).limit(backlog)
+            if who.team is not None:
+                query = query.where(e.c.team == who.team)
+            ids = list(conn.execute(query).scalars())
+        return min(ids) - 1 if ids else int(latest)
+
+    streams = _Streams(MAX_STREAMS)
+
+    @app.get(
+        "/api/v1/events/stream",
+        tags=["events"],
+        response_class=StreamingResponse,
+        responses={
+            200: {
+                "description": "server-sent events: `id:` the event id, `data:` an Event",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            },
+            429: {"description": "too many open streams"},
+        },
+    )
+    async def stream_events(
+        request: Request,
+        who: Who,
+        after: Annotated[
+            int | None, Query(ge=0, description="start after this event id (default: now)")
+        ] = None,
+        backlog: Annotated[
+            int,
+            Query(ge=0, le=MAX_PAGE, description="without a position: first send this many"),
+        ] = 0,
+        last_event_id: Annotated[
+            str | None,
+            Header(
+                alias="Last-Event-ID",
+                max_length=20,
+                description="resume after this id (what EventSource sends on reconnecting)",
+            ),
+        ] = None,
+    ) -> StreamingResponse:
+        """The event log as a server-sent event stream, scoped as ``/api/v1/events`` (a
+        team token sees its own team's). Each message is ``id: N`` and ``data: {Event}``;
+        a comment every 15 s keeps it open. It starts after ``Last-Event-ID`` (a reconnect),
+        else after ``?after=``, else at the latest event (less ``backlog`` of them)."""
+        start = after
+        if last_event_id is not None and last_event_id.strip().isdigit():
+            start = int(last_event_id.strip())
+        if start is None:
+            start = await run_in_threadpool(stream_start, who, backlog)
+        if not streams.enter():
+            raise _TooMany(f"at most {MAX_STREAMS} event streams are open; try again later")
+        header = request.headers.get("authorization")
+
+        async def messages() -> AsyncIterator[str]:
+            position = start
+            quiet = 0.0
+            checked = time.monotonic()
+            try:
+                yield f"retry: {STREAM_RETRY_MS}\n\n"
+                while not await request.is_disconnected():
+                    if time.monotonic() - checked > STREAM_REAUTH_SECONDS:
+                        checked = time.monotonic()
+                        if await run_in_threadpool(authenticate, store, header) is None:
+                            return  # the token was revoked
+                    rows = await run_in_threadpool(events_after, who, position, MAX_PAGE)
+                    for r in rows:
+                        data = event_out(r, who).model_dump_json()
+                        yield f"id: {r.id}\ndata: {data}\n\n"
+                        position = r.id
+                    if rows:
+                        quiet = 0.0
+                        continue
+                    if quiet >= STREAM_KEEPALIVE_SECONDS:
+                        quiet = 0.0
+                        yield ": keepalive\n\n"
+                    await asyncio.sleep(STREAM_POLL_SECONDS)
+                    quiet += STREAM_POLL_SECONDS
+            finally:
+                streams.leave()
+
+        return StreamingResponse(
+            messages(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
     @app.get("/api/v1/events", response_model=EventPage, tags=["events"])
     def list_events(
         who: Who,
@@ -497,31 +625,10 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
         """The event log in order (admit, preempt with reason, finish, cancel, node join and
         leave, policy changes, autoscaler actions), a page at a time; a team token sees its
         own team's events."""
-        e = tables.events
-        query = select(e).where(e.c.id > after).order_by(e.c.id).limit(limit + 1)
-        if who.team is not None:
-            query = query.where(e.c.team == who.team)
-        with store.read() as conn:
-            rows = conn.execute(query).all()
+        rows = events_after(who, after, limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
-        items = []
-        for r in rows:
-            details = dict(r.details)
-            if "by_team" in details:
-                if who.team is not None and details["by_team"] not in (None, who.team):
-                    details["by"] = "a workload of another team"
-                details.pop("by_team")
-            items.append(
-                EventOut(
-                    id=r.id,
-                    at=plane.datetime(r.at) or "",
-                    kind=r.kind,
-                    workload=r.workload,
-                    team=r.team,
-                    details=details,
-                )
-            )
+        items = [event_out(r, who) for r in rows]
         return EventPage(items=items, next_after=rows[-1].id if more else None)
 
     return app
@@ -529,6 +636,30 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
 
 class _Unauthorized(Exception):
     pass
+
+
+class _TooMany(ServiceError):
+    status = 429
+
+
+class _Streams:
+    """Counts open event streams (at most ``limit``)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open = 0
+        self._lock = threading.Lock()
+
+    def enter(self) -> bool:
+        with self._lock:
+            if self.open >= self.limit:
+                return False
+            self.open += 1
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self.open -= 1
 
 
 class _PolicyProblems(Exception):

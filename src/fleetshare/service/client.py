@@ -5,7 +5,10 @@ Files the user names are read here, on the client, and sent in the request body.
 
 from __future__ import annotations
 
+import json
 import os
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import quote
 
@@ -103,6 +106,36 @@ class Client:
         )
         return result
 
+    def follow_events(
+        self, after: int = 0, retry: float = 2.0, stop: Callable[[], bool] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Events after ``after`` from the server-sent event stream, for ever: a dropped
+        connection is opened again after ``retry`` seconds, resuming after the last event
+        seen (``Last-Event-ID``). A refused request (401, 403) ends it with ClientError;
+        ``stop()`` true ends it quietly between messages."""
+        last = after
+        while stop is None or not stop():
+            try:
+                with self._http.stream(
+                    "GET",
+                    "/api/v1/events/stream",
+                    headers={"Last-Event-ID": str(last), "Accept": "text/event-stream"},
+                    timeout=httpx.Timeout(self._http.timeout.connect, read=60.0),
+                ) as response:
+                    if response.status_code >= 400:
+                        response.read()
+                        raise ClientError(f"{response.status_code}: {_detail(response)}")
+                    for event_id, data in sse_messages(response.iter_lines()):
+                        if event_id is not None and event_id.isdigit():
+                            last = int(event_id)
+                        if data:
+                            yield json.loads(data)
+                        if stop is not None and stop():
+                            return
+            except httpx.HTTPError:
+                pass
+            time.sleep(retry)
+
     def policy(self) -> dict[str, Any]:
         result: dict[str, Any] = self.request("GET", "/api/v1/policy")
         return result
@@ -112,6 +145,26 @@ class Client:
             "PUT", "/api/v1/policy", json={"format": fmt, "policy": policy}
         )
         return result
+
+
+def sse_messages(lines: Iterable[str]) -> Iterator[tuple[str | None, str]]:
+    """(id, data) of each server-sent event message (comments and ``retry:`` skipped)."""
+    event_id: str | None = None
+    data: list[str] = []
+    for line in lines:
+        if not line:
+            if data or event_id is not None:
+                yield event_id, "\n".join(data)
+            event_id, data = None, []
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "id":
+            event_id = value
+        elif field == "data":
+            data.append(value)
 
 
 def split_submissions(docs: list[Any]) -> list[Any]:
