@@ -73,7 +73,7 @@ class Reader:
     def close(self) -> None:
         self._stop.set()
         self._client.close()
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=0.5)  # a daemon: it ends at the next message
 
 
 def kinds(messages: list[tuple[str | None, dict[str, Any]]], workload: str) -> list[str]:

@@ -29,10 +29,19 @@ from fleetshare.policy.schema import Policy, PolicyError, load_policy
 from fleetshare.scenario.report import team_usage
 from fleetshare.scenario.schema import WorkloadSpec
 from fleetshare.service import store as tables
+from fleetshare.service import whatif
 from fleetshare.service.auth import Principal, authenticate
 from fleetshare.service.limits import BodyLimits
 from fleetshare.service.metrics import CONTENT_TYPE, ServiceMetrics
-from fleetshare.service.plane import ControlPlane, Forbidden, Invalid, NotFound, ServiceError, View
+from fleetshare.service.plane import (
+    Conflict,
+    ControlPlane,
+    Forbidden,
+    Invalid,
+    NotFound,
+    ServiceError,
+    View,
+)
 from fleetshare.service.submission import (
     Submission,
     SubmissionError,
@@ -145,6 +154,83 @@ class PolicyIn(BaseModel):
     borrow_limit_reading: Literal["quota", "idle"] = Field(
         default="quota", description="HyperPod BorrowLimit as a percent of quota or of idle"
     )
+
+
+class WhatIfIn(PolicyIn):
+    """A proposed policy (as for ``PUT /api/v1/policy``) and how far to look."""
+
+    hours: float = Field(
+        default=4.0,
+        gt=0,
+        le=whatif.MAX_HOURS,
+        description="history replayed and horizon simulated, in hours",
+    )
+    max_workloads: int = Field(
+        default=whatif.MAX_WORKLOADS,
+        ge=1,
+        le=whatif.MAX_WORKLOADS,
+        description="at most this many workloads simulated (running, pending, replayed)",
+    )
+
+
+class WhatIfNumbers(BaseModel):
+    workloads: int = Field(description="submitted in the run (pending now, and replayed)")
+    admitted: int
+    never_admitted: int
+    wait_p50_seconds: float | None
+    wait_p99_seconds: float | None
+    borrowed_hours: float = Field(description="∫ usage beyond quota, resource-hours")
+    used_hours: float
+    preemptions: int
+
+
+class WhatIfCluster(BaseModel):
+    utilisation: float | None = Field(description="used / schedulable capacity over the horizon")
+    used_hours: float
+    available_hours: float
+    workloads: int
+    admitted: int
+    never_admitted: int
+    wait_p50_seconds: float | None
+    wait_p99_seconds: float | None
+    borrowed_hours: float
+    preemptions: int
+    cost_usd: float
+
+
+class WhatIfRun(BaseModel):
+    simulated_hours: float
+    stopped_early: bool = Field(description="its wall-clock budget ran out first")
+    cluster: WhatIfCluster
+
+
+class WhatIfTeam(BaseModel):
+    team: str
+    current: WhatIfNumbers | None
+    proposed: WhatIfNumbers | None
+
+
+class WhatIfBounds(BaseModel):
+    max_hours: float
+    max_workloads: int
+    wall_budget_seconds_per_run: float
+    running: int
+    pending: int
+    replayed: int
+    left_out: dict[str, int] = Field(description="workloads left out by the bound, by kind")
+
+
+class WhatIfOut(BaseModel):
+    hours: float
+    resource: str = Field(description="the resource measured: GPUs, or CPUs without GPUs")
+    started_at: str | None
+    seconds: float = Field(description="wall-clock seconds the comparison took")
+    bounds: WhatIfBounds
+    current: WhatIfRun
+    proposed: WhatIfRun
+    teams: list[WhatIfTeam]
+    notes: list[str]
+    assumptions: list[str]
 
 
 class PolicyOut(BaseModel):
@@ -323,6 +409,27 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
                 select(tables.policy_versions).where(tables.policy_versions.c.id == version)
             ).one()
         return _policy_out(plane, row)
+
+    @app.post(
+        "/api/v1/what-if",
+        response_model=WhatIfOut,
+        tags=["policy"],
+        responses={429: {"description": "another what-if is running"}},
+    )
+    def what_if(body: WhatIfIn, who: Annotated[Principal, Depends(reader_of_policy)]) -> Any:
+        """Simulate the current and a proposed policy from now, on the current cluster,
+        running and pending work, with the last ``hours`` of submissions replayed, and
+        compare them per team (admitted, queue wait p50/p99, borrowed, preemptions) and for
+        the cluster (utilisation). Bounded: at most ``max_workloads`` workloads, ``hours``
+        ≤ 24 and a wall-clock budget per run (the response says what was left out). Admin
+        and viewer tokens; nothing is changed."""
+        policy = _parse_policy(body, plane)
+        try:
+            return whatif.what_if(plane, policy, body.hours, body.max_workloads)
+        except whatif.Busy as exc:
+            raise _TooMany(str(exc)) from None
+        except whatif.NoPrice as exc:
+            raise Conflict(str(exc)) from None
 
     # -- teams ---------------------------------------------------------------------------------
 
