@@ -12,15 +12,18 @@ import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 from sqlalchemy import Row, func, select
+from starlette.types import Scope
 
 from fleetshare.governance.quota import compile_policy
 from fleetshare.inputs import InputError, parse_yaml
@@ -53,6 +56,15 @@ from fleetshare.service.submission import (
 )
 
 MAX_PAGE = 1000
+DASHBOARD = Path(__file__).with_name("dashboard")
+"""The dashboard's files: plain HTML, CSS and JavaScript (no build step, no CDN)."""
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
 MAX_STREAMS = 64
 """Event streams open at once (each polls the store)."""
 STREAM_POLL_SECONDS = 0.25
@@ -128,6 +140,35 @@ class NodeOut(BaseModel):
     schedulable: bool
     price_per_hour: float | None
     workloads: list[str]
+
+
+class ResourceOut(BaseModel):
+    capacity: float = Field(description="allocatable of Ready, schedulable nodes")
+    used: float = Field(description="requests of admitted work on those nodes")
+    idle: float = Field(description="capacity − used")
+
+
+class NodeGroupOut(BaseModel):
+    instance_type: str | None
+    capacity_type: str
+    nodes: int
+    price_per_hour: float | None = Field(description="USD/hour of the group (priced nodes)")
+
+
+class ClusterOut(BaseModel):
+    resources: dict[str, ResourceOut]
+    nodes: int
+    schedulable_nodes: int
+    price_per_hour: float = Field(description="USD/hour of all priced nodes")
+    groups: list[NodeGroupOut] = Field(description="nodes by instance and capacity type")
+
+
+class WhoAmI(BaseModel):
+    scope: str
+    team: str | None
+    token_id: int
+    can_submit: bool
+    can_read_policy: bool
 
 
 class EventOut(BaseModel):
@@ -723,6 +764,81 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
+    @app.get("/api/v1/cluster", response_model=ClusterOut, tags=["nodes"])
+    def cluster(who: Who) -> ClusterOut:
+        """The idle pool: per resource, the capacity of Ready and schedulable nodes, what
+        admitted work uses of it and what is idle; nodes by instance and capacity type with
+        their hourly cost. Totals only (a team token sees no other team's work in them)."""
+        view = plane.view
+        up = {n.name for n in view.nodes if n.ready and n.schedulable}
+        capacity: dict[str, int] = {}
+        for node in view.nodes:
+            if node.name in up:
+                for resource, amount in node.allocatable.items():
+                    capacity[resource] = capacity.get(resource, 0) + amount
+        used: dict[str, int] = {}
+        for entry in view.running.values():
+            pods = zip(entry.workload.podsets, entry.assignment.placement, strict=False)
+            for podset, placement in pods:
+                for node_name, count in placement:
+                    if node_name not in up:
+                        continue
+                    for resource, amount in podset.requests.items():
+                        used[resource] = used.get(resource, 0) + amount * count
+        resources = {
+            r: ResourceOut(
+                capacity=to_number(c),
+                used=to_number(used.get(r, 0)),
+                idle=to_number(max(0, c - used.get(r, 0))),
+            )
+            for r, c in sorted(capacity.items())
+        }
+        groups: dict[tuple[str | None, str], list[float | None]] = {}
+        for node in view.nodes:
+            info = view.node_info.get(node.name)
+            price = info.price_per_hour if info else None
+            groups.setdefault((node.instance_type, node.capacity_type), []).append(price)
+        out_groups = [
+            NodeGroupOut(
+                instance_type=kind,
+                capacity_type=capacity_type,
+                nodes=len(prices),
+                price_per_hour=(
+                    round(sum(p for p in prices if p is not None), 4)
+                    if any(p is not None for p in prices)
+                    else None
+                ),
+            )
+            for (kind, capacity_type), prices in sorted(
+                groups.items(), key=lambda g: (g[0][0] or "", g[0][1])
+            )
+        ]
+        return ClusterOut(
+            resources=resources,
+            nodes=len(view.nodes),
+            schedulable_nodes=len(up),
+            price_per_hour=round(sum(g.price_per_hour or 0.0 for g in out_groups), 4),
+            groups=out_groups,
+        )
+
+    @app.get("/api/v1/whoami", response_model=WhoAmI, tags=["service"])
+    def whoami(who: Who) -> WhoAmI:
+        """The caller's token: its scope and what it may do (the dashboard asks)."""
+        return WhoAmI(
+            scope=who.scope,
+            team=who.team,
+            token_id=who.token_id,
+            can_submit=who.can_write_workloads,
+            can_read_policy=who.team is None,
+        )
+
+    @app.get("/", include_in_schema=False)
+    def dashboard() -> FileResponse:
+        """The dashboard (it asks for a token and calls the API with it)."""
+        return FileResponse(DASHBOARD / "index.html", headers=PAGE_HEADERS)
+
+    app.mount("/dashboard", _Static(directory=DASHBOARD), name="dashboard")
+
     @app.get("/api/v1/events", response_model=EventPage, tags=["events"])
     def list_events(
         who: Who,
@@ -743,6 +859,15 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
 
 class _Unauthorized(Exception):
     pass
+
+
+class _Static(StaticFiles):
+    """The dashboard's files, with the page's security headers."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        response = await super().get_response(path, scope)
+        response.headers.update(PAGE_HEADERS)
+        return response
 
 
 class _TooMany(ServiceError):
