@@ -50,3 +50,23 @@ def load_case(data: dict[str, Any]) -> Scenario:
 def run() -> Any:
     """The :func:`run_case` helper as a fixture."""
     return run_case
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say loudly when the browser tests could not run (chromium, chromedriver or selenium
+    missing): a skipped browser test must not pass unnoticed."""
+    reasons = set()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = getattr(report, "longrepr", None)
+        text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else ""
+        if "BROWSER TESTS SKIPPED" in str(text):
+            reasons.add(str(text).removeprefix("Skipped: "))
+    if reasons:
+        terminalreporter.write_sep("!", "BROWSER TESTS SKIPPED", red=True, bold=True)
+        for reason in sorted(reasons):
+            terminalreporter.write_line(reason, red=True, bold=True)
+        terminalreporter.write_line(
+            "The dashboard was not tested in a browser. Install them (Debian: apt-get install "
+            "-y chromium chromium-driver; .ci/run does) and run make test again.",
+            yellow=True,
+        )
