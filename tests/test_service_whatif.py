@@ -124,3 +124,11 @@ def test_who_may_ask_and_what_is_refused(service: tuple[TestClient, dict[str, st
     assert response.status_code == 422 and "sharing" in str(response.json()["detail"])
     # nothing changed
     assert client.get("/api/v1/policy").json()["version"] == 1
+
+
+def test_unknown_query_parameters_are_refused(service: tuple[TestClient, dict[str, str]]) -> None:
+    client, _ = service
+    response = client.get("/api/v1/workloads", params={"stat": "pending"})
+    assert response.status_code == 422
+    assert response.json()["detail"][0]["loc"] == ["query", "stat"]
+    assert client.get("/api/v1/workloads", params={"state": "pending"}).status_code == 200

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Header, Query, Request
 from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -348,6 +349,7 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
         version="1",
         summary="Fair sharing of accelerator clusters: quotas, borrowing, preemption.",
         lifespan=lifespan,
+        dependencies=[Depends(_known_query)],
     )
     app.add_middleware(BodyLimits)
 
@@ -386,6 +388,9 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
 
     @app.exception_handler(ServiceError)
     async def _service_error(_: Request, exc: ServiceError) -> JSONResponse:
+        if exc.status == 422:  # shaped as FastAPI's (the spec's HTTPValidationError)
+            detail = [{"loc": ["body"], "msg": exc.message, "type": "value_error"}]
+            return JSONResponse({"detail": detail}, status_code=422)
         return JSONResponse({"detail": exc.message}, status_code=exc.status)
 
     @app.exception_handler(_Unauthorized)
@@ -859,6 +864,32 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
 
 class _Unauthorized(Exception):
     pass
+
+
+def _query_names(dependant: Any) -> set[str]:
+    """The query parameters an operation (and its dependencies) takes."""
+    names = {p.alias for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+def _known_query(request: Request) -> None:
+    """A query parameter the operation does not take is refused (422 naming it): a typo such
+    as ``?stat=pending`` must not silently list everything."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None or not request.query_params:
+        return
+    known = _query_names(dependant)
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        raise RequestValidationError(
+            [
+                {"loc": ["query", name], "msg": "unknown query parameter", "type": "extra"}
+                for name in unknown
+            ]
+        )
 
 
 class _Static(StaticFiles):
