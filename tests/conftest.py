@@ -76,7 +76,24 @@ def postgresql() -> Iterator[PostgresServer]:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Say loudly when real servers could not run: PostgreSQL, or the browser tests'
+    chromium, chromedriver or selenium. A skipped real-part test must not pass unnoticed."""
     if _PG_SKIPPED:
         terminalreporter.write_sep(
             "!", f"PostgreSQL tests SKIPPED: {_PG_SKIPPED[0]}", yellow=True, bold=True
+        )
+    reasons = set()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = getattr(report, "longrepr", None)
+        text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else ""
+        if "BROWSER TESTS SKIPPED" in str(text):
+            reasons.add(str(text).removeprefix("Skipped: "))
+    if reasons:
+        terminalreporter.write_sep("!", "BROWSER TESTS SKIPPED", red=True, bold=True)
+        for reason in sorted(reasons):
+            terminalreporter.write_line(reason, red=True, bold=True)
+        terminalreporter.write_line(
+            "The dashboard was not tested in a browser. Install them (Debian: apt-get install "
+            "-y chromium chromium-driver; .ci/run does) and run make test again.",
+            yellow=True,
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,20 @@ def test_deep_nesting(tmp_path: Path) -> None:
     code, out = run("policy", "import", "hyperpod", str(deep_json))
     assert code == 2
     one_error_line(out, "nested more than")
+
+
+def test_a_billion_laughs_is_refused_at_once(tmp_path: Path) -> None:
+    """Aliases of aliases: nine levels of nine would be 387 million values to walk."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 9)]
+    laughs = write(tmp_path, "laughs.yaml", "\n".join(lines) + "\nteams: []\n")
+    started = time.monotonic()
+    code, out = run("policy", "validate", str(laughs))
+    assert code == 2 and time.monotonic() - started < 10
+    one_error_line(out, "aliases expand to more values than the text holds")
+    shared = write(tmp_path, "shared.yaml", "x: &q {cpu: 1}\nteams: [{name: a, labels: *q}]\n")
+    _, out = run("policy", "validate", str(shared))
+    assert "aliases expand" not in out
 
 
 def test_a_duplicate_key_is_an_error_not_a_silent_override(tmp_path: Path) -> None:

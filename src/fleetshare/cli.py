@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fleetshare.governance.quota import compile_policy
-from fleetshare.inputs import InputError, load_yaml, parse_yaml, read_text
+from fleetshare.inputs import InputError, load_yaml, parse_yaml, parse_yaml_all, read_text
 from fleetshare.model.catalog import load_catalog
 from fleetshare.model.quantity import format_quantity
 from fleetshare.policy.schema import PolicyError, load_policy
@@ -460,7 +460,14 @@ def serve(
         f"{plane.role()})",
         highlight=False,
     )
-    uvicorn.run(create_app(plane), host=host, port=port, log_level=log_level)
+    # open event streams (the dashboard's) end within seconds of a shutdown
+    uvicorn.run(
+        create_app(plane),
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=3,
+    )
 
 
 @token_app.command("create")
@@ -611,28 +618,47 @@ def team_show(
 @job_app.command("submit")
 def job_submit(
     path: Annotated[
-        Path, typer.Argument(metavar="FILE", help="workload spec(s): YAML or JSON, read here")
+        Path,
+        typer.Argument(
+            metavar="FILE", help="workload spec(s) or Kubernetes manifests: YAML or JSON, read here"
+        ),
     ],
     server: ServerOption = None,
     token: TokenOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Submit workloads from FILE: one spec, a list of specs, or {workloads: [...]}."""
+    """Submit workloads from FILE: a native spec, a list of specs, {workloads: [...]}, or
+    Kubernetes objects (Job, PyTorchJob, JobSet, RayJob, RayCluster, pods of a pod group;
+    several YAML documents: one submission per object, a pod group's pods together)."""
+    from fleetshare.service.client import split_submissions
+
     try:
-        data = load_yaml(path)
+        docs = parse_yaml_all(read_text(path), str(path))
+        bodies = split_submissions(docs)
     except InputError as exc:
         _fail(str(exc))
-    if isinstance(data, dict) and isinstance(data.get("workloads"), list):
-        data = data["workloads"]
-    specs = data if isinstance(data, list) else [data]
-    if not specs or not all(isinstance(s, dict) for s in specs):
-        _fail(f"{path}: give a workload spec (a mapping) or a list of them")
-    submitted = _call(server, token, lambda c: [c.submit(spec) for spec in specs])
+    except ValueError as exc:
+        _fail(f"{path}: {exc}")
+    from fleetshare.service.client import ClientError
+
+    submitted: list[dict[str, Any]] = []
+    client = _client(server, token)
+    try:
+        for i, body in enumerate(bodies):
+            try:
+                submitted.append(client.submit(body))
+            except ClientError as exc:
+                done = f" ({len(submitted)} submitted before it)" if submitted else ""
+                _fail(f"workload {i + 1} of {len(bodies)}{done}: {exc}", 1)
+    finally:
+        client.close()
     if as_json:
         print(json.dumps(submitted if len(submitted) > 1 else submitted[0], indent=2))
         return
     for wl in submitted:
         Console().print(f"submitted {wl['name']} (team {wl['team']})", highlight=False)
+        for note in wl.get("notes", []):
+            Console(stderr=True).print(f"  note: {note}", highlight=False)
 
 
 @job_app.command("list")
@@ -739,40 +765,45 @@ def nodes_command(
 @app.command("events")
 def events_command(
     follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="keep printing new events")
+        bool,
+        typer.Option(
+            "--follow", "-f", help="keep printing new events (a server-sent event stream)"
+        ),
     ] = False,
     after: Annotated[int, typer.Option(min=0, help="start after this event id")] = 0,
-    interval: Annotated[float, typer.Option(min=0.1, help="seconds between polls")] = 1.0,
     server: ServerOption = None,
     token: TokenOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """A fleetshare service's event log (over HTTP); --follow polls for new events."""
-    import time
-
+    """A fleetshare service's event log (over HTTP); --follow then streams new events
+    (/api/v1/events/stream), resuming where it was when the connection drops."""
     from fleetshare.service.client import ClientError
 
     console = Console()
+
+    def show(event: dict[str, Any]) -> None:
+        if as_json:
+            print(json.dumps(event), flush=True)
+            return
+        details = " ".join(f"{k}={v}" for k, v in event["details"].items())
+        who = event["workload"] or ""
+        console.print(
+            f"{event['id']:>6} {event['at'][:19]} {event['kind']:<9} {who} {details}",
+            highlight=False,
+        )
+
     client = _client(server, token)
     try:
         while True:
             page = client.events(after=after)
             for event in page["items"]:
                 after = event["id"]
-                if as_json:
-                    print(json.dumps(event), flush=True)
-                else:
-                    details = " ".join(f"{k}={v}" for k, v in event["details"].items())
-                    who = event["workload"] or ""
-                    console.print(
-                        f"{event['id']:>6} {event['at'][:19]} {event['kind']:<9} {who} {details}",
-                        highlight=False,
-                    )
-            if page["next_after"] is not None:
-                continue
-            if not follow:
-                return
-            time.sleep(interval)
+                show(event)
+            if page["next_after"] is None:
+                break
+        if follow:
+            for event in client.follow_events(after):
+                show(event)
     except ClientError as exc:
         _fail(str(exc), 1)
     except KeyboardInterrupt:

@@ -7,7 +7,8 @@ pools, pending work, traces) goes through here:
   :data:`MAX_BYTES` long, so ``/dev/zero`` or a named pipe with no writer cannot hang a run;
 - text must be UTF-8; a bad byte is reported with its offset;
 - YAML is parsed safely, rejecting duplicate keys (the second would silently win), nesting
-  deeper than :data:`MAX_DEPTH`, and non-finite numbers (``.inf``, ``.nan``);
+  deeper than :data:`MAX_DEPTH`, non-finite numbers (``.inf``, ``.nan``), and aliases that
+  expand to more values than the text holds (a "billion laughs");
 - JSON likewise (``NaN`` and ``Infinity`` are not JSON numbers).
 
 Problems raise :class:`InputError`, whose message names the file and, where there is one, the
@@ -148,11 +149,16 @@ def _where(exc: yaml.YAMLError) -> str:
     return str(problem)
 
 
-def _depth_and_numbers(data: Any, source: str) -> None:
-    """Reject nesting deeper than :data:`MAX_DEPTH` and non-finite numbers (iteratively)."""
+def _depth_and_numbers(data: Any, source: str, limit: int | None = None) -> int:
+    """Reject nesting deeper than :data:`MAX_DEPTH` and non-finite numbers (iteratively);
+    with ``limit``, more than that many values (YAML aliases expanding: a "billion laughs")."""
     stack: list[tuple[Any, int, str]] = [(data, 0, "")]
+    seen = 0
     while stack:
         value, depth, where = stack.pop()
+        seen += 1
+        if limit is not None and seen > limit:
+            raise InputError(source, "aliases expand to more values than the text holds")
         if depth > MAX_DEPTH:
             at = f" at {where}" if where else ""
             raise InputError(source, f"nested more than {MAX_DEPTH} levels deep{at}")
@@ -164,6 +170,7 @@ def _depth_and_numbers(data: Any, source: str) -> None:
         elif isinstance(value, list):
             for i, item in enumerate(value):
                 stack.append((item, depth + 1, f"{where}[{i}]"))
+    return seen
 
 
 def parse_yaml_all(text: str, source: str) -> list[Any]:
@@ -174,8 +181,11 @@ def parse_yaml_all(text: str, source: str) -> list[Any]:
         raise InputError(source, f"nested more than {MAX_DEPTH} levels deep") from None
     except yaml.YAMLError as exc:
         raise InputError(source, f"not valid YAML: {_where(exc)}") from None
+    # Without aliases a value takes at least one character of text; with them, a few lines
+    # can expand to billions of values: refuse expansion past what the text could hold.
+    limit = len(text) + 1000
     for doc in docs:
-        _depth_and_numbers(doc, source)
+        limit -= _depth_and_numbers(doc, source, limit)
     return docs
 
 

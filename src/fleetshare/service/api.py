@@ -7,15 +7,24 @@ one that does not exist. Policies and workloads arrive in the request body; noth
 request names a file the server would read or write.
 """
 
+import asyncio
+import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi.concurrency import run_in_threadpool
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
-from sqlalchemy import Row, select
+from sqlalchemy import Row, func, select
+from starlette.types import Scope
 
 from fleetshare.governance.quota import compile_policy
 from fleetshare.inputs import InputError, parse_yaml
@@ -24,12 +33,46 @@ from fleetshare.policy.schema import Policy, PolicyError, load_policy
 from fleetshare.scenario.report import team_usage
 from fleetshare.scenario.schema import WorkloadSpec
 from fleetshare.service import store as tables
+from fleetshare.service import whatif
 from fleetshare.service.auth import Principal, authenticate
 from fleetshare.service.limits import BodyLimits
 from fleetshare.service.metrics import CONTENT_TYPE, ServiceMetrics
-from fleetshare.service.plane import ControlPlane, Forbidden, Invalid, NotFound, ServiceError, View
+from fleetshare.service.plane import (
+    Conflict,
+    ControlPlane,
+    Forbidden,
+    Invalid,
+    NotFound,
+    ServiceError,
+    View,
+)
+from fleetshare.service.submission import (
+    Submission,
+    SubmissionError,
+    check_team,
+    is_manifest,
+    manifest,
+    native,
+    read_body,
+)
 
 MAX_PAGE = 1000
+DASHBOARD = Path(__file__).with_name("dashboard")
+"""The dashboard's files: plain HTML, CSS and JavaScript (no build step, no CDN)."""
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+MAX_STREAMS = 64
+"""Event streams open at once (each polls the store)."""
+STREAM_POLL_SECONDS = 0.25
+STREAM_KEEPALIVE_SECONDS = 15.0
+STREAM_REAUTH_SECONDS = 10.0
+"""A stream checks its token this often, and ends once it is revoked."""
+STREAM_RETRY_MS = 2000
 NAME = Annotated[str, Field(min_length=1, max_length=253)]
 
 
@@ -54,6 +97,10 @@ class WorkloadOut(BaseModel):
     preemptions: int
     pending_reason: str | None
     queue_position: int | None
+    notes: list[str] = Field(
+        default_factory=list,
+        description="on submission of a manifest: what it holds that is not modelled",
+    )
 
 
 class WorkloadPage(BaseModel):
@@ -96,6 +143,35 @@ class NodeOut(BaseModel):
     workloads: list[str]
 
 
+class ResourceOut(BaseModel):
+    capacity: float = Field(description="allocatable of Ready, schedulable nodes")
+    used: float = Field(description="requests of admitted work on those nodes")
+    idle: float = Field(description="capacity − used")
+
+
+class NodeGroupOut(BaseModel):
+    instance_type: str | None
+    capacity_type: str
+    nodes: int
+    price_per_hour: float | None = Field(description="USD/hour of the group (priced nodes)")
+
+
+class ClusterOut(BaseModel):
+    resources: dict[str, ResourceOut]
+    nodes: int
+    schedulable_nodes: int
+    price_per_hour: float = Field(description="USD/hour of all priced nodes")
+    groups: list[NodeGroupOut] = Field(description="nodes by instance and capacity type")
+
+
+class WhoAmI(BaseModel):
+    scope: str
+    team: str | None
+    token_id: int
+    can_submit: bool
+    can_read_policy: bool
+
+
 class EventOut(BaseModel):
     id: int
     at: str
@@ -122,6 +198,83 @@ class PolicyIn(BaseModel):
     )
 
 
+class WhatIfIn(PolicyIn):
+    """A proposed policy (as for ``PUT /api/v1/policy``) and how far to look."""
+
+    hours: float = Field(
+        default=4.0,
+        gt=0,
+        le=whatif.MAX_HOURS,
+        description="history replayed and horizon simulated, in hours",
+    )
+    max_workloads: int = Field(
+        default=whatif.MAX_WORKLOADS,
+        ge=1,
+        le=whatif.MAX_WORKLOADS,
+        description="at most this many workloads simulated (running, pending, replayed)",
+    )
+
+
+class WhatIfNumbers(BaseModel):
+    workloads: int = Field(description="submitted in the run (pending now, and replayed)")
+    admitted: int
+    never_admitted: int
+    wait_p50_seconds: float | None
+    wait_p99_seconds: float | None
+    borrowed_hours: float = Field(description="∫ usage beyond quota, resource-hours")
+    used_hours: float
+    preemptions: int
+
+
+class WhatIfCluster(BaseModel):
+    utilisation: float | None = Field(description="used / schedulable capacity over the horizon")
+    used_hours: float
+    available_hours: float
+    workloads: int
+    admitted: int
+    never_admitted: int
+    wait_p50_seconds: float | None
+    wait_p99_seconds: float | None
+    borrowed_hours: float
+    preemptions: int
+    cost_usd: float
+
+
+class WhatIfRun(BaseModel):
+    simulated_hours: float
+    stopped_early: bool = Field(description="its wall-clock budget ran out first")
+    cluster: WhatIfCluster
+
+
+class WhatIfTeam(BaseModel):
+    team: str
+    current: WhatIfNumbers | None
+    proposed: WhatIfNumbers | None
+
+
+class WhatIfBounds(BaseModel):
+    max_hours: float
+    max_workloads: int
+    wall_budget_seconds_per_run: float
+    running: int
+    pending: int
+    replayed: int
+    left_out: dict[str, int] = Field(description="workloads left out by the bound, by kind")
+
+
+class WhatIfOut(BaseModel):
+    hours: float
+    resource: str = Field(description="the resource measured: GPUs, or CPUs without GPUs")
+    started_at: str | None
+    seconds: float = Field(description="wall-clock seconds the comparison took")
+    bounds: WhatIfBounds
+    current: WhatIfRun
+    proposed: WhatIfRun
+    teams: list[WhatIfTeam]
+    notes: list[str]
+    assumptions: list[str]
+
+
 class PolicyOut(BaseModel):
     version: int
     created_at: str
@@ -134,6 +287,44 @@ class PolicyOut(BaseModel):
 class Health(BaseModel):
     ok: bool
     loop: str
+
+
+KUBERNETES_OBJECT: dict[str, Any] = {
+    "title": "KubernetesObject",
+    "description": "A Kubernetes object the manifests package reads: batch/v1 Job, "
+    "kubeflow.org/v1 PyTorchJob, jobset.x-k8s.io/v1alpha2 JobSet, ray.io/v1 RayJob or "
+    "RayCluster, v1 Pod (one, or the pods of one pod group), or a v1 List of those.",
+    "type": "object",
+    "required": ["apiVersion", "kind", "metadata"],
+    "properties": {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+        "spec": {"type": "object"},
+    },
+}
+
+SUBMIT_BODY: dict[str, Any] = {
+    "required": True,
+    "content": {
+        "application/json": {
+            "schema": {
+                "oneOf": [
+                    {"$ref": "#/components/schemas/WorkloadSpec"},
+                    {"$ref": "#/components/schemas/KubernetesObject"},
+                    {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {"$ref": "#/components/schemas/KubernetesObject"},
+                    },
+                ]
+            }
+        },
+        "application/yaml": {
+            "schema": {"type": "string", "description": "YAML text: a spec, or objects"}
+        },
+    },
+}
 
 
 # -- the app -----------------------------------------------------------------------------------
@@ -158,8 +349,25 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
         version="1",
         summary="Fair sharing of accelerator clusters: quotas, borrowing, preemption.",
         lifespan=lifespan,
+        dependencies=[Depends(_known_query)],
     )
     app.add_middleware(BodyLimits)
+
+    def openapi() -> dict[str, Any]:
+        """FastAPI's spec, plus the schemas of bodies read by hand (workload submissions)."""
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, summary=app.summary, routes=app.routes
+            )
+            spec = WorkloadSpec.model_json_schema(ref_template="#/components/schemas/{model}")
+            schemas = schema.setdefault("components", {}).setdefault("schemas", {})
+            schemas.update(spec.pop("$defs", {}))
+            schemas["WorkloadSpec"] = spec
+            schemas["KubernetesObject"] = KUBERNETES_OBJECT
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     bearer = HTTPBearer(auto_error=False, description="a token from `fleetshare token create`")
 
     def principal(
@@ -180,6 +388,9 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
 
     @app.exception_handler(ServiceError)
     async def _service_error(_: Request, exc: ServiceError) -> JSONResponse:
+        if exc.status == 422:  # shaped as FastAPI's (the spec's HTTPValidationError)
+            detail = [{"loc": ["body"], "msg": exc.message, "type": "value_error"}]
+            return JSONResponse({"detail": detail}, status_code=422)
         return JSONResponse({"detail": exc.message}, status_code=exc.status)
 
     @app.exception_handler(_Unauthorized)
@@ -189,6 +400,13 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
             status_code=401,
             headers={"WWW-Authenticate": "Bearer"},
         )
+
+    @app.exception_handler(SubmissionError)
+    async def _submission_error(_: Request, exc: SubmissionError) -> JSONResponse:
+        if exc.status != 422:
+            return JSONResponse({"detail": exc.problems[0][1]}, status_code=exc.status)
+        detail = [{"loc": loc, "msg": msg, "type": "submission"} for loc, msg in exc.problems]
+        return JSONResponse({"detail": detail}, status_code=422)
 
     @app.exception_handler(_PolicyProblems)
     async def _policy_problems(_: Request, exc: _PolicyProblems) -> JSONResponse:
@@ -239,6 +457,27 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
                 select(tables.policy_versions).where(tables.policy_versions.c.id == version)
             ).one()
         return _policy_out(plane, row)
+
+    @app.post(
+        "/api/v1/what-if",
+        response_model=WhatIfOut,
+        tags=["policy"],
+        responses={429: {"description": "another what-if is running"}},
+    )
+    def what_if(body: WhatIfIn, who: Annotated[Principal, Depends(reader_of_policy)]) -> Any:
+        """Simulate the current and a proposed policy from now, on the current cluster,
+        running and pending work, with the last ``hours`` of submissions replayed, and
+        compare them per team (admitted, queue wait p50/p99, borrowed, preemptions) and for
+        the cluster (utilisation). Bounded: at most ``max_workloads`` workloads, ``hours``
+        ≤ 24 and a wall-clock budget per run (the response says what was left out). Admin
+        and viewer tokens; nothing is changed."""
+        policy = _parse_policy(body, plane)
+        try:
+            return whatif.what_if(plane, policy, body.hours, body.max_workloads)
+        except whatif.Busy as exc:
+            raise _TooMany(str(exc)) from None
+        except whatif.NoPrice as exc:
+            raise Conflict(str(exc)) from None
 
     # -- teams ---------------------------------------------------------------------------------
 
@@ -293,14 +532,38 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
             raise NotFound(f"no workload {name!r}")
         return row
 
-    @app.post("/api/v1/workloads", response_model=WorkloadOut, status_code=201, tags=["workloads"])
-    def submit(body: WorkloadSpec, who: Who) -> WorkloadOut:
-        """Submit a workload (fleetshare's native spec; ``submit_at`` is ignored: it is
-        submitted now). 201 once it is committed to the store."""
-        # Kubernetes manifests (the manifests package) will be accepted here too, as YAML
-        # with their content type, turned into a WorkloadSpec before this point.
-        plane.submit(body, who)
-        return _workload_out(plane, visible(body.name, who))
+    async def raw_body(request: Request) -> tuple[bytes, str]:
+        return await request.body(), request.headers.get("content-type", "")
+
+    @app.post(
+        "/api/v1/workloads",
+        response_model=WorkloadOut,
+        status_code=201,
+        tags=["workloads"],
+        openapi_extra={"requestBody": SUBMIT_BODY},
+    )
+    def submit(raw: Annotated[tuple[bytes, str], Depends(raw_body)], who: Who) -> WorkloadOut:
+        """Submit a workload: fleetshare's native spec, or Kubernetes objects making one
+        workload (batch/v1 Job, PyTorchJob, JobSet, RayJob, RayCluster, a Pod or one pod
+        group), as JSON or YAML text (``Content-Type: application/yaml``). A manifest's team
+        is its queue label's (``kueue.x-k8s.io/queue-name``, ``fleetshare.io/team``); a team
+        token may submit to its own team only (403). ``submit_at`` is ignored: it is
+        submitted now. 201 once it is committed to the store; 422 names the document and
+        field."""
+        if not who.can_write_workloads:
+            raise Forbidden("a viewer token cannot submit workloads")
+        data = read_body(*raw)
+        policy = plane.policy
+        if is_manifest(data):
+            sub = manifest(data, policy, who)
+        else:
+            spec = native(data)
+            check_team(spec, policy, who)
+            sub = Submission(spec)
+        plane.submit(sub.spec, who)
+        out = _workload_out(plane, visible(sub.spec.name, who))
+        out.notes = list(sub.notes)
+        return out
 
     @app.get("/api/v1/workloads", response_model=WorkloadPage, tags=["workloads"])
     def list_workloads(
@@ -391,6 +654,198 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
             )
         return out
 
+    def event_out(r: Row[Any], who: Principal) -> EventOut:
+        """An event as ``who`` may see it (another team's preemptor is not named)."""
+        details = dict(r.details)
+        if "by_team" in details:
+            if who.team is not None and details["by_team"] not in (None, who.team):
+                details["by"] = "a workload of another team"
+            details.pop("by_team")
+        return EventOut(
+            id=r.id,
+            at=plane.datetime(r.at) or "",
+            kind=r.kind,
+            workload=r.workload,
+            team=r.team,
+            details=details,
+        )
+
+    def events_after(who: Principal, after: int, limit: int) -> list[Row[Any]]:
+        e = tables.events
+        query = select(e).where(e.c.id > after).order_by(e.c.id).limit(limit)
+        if who.team is not None:
+            query = query.where(e.c.team == who.team)
+        with store.read() as conn:
+            return list(conn.execute(query).all())
+
+    def stream_start(who: Principal, backlog: int) -> int:
+        """The id after which a stream without a position starts: the latest event, less
+        ``backlog`` of those ``who`` sees."""
+        e = tables.events
+        with store.read() as conn:
+            latest = conn.execute(select(func.max(e.c.id))).scalar() or 0
+            if not backlog:
+                return int(latest)
+            query = select(e.c.id).where(e.c.id <= latest).order_by(e.c.id.desc()).limit(backlog)
+            if who.team is not None:
+                query = query.where(e.c.team == who.team)
+            ids = list(conn.execute(query).scalars())
+        return min(ids) - 1 if ids else int(latest)
+
+    streams = _Streams(MAX_STREAMS)
+
+    @app.get(
+        "/api/v1/events/stream",
+        tags=["events"],
+        response_class=StreamingResponse,
+        responses={
+            200: {
+                "description": "server-sent events: `id:` the event id, `data:` an Event",
+                "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            },
+            429: {"description": "too many open streams"},
+        },
+    )
+    async def stream_events(
+        request: Request,
+        who: Who,
+        after: Annotated[
+            int | None, Query(ge=0, description="start after this event id (default: now)")
+        ] = None,
+        backlog: Annotated[
+            int,
+            Query(ge=0, le=MAX_PAGE, description="without a position: first send this many"),
+        ] = 0,
+        last_event_id: Annotated[
+            str | None,
+            Header(
+                alias="Last-Event-ID",
+                max_length=20,
+                description="resume after this id (what EventSource sends on reconnecting)",
+            ),
+        ] = None,
+    ) -> StreamingResponse:
+        """The event log as a server-sent event stream, scoped as ``/api/v1/events`` (a
+        team token sees its own team's). Each message is ``id: N`` and ``data: {Event}``;
+        a comment every 15 s keeps it open. It starts after ``Last-Event-ID`` (a reconnect),
+        else after ``?after=``, else at the latest event (less ``backlog`` of them)."""
+        start = after
+        if last_event_id is not None and last_event_id.strip().isdigit():
+            start = int(last_event_id.strip())
+        if start is None:
+            start = await run_in_threadpool(stream_start, who, backlog)
+        if not streams.enter():
+            raise _TooMany(f"at most {MAX_STREAMS} event streams are open; try again later")
+        header = request.headers.get("authorization")
+
+        async def messages() -> AsyncIterator[str]:
+            position = start
+            quiet = 0.0
+            checked = time.monotonic()
+            try:
+                yield f"retry: {STREAM_RETRY_MS}\n\n"
+                while not await request.is_disconnected():
+                    if time.monotonic() - checked > STREAM_REAUTH_SECONDS:
+                        checked = time.monotonic()
+                        if await run_in_threadpool(authenticate, store, header) is None:
+                            return  # the token was revoked
+                    rows = await run_in_threadpool(events_after, who, position, MAX_PAGE)
+                    for r in rows:
+                        data = event_out(r, who).model_dump_json()
+                        yield f"id: {r.id}\ndata: {data}\n\n"
+                        position = r.id
+                    if rows:
+                        quiet = 0.0
+                        continue
+                    if quiet >= STREAM_KEEPALIVE_SECONDS:
+                        quiet = 0.0
+                        yield ": keepalive\n\n"
+                    await asyncio.sleep(STREAM_POLL_SECONDS)
+                    quiet += STREAM_POLL_SECONDS
+            finally:
+                streams.leave()
+
+        return StreamingResponse(
+            messages(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    @app.get("/api/v1/cluster", response_model=ClusterOut, tags=["nodes"])
+    def cluster(who: Who) -> ClusterOut:
+        """The idle pool: per resource, the capacity of Ready and schedulable nodes, what
+        admitted work uses of it and what is idle; nodes by instance and capacity type with
+        their hourly cost. Totals only (a team token sees no other team's work in them)."""
+        view = plane.view
+        up = {n.name for n in view.nodes if n.ready and n.schedulable}
+        capacity: dict[str, int] = {}
+        for node in view.nodes:
+            if node.name in up:
+                for resource, amount in node.allocatable.items():
+                    capacity[resource] = capacity.get(resource, 0) + amount
+        used: dict[str, int] = {}
+        for entry in view.running.values():
+            pods = zip(entry.workload.podsets, entry.assignment.placement, strict=False)
+            for podset, placement in pods:
+                for node_name, count in placement:
+                    if node_name not in up:
+                        continue
+                    for resource, amount in podset.requests.items():
+                        used[resource] = used.get(resource, 0) + amount * count
+        resources = {
+            r: ResourceOut(
+                capacity=to_number(c),
+                used=to_number(used.get(r, 0)),
+                idle=to_number(max(0, c - used.get(r, 0))),
+            )
+            for r, c in sorted(capacity.items())
+        }
+        groups: dict[tuple[str | None, str], list[float | None]] = {}
+        for node in view.nodes:
+            info = view.node_info.get(node.name)
+            price = info.price_per_hour if info else None
+            groups.setdefault((node.instance_type, node.capacity_type), []).append(price)
+        out_groups = [
+            NodeGroupOut(
+                instance_type=kind,
+                capacity_type=capacity_type,
+                nodes=len(prices),
+                price_per_hour=(
+                    round(sum(p for p in prices if p is not None), 4)
+                    if any(p is not None for p in prices)
+                    else None
+                ),
+            )
+            for (kind, capacity_type), prices in sorted(
+                groups.items(), key=lambda g: (g[0][0] or "", g[0][1])
+            )
+        ]
+        return ClusterOut(
+            resources=resources,
+            nodes=len(view.nodes),
+            schedulable_nodes=len(up),
+            price_per_hour=round(sum(g.price_per_hour or 0.0 for g in out_groups), 4),
+            groups=out_groups,
+        )
+
+    @app.get("/api/v1/whoami", response_model=WhoAmI, tags=["service"])
+    def whoami(who: Who) -> WhoAmI:
+        """The caller's token: its scope and what it may do (the dashboard asks)."""
+        return WhoAmI(
+            scope=who.scope,
+            team=who.team,
+            token_id=who.token_id,
+            can_submit=who.can_write_workloads,
+            can_read_policy=who.team is None,
+        )
+
+    @app.get("/", include_in_schema=False)
+    def dashboard() -> FileResponse:
+        """The dashboard (it asks for a token and calls the API with it)."""
+        return FileResponse(DASHBOARD / "index.html", headers=PAGE_HEADERS)
+
+    app.mount("/dashboard", _Static(directory=DASHBOARD), name="dashboard")
+
     @app.get("/api/v1/events", response_model=EventPage, tags=["events"])
     def list_events(
         who: Who,
@@ -400,31 +855,10 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
         """The event log in order (admit, preempt with reason, finish, cancel, node join and
         leave, policy changes, autoscaler actions), a page at a time; a team token sees its
         own team's events."""
-        e = tables.events
-        query = select(e).where(e.c.id > after).order_by(e.c.id).limit(limit + 1)
-        if who.team is not None:
-            query = query.where(e.c.team == who.team)
-        with store.read() as conn:
-            rows = conn.execute(query).all()
+        rows = events_after(who, after, limit + 1)
         more = len(rows) > limit
         rows = rows[:limit]
-        items = []
-        for r in rows:
-            details = dict(r.details)
-            if "by_team" in details:
-                if who.team is not None and details["by_team"] not in (None, who.team):
-                    details["by"] = "a workload of another team"
-                details.pop("by_team")
-            items.append(
-                EventOut(
-                    id=r.id,
-                    at=plane.datetime(r.at) or "",
-                    kind=r.kind,
-                    workload=r.workload,
-                    team=r.team,
-                    details=details,
-                )
-            )
+        items = [event_out(r, who) for r in rows]
         return EventPage(items=items, next_after=rows[-1].id if more else None)
 
     return app
@@ -432,6 +866,65 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
 
 class _Unauthorized(Exception):
     pass
+
+
+def _query_names(dependant: Any) -> set[str]:
+    """The query parameters an operation (and its dependencies) takes."""
+    names = {p.alias for p in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+def _known_query(request: Request) -> None:
+    """A query parameter the operation does not take is refused (422 naming it): a typo such
+    as ``?stat=pending`` must not silently list everything."""
+    route = request.scope.get("route")
+    dependant = getattr(route, "dependant", None)
+    if dependant is None or not request.query_params:
+        return
+    known = _query_names(dependant)
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        raise RequestValidationError(
+            [
+                {"loc": ["query", name], "msg": "unknown query parameter", "type": "extra"}
+                for name in unknown
+            ]
+        )
+
+
+class _Static(StaticFiles):
+    """The dashboard's files, with the page's security headers."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        response = await super().get_response(path, scope)
+        response.headers.update(PAGE_HEADERS)
+        return response
+
+
+class _TooMany(ServiceError):
+    status = 429
+
+
+class _Streams:
+    """Counts open event streams (at most ``limit``)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.open = 0
+        self._lock = threading.Lock()
+
+    def enter(self) -> bool:
+        with self._lock:
+            if self.open >= self.limit:
+                return False
+            self.open += 1
+            return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self.open -= 1
 
 
 class _PolicyProblems(Exception):

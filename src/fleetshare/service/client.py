@@ -5,11 +5,17 @@ Files the user names are read here, on the client, and sent in the request body.
 
 from __future__ import annotations
 
+import json
 import os
+import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import quote
 
 import httpx
+
+from fleetshare.manifests.parse import POD_GROUP_LABEL
+from fleetshare.service.submission import is_manifest
 
 SERVER_ENV = "FLEETSHARE_SERVER"
 TOKEN_ENV = "FLEETSHARE_TOKEN"
@@ -55,8 +61,9 @@ class Client:
         result: dict[str, Any] = self.request("GET", f"/api/v1/teams/{_quote(name)}")
         return result
 
-    def submit(self, spec: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("POST", "/api/v1/workloads", json=spec)
+    def submit(self, body: Any) -> dict[str, Any]:
+        """A native spec, a Kubernetes object, or the objects of one pod group (a list)."""
+        result: dict[str, Any] = self.request("POST", "/api/v1/workloads", json=body)
         return result
 
     def workloads(
@@ -99,6 +106,36 @@ class Client:
         )
         return result
 
+    def follow_events(
+        self, after: int = 0, retry: float = 2.0, stop: Callable[[], bool] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Events after ``after`` from the server-sent event stream, for ever: a dropped
+        connection is opened again after ``retry`` seconds, resuming after the last event
+        seen (``Last-Event-ID``). A refused request (401, 403) ends it with ClientError;
+        ``stop()`` true ends it quietly between messages."""
+        last = after
+        while stop is None or not stop():
+            try:
+                with self._http.stream(
+                    "GET",
+                    "/api/v1/events/stream",
+                    headers={"Last-Event-ID": str(last), "Accept": "text/event-stream"},
+                    timeout=httpx.Timeout(self._http.timeout.connect, read=60.0),
+                ) as response:
+                    if response.status_code >= 400:
+                        response.read()
+                        raise ClientError(f"{response.status_code}: {_detail(response)}")
+                    for event_id, data in sse_messages(response.iter_lines()):
+                        if event_id is not None and event_id.isdigit():
+                            last = int(event_id)
+                        if data:
+                            yield json.loads(data)
+                        if stop is not None and stop():
+                            return
+            except httpx.HTTPError:
+                pass
+            time.sleep(retry)
+
     def policy(self) -> dict[str, Any]:
         result: dict[str, Any] = self.request("GET", "/api/v1/policy")
         return result
@@ -108,6 +145,74 @@ class Client:
             "PUT", "/api/v1/policy", json={"format": fmt, "policy": policy}
         )
         return result
+
+
+def sse_messages(lines: Iterable[str]) -> Iterator[tuple[str | None, str]]:
+    """(id, data) of each server-sent event message (comments and ``retry:`` skipped)."""
+    event_id: str | None = None
+    data: list[str] = []
+    for line in lines:
+        if not line:
+            if data or event_id is not None:
+                yield event_id, "\n".join(data)
+            event_id, data = None, []
+            continue
+        if line.startswith(":"):
+            continue
+        field, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if field == "id":
+            event_id = value
+        elif field == "data":
+            data.append(value)
+
+
+def split_submissions(docs: list[Any]) -> list[Any]:
+    """The request bodies of a file's documents, one per workload: a native spec each (also
+    from a list of specs or ``{workloads: [...]}``); a Kubernetes object each (the items of a
+    ``kind: List`` too), except the pods of one pod group (same namespace and
+    ``kueue.x-k8s.io/pod-group-name``), which go together as a list. ValueError names a
+    document that is neither."""
+    out: list[Any] = []
+    groups: dict[tuple[str, str], list[Any]] = {}
+
+    def add(obj: dict[str, Any]) -> None:
+        metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        assert isinstance(metadata, dict)
+        labels = metadata.get("labels") if isinstance(metadata.get("labels"), dict) else {}
+        assert isinstance(labels, dict)
+        group = labels.get(POD_GROUP_LABEL) if obj.get("kind") == "Pod" else None
+        if not isinstance(group, str):
+            out.append(obj)
+            return
+        key = (str(metadata.get("namespace") or "default"), group)
+        if key not in groups:
+            groups[key] = []
+            out.append(groups[key])
+        groups[key].append(obj)
+
+    for i, doc in enumerate(docs):
+        items = doc if isinstance(doc, list) else [doc]
+        if isinstance(doc, dict) and isinstance(doc.get("workloads"), list):
+            items = doc["workloads"]
+        for item in items:
+            if not isinstance(item, dict):
+                raise ValueError(
+                    f"document {i + 1}: give workload specs (mappings) or Kubernetes objects"
+                )
+            if is_manifest(item) and item.get("kind") == "List":
+                for member in item.get("items") or []:
+                    if isinstance(member, dict):
+                        add(member)
+                    else:
+                        out.append(member)  # the server names what is wrong with it
+            elif is_manifest(item):
+                add(item)
+            else:
+                out.append(item)
+    if not out:
+        raise ValueError("holds no workload")
+    return out
 
 
 def _quote(name: str) -> str:

@@ -59,7 +59,9 @@ class BodyLimits:
             try:
                 parse_json(decode(body, "request body"), "request body")
             except InputError as exc:
-                await _reply(send, 422, str(exc))
+                # shaped as FastAPI's 422 (the spec's HTTPValidationError)
+                problem = {"loc": ["body"], "msg": str(exc), "type": "body"}
+                await _reply(send, 422, [problem])
                 return
         sent = False
 
@@ -73,7 +75,7 @@ class BodyLimits:
         await self.app(scope, replay, send)
 
 
-async def _reply(send: Send, status: int, detail: str) -> None:
+async def _reply(send: Send, status: int, detail: str | list[dict[str, Any]]) -> None:
     payload: dict[str, Any] = {"detail": detail}
     body = json.dumps(payload).encode()
     await send(

@@ -132,7 +132,8 @@ class Runs:
 
     team: IntArray
     workload: IntArray
-    """Index of the run's workload in ``Measured.submit``."""
+    """Index of the run's workload in ``Measured.submit`` (-1 for work that was running when
+    the run began, never submitted in it)."""
     start: FloatArray
     stop: FloatArray
     amount: FloatArray
@@ -205,6 +206,7 @@ class Measured:
         r = self.runs
         n = self.submit.size
         order = np.lexsort((r.start, r.workload))
+        order = order[r.workload[order] >= 0]  # work running from the start never queued
         wl, start, stop = r.workload[order], r.start[order], r.stop[order]
         first = np.ones(wl.size, dtype=np.bool_)
         first[1:] = wl[1:] != wl[:-1]
@@ -306,7 +308,7 @@ def extract_runs(
     def close(name: str, at: float, why: str | None) -> None:
         began, took = open_runs.pop(name)
         team.append(team_of[name])
-        workload.append(number[name])
+        workload.append(number.get(name, -1))
         start.append(began)
         stop.append(at)
         amount.append(amount_of[name])
