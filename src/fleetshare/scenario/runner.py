@@ -58,7 +58,10 @@ class WorkloadRecord:
     preemptions: list[dict[str, Any]] = field(default_factory=list)
     borrowed: dict[str, int] = field(default_factory=dict)
     pending_reason: str | None = None
+    """Why it waits: the engine's reason, plus the autoscaler's note when there is one."""
     queue_position: int | None = None
+    engine_reason: str | None = None
+    """The engine's latest reason alone (what a ``pending`` event is logged from)."""
     flavors: tuple[str, ...] = ()
     nodes: list[str] = field(default_factory=list)
 
@@ -317,7 +320,7 @@ class Runner:
         if record.first_admitted_at is None:
             record.first_admitted_at = now
         record.borrowed = dict(admission.borrowed)
-        record.pending_reason = record.queue_position = None
+        record.pending_reason = record.queue_position = record.engine_reason = None
         record.flavors = admission.assignment.flavors
         record.nodes = [n for ps in admission.assignment.placement for n, _ in ps]
         borrowed = {k: to_number(v) for k, v in sorted(admission.borrowed.items())}
@@ -345,16 +348,16 @@ class Runner:
             reports = result.pending.items()
         for name, pending in reports:
             record = self.records[name]
-            if record.pending_reason != pending.reason and (
-                record.pending_reason is None
-                or _gist(record.pending_reason) != _gist(pending.reason)
-            ):
+            last = record.engine_reason
+            if last != pending.reason and (last is None or _gist(last) != _gist(pending.reason)):
                 # logged when the reason changes, not when only its numbers do (usage moving
-                # under a waiting job would log it every cycle); the record keeps the latest
+                # under a waiting job would log it every cycle); the record keeps the latest.
+                # Compared with the engine's last reason, not the record's (which carries the
+                # autoscaler's note: comparing with it logged every waiting job every cycle)
                 self._log(
                     now, "pending", workload=name, reason=pending.reason, position=pending.position
                 )
-            record.pending_reason = pending.reason
+            record.engine_reason = record.pending_reason = pending.reason
             record.queue_position = pending.position
 
     def note_pending(self, workload: str, note: str) -> None:
