@@ -45,6 +45,15 @@ def one_error_line(output: str, *words: str) -> None:
         assert word in text, output
 
 
+def ends_with_error_line(output: str, *words: str) -> None:
+    """Progress lines may come first (``simulate``); then one ``error:`` line, the last."""
+    assert "Traceback" not in output
+    lines = [line for line in output.splitlines() if line.strip()]
+    starts = [i for i, line in enumerate(lines) if line.startswith("error: ")]
+    assert len(starts) == 1, output
+    one_error_line("\n".join(lines[starts[0] :]), *words)
+
+
 def write(tmp_path: Path, name: str, data: str | bytes) -> Path:
     path = tmp_path / name
     if isinstance(data, bytes):
@@ -275,3 +284,239 @@ def test_philly_active_above_total(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     code, out = run("simulate", "--trace", "philly", "--days", "0.1", "-p", "static")
     assert code == 2
     one_error_line(out, "row 4: 500 active nodes of 420 in all")
+
+
+def test_a_burst_onto_many_launching_nodes_stays_fast() -> None:
+    """A 0.05-day DLRM slice under fair-share-autoscale did not end: 7,280 jobs at t=0, 1,055
+    nodes launched in one plan (each node carrying the plan's workload list). Per pending job
+    the autoscaler's note scanned every launching node's list (pending × nodes × plan size),
+    its free room fitted each job once per node it waited for, single-node consolidation
+    recounted every pod per candidate, and the runner logged every job carrying a note as
+    pending again at every instant. It was slow, not stuck: each fixed, the slice runs."""
+    import time
+
+    from fleetshare.scenario.loader import load_scenario_data
+    from fleetshare.scenario.runner import run_scenario
+
+    small = {"nvidia.com/gpu": 1, "cpu": 4, "memory": "16Gi"}
+    workloads = [
+        {"name": f"j{i}", "team": "a", "duration": 600, "requests": small} for i in range(1200)
+    ] + [  # larger than any type the pool may launch: pending, with a note, all run long
+        {"name": f"big{i}", "team": "a", "duration": 600, "requests": {"nvidia.com/gpu": 16}}
+        for i in range(300)
+    ]
+    scenario = load_scenario_data(
+        {
+            "cluster": {"nodes": []},
+            "policy": {
+                "cluster": {"fair_share": True},
+                "teams": [{"name": "a", "quota": [{"resources": {"nvidia.com/gpu": 10_000}}]}],
+            },
+            "node_pools": [{"name": "gpu", "instance_types": ["g5.12xlarge"]}],
+            "workloads": workloads,
+        },
+        ROOT,
+    )
+    began = time.process_time()
+    result = run_scenario(scenario)
+    seconds = time.process_time() - began
+    assert sum(r.state == "finished" for r in result.records.values()) == 1200
+    pending_events = sum(e["event"] == "pending" for e in result.events)
+    assert pending_events <= 2 * len(workloads)  # was about 12 per job
+    assert seconds < 12, f"{seconds:.1f} s of processor time (about 2 s; was over 20)"
+
+
+PENDING = "workloads: [{name: w, team: a, requests: {cpu: 1}}]\n"
+
+SPOT = """
+cluster: {nodes: []}
+policy: {teams: [{name: a, quota: [{resources: {nvidia.com/gpu: 8}}]}]}
+node_pools: [{name: gpu, instance_types: [g5.xlarge], capacity_types: [spot]}]
+cloud: {seed: 1, spot_interruption_rate_per_hour: %s}
+autoscaler: {disruption_interval_seconds: 1000000}
+workloads: [{name: long, team: a, duration: %s, requests: {nvidia.com/gpu: 1}}]
+"""
+
+
+def test_a_spot_interruption_rate_beyond_reason_is_refused(tmp_path: Path) -> None:
+    """``spot_interruption_rate_per_hour: 1000`` hung: every spot node was interrupted before it
+    was Ready and another was launched, for ever. The rate is bounded where it is read."""
+    scenario = write(tmp_path, "spot.yaml", SPOT % (1000, 3600))
+    code, out = run("scenario", "run", str(scenario))
+    assert code == 2
+    one_error_line(out, "cloud.spot_interruption_rate_per_hour", "above the most simulated, 10")
+
+
+def test_a_run_whose_work_is_restarted_for_ever_stops_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the highest rate allowed, a 10-hour job on spot nodes is interrupted long before it
+    ends (each run survives with e^-100): the run stops once one workload was restarted more
+    than the limit with no progress, saying so, in `scenario run` and in `simulate`."""
+    from fleetshare.scenario import runner
+
+    monkeypatch.setattr(runner, "MAX_RESTARTS_WITHOUT_PROGRESS", 20)
+    scenario = write(tmp_path, "spot.yaml", SPOT % (10, 36_000))
+    code, out = run("scenario", "run", str(scenario))
+    assert code == 2
+    one_error_line(out, "long was restarted 21 times", "cannot end", "spot-interruption")
+    code, out = run("simulate", str(scenario), "-p", "fair-share-autoscale", "--jobs", "1")
+    assert code == 2
+    ends_with_error_line(out, "long was restarted 21 times")
+
+
+def test_a_run_without_progress_for_too_long_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Restarts that come rarely (a 100-hour job, a spot node lasting 2 hours on average) are
+    caught by the time bound: no progress for twice the longest duration (at least
+    ``MIN_HORIZON_SECONDS``, here lowered to one day)."""
+    from fleetshare.scenario import runner
+
+    monkeypatch.setattr(runner, "MIN_HORIZON_SECONDS", 86_400.0)
+    scenario = write(tmp_path, "spot.yaml", SPOT % (0.5, 360_000))
+    code, out = run("scenario", "run", str(scenario))
+    assert code == 2
+    one_error_line(out, "8.33 days without progress", "long is")
+
+
+def test_endless_work_with_a_pool_schedule_ends(tmp_path: Path) -> None:
+    """A workload without a duration on an autoscaled pool with a daily schedule ran for ever
+    (a wake-up each day while the endless work kept the cluster busy): endless work alone no
+    longer keeps a run without ``until`` going."""
+    scenario = write(
+        tmp_path,
+        "endless.yaml",
+        "cluster: {nodes: []}\n"
+        "policy: {teams: [{name: a, quota: [{resources: {nvidia.com/gpu: 8}}]}]}\n"
+        "node_pools: [{name: gpu, families: [g5], schedules: [{schedule: '0 20 * * *', "
+        "duration_seconds: 43200, min_nodes: 1, instance_type: g5.xlarge}]}]\n"
+        "workloads: [{name: w, team: a, requests: {nvidia.com/gpu: 1}}]\n",
+    )
+    code, out = run("scenario", "run", str(scenario), "--json")
+    assert code == 0, out
+    assert '"state": "admitted"' in out
+
+
+def test_simulate_refuses_work_of_a_team_only_a_policy_change_brings(tmp_path: Path) -> None:
+    """`simulate` runs one policy throughout (policy changes are ignored): a workload of a team
+    that only a policy change adds was never admitted, silently."""
+    scenario = write(
+        tmp_path,
+        "later.yaml",
+        "cluster: {nodes: [{name: n, allocatable: {nvidia.com/gpu: 8, cpu: 8}}]}\n"
+        "policy: {teams: [{name: a, quota: [{resources: {nvidia.com/gpu: 4}}]}]}\n"
+        "policy_changes: [{at: 100, policy: {teams: [{name: a}, {name: b}]}}]\n"
+        "workloads: [{name: wb, team: b, duration: 50, requests: {nvidia.com/gpu: 1}}]\n",
+    )
+    code, out = run("simulate", str(scenario), "-p", "fair-share", "--jobs", "1")
+    assert code == 2
+    one_error_line(out, "workloads[0](wb).team: team 'b' is not in the base policy")
+    code, out = run("scenario", "run", str(scenario))  # there the change brings it in time
+    assert code == 0 and "finished" in out
+
+
+@pytest.mark.parametrize(
+    ("pool", "words"),
+    [
+        ("families: [g55]", "node_pools[0](gpu).families[0]: unknown instance family 'g55'"),
+        ("instance_types: [g5.huge]", "node_pools[0](gpu).instance_types[0]: unknown instance"),
+        ("gpu_models: [a1000]", "node_pools[0](gpu).gpu_models[0]: unknown GPU model 'a1000'"),
+        (
+            "instance_groups: [{name: g, instance_type: ml.g55.xlarge, max_count: 2}]",
+            "instance_groups[0](g).instance_type: unknown instance type 'ml.g55.xlarge'",
+        ),
+        ("families: [g5], architectures: [arm64]", "could launch nothing"),
+    ],
+    ids=["family", "instance-type", "gpu-model", "instance-group", "no-type-matches"],
+)
+def test_node_pools_naming_unknown_hardware(tmp_path: Path, pool: str, words: str) -> None:
+    """Node pools with a typo in a family or type launched nothing, silently: their work
+    waited for ever. Now the field and the reason, in scenarios and in `plan --pools`."""
+    scenario = write(
+        tmp_path,
+        "pools.yaml",
+        "cluster: {nodes: []}\n"
+        "policy: {teams: [{name: a, quota: [{resources: {nvidia.com/gpu: 8}}]}]}\n"
+        f"node_pools: [{{name: gpu, {pool}}}]\n"
+        "workloads: [{name: w, team: a, requests: {nvidia.com/gpu: 1}}]\n",
+    )
+    code, out = run("scenario", "run", str(scenario))
+    assert code == 2
+    one_error_line(out, words)
+    pools = write(tmp_path, "plan-pools.yaml", f"pools: [{{name: gpu, {pool}}}]\n")
+    pending = write(tmp_path, "pending.yaml", PENDING)
+    code, out = run("plan", "--pools", str(pools), "--pending", str(pending))
+    assert code == 2
+    one_error_line(out, words.replace("node_pools[0]", "pools[0]"))
+
+
+def test_plan_nodes_of_an_unknown_instance_type(tmp_path: Path) -> None:
+    nodes = write(tmp_path, "nodes.yaml", "nodes: [{instance_type: zz.large}]\n")
+    pending = write(tmp_path, "pending.yaml", PENDING)
+    code, out = run("plan", "--pools", str(POOLS), "--pending", str(pending), "--nodes", str(nodes))
+    assert code == 2  # was exit 1, "UnknownInstanceTypeError"
+    one_error_line(out, "nodes.yaml: nodes[0]: unknown instance type 'zz.large'")
+
+
+def test_hyperpod_json_naming_an_unknown_instance_type(tmp_path: Path) -> None:
+    """Imported as written before, to a flavor no node could ever belong to."""
+    quota = write(
+        tmp_path,
+        "quota.json",
+        '{"ComputeQuotaTarget": {"TeamName": "a"}, "ComputeQuotaConfig": '
+        '{"ComputeQuotaResources": [{"InstanceType": "ml.g55.8xlarge", "Count": 2}]}}',
+    )
+    code, out = run("policy", "import", "hyperpod", str(quota))
+    assert code == 2
+    text = " ".join(out.split())
+    assert text.startswith("error: ") and "Traceback" not in out
+    assert "ComputeQuotaResources[0].InstanceType: unknown instance type 'ml.g55.8xlarge'" in text
+
+
+def test_a_limit_on_an_unknown_instance_type(tmp_path: Path) -> None:
+    """A borrow limit naming an instance type no quota and no catalog entry knows made a flavor
+    of its own (with instance types as flavors), silently."""
+    policy = write(
+        tmp_path,
+        "policy.yaml",
+        "teams:\n  - name: a\n    quota: [{instance_type: ml.g5.8xlarge, count: 2}]\n"
+        "    borrow_limits: [{resource: nvidia.com/gpu, flavor: ml.zz.large, absolute: 1}]\n",
+    )
+    code, out = run("policy", "validate", str(policy))
+    assert code == 2
+    one_error_line(out, "teams[0](a).borrow_limits[0].flavor: unknown instance type 'ml.zz.large'")
+
+
+def test_a_quota_above_one_instance_is_that_many_instances(tmp_path: Path) -> None:
+    """16 accelerators of an 8-GPU type: HyperPod allocates per instance group, so this is two
+    instances' worth (vCPU and memory follow), shown as such; where the cluster is known and has
+    fewer, each run warns that guaranteed work may wait. A type without accelerators, or a MIG
+    profile its GPUs lack, is an error."""
+    policy = write(
+        tmp_path,
+        "policy.yaml",
+        "teams:\n  - name: a\n    quota: [{instance_type: ml.p4d.24xlarge, accelerators: 16}]\n",
+    )
+    code, out = run("policy", "validate", str(policy))
+    assert code == 0
+    assert "nvidia.com/gpu=16 on ml.p4d.24xlarge (2 instances)" in " ".join(out.split())
+    scenario = write(
+        tmp_path,
+        "one-node.yaml",
+        "cluster: {nodes: [{instance_type: ml.p4d.24xlarge}]}\n"
+        "policy: {teams: [{name: a, quota: [{instance_type: ml.p4d.24xlarge, "
+        "accelerators: 16}]}]}\n"
+        "workloads: [{name: w, team: a, duration: 60, requests: {nvidia.com/gpu: 8}}]\n",
+    )
+    code, out = run("scenario", "run", str(scenario))
+    assert code == 0
+    assert "quotas for nvidia.com/gpu on ml.p4d.24xlarge add up to 16" in " ".join(out.split())
+    cpu_type = write(
+        tmp_path,
+        "cpu.yaml",
+        "teams: [{name: a, quota: [{instance_type: m5.large, accelerators: 4}]}]",
+    )
+    code, out = run("policy", "validate", str(cpu_type))
+    assert code == 2
+    one_error_line(out, "instance type m5.large has no accelerators")

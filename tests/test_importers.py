@@ -540,13 +540,56 @@ def test_hyperpod_absolute_borrow_limits_per_resource() -> None:
     ]
 
 
-def test_hyperpod_absolute_borrow_limit_in_whole_instances_is_reported() -> None:
-    absolute = [{"InstanceType": "ml.g5.8xlarge", "Count": 1}]
+def test_hyperpod_absolute_borrow_limit_in_whole_instances_is_resolved() -> None:
+    """Count whole instances: that many instances' allocatable of each resource, as a quota
+    Count resolves (it was a note, not imported, before the importer read the catalog)."""
+    absolute = [{"InstanceType": "ml.g5.8xlarge", "Count": 2}]
     policy = import_hyperpod(quota({"ResourceSharingConfig": {"AbsoluteBorrowLimits": absolute}}))
 
-    assert policy.team("ml").borrow_limits == [BorrowLimit(percent_of_quota=50)]
-    note = "ResourceSharingConfig.AbsoluteBorrowLimits[0].Count"
-    assert any(note in n and "instance catalog" in n for n in policy.notes)
+    limits = {b.resource: b.absolute for b in policy.team("ml").borrow_limits[1:]}
+    assert limits["nvidia.com/gpu"] == "2"
+    assert limits["cpu"] == "63700m"  # 2 x 31.85 allocatable vCPUs
+    assert set(limits) == {"nvidia.com/gpu", "cpu", "memory"}
+    assert all(b.flavor == "ml.g5.8xlarge" for b in policy.team("ml").borrow_limits[1:])
+
+
+@pytest.mark.parametrize(
+    ("entry", "field", "reason"),
+    [
+        ({"InstanceType": "ml.g55.8xlarge", "Count": 1}, "InstanceType", "unknown instance type"),
+        ({"InstanceType": "ml.m5.large", "Accelerators": 2}, "Accelerators", "has no accelerat"),
+        (
+            {
+                "InstanceType": "ml.g5.8xlarge",
+                "AcceleratorPartition": {"Type": "1g.5gb", "Count": 1},
+            },
+            "AcceleratorPartition.Type",
+            "instance type ml.g5.8xlarge has no MIG profile 1g.5gb",
+        ),
+    ],
+    ids=["unknown-type", "accelerators-of-a-cpu-type", "mig-profile-the-gpu-lacks"],
+)
+def test_hyperpod_amounts_the_instance_type_cannot_supply(
+    entry: dict[str, Any], field: str, reason: str
+) -> None:
+    for where in ("ComputeQuotaResources", "AbsoluteBorrowLimits"):
+        config: dict[str, Any] = (
+            {"ComputeQuotaResources": [entry]}
+            if where == "ComputeQuotaResources"
+            else {"ResourceSharingConfig": {"AbsoluteBorrowLimits": [entry]}}
+        )
+        with pytest.raises(PolicyError) as excinfo:
+            import_hyperpod(quota(config))
+        found = {k: v for k, v in problems_of(excinfo).items() if k.endswith(f"[0].{field}")}
+        assert found and reason in next(iter(found.values())), excinfo.value.problems
+
+
+def test_hyperpod_quota_above_one_instance_is_that_many_instances() -> None:
+    """16 accelerators of an 8-GPU type: HyperPod allocates per instance group ("16 out of 32
+    total accelerators" is its own example), so this is two instances' worth, not an error."""
+    resources = [{"InstanceType": "ml.p4d.24xlarge", "Accelerators": 16}]
+    team = import_hyperpod(quota({"ComputeQuotaResources": resources})).team("ml")
+    assert team.quota == [QuotaEntry(flavor="ml.p4d.24xlarge", accelerators=16)]
 
 
 @pytest.mark.parametrize(

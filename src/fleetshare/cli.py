@@ -17,7 +17,7 @@ from rich.table import Table
 
 from fleetshare.governance.quota import compile_policy
 from fleetshare.inputs import InputError, load_yaml, parse_yaml, parse_yaml_all, read_text
-from fleetshare.model.catalog import load_catalog
+from fleetshare.model.catalog import Catalog, load_catalog
 from fleetshare.model.quantity import format_quantity
 from fleetshare.policy.schema import PolicyError, load_policy
 from fleetshare.scenario.expect import mismatches
@@ -80,19 +80,33 @@ def validate_policy(
     path: Annotated[Path, typer.Argument(help="policy file (YAML or JSON)")],
 ) -> None:
     """Check a fleetshare policy; print what it resolves to, or each bad field and why."""
+    catalog = load_catalog()
     try:
         policy = load_policy(load_yaml(path), str(path))
-        model = compile_policy(policy, load_catalog())
+        model = compile_policy(policy, catalog)
     except (PolicyError, InputError) as exc:
         _fail(str(exc))
     console = Console()
     console.print(f"[green]valid:[/] {len(policy.teams)} teams, {len(policy.groups)} groups")
     for name, node in model.nodes.items():
         quota = ", ".join(
-            f"{res}={format_quantity(v, res)} on {flavor}"
+            f"{res}={format_quantity(v, res)} on {flavor}{_instances(flavor, res, v, catalog)}"
             for (flavor, res), v in sorted(node.quota.items())
         )
         console.print(f"  {'team' if node.is_team else 'group'} {name}: {quota or 'no quota'}")
+
+
+def _instances(flavor: str, resource: str, amount: int, catalog: Catalog) -> str:
+    """`` (2 instances)`` after an accelerator quota on an instance type: a quota above one
+    instance is that many instances' worth (HyperPod allocates per instance group)."""
+    if flavor not in catalog:
+        return ""
+    instance = catalog.get(flavor)
+    per_instance = instance.allocatable.get(resource, 0)
+    if resource != instance.accelerator_resource or not per_instance or not amount:
+        return ""
+    count = amount / per_instance
+    return f" ({count:g} instance{'' if count == 1 else 's'})"
 
 
 @policy_app.command("import")
@@ -380,6 +394,9 @@ def simulate(
     )
     try:
         results = run_variants(inp, chosen, jobs=workers, progress=report, on_start=start)
+    except ScenarioError as exc:  # a run that cannot end (RunLimitError)
+        progress.stop()
+        _fail(str(exc))
     finally:
         progress.stop()
     if as_json:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from fleetshare.inputs import StrictModel
-from fleetshare.model.catalog import InstanceType, ec2_name
+from fleetshare.model.catalog import Catalog, InstanceType, ec2_name
 from fleetshare.model.quantity import check_quantities, parse_quantity
 from fleetshare.model.resources import GPU
 
@@ -150,6 +151,60 @@ class NodePool(_Strict):
         """A pool limit in milli-units (``nodes`` counts nodes), or None."""
         value = self.limits.get(resource)
         return None if value is None else parse_quantity(value)
+
+
+def _unknown(kind: str, name: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(name, sorted(set(known)), n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"unknown {kind} {name!r}{hint}"
+
+
+def pool_problems(pool: NodePool, catalog: Catalog) -> list[tuple[str, str]]:
+    """``(.field, why)`` for every name in ``pool`` the catalog does not know (instance
+    types, families, GPU models, instance groups' and schedules' types; ``ml.`` names map to
+    their EC2 names) and, when they are all known, ``("", why)`` for rules that together allow
+    no instance type. A pool naming a typo would otherwise launch nothing, its work waiting."""
+    out: list[tuple[str, str]] = []
+    names = [i.name for i in catalog]
+    for j, name in enumerate(pool.instance_types):
+        if name not in catalog:
+            out.append((f".instance_types[{j}]", _unknown("instance type", name, names)))
+    families = [i.family for i in catalog]
+    for j, family in enumerate(pool.families):
+        if family not in families:
+            out.append((f".families[{j}]", _unknown("instance family", family, families)))
+    models = [i.gpu_name for i in catalog if i.gpu_name]
+    for j, model in enumerate(pool.gpu_models):
+        if model not in models:
+            out.append((f".gpu_models[{j}]", _unknown("GPU model", model, models)))
+    for j, group in enumerate(pool.instance_groups):
+        if group.instance_type not in catalog:
+            why = _unknown("instance type", group.instance_type, names)
+            out.append((f".instance_groups[{j}]({group.name}).instance_type", why))
+    for j, schedule in enumerate(pool.schedules):
+        if schedule.instance_type is not None and schedule.instance_type not in catalog:
+            why = _unknown("instance type", schedule.instance_type, names)
+            out.append((f".schedules[{j}].instance_type", why))
+    if not out and not any(pool.allows(i) for i in catalog):
+        rules = [
+            f"{key} {value}"
+            for key, value in (
+                ("instance_types", pool.instance_types),
+                ("families", pool.families),
+                ("gpu_models", pool.gpu_models),
+                ("architectures", pool.architectures),
+                ("instance_groups", [g.instance_type for g in pool.instance_groups]),
+            )
+            if value
+        ]
+        out.append(
+            (
+                "",
+                f"no priced instance type of the catalog matches {' and '.join(rules)}: "
+                "the pool could launch nothing",
+            )
+        )
+    return out
 
 
 class PoolSet(_Strict):

@@ -26,6 +26,11 @@ from fleetshare.autoscaling.simulated_cloud import (
 from fleetshare.inputs import StrictModel
 from fleetshare.model.catalog import Catalog
 
+MAX_SPOT_INTERRUPTION_RATE = 10.0
+"""The highest ``spot_interruption_rate_per_hour`` accepted: a mean spot lifetime of six minutes,
+far above any real spot pool (AWS's worst band is over 20% a month, about 0.0003 an hour), yet
+low enough that a launched node usually becomes Ready (launch latency 90 s: 78% do)."""
+
 
 class _Strict(StrictModel):
     model_config = ConfigDict(frozen=True)
@@ -96,6 +101,7 @@ class CloudSpec(_Strict):
     spot_discount_min: float = Field(default=0.55, ge=0, lt=1)
     spot_discount_max: float = Field(default=0.75, ge=0, lt=1)
     spot_interruption_rate_per_hour: float = Field(default=0.0, ge=0)
+    """Interruptions per spot instance-hour, at most :data:`MAX_SPOT_INTERRUPTION_RATE`."""
     ice_probability: float = Field(default=0.0, ge=0, le=1)
     ice_cooldown_seconds: float = Field(default=180.0, ge=0)
     capacity_limits: list[CapacityLimitSpec] = Field(default_factory=list)
@@ -104,6 +110,20 @@ class CloudSpec(_Strict):
     """The account's vCPU quotas: the autoscaler plans within them, the cloud enforces them."""
     instance_limits: dict[str, int] = Field(default_factory=dict)
     """Instance type -> most instances of it at once (any capacity type)."""
+
+    @field_validator("spot_interruption_rate_per_hour")
+    @classmethod
+    def _rate(cls, value: float) -> float:
+        if value > MAX_SPOT_INTERRUPTION_RATE:
+            raise ValueError(
+                f"{value:g} interruptions per spot instance-hour is above the most simulated, "
+                f"{MAX_SPOT_INTERRUPTION_RATE:g} (a mean spot lifetime of "
+                f"{60 / MAX_SPOT_INTERRUPTION_RATE:g} minutes; AWS's most interrupted spot "
+                "pools lose over 20% a month, about 0.0003 an hour): at such rates nodes are "
+                "interrupted before they are Ready or the work on them ends, and a run "
+                "cannot finish"
+            )
+        return value
 
     def account(self, catalog: Catalog) -> AccountLimits | None:
         """The account limits (None when there are none)."""

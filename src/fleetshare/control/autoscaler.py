@@ -26,7 +26,7 @@ remove (with a reason; the runner requeues their workloads), and when to call ag
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -122,6 +122,10 @@ def _due(now: float, reasons: Mapping[str, Reason]) -> list[float]:
             if wait in numbers and waited in numbers:
                 out.append(now + numbers[wait] - numbers[waited])
     return out
+
+
+SHOWN_NODES = 5
+"""A pending workload's note names at most this many of the nodes launching for it."""
 
 
 @dataclass
@@ -349,10 +353,33 @@ class Autoscaler:
 
     def note(self, workload: str) -> str | None:
         """What the autoscaler is doing about a pending workload, for "why pending"."""
-        launching = [m for m in self.live() if not m.joined and workload in m.for_workloads]
+        return self.notes([workload]).get(workload)
+
+    def notes(self, workloads: Iterable[str]) -> dict[str, str]:
+        """:meth:`note` of each workload that has one, in one pass over the launching nodes."""
+        groups = self._launching_groups()
+        launching: dict[str, list[tuple[list[ManagedNode], float]]] = {}
+        for names, nodes in groups:
+            group = (nodes, max(m.ready_at for m in nodes))
+            for name in names:
+                launching.setdefault(name, []).append(group)
+        out = {}
+        for workload in workloads:
+            note = self._note(workload, launching.get(workload, ()))
+            if note is not None:
+                out[workload] = note
+        return out
+
+    def _note(
+        self, workload: str, launching: Sequence[tuple[list[ManagedNode], float]]
+    ) -> str | None:
         if launching:
-            ready = max(m.ready_at for m in launching)
-            names = ", ".join(m.name for m in launching)
+            ready = max(at for _, at in launching)
+            count = sum(len(nodes) for nodes, _ in launching)
+            shown = [m.name for nodes, _ in launching for m in nodes[:SHOWN_NODES]][:SHOWN_NODES]
+            names = ", ".join(shown)
+            if count > len(shown):
+                names += f" and {count - len(shown):,} more"
             return f"nodes launching for it: {names} (ready at t={ready:g})"
         reason = self.unplaceable.get(workload)
         if reason is not None:
@@ -362,8 +389,20 @@ class Autoscaler:
             return f"no node is launched for it, quota would not admit it: {reason}"
         return None
 
+    def _launching_groups(self) -> list[tuple[tuple[str, ...], list[ManagedNode]]]:
+        """Launching nodes grouped by the workloads they were launched for. The nodes of one
+        plan share one tuple of (often thousands of) workloads: walking it once per plan, not
+        once per node, keeps notes, nominations and free room linear (per node, a burst of
+        7,000 DLRM jobs on 1,000 new nodes took minutes per step)."""
+        groups: dict[int, tuple[tuple[str, ...], list[ManagedNode]]] = {}
+        for managed in self.live():
+            if not managed.joined:
+                key = id(managed.for_workloads)
+                groups.setdefault(key, (managed.for_workloads, []))[1].append(managed)
+        return list(groups.values())
+
     def _nominated(self) -> set[str]:
-        return {w for m in self.live() if not m.joined for w in m.for_workloads}
+        return {w for names, _ in self._launching_groups() for w in names}
 
     # -- the step ------------------------------------------------------------------------------
 
@@ -500,12 +539,11 @@ class Autoscaler:
         out = [Room.of(n, room[n.name]) for n in snapshot.nodes if n.name in room]
         launching = [Room.of(m.node) for m in self.live() if not m.joined]
         pending = {wl.name: wl for wl in snapshot.pending}
-        for managed in self.live():
-            for name in managed.for_workloads if not managed.joined else ():
-                wl = pending.get(name)
-                if wl is not None:
-                    for podset in wl.podsets:
-                        _first_fit(podset, podset.node_selector, podset.count, launching)
+        for name in dict.fromkeys(w for names, _ in self._launching_groups() for w in names):
+            wl = pending.get(name)  # each workload once, however many nodes it waits for
+            if wl is not None:
+                for podset in wl.podsets:
+                    _first_fit(podset, podset.node_selector, podset.count, launching)
         return out + launching
 
     def _shapes(
@@ -515,6 +553,9 @@ class Autoscaler:
         used: set[str] | None = None,
     ) -> list[PodShape]:
         grouped: dict[tuple[object, ...], PodShape] = {}
+        full: set[tuple[object, ...]] = set()  # pod kinds that found no room left: room
+        # only shrinks here, so they never will (thousands of pods no node takes were each
+        # tried on every room)
         for item in demand:
             # A workload is admitted whole, so its pods are bought whole: nodes for part of a
             # gang would sit idle (and be consolidated away, and bought again, ...).
@@ -523,20 +564,24 @@ class Autoscaler:
             for podset in item.workload.podsets:
                 selector = {**podset.node_selector, **item.node_selector}
                 count = podset.count
-                if free:
-                    count -= _first_fit(podset, selector, count, free, used)
-                if count <= 0:
-                    continue
                 level, required = constraint(podset.required_topology, podset.preferred_topology)
-                key = (
+                kind = (
                     tuple(sorted(podset.requests.items())),
                     tuple(sorted(selector.items())),
                     podset.tolerations,
                     podset.affinity,
-                    gang,
-                    # a pod set kept in one domain is a shape of its own
-                    (podset.name, level, required) if level and gang else None,
+                    # pods kept in one domain place differently: a kind of their own
+                    (level, required) if level and gang else None,
                 )
+                if free and kind not in full:
+                    placed = _first_fit(podset, selector, count, free, used)
+                    if placed < count:
+                        full.add(kind)
+                    count -= placed
+                if count <= 0:
+                    continue
+                # a gang's pod set kept in one domain is a shape of its own
+                key = (*kind, gang, podset.name if level and gang else None)
                 old = grouped.get(key)
                 grouped[key] = PodShape(
                     requests=key[0],

@@ -169,10 +169,9 @@ class ControlLoop:
             removed = True
         if removed:
             self.world_changed()  # a node went away
-        for workload in cluster.pending_workloads():
-            note = autoscaler.note(workload.name)
-            if note:
-                cluster.note_pending(workload.name, note)
+        notes = autoscaler.notes(w.name for w in cluster.pending_workloads())
+        for name, note in notes.items():
+            cluster.note_pending(name, note)
         busy = cluster.busy(now)
         for at in {*step.wake, *(step.wake_if_busy if busy else ())}:
             cluster.wake(at, now)

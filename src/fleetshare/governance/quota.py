@@ -299,6 +299,31 @@ def _flavors(policy: Policy, quota_flavors: set[str]) -> tuple[tuple[Flavor, ...
     return tuple(Flavor(name=name) for name in sorted(quota_flavors)), True
 
 
+def _limit_flavors_known(policy: Policy, catalog: Catalog, quota_flavors: set[str]) -> None:
+    """With instance types as flavors, a borrow or lending limit must name one a quota names
+    or one in the catalog: a typo would govern a flavor no node belongs to (PolicyError)."""
+    problems: list[tuple[str, str]] = []
+    owners: list[tuple[str, Sequence[Team | Group]]] = [
+        ("groups", policy.groups),
+        ("teams", policy.teams),
+    ]
+    for kind, members in owners:
+        for i, owner in enumerate(members):
+            for field_name in ("borrow_limits", "lending_limits"):
+                for j, lim in enumerate(getattr(owner, field_name)):
+                    flavor = lim.flavor
+                    if flavor in ("*", DEFAULT_FLAVOR) or flavor in quota_flavors:
+                        continue
+                    if flavor not in catalog:
+                        where = f"{kind}[{i}]({owner.name}).{field_name}[{j}].flavor"
+                        try:
+                            catalog.get(flavor)
+                        except KeyError as exc:
+                            problems.append((where, str(exc)))
+    if problems:
+        raise PolicyError(problems)
+
+
 def compile_policy(policy: Policy, catalog: Catalog | None) -> QuotaModel:
     """Resolve a policy into a :class:`QuotaModel`; raises PolicyError naming bad fields."""
     problems: list[tuple[str, str]] = []
@@ -317,6 +342,8 @@ def compile_policy(policy: Policy, catalog: Catalog | None) -> QuotaModel:
     governed |= _scoped_frs([*policy.teams, *policy.groups])
     flavors, implicit = _flavors(policy, {f for f, _ in governed})
     known = {f.name for f in flavors}
+    if implicit and catalog is not None:
+        _limit_flavors_known(policy, catalog, {f for quota in all_quota for f, _ in quota})
     if not implicit:
         unknown = sorted({f for f, _ in governed} - known)
         if unknown:

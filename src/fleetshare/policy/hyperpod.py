@@ -20,8 +20,13 @@ Mapping, HyperPod -> fleetshare:
   absolute limits per (resource, instance type); ``PreemptTeamTasks`` (default LowerPriority);
   ``ActivationState`` Disabled -> ``enabled=False``; local queue
   ``hyperpod-ns-<team>/hyperpod-ns-<team>-localqueue``.
-- An absolute borrow limit given as ``Count`` (whole instances) is *not* resolved here — that
-  needs the instance catalog — and is reported in ``Policy.notes`` instead.
+- ``InstanceType`` must be in the instance catalog (``ml.`` names map to EC2 names);
+  ``Accelerators`` need a type with accelerators and ``AcceleratorPartition`` a MIG profile its
+  GPUs offer. A quota above one instance (16 accelerators of an 8-GPU type) is valid: HyperPod
+  allocates per instance group ("16 out of 32 total accelerators"), so it is that many
+  instances' worth.
+- An absolute borrow limit given as ``Count`` (whole instances) becomes per-resource limits of
+  that many instances' allocatable (accelerators, vCPU, memory), as a quota ``Count`` does.
 
 Unknown fields go to ``Policy.notes``; invalid values raise :class:`PolicyError` with JSON paths,
 e.g. ``("ComputeQuotas[1].ComputeQuotaConfig.ResourceSharingConfig.Strategy",
@@ -40,7 +45,14 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from fleetshare.inputs import InputError, parse_json
-from fleetshare.model.catalog import ec2_name
+from fleetshare.model.catalog import (
+    InstanceType,
+    UnknownInstanceTypeError,
+    ec2_name,
+    load_catalog,
+    mig_profiles,
+)
+from fleetshare.model.quantity import MILLI
 from fleetshare.model.resources import CPU, GPU, MEMORY, MIG_PREFIX, NEURON
 from fleetshare.policy.import_report import ImportReport
 from fleetshare.policy.schema import (
@@ -117,6 +129,8 @@ class _Amounts:
     vcpu: float | None = None
     memory_gib: float | None = None
     partition: AcceleratorPartition | None = None
+    instance: InstanceType | None = None
+    """The catalog's entry for ``instance_type``."""
 
 
 def import_hyperpod(
@@ -453,6 +467,7 @@ def _amounts(value: Any, path: str, report: ImportReport) -> _Amounts | None:
     _unknown_fields(item, path, ("InstanceType", *_AMOUNTS), report)
     before = len(report.problems)
     instance_type = _name(item.get("InstanceType"), f"{path}.InstanceType", report)
+    instance = _instance(instance_type, f"{path}.InstanceType", report)
     given = [key for key in _AMOUNTS if item.get(key) is not None]
     if not given:
         report.problem(path, "give Count, Accelerators, VCpu, MemoryInGiB or AcceleratorPartition")
@@ -468,8 +483,42 @@ def _amounts(value: Any, path: str, report: ImportReport) -> _Amounts | None:
         partition=_partition(
             item.get("AcceleratorPartition"), f"{path}.AcceleratorPartition", report
         ),
+        instance=instance,
     )
+    if instance is not None:
+        _fits_instance(amounts, instance, path, report)
     return amounts if len(report.problems) == before else None
+
+
+def _instance(name: str | None, path: str, report: ImportReport) -> InstanceType | None:
+    """The catalog's instance type called ``name`` (a problem when it has none)."""
+    if name is None:
+        return None
+    try:
+        return load_catalog().get(name)
+    except UnknownInstanceTypeError as exc:
+        report.problem(path, str(exc))
+        return None
+
+
+def _fits_instance(
+    amounts: _Amounts, instance: InstanceType, path: str, report: ImportReport
+) -> None:
+    """Amounts the instance type cannot supply at all: accelerators of a type without any,
+    a MIG profile its GPUs do not offer."""
+    name = amounts.instance_type
+    accel = instance.accelerator_resource
+    if amounts.accelerators is not None and not instance.allocatable.get(accel or "", 0):
+        report.problem(f"{path}.Accelerators", f"instance type {name} has no accelerators")
+    if amounts.partition is not None:
+        profile = amounts.partition.type.removeprefix("mig-")
+        offered = [p.removeprefix(MIG_PREFIX) for p in mig_profiles(instance)]
+        if profile not in offered:
+            shown = ", ".join(offered) or "none"
+            report.problem(
+                f"{path}.AcceleratorPartition.Type",
+                f"instance type {name} has no MIG profile {profile} (its GPUs offer: {shown})",
+            )
 
 
 def _optional_int(value: Any, path: str, report: ImportReport) -> int | None:
@@ -568,12 +617,12 @@ def _limits_for(amounts: _Amounts, path: str, report: ImportReport) -> list[Borr
     """Per-resource absolute limits for one AbsoluteBorrowLimits entry."""
     flavor = amounts.instance_type
     limits = []
-    if amounts.count is not None:
-        report.note(
-            f"{path}.Count",
-            f"a limit of {amounts.count} whole {flavor} instances needs the instance catalog to "
-            "become per-resource amounts; not imported (give Accelerators, VCpu or MemoryInGiB)",
-        )
+    if amounts.count is not None and amounts.instance is not None:
+        for resource, amount in sorted(amounts.instance.allocatable.items()):
+            if resource != "pods":  # whole instances: each resource of that many
+                total = amount * amounts.count
+                exact = str(total // MILLI) if total % MILLI == 0 else f"{total}m"
+                limits.append(BorrowLimit(resource=resource, flavor=flavor, absolute=exact))
     if amounts.accelerators is not None:
         resource = accelerator_resource(flavor)
         limits.append(BorrowLimit(resource=resource, flavor=flavor, absolute=amounts.accelerators))

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from fleetshare.autoscaling.nodepool import pool_problems
 from fleetshare.governance.quota import compile_policy
 from fleetshare.inputs import InputError, load_yaml, read_text
 from fleetshare.model.catalog import (
@@ -259,12 +260,8 @@ def load_scenario_data(data: Any, base: Path, source: str = "scenario") -> Scena
     if dupes:
         raise ScenarioError(f"{source}: cluster.nodes: duplicate node names {dupes}")
     for i, pool in enumerate(spec.node_pools):
-        named = [*pool.instance_types, *(g.instance_type for g in pool.instance_groups)]
-        for name in named:
-            if name not in catalog:
-                raise ScenarioError(
-                    f"{source}: node_pools[{i}]({pool.name}): {name!r} is not a known instance type"
-                )
+        for where, why in pool_problems(pool, catalog):
+            raise ScenarioError(f"{source}: node_pools[{i}]({pool.name}){where}: {why}")
     changes = []
     for i, change in enumerate(spec.policy_changes):
         try:

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fleetshare.autoscaling.cloud import Offering
-from fleetshare.autoscaling.nodepool import NodePool, PoolSet
+from fleetshare.autoscaling.nodepool import NodePool, PoolSet, pool_problems
 from fleetshare.autoscaling.provisioner import Plan, PodShape, plan_nodes
 from fleetshare.inputs import InputError, load_yaml
 from fleetshare.model.catalog import Catalog
@@ -158,6 +158,9 @@ def run_plan(
     from fleetshare.scenario.schema import ScenarioSpec
 
     pools = _load(pools_path, PoolSet).pools
+    for i, pool in enumerate(pools):
+        for where, why in pool_problems(pool, catalog):
+            raise ScenarioError(f"{pools_path}: pools[{i}]({pool.name}){where}: {why}")
     pending = _load(pending_path, PendingFile)
     spec = ScenarioSpec.model_validate(
         {
@@ -169,8 +172,13 @@ def run_plan(
     workloads = build_workloads(spec, Policy(), resolve_teams=False)
     nodes: list[Node] = []
     if nodes_path is not None:
-        for node_spec in _load(nodes_path, NodesFile).nodes:
-            nodes.extend(build_nodes(node_spec, catalog, len(nodes)))
+        for i, node_spec in enumerate(_load(nodes_path, NodesFile).nodes):
+            try:
+                nodes.extend(build_nodes(node_spec, catalog, len(nodes)))
+            except (KeyError, ScenarioError) as exc:
+                raise ScenarioError(
+                    f"{nodes_path}: nodes[{i}]: {exc.args[0] if exc.args else exc}"
+                ) from None
     shapes, fits_now = shapes_after_existing(workloads, nodes)
     plan = plan_nodes(shapes, pools, catalog, simulated_offerings(catalog, pools))
     return plan, shapes, fits_now

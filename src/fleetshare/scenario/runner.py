@@ -16,6 +16,7 @@ import functools
 import heapq
 import operator
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +34,7 @@ from fleetshare.model.quantity import to_number
 from fleetshare.model.reason import Reason
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import Policy
-from fleetshare.scenario.loader import Scenario, build_nodes
+from fleetshare.scenario.loader import Scenario, ScenarioError, build_nodes
 from fleetshare.scenario.schema import NodeEvent
 
 _NUMBERS = re.compile(r"\d+(?:\.\d+)?")
@@ -58,7 +59,10 @@ class WorkloadRecord:
     preemptions: list[dict[str, Any]] = field(default_factory=list)
     borrowed: dict[str, int] = field(default_factory=dict)
     pending_reason: str | None = None
+    """Why it waits: the engine's reason, plus the autoscaler's note when there is one."""
     queue_position: int | None = None
+    engine_reason: str | None = None
+    """The engine's latest reason alone (what a ``pending`` event is logged from)."""
     flavors: tuple[str, ...] = ()
     placement: tuple[tuple[tuple[str, int], ...], ...] = ()
     """Where the pods of its latest admission ran: per pod set, (node, pod count) pairs."""
@@ -79,6 +83,23 @@ class RunResult:
     autoscaler: Autoscaler | None = None
     cloud: SimulatedCloud | None = None
     """The simulated cloud (its records are the bill)."""
+
+
+MAX_RESTARTS_WITHOUT_PROGRESS = 500
+"""A run stops with :class:`RunLimitError` when one workload is restarted (preempted, evicted,
+its node interrupted or removed) more than this many times with no progress in between: no
+workload finished and no input event came (a submission, a node event of the scenario, a policy
+change). Its work then cannot end (e.g. spot nodes interrupted before it finishes, for ever)."""
+
+MIN_HORIZON_SECONDS = 30 * 86_400.0
+"""Without ``until``, a run also stops when no progress was made for this long (simulated time)
+or for twice the longest workload's duration, whichever is more: nothing can still finish then,
+and timed wake-ups alone would go on for ever."""
+
+
+class RunLimitError(ScenarioError):
+    """A run that cannot end: it went on without progress past a bound (the message says
+    which, what still waits, and what the cluster did meanwhile)."""
 
 
 # at one instant: finishes, then node changes, then submits, then wake-ups
@@ -118,6 +139,14 @@ class Runner:
         self._seq = 0
         self._finish_version: dict[str, int] = {}
         self._wakes: set[float] = set()
+        self._progress = False
+        self._progress_at = 0.0
+        self._restarts: dict[str, int] = {}
+        """Restarts per workload since the last progress."""
+        self.max_restarts = MAX_RESTARTS_WITHOUT_PROGRESS
+        longest = max((w.duration or 0.0 for w in scenario.workloads), default=0.0)
+        self.horizon = max(MIN_HORIZON_SECONDS, 2 * longest)
+        """Simulated seconds without progress after which a run without ``until`` stops."""
         for wl in scenario.workloads:
             self._push(wl.submit_time, _SUBMIT, wl)
         for event in scenario.events:
@@ -174,10 +203,12 @@ class Runner:
                 now = until
                 break
             self.clock.advance_to(now)
+            self._progress = False
             while self._queue and self._queue[0][0] == now:
                 _, kind, _, payload = heapq.heappop(self._queue)
                 self._apply(now, kind, payload)
             self.loop.reconcile(now)
+            self._count_progress(now)
             self._settled(now)
         self._final_positions()
         return RunResult(
@@ -193,6 +224,54 @@ class Runner:
             self.cloud,
         )
 
+    def _count_progress(self, now: float) -> None:
+        """Stop a run that goes on without progress (see :data:`MAX_RESTARTS_WITHOUT_PROGRESS`
+        and :data:`MIN_HORIZON_SECONDS`)."""
+        if self._progress:
+            self._progress_at = now
+            self._restarts.clear()
+        elif self.scenario.until is None and now - self._progress_at > self.horizon:
+            raise RunLimitError(self._stopped(now, f"{_span(now - self._progress_at)} passed"))
+
+    def _restarted(self, now: float, name: str) -> None:
+        count = self._restarts[name] = self._restarts.get(name, 0) + 1
+        if count > self.max_restarts:
+            raise RunLimitError(
+                self._stopped(now, f"{name} was restarted {count:,} times", first=name)
+            )
+
+    def _stopped(self, now: float, what: str, first: str | None = None) -> str:
+        """Why a run was stopped: what happened, what still waits, what the cluster did."""
+        since = self._progress_at
+        parts = [
+            f"{self.scenario.name}: run stopped at t={now:g} s: {what} since t={since:g} s "
+            "with no workload finishing and no input event, so the work left cannot end "
+            f"(limits: {self.max_restarts:,} restarts of one workload, "
+            f"{_span(self.horizon)} without progress)"
+        ]
+        stuck = [*sorted(self.pending), *sorted(self.running)]
+        if first is None and stuck:
+            first = stuck[0]
+        if first is not None:
+            record = self.records[first]
+            recent = [p["reason"] for p in record.preemptions if p["at"] >= since]
+            causes = ", ".join(f"{n:,} {r}" for r, n in Counter(recent).most_common(3))
+            more = f" ({len(stuck) - 1:,} more waiting or running)" if len(stuck) > 1 else ""
+            why = f"; waits: {record.pending_reason}" if record.pending_reason else ""
+            restarts = f", restarts: {causes}" if causes else ""
+            parts.append(f"{first} is {record.state}{more}{restarts}{why}")
+        if self.autoscaler is not None:
+            launched = [
+                m for m in self.autoscaler.nodes.values() if m.instance.launched_at >= since
+            ]
+            interrupted = sum(1 for m in launched if m.termination_category == "spot-interruption")
+            if launched:
+                parts.append(
+                    f"{len(launched):,} nodes were launched meanwhile, {interrupted:,} of them "
+                    "interrupted (spot)"
+                )
+        return "; ".join(parts)
+
     def _settled(self, now: float) -> None:
         """Called after each moment is settled (a hook for progress reports)."""
 
@@ -201,6 +280,8 @@ class Runner:
             return  # time passing alone is no change: a guard that expires is its own reason
         if kind != _FINISH:
             self.loop.world_changed()  # a submission, a node or a policy change
+        if kind != _FINISH and not isinstance(payload, Node):
+            self._progress = True  # an input event (a launched node joining is none)
         if kind == _SUBMIT:
             wl: Workload = payload
             self._pend(wl)
@@ -213,6 +294,7 @@ class Runner:
                 record = self.records[name]
                 record.state, record.finished_at = "finished", now
                 self._log(now, "finish", workload=name)
+                self._progress = True
                 self.loop.world_changed()  # (a finish of a run that was preempted is none)
         elif isinstance(payload, Node):  # a launched node joins the cluster
             if self.loop.node_ready(payload.name):
@@ -270,6 +352,7 @@ class Runner:
         record.state = "preempted"
         record.preemptions.append({"at": to_number_time(now), "by": by, "reason": reason})
         self._log(now, "preempt", workload=wl.name, by=by, reason=reason, message=message)
+        self._restarted(now, wl.name)
 
     # -- the Cluster backend: what the control loop observes -----------------------------
 
@@ -297,9 +380,13 @@ class Runner:
         return PendingView(self.pending.values(), self, self._pending_serial, changes)
 
     def busy(self, now: float) -> bool:
+        """Endless work (no duration) running alone keeps no one busy: with no ``until`` the
+        run ends when nothing else is left to do (timed wake-ups, such as a pool's daily
+        schedule, would otherwise go on for ever)."""
         until = self.scenario.until
         return (
-            bool(self.pending or self.running)
+            bool(self.pending)
+            or any(r.workload.duration is not None for r in self.running.values())
             or (until is not None and now < until)
             or any(k != _WAKE for _, k, _, _ in self._queue)
         )
@@ -318,7 +405,7 @@ class Runner:
         if record.first_admitted_at is None:
             record.first_admitted_at = now
         record.borrowed = dict(admission.borrowed)
-        record.pending_reason = record.queue_position = None
+        record.pending_reason = record.queue_position = record.engine_reason = None
         record.flavors = admission.assignment.flavors
         record.placement = admission.assignment.placement
         borrowed = {k: to_number(v) for k, v in sorted(admission.borrowed.items())}
@@ -346,16 +433,16 @@ class Runner:
             reports = result.pending.items()
         for name, pending in reports:
             record = self.records[name]
-            if record.pending_reason != pending.reason and (
-                record.pending_reason is None
-                or _gist(record.pending_reason) != _gist(pending.reason)
-            ):
+            last = record.engine_reason
+            if last != pending.reason and (last is None or _gist(last) != _gist(pending.reason)):
                 # logged when the reason changes, not when only its numbers do (usage moving
-                # under a waiting job would log it every cycle); the record keeps the latest
+                # under a waiting job would log it every cycle); the record keeps the latest.
+                # Compared with the engine's last reason, not the record's (which carries the
+                # autoscaler's note: comparing with it logged every waiting job every cycle)
                 self._log(
                     now, "pending", workload=name, reason=pending.reason, position=pending.position
                 )
-            record.pending_reason = pending.reason
+            record.engine_reason = record.pending_reason = pending.reason
             record.queue_position = pending.position
 
     def note_pending(self, workload: str, note: str) -> None:
@@ -404,6 +491,12 @@ class Runner:
                 self.records[name].queue_position = pending.position
 
 
+def _span(seconds: float) -> str:
+    """``36 h`` / ``30 days`` for messages."""
+    hours = seconds / 3600
+    return f"{hours:,.3g} h" if hours < 48 else f"{hours / 24:,.3g} days"
+
+
 def to_number_time(t: float) -> int | float:
     """Times print as ints when whole."""
     return int(t) if float(t).is_integer() else t
@@ -414,4 +507,14 @@ def run_scenario(scenario: Scenario) -> RunResult:
     return Runner(scenario).run()
 
 
-__all__ = ["RunResult", "Runner", "WorkloadRecord", "run_scenario", "to_number", "to_number_time"]
+__all__ = [
+    "MAX_RESTARTS_WITHOUT_PROGRESS",
+    "MIN_HORIZON_SECONDS",
+    "RunLimitError",
+    "RunResult",
+    "Runner",
+    "WorkloadRecord",
+    "run_scenario",
+    "to_number",
+    "to_number_time",
+]

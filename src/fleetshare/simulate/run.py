@@ -27,7 +27,7 @@ from fleetshare.model.catalog import GPU_PRODUCT_LABEL, Catalog, load_catalog
 from fleetshare.model.node import Node
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import load_policy
-from fleetshare.scenario.loader import Scenario, load_scenario
+from fleetshare.scenario.loader import Scenario, ScenarioError, load_scenario
 from fleetshare.scenario.runner import Runner
 from fleetshare.scenario.schema import ClusterSpec, NodeEvent, ScenarioSpec
 from fleetshare.simulate.metrics import Measured, measure, measured_resource, summarize
@@ -257,6 +257,7 @@ def from_scenario(
     if job_kind is not None and job_kind not in JOB_KINDS:
         raise ValueError(f"job kind must be one of {', '.join(JOB_KINDS)}, got {job_kind!r}")
     workloads = scenario.workloads
+    _teams_in_base_policy(scenario, path)
     if job_kind is not None and job_kind != "auto":
         workloads = label_kind(workloads, job_kind)
         notes.append(_kind_note(job_kind, False))
@@ -294,6 +295,25 @@ def from_scenario(
         cloud=spec.cloud if has_pools else None,
         autoscaler=spec.autoscaler if has_pools else None,
         until=scenario.until,
+    )
+
+
+def _teams_in_base_policy(scenario: Scenario, path: Path) -> None:
+    """Every workload's team must be in the scenario's base policy: simulate runs one policy
+    throughout (policy changes are ignored), so work of a team that only a policy change
+    brings would wait for ever, never admitted. ScenarioError naming the first such workload
+    and team (the scenario loader already rejects teams no policy knows)."""
+    known = {t.name for t in scenario.policy.teams}
+    missing = [(i, w) for i, w in enumerate(scenario.workloads) if w.team not in known]
+    if not missing:
+        return
+    i, first = missing[0]
+    more = f" (and {len(missing) - 1} more workloads)" if len(missing) > 1 else ""
+    teams = ", ".join(sorted(known)) or "none"
+    raise ScenarioError(
+        f"{path}: workloads[{i}]({first.name}).team: team {first.team!r} is not in the base "
+        f"policy (teams: {teams}); only a policy change brings it, and simulate runs each "
+        f"policy throughout, ignoring policy_changes: its work would never be admitted{more}"
     )
 
 
