@@ -50,3 +50,13 @@ def load_case(data: dict[str, Any]) -> Scenario:
 def run() -> Any:
     """The :func:`run_case` helper as a fixture."""
     return run_case
+
+
+@pytest.fixture(scope="session")
+def kube() -> Any:
+    """A real control plane (etcd, kube-apiserver, kube-scheduler, the Job controller) for the
+    whole session: see tests/kube_harness.py."""
+    from tests.kube_harness import control_plane
+
+    with control_plane() as harness:
+        yield harness

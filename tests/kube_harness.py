@@ -33,8 +33,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client
-from kubernetes import config as kube_config
+
+from fleetshare.operator.kube import JOBS, NODES, PODS, Kube, KubeError, Resource, load_client
+
+NAMESPACES = Resource("Namespace", "v1", "namespaces", False)
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "tools" / "kube" / "build.sh"
@@ -205,15 +207,15 @@ class ControlPlane:
 
     # -- clients ------------------------------------------------------------------------------
 
-    def api_client(self) -> client.ApiClient:
-        return kube_config.new_client_from_config(config_file=str(self.kubeconfig))
+    def client(self) -> Kube:
+        return Kube(load_client(str(self.kubeconfig)))
 
 
 class FakeKubelet:
     """Every node's kubelet, as far as pod phases go (see the module docstring)."""
 
-    def __init__(self, api: client.ApiClient, interval: float = 0.2) -> None:
-        self.core = client.CoreV1Api(api)
+    def __init__(self, kube: Kube, interval: float = 0.2) -> None:
+        self.kube = kube
         self.interval = interval
         self._finish: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
@@ -233,11 +235,13 @@ class FakeKubelet:
         with self._lock:
             self._finish.add((namespace, name))
 
-    def finish_job(self, namespace: str, job: str) -> None:
-        """Mark every running pod of Job ``job`` Succeeded."""
-        pods = self.core.list_namespaced_pod(namespace, label_selector=f"job-name={job}").items
-        for pod in pods:
-            self.finish(namespace, pod.metadata.name)
+    def finish_job(self, namespace: str, job: str) -> int:
+        """Mark every live pod of Job ``job`` Succeeded; how many there were."""
+        pods, _ = self.kube.list(PODS, namespace, labelSelector=f"job-name={job}")
+        live = [p for p in pods if (p.get("status") or {}).get("phase") in ("Pending", "Running")]
+        for pod in live:
+            self.finish(namespace, pod["metadata"]["name"])
+        return len(live)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -247,51 +251,40 @@ class FakeKubelet:
                 self.errors.append(repr(exc))
 
     def tick(self) -> None:
-        for pod in self.core.list_pod_for_all_namespaces().items:
-            meta, spec, status = pod.metadata, pod.spec, pod.status
-            key = (meta.namespace, meta.name)
-            if meta.deletion_timestamp is not None:
-                if spec.node_name:
-                    with contextlib.suppress(client.ApiException):
-                        self.core.delete_namespaced_pod(
-                            meta.name, meta.namespace, grace_period_seconds=0
-                        )
+        pods, _ = self.kube.list(PODS)
+        for pod in pods:
+            meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+            key = (meta["namespace"], meta["name"])
+            if meta.get("deletionTimestamp"):
+                if spec.get("nodeName"):
+                    with contextlib.suppress(KubeError):
+                        self.kube.delete(PODS, meta["name"], meta["namespace"],
+                                         gracePeriodSeconds=0)  # fmt: skip
                 continue
-            if not spec.node_name or status.phase in ("Succeeded", "Failed"):
+            if not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
                 continue
             with self._lock:
                 done = key in self._finish
-            if status.phase == "Pending" or done:
-                self._set_phase(meta.namespace, meta.name, "Succeeded" if done else "Running", pod)
+            if status.get("phase") == "Pending" or done:
+                self._set_phase(pod, "Succeeded" if done else "Running")
                 if done:
                     with self._lock:
                         self._finish.discard(key)
 
-    def _set_phase(self, namespace: str, name: str, phase: str, pod: Any) -> None:
+    def _set_phase(self, pod: dict[str, Any], phase: str) -> None:
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         ready = "True" if phase == "Running" else "False"
+        state: dict[str, Any] = (
+            {"running": {"startedAt": now}}
+            if phase == "Running"
+            else {"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now,
+                                 "finishedAt": now}}
+        )  # fmt: skip
         containers = [
-            {
-                "name": c.name,
-                "ready": phase == "Running",
-                "restartCount": 0,
-                "image": c.image or "none",
-                "imageID": "",
-                "state": (
-                    {"running": {"startedAt": now}}
-                    if phase == "Running"
-                    else {
-                        "terminated": {
-                            "exitCode": 0,
-                            "reason": "Completed",
-                            "startedAt": now,
-                            "finishedAt": now,
-                        }
-                    }
-                ),
-            }
-            for c in pod.spec.containers
-        ]
+            {"name": c["name"], "ready": phase == "Running", "restartCount": 0,
+             "image": c.get("image") or "none", "imageID": "", "state": state}
+            for c in pod["spec"]["containers"]
+        ]  # fmt: skip
         body = {
             "status": {
                 "phase": phase,
@@ -303,8 +296,10 @@ class FakeKubelet:
                 "containerStatuses": containers,
             }
         }
-        with contextlib.suppress(client.ApiException):
-            self.core.patch_namespaced_pod_status(name, namespace, body)
+        meta = pod["metadata"]
+        with contextlib.suppress(KubeError):
+            self.kube.patch(PODS, meta["name"], body, meta["namespace"], sub="status",
+                            content_type="application/strategic-merge-patch+json")  # fmt: skip
 
 
 class Harness:
@@ -312,11 +307,8 @@ class Harness:
 
     def __init__(self, plane: ControlPlane) -> None:
         self.plane = plane
-        self.api = plane.api_client()
-        self.core = client.CoreV1Api(self.api)
-        self.batch = client.BatchV1Api(self.api)
-        self.custom = client.CustomObjectsApi(self.api)
-        self.kubelet = FakeKubelet(plane.api_client())
+        self.kube = plane.client()
+        self.kubelet = FakeKubelet(plane.client())
 
     @property
     def kubeconfig(self) -> Path:
@@ -324,8 +316,12 @@ class Harness:
 
     def new_namespace(self, prefix: str) -> str:
         name = f"{prefix[:40]}-{uuid.uuid4().hex[:6]}".lower().replace("_", "-")
-        self.core.create_namespace({"metadata": {"name": name}})
+        self.ensure_namespace(name)
         return name
+
+    def ensure_namespace(self, name: str) -> None:
+        with contextlib.suppress(KubeError):
+            self.kube.create(NAMESPACES, {"metadata": {"name": name}})
 
     def add_node(
         self,
@@ -339,17 +335,16 @@ class Harness:
     ) -> None:
         """A Node object (no kubelet behind it), Ready unless told."""
         body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Node",
             "metadata": {
                 "name": name,
-                "labels": {
-                    "kubernetes.io/hostname": name,
-                    "fleetshare-test": owner,
-                    **(labels or {}),
-                },
+                "labels": {"kubernetes.io/hostname": name, "fleetshare-test": owner,
+                           **(labels or {})},
             },
             "spec": {"taints": taints or []},
-        }
-        self.core.create_node(body)
+        }  # fmt: skip
+        self.kube.create(NODES, body)
         self.set_node_ready(name, ready, allocatable=allocatable)
 
     def set_node_ready(
@@ -368,27 +363,41 @@ class Harness:
             ]
         }
         if allocatable is not None:
-            status["allocatable"] = allocatable
-            status["capacity"] = allocatable
-        self.core.patch_node_status(name, {"status": status})
+            status["allocatable"] = {"pods": "110", **allocatable}
+            status["capacity"] = status["allocatable"]
+        self.kube.patch(NODES, name, {"status": status}, sub="status",
+                        content_type="application/strategic-merge-patch+json")  # fmt: skip
 
     def delete_nodes(self, owner: str) -> None:
-        for node in self.core.list_node(label_selector=f"fleetshare-test={owner}").items:
-            with contextlib.suppress(client.ApiException):
-                self.core.delete_node(node.metadata.name)
+        nodes, _ = self.kube.list(NODES, labelSelector=f"fleetshare-test={owner}")
+        for node in nodes:
+            with contextlib.suppress(KubeError):
+                self.kube.delete(NODES, node["metadata"]["name"])
 
     def delete_cluster_objects(self) -> None:
         """Teams and cluster policies (cluster-scoped: one test's must not leak into the next)."""
-        for plural in ("teams", "clusterpolicies"):
+        from fleetshare.operator.controller import CLUSTER_POLICIES, TEAMS
+
+        for res in (TEAMS, CLUSTER_POLICIES):
             try:
-                items = self.custom.list_cluster_custom_object("fleetshare.io", "v1alpha1", plural)
-            except client.ApiException:
+                items, _ = self.kube.list(res)
+            except KubeError:
                 continue
-            for item in items.get("items", []):
-                with contextlib.suppress(client.ApiException):
-                    self.custom.delete_cluster_custom_object(
-                        "fleetshare.io", "v1alpha1", plural, item["metadata"]["name"]
-                    )
+            for item in items:
+                with contextlib.suppress(KubeError):
+                    self.kube.delete(res, item["metadata"]["name"])
+
+    def job(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.kube.get(JOBS, name, namespace)
+
+    def pods(self, namespace: str, selector: str | None = None) -> list[dict[str, Any]]:
+        query = {"labelSelector": selector} if selector else {}
+        return self.kube.list(PODS, namespace, **query)[0]
+
+    def events(self, namespace: str) -> list[dict[str, Any]]:
+        from fleetshare.operator.kube import EVENTS
+
+        return self.kube.list(EVENTS, namespace)[0]
 
 
 def wait_for(what: str, check: Any, timeout: float = 30.0, interval: float = 0.1) -> Any:
@@ -428,3 +437,51 @@ def control_plane() -> Iterator[Harness]:
     finally:
         plane.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+class OperatorThread:
+    """The operator in a thread of the test process (stopped cleanly by :meth:`stop`)."""
+
+    def __init__(self, harness: Harness, namespaces: list[str], **settings: Any) -> None:
+        from fleetshare.operator.controller import Operator, Settings
+
+        self.kube = harness.plane.client()
+        settings.setdefault("leader_elect", False)
+        settings.setdefault("resync_seconds", 2.0)
+        self.operator = Operator(self.kube, Settings(namespaces=tuple(namespaces), **settings))
+        self._stop = threading.Event()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="operator", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.operator.run(self._stop)
+        except BaseException as exc:  # the test reads it
+            self.error = exc
+
+    def start(self) -> OperatorThread:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=15)
+        if self.error is not None:
+            raise self.error
+
+
+def apply_policy(harness: Harness, policy: Any) -> None:
+    """Create the ClusterPolicy and Teams of a :class:`Policy`."""
+    from fleetshare.operator.crds import policy_objects
+
+    for obj in policy_objects(policy):
+        plural = "clusterpolicies" if obj["kind"] == "ClusterPolicy" else "teams"
+        from fleetshare.operator.controller import CLUSTER_POLICIES, TEAMS
+
+        harness.kube.create(CLUSTER_POLICIES if plural == "clusterpolicies" else TEAMS, obj)
+
+
+def install_crds(harness: Harness) -> None:
+    from fleetshare.operator.controller import install_crds as install
+
+    install(harness.kube)

@@ -93,9 +93,10 @@ class Kube:
         body: Any = None,
         content_type: str | None = None,
         timeout: float | tuple[float, float] | None = 30.0,
+        accept: str = "application/json",
     ) -> Any:
         raw = self._send(method, path, query=query, body=body, content_type=content_type,
-                         timeout=timeout)  # fmt: skip
+                         timeout=timeout, accept=accept)  # fmt: skip
         data = raw.read()
         self._check(raw.status, raw.reason, data)
         return json.loads(data) if data else None
@@ -109,8 +110,9 @@ class Kube:
         body: Any,
         content_type: str | None,
         timeout: float | tuple[float, float] | None,
+        accept: str = "application/json",
     ) -> Any:
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
         params = [(k, v) for k, v in (query or {}).items() if v is not None]
