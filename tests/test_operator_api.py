@@ -336,12 +336,12 @@ def test_killed_and_restarted_admits_nothing_twice(kube: Harness, ns: str, tmp_p
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         proc = _operator_process(kube, ns, log)
-        wait_for("two more admitted after the finishes",
-                 lambda: sum(admitted(kube, ns, n) for n in names) == 4 and not any(
-                     admitted(kube, ns, n) for n in first[:2] if _complete(kube, ns, n)),
-                 timeout=60)  # fmt: skip
-        wait_for("6 jobs admitted once each", lambda: len(_admitted_events(kube, ns)) >= 6,
-                 timeout=30)  # fmt: skip
+
+        def settled() -> bool:
+            live = [n for n in names if admitted(kube, ns, n) and not _complete(kube, ns, n)]
+            return len(live) == 4 and len(_admitted_events(kube, ns)) >= 6
+
+        wait_for("two more admitted after the finishes", settled, timeout=60)
         time.sleep(2)  # the restarted operator has settled: nothing more happens
         events = _admitted_events(kube, ns)
         assert sorted(events) == sorted(set(events)), f"admitted twice: {events}"

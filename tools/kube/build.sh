@@ -2,6 +2,7 @@
 # Build etcd, kube-apiserver and kube-scheduler from the Go module proxy into a
 # versioned cache directory outside the repository; a no-op when they exist.
 #   tools/kube/build.sh            build (or skip) and print the bin directory
+#   tools/kube/build.sh --where    print the bin directory only
 # Environment: FLEETSHARE_KUBE_CACHE (default ~/.cache/fleetshare/kube), GO (default go).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -9,7 +10,13 @@ K8S_VERSION=v1.37.2
 ETCD_VERSION=v3.6.16
 CACHE="${FLEETSHARE_KUBE_CACHE:-$HOME/.cache/fleetshare/kube}"
 BIN="$CACHE/k8s-$K8S_VERSION-etcd-$ETCD_VERSION/bin"
-if [[ -x "$BIN/etcd" && -x "$BIN/kube-apiserver" && -x "$BIN/kube-scheduler" ]]; then
+COMMANDS=(kube-apiserver kube-scheduler kube-controller-manager)
+if [[ "${1:-}" == "--where" ]]; then
+  echo "$BIN"
+  exit 0
+fi
+if [[ -x "$BIN/etcd" && -x "$BIN/kube-apiserver" && -x "$BIN/kube-scheduler" &&
+      -x "$BIN/kube-controller-manager" ]]; then
   echo "$BIN"
   exit 0
 fi
@@ -33,7 +40,7 @@ if [[ ! -x "$BIN/etcd" ]]; then
   (cd "$HERE/etcd" && "$GO" build -trimpath -mod=readonly -ldflags "-s -w" -o "$BIN/etcd.tmp" .)
   mv "$BIN/etcd.tmp" "$BIN/etcd"
 fi
-for cmd in kube-apiserver kube-scheduler; do
+for cmd in "${COMMANDS[@]}"; do
   if [[ ! -x "$BIN/$cmd" ]]; then
     (cd "$HERE/kubernetes" && "$GO" build -trimpath -mod=readonly -ldflags "-s -w$LDVER" \
       -o "$BIN/$cmd.tmp" "./cmd/$cmd")

@@ -132,12 +132,14 @@ class Operator:
         for w in watchers:
             w.start()
         try:
-            while not stop.is_set() and synced != expected:
+            while not stop.is_set() and not expected <= synced:
                 try:
                     message = self._inbox.get(timeout=0.5)
                 except queue.Empty:
                     continue
-                synced |= self._apply(message)
+                self._apply(message)
+                if message[0] == "sync":
+                    synced.add((message[1], message[2][0]))
             deadline = 0.0
             while not stop.is_set():
                 lost = s.leader_elect and self.elector.due() and not self.elector.try_acquire()
