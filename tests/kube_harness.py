@@ -6,7 +6,9 @@ loopback with random ports and stopped by PID at the end.
 There is no kubelet: nodes are Node objects the tests create, and :class:`FakeKubelet` (a
 thread) plays the kubelets' part for pods: a pod bound to a node is marked Running, a pod told
 to finish is marked Succeeded, and a bound pod being deleted is removed at once (a kubelet
-confirms a graceful deletion; without one a pod would stay Terminating).
+confirms a graceful deletion; without one a pod would stay Terminating). A node the tests mark
+NotReady also gets the ``node.kubernetes.io/not-ready:NoSchedule`` taint, as the node-lifecycle
+controller (not run) would give it.
 
 Binaries are looked up in ``$FLEETSHARE_KUBE_BIN`` or the cache directory ``build.sh`` prints.
 When they are missing the tests are skipped with the reason, unless
@@ -37,6 +39,7 @@ import pytest
 from fleetshare.operator.kube import JOBS, NODES, PODS, Kube, KubeError, Resource, load_client
 
 NAMESPACES = Resource("Namespace", "v1", "namespaces", False)
+NOT_READY = "node.kubernetes.io/not-ready"
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "tools" / "kube" / "build.sh"
@@ -367,6 +370,13 @@ class Harness:
             status["capacity"] = status["allocatable"]
         self.kube.patch(NODES, name, {"status": status}, sub="status",
                         content_type="application/strategic-merge-patch+json")  # fmt: skip
+        # what the node-lifecycle controller (not run here) does to a NotReady node
+        node = self.kube.get(NODES, name)
+        taints = [t for t in node["spec"].get("taints") or () if t["key"] != NOT_READY]
+        if not ready:
+            taints.append({"key": NOT_READY, "effect": "NoSchedule"})
+        if taints != (node["spec"].get("taints") or []):
+            self.kube.patch(NODES, name, {"spec": {"taints": taints}})
 
     def delete_nodes(self, owner: str) -> None:
         nodes, _ = self.kube.list(NODES, labelSelector=f"fleetshare-test={owner}")

@@ -43,7 +43,7 @@ from fleetshare.model.node import INSTANCE_TYPE_LABEL, Node
 from fleetshare.model.reason import Reason
 from fleetshare.model.workload import Workload
 from fleetshare.operator.events import Events
-from fleetshare.operator.kube import EVENTS, JOBS, PODS, Kube, KubeError
+from fleetshare.operator.kube import EVENTS, JOBS, PODS, Kube, KubeError, Resource
 from fleetshare.operator.objects import (
     ADMISSION,
     EVICTION,
@@ -442,7 +442,26 @@ class KubeCluster:
             },
             "spec": {"suspend": False, "template": {"spec": {"nodeSelector": selector}}},
         }
-        self.store.put("Job", self.kube.patch(JOBS, job["metadata"]["name"], body, t.namespace))
+        name = str(job["metadata"]["name"])
+        self.store.put("Job", self._conditional(JOBS, name, t.namespace, job, body))
+
+    def _conditional(
+        self, res: Resource, name: str, namespace: str, seen: dict[str, Any], body: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Patch on condition that the object is as the decision saw it. A conflict caused by
+        a write that changed nothing the decision read (the job controller's or the
+        scheduler's status updates, which move the resourceVersion) is retried once on the
+        fresh object; any other change leaves the admission to the next reconcile."""
+        try:
+            return self.kube.patch(res, name, body, namespace)
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+            fresh = self.kube.get(res, name, namespace)
+            if not _same_decision_inputs(seen, fresh):
+                raise
+            body["metadata"]["resourceVersion"] = fresh["metadata"]["resourceVersion"]
+            return self.kube.patch(res, name, body, namespace)
 
     def _ungate(self, t: Tracked, admitted: Admitted, selectors: list[dict[str, str]]) -> None:
         for pod in t.objects:
@@ -462,7 +481,7 @@ class KubeCluster:
             if selector:
                 body["spec"]["nodeSelector"] = selector
             name = str(pod["metadata"]["name"])
-            self.store.put("Pod", self.kube.patch(PODS, name, body, t.namespace))
+            self.store.put("Pod", self._conditional(PODS, name, t.namespace, pod, body))
 
     def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
         t = self.tracked.get(workload.name)
@@ -630,6 +649,19 @@ class KubeCluster:
 
     def log(self, now: float, event: str, **details: Any) -> None:
         log.debug("%s %s", event, details)
+
+
+def _same_decision_inputs(seen: Mapping[str, Any], fresh: Mapping[str, Any]) -> bool:
+    """The same spec (generation; for pods, which have none, the spec itself), labels and
+    annotations: only status moved."""
+    a, b = seen.get("metadata") or {}, fresh.get("metadata") or {}
+    if a.get("uid") != b.get("uid") or b.get("deletionTimestamp"):
+        return False
+    if a.get("labels") != b.get("labels") or a.get("annotations") != b.get("annotations"):
+        return False
+    if a.get("generation") is not None:
+        return bool(a.get("generation") == b.get("generation"))
+    return bool(seen.get("spec") == fresh.get("spec"))
 
 
 STRATEGIC_POD = "application/strategic-merge-patch+json"
