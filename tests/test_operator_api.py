@@ -20,7 +20,7 @@ import yaml
 
 from fleetshare.inputs import load_yaml
 from fleetshare.operator.controller import TEAMS
-from fleetshare.operator.kube import JOBS, PODS, Kube
+from fleetshare.operator.kube import JOBS, NODES, PODS, Kube
 from fleetshare.operator.objects import ADMISSION, EVICTION, GATE, PENDING_REASON
 from fleetshare.operator.webhook import Webhook
 from fleetshare.policy.schema import load_policy
@@ -405,3 +405,73 @@ def test_two_replicas_one_leader_and_failover(kube: Harness, ns: str) -> None:
     finally:
         first.stop()
         second.stop()
+
+
+def gpu_pod(ns: str, name: str, team: str, priority: str | None = None) -> dict[str, Any]:
+    labels = {"fleetshare.io/team": team}
+    if priority:
+        labels["fleetshare.io/priority-class"] = priority
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "registry.example/serve:1",
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
+    }  # fmt: skip
+
+
+def test_bare_pods_gated_without_webhook_and_preempted_by_eviction(kube: Harness, ns: str) -> None:
+    """No webhook: a governed pod created without the gate is replaced by a gated copy before
+    it can be scheduled; a gated pod is admitted by removing the gate. Reclaim evicts the
+    borrowing pod through the Eviction API, with a condition and an Event."""
+    apply_policy(kube, load_policy({"teams": [
+        {"name": "a", "quota": [{"resources": {"nvidia.com/gpu": 1}}]},
+        {"name": "b", "quota": [{"resources": {"nvidia.com/gpu": 1}}]},
+    ]}))  # fmt: skip
+    node = f"{ns}-n0"
+    kube.add_node(node, {**G5, "nvidia.com/gpu": "2"}, owner=ns)
+    kube.kube.patch(NODES, node, {"spec": {"unschedulable": True}})  # cordoned for now, so
+    op = OperatorThread(kube, [ns]).start()  # the scheduler cannot bind the ungated pod first
+    try:
+        wait_for("the operator's first turn", op.operator.ready.is_set)
+        gated = gpu_pod(ns, "a-gated", "a")
+        gated["spec"]["schedulingGates"] = [{"name": GATE}]
+        kube.kube.create(PODS, gated, ns)
+        kube.kube.create(PODS, gpu_pod(ns, "a-ungated", "a"), ns)  # no gate: no webhook here
+
+        def gated_copy() -> bool:
+            gates = kube.kube.get(PODS, "a-ungated", ns)["spec"].get("schedulingGates") or []
+            return GATE in {g["name"] for g in gates}
+
+        wait_for("a-ungated replaced by a gated copy", gated_copy)
+        kube.kube.patch(NODES, node, {"spec": {"unschedulable": False}})
+
+        def running(name: str) -> dict[str, Any] | None:
+            pod = kube.kube.get(PODS, name, ns)
+            return pod if pod["status"].get("phase") == "Running" else None
+
+        wait_for("a-gated running", lambda: running("a-gated"))
+        wait_for("a-ungated running", lambda: running("a-ungated"), timeout=30)
+        for name in ("a-gated", "a-ungated"):  # both went through the operator's admission
+            assert ADMISSION in kube.kube.get(PODS, name, ns)["metadata"].get("annotations", {})
+        b_pod = gpu_pod(ns, "b-pod", "b")
+        b_pod["spec"]["schedulingGates"] = [{"name": GATE}]
+        kube.kube.create(PODS, b_pod, ns)
+        wait_for("b-pod running", lambda: running("b-pod"), timeout=30)
+        gone = [n for n in ("a-gated", "a-ungated") if not _exists(kube, ns, n)]
+        assert len(gone) == 1, gone  # one of team a's pods was reclaimed
+        preempted = [e for e in kube.events(ns) if e["reason"] == "Preempted"]
+        assert preempted and "reclaim" in preempted[0]["message"]
+    finally:
+        op.stop()
+
+
+def _exists(kube: Harness, ns: str, name: str) -> bool:
+    try:
+        pod = kube.kube.get(PODS, name, ns)
+    except Exception:
+        return False
+    return not pod["metadata"].get("deletionTimestamp")

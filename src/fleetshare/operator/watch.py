@@ -109,11 +109,15 @@ class Watcher(threading.Thread):
                 self.out.put(("sync", self.res.kind, (self.namespace, items)))
                 self._watch(version)
             except KubeError as exc:
+                if self.stop_event.is_set():
+                    return
                 if exc.status == 404:  # the kind is not served (a CRD not installed yet)
                     self.out.put(("sync", self.res.kind, (self.namespace, [])))
                 elif exc.status != 410:
                     log.warning("watch %s: %s", self.res.plural, exc)
             except Exception as exc:  # a broken connection: start over
+                if self.stop_event.is_set():
+                    return
                 log.warning("watch %s: %s: %s", self.res.plural, type(exc).__name__, exc)
             self.stop_event.wait(1.0)
 
