@@ -55,6 +55,16 @@ def run() -> Any:
     return run_case
 
 
+@pytest.fixture(scope="session")
+def kube() -> Any:
+    """A real control plane (etcd, kube-apiserver, kube-scheduler, the Job controller) for the
+    whole session: see tests/kube_harness.py."""
+    from tests.kube_harness import control_plane
+
+    with control_plane() as harness:
+        yield harness
+
+
 # -- PostgreSQL (a real server, started once per session when installed) -----------------------
 
 _PG_SKIPPED: list[str] = []

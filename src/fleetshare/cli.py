@@ -839,5 +839,125 @@ def _trace_options(items: list[str]) -> dict[str, object]:
     return out
 
 
+# -- the Kubernetes operator ---------------------------------------------------------------------
+
+operator_app = typer.Typer(
+    help="Govern a Kubernetes cluster (run with no subcommand to start the operator).",
+    invoke_without_command=True,
+)
+app.add_typer(operator_app, name="operator")
+
+
+@operator_app.callback()
+def operator_run(
+    ctx: typer.Context,
+    kubeconfig: Annotated[
+        str | None,
+        typer.Option(
+            "--kubeconfig",
+            help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)",
+        ),
+    ] = None,
+    namespace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--namespace", "-n", help="govern workloads of this namespace (repeat; default: all)"
+        ),
+    ] = None,
+    lease_namespace: Annotated[
+        str, typer.Option(help="namespace of the leader-election Lease")
+    ] = "default",
+    leader_elect: Annotated[bool, typer.Option(help="elect a leader among replicas")] = True,
+    install_crds: Annotated[bool, typer.Option(help="create or update the CRDs at start")] = True,
+    webhook_port: Annotated[
+        int | None,
+        typer.Option(
+            help="serve the pod-gating admission webhook on this loopback port and "
+            "register it (for an operator outside the cluster)"
+        ),
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
+    """Run the operator until interrupted (SIGTERM or Ctrl-C)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    import logging
+    import signal
+    import threading
+
+    from fleetshare.operator.controller import Operator, Settings
+    from fleetshare.operator.kube import Kube, load_client
+
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s",
+    )
+    for noisy in ("urllib3", "kubernetes"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    kube = Kube(load_client(kubeconfig))
+    settings = Settings(
+        namespaces=tuple(namespace or ()),
+        install_crds=install_crds,
+        leader_elect=leader_elect,
+        lease_namespace=lease_namespace,
+    )
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    webhook = None
+    if webhook_port is not None:
+        from fleetshare.operator.webhook import Webhook
+
+        webhook = Webhook(kube, port=webhook_port)
+        webhook.start()
+        webhook.register()
+    try:
+        Operator(kube, settings).run(stop)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if webhook is not None:
+            webhook.stop()
+
+
+@operator_app.command("crds")
+def operator_crds() -> None:
+    """Print fleetshare's CustomResourceDefinitions (YAML, for kubectl apply)."""
+    from fleetshare.operator.crds import crds
+
+    print(yaml.safe_dump_all(crds(), sort_keys=False), end="")
+
+
+@operator_app.command("convert")
+def operator_convert(
+    source: Annotated[Source, typer.Argument(help="format of FILE")],
+    path: Annotated[Path, typer.Argument(help="Kueue YAML or HyperPod JSON file")],
+    borrow_limit_reading: Annotated[
+        str, typer.Option(help="HyperPod BorrowLimit as percent of 'quota' or of 'idle'")
+    ] = "quota",
+) -> None:
+    """Convert Kueue ClusterQueues or HyperPod compute quotas to a ClusterPolicy and Team
+    objects (YAML on stdout, for kubectl apply)."""
+    from fleetshare.operator.crds import policy_objects
+    from fleetshare.policy.hyperpod import import_hyperpod
+    from fleetshare.policy.kueue import import_kueue
+
+    if borrow_limit_reading not in ("quota", "idle"):
+        _fail("--borrow-limit-reading must be quota or idle")
+    try:
+        text = read_text(path)
+        if source == Source.KUEUE:
+            policy = import_kueue(text)
+        else:
+            reading: Literal["quota", "idle"] = (
+                "idle" if borrow_limit_reading == "idle" else "quota"
+            )
+            policy = import_hyperpod(text, borrow_limit_reading=reading)
+    except (PolicyError, InputError) as exc:
+        _fail(str(exc))
+    for note in policy.notes:
+        print(f"# note: {note}")
+    print(yaml.safe_dump_all(policy_objects(policy), sort_keys=False), end="")
+
+
 if __name__ == "__main__":  # pragma: no cover
     app()

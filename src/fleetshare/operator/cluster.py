@@ -1,0 +1,680 @@
+"""The Kubernetes API as a :class:`~fleetshare.control.cluster.Cluster`: the control loop's
+live backend in the operator.
+
+:meth:`KubeCluster.refresh` derives the loop's view from the watched objects (a
+:class:`~fleetshare.operator.watch.Store`) before each reconcile: nodes from Node objects,
+governed workloads from Jobs and bare pods (pod groups), each pending, admitted or finished
+as the objects themselves say (:mod:`.objects`). Nothing else is remembered between
+reconciles but the creation order and which messages were already posted, so a restarted
+operator sees what the last one left.
+
+Acting:
+
+- ``bind`` admits: a Job is unsuspended with the flavor's node selector injected into its pod
+  template (Kueue's way); pods lose the ``fleetshare.io/admission`` scheduling gate and gain
+  the node selector, and kube-scheduler binds them. The admission is recorded on the object
+  in the same write (annotation ``operator.fleetshare.io/admission``), made conditional on
+  the resourceVersion the decision saw, so a stale view can never admit twice.
+- ``evict`` preempts: a Job is suspended again (the job controller deletes its pods) and
+  queued again; pods are evicted through the Eviction API (PodDisruptionBudgets apply) and,
+  being bare pods nobody recreates, leave. The reason goes to an Event, an annotation and,
+  for pods, a status condition.
+- Workloads on a node that turned NotReady or went away are evicted (``node-failure``) and
+  requeued before the cycle, as the simulator does when a node fails.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetshare.governance.admission import Engine
+from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Running
+from fleetshare.manifests import ManifestError
+from fleetshare.manifests.pods import read_pod_spec
+from fleetshare.manifests.values import Fields
+from fleetshare.model.node import INSTANCE_TYPE_LABEL, Node
+from fleetshare.model.reason import Reason
+from fleetshare.model.workload import Workload
+from fleetshare.operator.events import Events
+from fleetshare.operator.kube import EVENTS, JOBS, PODS, Kube, KubeError, Resource
+from fleetshare.operator.objects import (
+    ADMISSION,
+    EVICTION,
+    GATE,
+    INJECTED,
+    PENDING_REASON,
+    Admitted,
+    Phase,
+    admission_of,
+    bound_placement,
+    creation_key,
+    governed,
+    group_complete,
+    injected_keys,
+    job_phase,
+    job_started,
+    node_from_object,
+    owned_by_job,
+    parse_job,
+    parse_pods,
+    pod_done,
+    pod_gated,
+    pod_group,
+    pods_phase,
+    timestamp,
+)
+from fleetshare.operator.watch import Store
+from fleetshare.policy.schema import DEFAULT_FLAVOR, Policy
+
+log = logging.getLogger("fleetshare.operator")
+_NUMBERS = re.compile(r"\d+(?:\.\d+)?")
+NODE_FAILURE = "node-failure"
+
+
+@functools.lru_cache(maxsize=4096)
+def _gist(reason: str) -> str:
+    return _NUMBERS.sub("#", reason)
+
+
+@dataclass
+class Tracked:
+    """A governed workload and the objects it is made of."""
+
+    name: str
+    kind: str  # "Job" or "Pod"
+    namespace: str
+    objects: list[dict[str, Any]]
+    workload: Workload
+    phase: Phase
+    admitted: Admitted | None
+    pod_podset: dict[str, int] = field(default_factory=dict)
+
+
+class KubeCluster:
+    """The control loop's backend over the API server (see the module docstring)."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        store: Store,
+        events: Events,
+        *,
+        may_act: Callable[[], bool] = lambda: True,
+    ) -> None:
+        self.kube = kube
+        self.store = store
+        self.events = events
+        self.may_act = may_act
+        """False once leadership is lost: nothing more is written."""
+        self.engine: Engine | None = None
+        self.policy: Policy | None = None
+        self.nodes: tuple[Node, ...] = ()
+        self.tracked: dict[str, Tracked] = {}
+        self.pending: dict[str, Workload] = {}
+        self.running: dict[str, Running] = {}
+        self.blocked: set[str] = set()
+        """Workloads whose admission failed this reconcile (retried at the next)."""
+        self.retry_soon = False
+        self.wake_at: float | None = None
+        self.warnings: list[str] = []
+        self._order: dict[str, int] = {}
+        self._parsed: dict[tuple[Any, ...], Any] = {}
+        self._said: dict[str, str] = {}
+        """Per workload, the gist of the pending reason last written."""
+        self._problems: dict[str, str] = {}
+        self.changed = False
+        """Set by :meth:`refresh` when the world moved (submission, finish, node change)."""
+        self._signature: tuple[Any, ...] = ()
+
+    # -- reading the objects ---------------------------------------------------------------------
+
+    def refresh(self, engine: Engine, now: float) -> None:
+        """Rebuild the loop's view from the store; evict work on lost nodes."""
+        self.engine, self.policy = engine, engine.policy
+        self.blocked.clear()
+        self.retry_soon = False
+        self.nodes = tuple(
+            sorted((node_from_object(o) for o in self.store.of("Node").values()),
+                   key=lambda n: n.name)
+        )  # fmt: skip
+        tracked: dict[str, Tracked] = {}
+        for job in self._sorted(self.store.of("Job").values()):
+            t = self._job(job, now)
+            if t is not None:
+                tracked[t.name] = t
+        groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for pod in self._sorted(self.store.of("Pod").values()):
+            if not governed(pod) or owned_by_job(pod):
+                continue
+            ns = str(pod["metadata"].get("namespace", ""))
+            group = pod_group(pod)
+            key = (ns, f"group:{group}") if group else (ns, f"pod:{pod['metadata']['name']}")
+            groups.setdefault(key, []).append(pod)
+        for (ns, ident), pods in groups.items():
+            t = self._pods(ns, ident, pods, now)
+            if t is not None:
+                tracked[t.name] = t
+        self.tracked = tracked
+        self.pending = {n: t.workload for n, t in tracked.items() if t.phase == "pending"}
+        self.running = {}
+        for name, t in tracked.items():
+            if t.phase in ("admitted", "outside"):
+                self.running[name] = self._running(t)
+        self._requeue_lost(now)
+        signature = (
+            tuple((n.name, n.schedulable) for n in self.nodes),
+            tuple(sorted(self.pending)),
+            tuple(sorted(self.running)),
+        )
+        self.changed = signature != self._signature
+        self._signature = signature
+
+    @staticmethod
+    def _sorted(objects: Any) -> list[dict[str, Any]]:
+        return sorted(objects, key=creation_key)
+
+    def _created(self, name: str) -> int:
+        if name not in self._order:
+            self._order[name] = len(self._order)
+        return self._order[name]
+
+    def _resolve(self, name: str, obj: dict[str, Any], parsed: Any) -> tuple[str, int] | None:
+        """Team and priority of a parsed object, or None (an Event says why, once)."""
+        assert self.policy is not None
+        if parsed.queue is None:
+            return None
+        try:
+            team = self.policy.team_for(parsed.queue)
+            priority = self.policy.priority_of(parsed.priority_class)
+        except KeyError as exc:
+            self._problem(name, obj, f"{parsed.queue_field}: {exc.args[0]}")
+            return None
+        self._problems.pop(name, None)
+        return team, priority
+
+    def _problem(self, name: str, obj: dict[str, Any], message: str) -> None:
+        if self._problems.get(name) != message and self.may_act():
+            self._problems[name] = message
+            self.events.post(obj, "Warning", "NotGoverned", message)
+
+    def _parse(self, key: tuple[Any, ...], parse: Callable[[], Any]) -> Any:
+        if key not in self._parsed:
+            if len(self._parsed) > 10_000:
+                self._parsed.clear()
+            try:
+                self._parsed[key] = parse()
+            except ManifestError as exc:
+                self._parsed[key] = exc
+        return self._parsed[key]
+
+    def _job(self, job: dict[str, Any], now: float) -> Tracked | None:
+        if not governed(job):
+            return None
+        meta = job["metadata"]
+        ns, jname = str(meta.get("namespace", "")), str(meta["name"])
+        name = f"{ns}/{jname}"
+        key = ("Job", meta.get("uid"), meta.get("generation"), (meta.get("annotations") or {})
+               .get(INJECTED))  # fmt: skip
+        parsed = self._parse(key, lambda: parse_job(job))
+        if isinstance(parsed, ManifestError):
+            self._problem(name, job, str(parsed))
+            return None
+        resolved = self._resolve(name, job, parsed)
+        if resolved is None:
+            return None
+        phase = job_phase(job)
+        if phase == "finished":
+            return None
+        spec = job.get("spec") or {}
+        if phase == "pending" and not spec.get("suspend") and self.may_act():
+            self._suspend_new(job)  # created unsuspended: hold it until admitted
+        if phase == "pending" and job_started(job):
+            self.retry_soon = True  # the job controller has not settled the suspension yet
+            return None
+        team, priority = resolved
+        workload = Workload(
+            name=name, team=team, podsets=parsed.podsets,
+            submit_time=timestamp(meta.get("creationTimestamp")), priority=priority,
+            priority_class=parsed.priority_class, labels=dict(parsed.labels),
+            created=self._created(name),
+        )  # fmt: skip
+        return Tracked(name, "Job", ns, [job], workload, phase, admission_of(job))
+
+    def _pods(self, ns: str, ident: str, pods: list[dict[str, Any]], now: float) -> Tracked | None:
+        kind, _, base = ident.partition(":")
+        name = f"{ns}/{base}"
+        if kind == "group" and not group_complete(pods):
+            return None  # Kueue waits for every pod of the group
+        key = ("Pod", *sorted((p["metadata"].get("uid"), p["metadata"].get("generation"))
+                              for p in pods))  # fmt: skip
+        parsed = self._parse(key, lambda: parse_pods(pods))
+        if isinstance(parsed, ManifestError):
+            self._problem(name, pods[0], str(parsed))
+            return None
+        resolved = self._resolve(name, pods[0], parsed)
+        if resolved is None:
+            return None
+        team, priority = resolved
+        live = [p for p in pods if not pod_done(p)]
+        admitted = next((a for a in map(admission_of, live) if a is not None), None)
+        phase = pods_phase(pods)
+        if admitted is not None and phase == "pending":
+            phase = "admitted"  # an admission interrupted half-way: finish it below
+        if phase == "finished":
+            return None
+        submit = max(timestamp(p["metadata"].get("creationTimestamp")) for p in pods)
+        workload = Workload(
+            name=name, team=team, podsets=parsed.podsets, submit_time=submit,
+            priority=priority, priority_class=parsed.priority_class,
+            labels=dict(parsed.labels), created=self._created(name),
+        )  # fmt: skip
+        t = Tracked(name, "Pod", ns, pods, workload, phase, admitted)
+        t.pod_podset = self._pod_podsets(t)
+        if phase == "outside" and self.may_act():
+            self._gate_late(t)
+        elif admitted is not None and any(pod_gated(p) for p in live) and self.may_act():
+            self._ungate(t, admitted, self._selectors_of(t, admitted))
+        return t
+
+    def _pod_podsets(self, t: Tracked) -> dict[str, int]:
+        """Each pod's pod set (by its request; a pod group's pod sets are its shapes)."""
+        out: dict[str, int] = {}
+        podsets = t.workload.podsets
+        for pod in t.objects:
+            pname = str(pod["metadata"]["name"])
+            if len(podsets) == 1:
+                out[pname] = 0
+                continue
+            try:
+                shape = read_pod_spec(Fields(pname), pod.get("spec"), "spec")
+            except ManifestError:
+                out[pname] = 0
+                continue
+            out[pname] = next(
+                (i for i, ps in enumerate(podsets) if dict(ps.requests) == dict(shape.requests)),
+                0,
+            )
+        return out
+
+    def _running(self, t: Tracked) -> Running:
+        podsets = t.workload.podsets
+        pods = t.objects if t.kind == "Pod" else self._job_pods(t)
+        actual = bound_placement(pods, podsets, t.pod_podset) if pods else None
+        if actual is not None and sum(c for ps in actual for _, c in ps) < t.workload.pod_count:
+            actual = None  # not every pod exists yet: keep the planned placement
+        if t.admitted is not None:
+            placement = actual if actual is not None else t.admitted.placement
+            flavors = t.admitted.flavors
+            at = t.admitted.at
+        else:  # running outside the operator: where its pods are
+            placement = actual or tuple(() for _ in podsets)
+            flavors = tuple(self._flavor_of_nodes(ps) for ps in placement)
+            at = t.workload.submit_time
+        return Running(t.workload, Assignment(flavors, placement), at)
+
+    def _job_pods(self, t: Tracked) -> list[dict[str, Any]]:
+        uid = t.objects[0]["metadata"].get("uid")
+        return [
+            p for p in self.store.of("Pod").values()
+            if p["metadata"].get("namespace") == t.namespace
+            and any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or ())
+        ]  # fmt: skip
+
+    def _flavor_of_nodes(self, placement: Sequence[tuple[str, int]]) -> str:
+        assert self.engine is not None
+        nodes = {n.name: n for n in self.nodes}
+        for node_name, _ in placement:
+            node = nodes.get(node_name)
+            if node is not None:
+                return self.engine.model.flavor_of(node) or DEFAULT_FLAVOR
+        return DEFAULT_FLAVOR
+
+    def _requeue_lost(self, now: float) -> None:
+        """Work with pods on a node that is gone or NotReady is evicted and queued again."""
+        nodes = {n.name: n for n in self.nodes}
+        for _name, running in list(self.running.items()):
+            lost = sorted(
+                {n for ps in running.assignment.placement for n, _ in ps
+                 if n not in nodes or not nodes[n].ready}
+            )  # fmt: skip
+            if lost:
+                state = "deleted" if lost[0] not in nodes else "NotReady"
+                self.evict(running.workload, lost[0], NODE_FAILURE,
+                           f"node {lost[0]} is {state}", now)  # fmt: skip
+
+    # -- the Cluster protocol: observe ------------------------------------------------------------
+
+    def node_list(self) -> Sequence[Node]:
+        return self.nodes
+
+    def running_workloads(self) -> Mapping[str, Running]:
+        return self.running
+
+    def pending_workloads(self) -> Sequence[Workload]:
+        return [w for n, w in self.pending.items() if n not in self.blocked]
+
+    def pending_for_cycle(self) -> Sequence[Workload]:
+        return self.pending_workloads()
+
+    def busy(self, now: float) -> bool:
+        return bool(self.pending or self.running)
+
+    # -- ... and act --------------------------------------------------------------------------
+
+    def _selectors_of(self, t: Tracked, admitted: Admitted) -> list[dict[str, str]]:
+        """Per pod set, the node labels its flavor stands for."""
+        assert self.engine is not None
+        model = self.engine.model
+        nodes = {n.name: n for n in self.nodes}
+        out = []
+        for flavor, placement in zip(admitted.flavors, admitted.placement, strict=False):
+            explicit = next((f for f in model.flavors if f.name == flavor), None)
+            if not model.implicit_flavors and explicit is not None:
+                out.append(dict(explicit.node_labels))
+            elif flavor == DEFAULT_FLAVOR:
+                out.append({})
+            else:
+                node = next((nodes[n] for n, _ in placement if n in nodes), None)
+                label = node.all_labels().get(INSTANCE_TYPE_LABEL) if node else None
+                out.append({INSTANCE_TYPE_LABEL: label or flavor})
+        return out
+
+    def bind(self, admission: Admission, now: float) -> None:
+        workload = admission.workload
+        t = self.tracked[workload.name]
+        if not self.may_act():
+            self.blocked.add(workload.name)
+            return
+        admitted = Admitted(
+            admission.assignment.flavors,
+            admission.assignment.placement,
+            now,
+            workload.team,
+            {k: v for k, v in admission.borrowed.items() if v},
+        )
+        selectors = self._selectors_of(t, admitted)
+        try:
+            if t.kind == "Job":
+                self._admit_job(t, admitted, selectors)
+            else:
+                self._ungate(t, admitted, selectors)
+        except KubeError as exc:
+            log.info("admission of %s not written (%s): retried", workload.name, exc)
+            self.blocked.add(workload.name)
+            self.retry_soon = True
+            return
+        t.phase, t.admitted = "admitted", admitted
+        self.pending.pop(workload.name, None)
+        self.running[workload.name] = Running(workload, admission.assignment, now)
+        self._said.pop(workload.name, None)
+        borrowed = ", ".join(f"{k}={v / 1000:g}" for k, v in sorted(admitted.borrowed.items()))
+        flavors = ",".join(dict.fromkeys(admitted.flavors))
+        self.events.post(
+            t.objects[0], "Normal", "Admitted",
+            f"admitted by team {workload.team} on flavor {flavors}"
+            + (f", borrowing {borrowed}" if borrowed else ""),
+        )  # fmt: skip
+        log.info("admitted %s (team %s, flavor %s)", workload.name, workload.team, flavors)
+
+    def _admit_job(self, t: Tracked, admitted: Admitted, selectors: list[dict[str, str]]) -> None:
+        job = t.objects[0]
+        old = injected_keys(job)
+        selector: dict[str, str | None] = dict.fromkeys(old)
+        merged: dict[str, str] = {}
+        for s in selectors:
+            merged.update(s)
+        selector.update(merged)
+        body = {
+            "metadata": {
+                "resourceVersion": job["metadata"]["resourceVersion"],
+                "annotations": {
+                    ADMISSION: admitted.to_json(),
+                    INJECTED: json.dumps(sorted(merged)),
+                    PENDING_REASON: None,
+                },
+            },
+            "spec": {"suspend": False, "template": {"spec": {"nodeSelector": selector}}},
+        }
+        name = str(job["metadata"]["name"])
+        self.store.put("Job", self._conditional(JOBS, name, t.namespace, job, body))
+
+    def _conditional(
+        self, res: Resource, name: str, namespace: str, seen: dict[str, Any], body: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Patch on condition that the object is as the decision saw it. A conflict caused by
+        a write that changed nothing the decision read (the job controller's or the
+        scheduler's status updates, which move the resourceVersion) is retried once on the
+        fresh object; any other change leaves the admission to the next reconcile."""
+        try:
+            return self.kube.patch(res, name, body, namespace)
+        except KubeError as exc:
+            if exc.status != 409:
+                raise
+            fresh = self.kube.get(res, name, namespace)
+            if not _same_decision_inputs(seen, fresh):
+                raise
+            body["metadata"]["resourceVersion"] = fresh["metadata"]["resourceVersion"]
+            return self.kube.patch(res, name, body, namespace)
+
+    def _ungate(self, t: Tracked, admitted: Admitted, selectors: list[dict[str, str]]) -> None:
+        for pod in t.objects:
+            if pod_done(pod) or not pod_gated(pod):
+                continue
+            spec = pod.get("spec") or {}
+            index = t.pod_podset.get(str(pod["metadata"]["name"]), 0)
+            selector = selectors[index] if index < len(selectors) else {}
+            gates = [g for g in spec.get("schedulingGates") or () if g.get("name") != GATE]
+            body: dict[str, Any] = {
+                "metadata": {
+                    "resourceVersion": pod["metadata"]["resourceVersion"],
+                    "annotations": {ADMISSION: admitted.to_json(), PENDING_REASON: None},
+                },
+                "spec": {"schedulingGates": gates or None},
+            }
+            if selector:
+                body["spec"]["nodeSelector"] = selector
+            name = str(pod["metadata"]["name"])
+            self.store.put("Pod", self._conditional(PODS, name, t.namespace, pod, body))
+
+    def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
+        t = self.tracked.get(workload.name)
+        self.running.pop(workload.name, None)
+        if t is None or not self.may_act():
+            return
+        text = message or reason
+        record = json.dumps({"reason": reason, "by": by, "message": text, "at": now})
+        try:
+            if t.kind == "Job":
+                job = t.objects[0]
+                body = {
+                    "metadata": {"annotations": {ADMISSION: None, EVICTION: record}},
+                    "spec": {"suspend": True},
+                }
+                jname = str(job["metadata"]["name"])
+                self.store.put("Job", self.kube.patch(JOBS, jname, body, t.namespace))
+                self._job_condition(t, reason, text)
+                t.phase, t.admitted = "pending", None
+                self.pending[workload.name] = workload
+                self.blocked.add(workload.name)  # the job controller settles it first
+            else:
+                for pod in t.objects:
+                    if pod_done(pod):
+                        continue
+                    self._pod_condition(pod, reason, text)
+                    pname = str(pod["metadata"]["name"])
+                    try:
+                        self.kube.evict(t.namespace, pname)
+                    except KubeError as exc:
+                        if exc.status == 429:  # a PodDisruptionBudget says not now
+                            self.warn(now, f"eviction of pod {t.namespace}/{pname}: {exc}")
+                        elif exc.status != 404:
+                            raise
+                t.phase = "finished"
+        except KubeError as exc:
+            log.warning("eviction of %s failed: %s", workload.name, exc)
+            self.retry_soon = True
+        kind = "Preempted" if reason not in (NODE_FAILURE,) else "Evicted"
+        self.events.post(t.objects[0], "Warning", kind, f"{reason}: {text} (by {by})")
+        log.info("evicted %s: %s (%s, by %s)", workload.name, reason, text, by)
+
+    def _job_condition(self, t: Tracked, reason: str, message: str) -> None:
+        condition = {
+            "type": "Evicted", "status": "True", "reason": _camel(reason),
+            "message": message[:1000], "lastTransitionTime": _now_rfc3339(),
+            "lastProbeTime": _now_rfc3339(),
+        }  # fmt: skip
+        job = t.objects[0]
+        conditions = [c for c in (job.get("status") or {}).get("conditions") or ()
+                      if c.get("type") != "Evicted"]  # fmt: skip
+        try:
+            self.kube.patch(
+                JOBS, str(job["metadata"]["name"]),
+                {"status": {"conditions": [*conditions, condition]}}, t.namespace, sub="status",
+            )  # fmt: skip
+        except KubeError as exc:  # the Event and the annotation still say it
+            log.debug("job condition not written: %s", exc)
+
+    def _pod_condition(self, pod: dict[str, Any], reason: str, message: str) -> None:
+        body = {"status": {"conditions": [{
+            "type": "fleetshare.io/Preempted", "status": "True", "reason": _camel(reason),
+            "message": message[:1000], "lastTransitionTime": _now_rfc3339(),
+        }]}}  # fmt: skip
+        try:
+            self.kube.patch(
+                PODS, str(pod["metadata"]["name"]), body,
+                str(pod["metadata"]["namespace"]), sub="status", content_type=STRATEGIC_POD,
+            )  # fmt: skip
+        except KubeError as exc:
+            log.debug("pod condition not written: %s", exc)
+
+    def _suspend_new(self, job: dict[str, Any]) -> None:
+        """A governed Job created unsuspended (no webhook): suspend it until admitted."""
+        try:
+            body = {"spec": {"suspend": True}}
+            meta = job["metadata"]
+            self.store.put("Job", self.kube.patch(JOBS, meta["name"], body, meta["namespace"]))
+            self.events.post(job, "Normal", "Suspended", "suspended until fleetshare admits it")
+        except KubeError as exc:
+            log.warning("could not suspend %s: %s", job["metadata"]["name"], exc)
+
+    def _gate_late(self, t: Tracked) -> None:
+        """Pods created without the gate (no webhook in front of the API): a pod not yet
+        bound is replaced by a gated copy (a gate cannot be added to an existing pod); one
+        already bound runs outside the operator and is only counted."""
+        for pod in t.objects:
+            spec = pod.get("spec") or {}
+            meta = pod["metadata"]
+            if pod_done(pod) or spec.get("nodeName") or meta.get("ownerReferences"):
+                continue
+            copy = {
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {k: v for k, v in meta.items()
+                             if k in ("name", "namespace", "labels", "annotations")},
+                "spec": {**spec, "schedulingGates": [*(spec.get("schedulingGates") or ()),
+                                                     {"name": GATE}]},
+            }  # fmt: skip
+            try:
+                self.kube.delete(PODS, meta["name"], meta["namespace"], gracePeriodSeconds=0)
+                self._wait_gone(str(meta["namespace"]), str(meta["name"]))
+                self.store.put("Pod", self.kube.create(PODS, copy, str(meta["namespace"])))
+                log.info("pod %s/%s recreated behind the gate", meta["namespace"], meta["name"])
+            except KubeError as exc:
+                log.warning("could not gate pod %s: %s", meta["name"], exc)
+                self.retry_soon = True
+
+    def _wait_gone(self, namespace: str, name: str, timeout: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                self.kube.get(PODS, name, namespace)
+            except KubeError as exc:
+                if exc.status == 404:
+                    return
+                raise
+            time.sleep(0.05)
+
+    def report_pending(self, result: CycleResult, now: float) -> None:
+        if not self.may_act():
+            return
+        changed = result.pending_changed
+        names = changed if changed is not None else list(result.pending)
+        for name in names:
+            pending = result.pending.get(name)
+            t = self.tracked.get(name)
+            if pending is None or t is None or name not in self.pending:
+                continue
+            gist = _gist(pending.reason)
+            obj = t.objects[0]
+            said = self._said.get(name)
+            if said is None:
+                said = _gist((obj["metadata"].get("annotations") or {}).get(PENDING_REASON, ""))
+            if said == gist:
+                continue
+            self._said[name] = gist
+            res = JOBS if t.kind == "Job" else PODS
+            body = {"metadata": {"annotations": {PENDING_REASON: pending.reason[:1000]}}}
+            try:
+                kind = "Job" if t.kind == "Job" else "Pod"
+                out = self.kube.patch(res, str(obj["metadata"]["name"]), body, t.namespace)
+                self.store.put(kind, out)
+            except KubeError as exc:
+                log.debug("pending reason not written for %s: %s", name, exc)
+
+    def note_pending(self, workload: str, note: str) -> None:
+        """No autoscaler in this slice of the operator."""
+
+    def join_node(self, node: Node, at: float) -> None:
+        """Nodes join by registering with the API server (no provisioning in this slice)."""
+
+    def remove_node(self, name: str, reason: Reason, now: float) -> bool:
+        """Nodes are not removed by the operator in this slice."""
+        return False
+
+    def wake(self, at: float, now: float, *, unless_sooner: bool = False) -> None:
+        if at > now and (self.wake_at is None or at < self.wake_at):
+            self.wake_at = at
+
+    def warn(self, now: float, message: str) -> None:
+        if message not in self.warnings[-20:]:
+            self.warnings.append(message)
+            del self.warnings[:-100]
+            log.warning("%s", message)
+
+    def log(self, now: float, event: str, **details: Any) -> None:
+        log.debug("%s %s", event, details)
+
+
+def _same_decision_inputs(seen: Mapping[str, Any], fresh: Mapping[str, Any]) -> bool:
+    """The same spec (generation; for pods, which have none, the spec itself), labels and
+    annotations: only status moved."""
+    a, b = seen.get("metadata") or {}, fresh.get("metadata") or {}
+    if a.get("uid") != b.get("uid") or b.get("deletionTimestamp"):
+        return False
+    if a.get("labels") != b.get("labels") or a.get("annotations") != b.get("annotations"):
+        return False
+    if a.get("generation") is not None:
+        return bool(a.get("generation") == b.get("generation"))
+    return bool(seen.get("spec") == fresh.get("spec"))
+
+
+STRATEGIC_POD = "application/strategic-merge-patch+json"
+"""Pod conditions merge by type in a strategic merge patch (a merge patch would replace the
+list the scheduler and the kubelet write)."""
+
+
+def _camel(reason: str) -> str:
+    return "".join(p[:1].upper() + p[1:] for p in re.split(r"[-_ ]+", reason) if p) or "Unknown"
+
+
+def _now_rfc3339() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+__all__ = ["EVENTS", "NODE_FAILURE", "KubeCluster", "Tracked"]

@@ -1,0 +1,278 @@
+"""The operator's main loop: install the CRDs, win the Lease, watch, reconcile.
+
+One thread decides (this loop); one thread per watched kind feeds it (:mod:`.watch`). Each
+turn drains what the watches saw into the :class:`~.watch.Store`, re-reads the policy from the
+ClusterPolicy and Team objects when they changed, rebuilds the backend's view
+(:meth:`KubeCluster.refresh`), runs the same :class:`~fleetshare.control.loop.ControlLoop` the
+simulator and the service run, and writes each Team's status. It sleeps until something
+changes, a guard expires (``wake``), a retry is due, or ``resync_seconds`` pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fleetshare.control.clock import WallClock
+from fleetshare.control.loop import ControlLoop
+from fleetshare.governance.admission import Engine
+from fleetshare.model.catalog import Catalog, load_catalog
+from fleetshare.operator.cluster import KubeCluster
+from fleetshare.operator.crds import API_VERSION, DEFAULT_POLICY, crds, policy_from
+from fleetshare.operator.events import Events
+from fleetshare.operator.kube import CRDS, JOBS, NODES, PODS, Kube, KubeError, Resource
+from fleetshare.operator.lease import LeaseElector
+from fleetshare.operator.status import team_status
+from fleetshare.operator.watch import Store, Watcher
+from fleetshare.policy.schema import Policy, PolicyError
+
+log = logging.getLogger("fleetshare.operator")
+
+TEAMS = Resource("Team", API_VERSION, "teams", False)
+CLUSTER_POLICIES = Resource("ClusterPolicy", API_VERSION, "clusterpolicies", False)
+
+
+@dataclass
+class Settings:
+    """How the operator runs (``fleetshare operator`` options)."""
+
+    namespaces: Sequence[str] = ()
+    """Govern workloads in these namespaces only (empty: all)."""
+    install_crds: bool = True
+    leader_elect: bool = True
+    lease_namespace: str = "default"
+    identity: str = ""
+    resync_seconds: float = 10.0
+    retry_seconds: float = 1.0
+
+
+def install_crds(kube: Kube, timeout: float = 30.0) -> None:
+    """Create or update fleetshare's CRDs and wait until the API serves them."""
+    for crd in crds():
+        name = crd["metadata"]["name"]
+        try:
+            current = kube.get(CRDS, name)
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+            kube.create(CRDS, crd)
+        else:
+            if current.get("spec") != crd["spec"]:
+                body = {**crd, "metadata": {**crd["metadata"],
+                        "resourceVersion": current["metadata"]["resourceVersion"]}}  # fmt: skip
+                kube.replace(CRDS, name, body)
+    deadline = time.monotonic() + timeout
+    for crd in crds():
+        name = crd["metadata"]["name"]
+        while True:
+            status = kube.get(CRDS, name).get("status") or {}
+            if any(c.get("type") == "Established" and c.get("status") == "True"
+                   for c in status.get("conditions") or ()):  # fmt: skip
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"CRD {name} not established after {timeout:g} s")
+            time.sleep(0.1)
+
+
+class Operator:
+    """fleetshare governing a Kubernetes cluster (see the module docstring)."""
+
+    def __init__(self, kube: Kube, settings: Settings | None = None,
+                 catalog: Catalog | None = None) -> None:  # fmt: skip
+        self.kube = kube
+        self.settings = settings or Settings()
+        self.identity = self.settings.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
+        self.catalog = catalog or load_catalog()
+        self.store = Store()
+        self.events = Events(kube, self.identity)
+        self.elector = LeaseElector(kube, self.settings.lease_namespace, self.identity)
+        self.cluster = KubeCluster(kube, self.store, self.events, may_act=self._may_act)
+        self.clock = WallClock(start=time.time())
+        self.loop: ControlLoop | None = None
+        self.policy: Policy | None = None
+        self._policy_key: tuple[Any, ...] | None = None
+        self._inbox: queue.Queue[tuple[str, str, Any]] = queue.Queue()
+        self.reconciles = 0
+        self.ready = threading.Event()
+        """Set once the first reconcile is done (tests wait on it)."""
+
+    def _may_act(self) -> bool:
+        return not self.settings.leader_elect or self.elector.leading()
+
+    # -- running ---------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Run until ``stop`` is set (or leadership is lost)."""
+        s = self.settings
+        if s.install_crds:
+            install_crds(self.kube)
+        if s.leader_elect:
+            while not stop.is_set() and not self.elector.try_acquire():
+                stop.wait(min(2.0, self.elector.renew_seconds))
+            if stop.is_set():
+                return
+        watch_stop = threading.Event()
+        watchers = [
+            Watcher(self.kube, NODES, self._inbox, watch_stop),
+            Watcher(self.kube, TEAMS, self._inbox, watch_stop),
+            Watcher(self.kube, CLUSTER_POLICIES, self._inbox, watch_stop),
+        ]
+        for res in (PODS, JOBS):
+            for ns in s.namespaces or (None,):
+                watchers.append(Watcher(self.kube, res, self._inbox, watch_stop, namespace=ns))
+        expected = {(w.res.kind, w.namespace) for w in watchers}
+        synced: set[tuple[str, str | None]] = set()
+        for w in watchers:
+            w.start()
+        try:
+            while not stop.is_set() and not expected <= synced:
+                try:
+                    message = self._inbox.get(timeout=0.5)
+                except queue.Empty:
+                    continue
+                self._apply(message)
+                if message[0] == "sync":
+                    synced.add((message[1], message[2][0]))
+            deadline = 0.0
+            while not stop.is_set():
+                lost = s.leader_elect and self.elector.due() and not self.elector.try_acquire()
+                if lost and not self.elector.leading():
+                    log.error("leadership lost: stopping")
+                    return
+                changed = self._drain(max(0.0, deadline - time.monotonic()))
+                if stop.is_set():
+                    break
+                if changed or time.monotonic() >= deadline:
+                    deadline = self.reconcile()
+        finally:
+            watch_stop.set()
+            if s.leader_elect:
+                self.elector.release()
+
+    def _drain(self, timeout: float) -> bool:
+        """Apply what the watches posted, waiting up to ``timeout`` for the first message."""
+        changed = False
+        wait = min(timeout, self.elector.renew_seconds / 2)
+        try:
+            message = self._inbox.get(timeout=wait) if wait > 0 else self._inbox.get_nowait()
+        except queue.Empty:
+            return False
+        while True:
+            changed = bool(self._apply(message)) or changed
+            try:
+                message = self._inbox.get_nowait()
+            except queue.Empty:
+                return changed
+
+    def _apply(self, message: tuple[str, str, Any]) -> set[tuple[str, str | None]]:
+        what, kind, payload = message
+        if what == "sync":
+            namespace, items = payload
+            objects = self.store.of(kind)
+            for key in [k for k in objects if namespace is None or k[0] == namespace]:
+                del objects[key]
+            for item in items:
+                self.store.put(kind, item)
+            return {(kind, namespace)}
+        event_type, obj = payload
+        return {(kind, None)} if self.store.apply(kind, event_type, obj) else set()
+
+    # -- one turn --------------------------------------------------------------------------------
+
+    def reconcile(self) -> float:
+        """Decide and act once; returns the monotonic time of the next turn."""
+        now = self.clock.now()
+        engine = self._engine()
+        s = self.settings
+        next_in = s.resync_seconds
+        if engine is not None and self._may_act():
+            assert self.loop is not None
+            cluster = self.cluster
+            cluster.wake_at = None
+            cluster.refresh(engine, now)
+            if cluster.changed:
+                self.loop.world_changed()
+            self.loop.reconcile(now)
+            self._write_status(engine, now)
+            if cluster.retry_soon or cluster.blocked:
+                next_in = min(next_in, s.retry_seconds)
+            if cluster.wake_at is not None:
+                next_in = min(next_in, max(0.05, cluster.wake_at - now))
+            self.reconciles += 1
+            self.ready.set()
+        return time.monotonic() + next_in
+
+    def _engine(self) -> Engine | None:
+        """The engine of the current policy (rebuilt when the objects change); None while
+        no valid policy exists (nothing is admitted then)."""
+        policies = self.store.of("ClusterPolicy")
+        chosen = policies.get(("", DEFAULT_POLICY))
+        if chosen is None and len(policies) == 1:
+            chosen = next(iter(policies.values()))
+        teams = list(self.store.of("Team").values())
+        key = (
+            (chosen or {}).get("metadata", {}).get("resourceVersion"),
+            tuple(sorted((t["metadata"]["name"], t["metadata"].get("generation")) for t in teams)),
+        )
+        if key != self._policy_key:
+            self._policy_key = key
+            try:
+                policy = policy_from(chosen, teams)
+                engine = Engine(policy, self.catalog)
+            except (PolicyError, ValueError) as exc:
+                log.error("policy not valid, keeping the last one: %s", exc)
+                self._policy_condition(chosen, False, str(exc))
+                return self.loop.engine if self.loop else None
+            self.policy = policy
+            self._policy_condition(chosen, True, f"{len(policy.teams)} teams")
+            if self.loop is None:
+                self.loop = ControlLoop(self.cluster, engine)
+            else:
+                self.loop.set_engine(engine)
+        return self.loop.engine if self.loop else None
+
+    def _policy_condition(self, obj: dict[str, Any] | None, ok: bool, message: str) -> None:
+        if obj is None or not self._may_act():
+            return
+        condition = {
+            "type": "PolicyValid", "status": "True" if ok else "False",
+            "reason": "Valid" if ok else "Invalid", "message": message[:2000],
+            "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }  # fmt: skip
+        teams = len(self.store.of("Team"))
+        status = {"conditions": [condition], "teams": teams}
+        old = obj.get("status") or {}
+        if old.get("teams") == teams and [
+            {k: c.get(k) for k in ("status", "message")} for c in old.get("conditions") or ()
+        ] == [{"status": condition["status"], "message": condition["message"]}]:
+            return
+        try:
+            out = self.kube.patch(CLUSTER_POLICIES, obj["metadata"]["name"],
+                                  {"status": status}, sub="status")  # fmt: skip
+            self.store.put("ClusterPolicy", out)
+        except KubeError as exc:
+            log.debug("policy status not written: %s", exc)
+
+    def _write_status(self, engine: Engine, now: float) -> None:
+        cluster = self.cluster
+        statuses = team_status(engine, cluster.nodes, list(cluster.running.values()),
+                               list(cluster.pending.values()), now)  # fmt: skip
+        for (_, name), team in list(self.store.of("Team").items()):
+            status = statuses.get(name)
+            if status is None:
+                continue
+            old = team.get("status") or {}
+            if all(old.get(k) == v for k, v in status.items()):
+                continue
+            try:
+                out = self.kube.patch(TEAMS, name, {"status": status}, sub="status")
+                self.store.put("Team", out)
+            except KubeError as exc:
+                log.debug("team status not written: %s", exc)

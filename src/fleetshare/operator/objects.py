@@ -1,0 +1,315 @@
+"""Kubernetes objects (plain dicts, as the API serves them) -> fleetshare's model: pure.
+
+- Node objects become :class:`~fleetshare.model.node.Node` s: ``status.allocatable`` (MIG
+  partitions as the NVIDIA device plugin names them, ``nvidia.com/mig-1g.10gb``, are ordinary
+  extended resources), the Ready condition, ``spec.unschedulable`` (cordoned), taints, and the
+  well-known instance-type, zone and capacity-type labels.
+- Governed workloads: a ``batch/v1`` Job, a bare Pod, or the pods of a Kueue pod group, that
+  name a queue (``kueue.x-k8s.io/queue-name``) or a team (``fleetshare.io/team``). They are
+  read by :mod:`fleetshare.manifests`, so the manifests a scenario reads work unchanged; the
+  operator's own annotations and the node selector it injected are taken off first.
+- Their state is read back from the objects themselves (:func:`job_state`, :func:`pods_state`):
+  everything the operator needs after a restart lives in the API server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from fleetshare.manifests import QUEUE_LABEL, TEAM_LABEL, Document, ManifestError, parse_manifests
+from fleetshare.manifests.parse import POD_GROUP_COUNT, POD_GROUP_LABEL
+from fleetshare.model.node import INSTANCE_TYPE_LABEL, ZONE_LABEL, Node, Taint
+from fleetshare.model.quantity import parse_quantity
+from fleetshare.model.workload import PodSet
+
+GATE = "fleetshare.io/admission"
+"""The scheduling gate a governed pod waits behind until its gang is admitted."""
+PREFIX = "operator.fleetshare.io/"
+ADMISSION = PREFIX + "admission"
+"""Annotation: the admission (flavors, placement, time, borrowed) of an admitted workload."""
+INJECTED = PREFIX + "injected-node-selector"
+"""Annotation (Jobs): the node-selector keys the operator added to the pod template."""
+PENDING_REASON = PREFIX + "pending-reason"
+"""Annotation: why a pending workload waits and its place in its team's queue."""
+EVICTION = PREFIX + "last-eviction"
+"""Annotation: the last preemption or eviction (reason, by, message, time)."""
+CAPACITY_TYPE_LABELS = ("karpenter.sh/capacity-type", "eks.amazonaws.com/capacityType")
+BETA_INSTANCE_TYPE = "beta.kubernetes.io/instance-type"
+BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
+
+Phase = Literal["pending", "admitted", "finished", "outside"]
+"""``outside``: a governed object running without the operator's admission (created without
+its gate): counted as usage, never admitted again."""
+
+
+def timestamp(text: str | None) -> float:
+    """Seconds since the Unix epoch of a Kubernetes RFC 3339 time (0 when absent)."""
+    if not text:
+        return 0.0
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+# -- nodes --------------------------------------------------------------------------------
+
+
+def node_from_object(obj: Mapping[str, Any]) -> Node:
+    """A Node object as a :class:`Node` (what governance counts as capacity)."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    labels = dict(meta.get("labels") or {})
+    allocatable: dict[str, int] = {}
+    for resource, value in (status.get("allocatable") or {}).items():
+        try:
+            allocatable[resource] = parse_quantity(str(value))
+        except ValueError:
+            continue  # a quantity governance cannot count is not offered
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )
+    taints = tuple(
+        Taint(str(t.get("key", "")), str(t.get("value", "") or ""), t.get("effect", "NoSchedule"))
+        for t in spec.get("taints") or ()
+        if t.get("effect") in ("NoSchedule", "NoExecute", "PreferNoSchedule")
+    )
+    capacity = next((labels[k] for k in CAPACITY_TYPE_LABELS if k in labels), "on-demand")
+    return Node(
+        name=str(meta["name"]),
+        allocatable=allocatable,
+        instance_type=labels.get(INSTANCE_TYPE_LABEL) or labels.get(BETA_INSTANCE_TYPE),
+        zone=labels.get(ZONE_LABEL) or labels.get(BETA_ZONE),
+        labels=labels,
+        taints=taints,
+        ready=ready,
+        unschedulable=bool(spec.get("unschedulable")),
+        capacity_type=capacity.lower().replace("_", "-"),
+    )
+
+
+# -- governed objects ------------------------------------------------------------------------
+
+
+def governed(obj: Mapping[str, Any]) -> bool:
+    """Does the object name a queue or a team (Kueue's label or fleetshare's)?"""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return QUEUE_LABEL in labels or TEAM_LABEL in labels
+
+
+def owned_by_job(pod: Mapping[str, Any]) -> bool:
+    """A Job's pod: the Job is the workload, its pods are not governed one by one."""
+    owners = (pod.get("metadata") or {}).get("ownerReferences") or ()
+    return any(o.get("kind") == "Job" for o in owners)
+
+
+def pod_group(pod: Mapping[str, Any]) -> str | None:
+    return ((pod.get("metadata") or {}).get("labels") or {}).get(POD_GROUP_LABEL)
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    """What the admission annotation records."""
+
+    flavors: tuple[str, ...]
+    placement: tuple[tuple[tuple[str, int], ...], ...]
+    at: float
+    team: str
+    borrowed: Mapping[str, int]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "flavors": list(self.flavors),
+                "placement": [[[n, c] for n, c in ps] for ps in self.placement],
+                "at": self.at,
+                "team": self.team,
+                "borrowed": dict(self.borrowed),
+            },
+            sort_keys=True,
+        )
+
+    @staticmethod
+    def from_json(text: str | None) -> Admitted | None:
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            return Admitted(
+                tuple(str(f) for f in data["flavors"]),
+                tuple(tuple((str(n), int(c)) for n, c in ps) for ps in data["placement"]),
+                float(data["at"]),
+                str(data.get("team", "")),
+                {str(k): int(v) for k, v in (data.get("borrowed") or {}).items()},
+            )
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+def _annotations(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def admission_of(obj: Mapping[str, Any]) -> Admitted | None:
+    return Admitted.from_json(_annotations(obj).get(ADMISSION))
+
+
+def injected_keys(obj: Mapping[str, Any]) -> list[str]:
+    text = _annotations(obj).get(INJECTED)
+    if not text:
+        return []
+    try:
+        keys = json.loads(text)
+    except ValueError:
+        return []
+    return [str(k) for k in keys] if isinstance(keys, list) else []
+
+
+def _clean(obj: Mapping[str, Any], template_path: Sequence[str]) -> dict[str, Any]:
+    """A copy for the manifest parser: the operator's annotations off, the node-selector keys
+    it injected off the pod template (a requeued job is free to take another flavor), status
+    and bookkeeping metadata dropped."""
+    meta = dict(obj.get("metadata") or {})
+    keep = ("name", "namespace", "labels", "annotations", "generateName")
+    meta = {k: v for k, v in meta.items() if k in keep}
+    meta["annotations"] = {
+        k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(PREFIX)
+    }
+    data: dict[str, Any] = {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": obj.get("kind"),
+        "metadata": meta,
+        "spec": json.loads(json.dumps(obj.get("spec") or {})),
+    }
+    keys = injected_keys(obj)
+    node = data
+    for part in template_path:
+        node = node.get(part) or {}
+    selector = node.get("nodeSelector") if isinstance(node, dict) else None
+    if isinstance(selector, dict) and keys:
+        for key in keys:
+            selector.pop(key, None)
+    if isinstance(node, dict) and "schedulingGates" in node:
+        node.pop("schedulingGates")
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """A governed object read: its queue, priority class, pod sets and notes."""
+
+    queue: str | None
+    queue_field: str
+    priority_class: str | None
+    priority_field: str
+    podsets: tuple[PodSet, ...]
+    labels: Mapping[str, str]
+    notes: tuple[str, ...]
+
+
+def parse_job(job: Mapping[str, Any]) -> Parsed:
+    """A Job as the manifest parser reads it (raises :class:`ManifestError`)."""
+    return _parsed([_clean(job, ("spec", "template", "spec"))], _where(job))
+
+
+def parse_pods(pods: Sequence[Mapping[str, Any]]) -> Parsed:
+    """A bare pod or every pod of a pod group (raises :class:`ManifestError`)."""
+    docs = [_clean(p, ("spec",)) for p in pods]
+    return _parsed(docs, _where(pods[0]))
+
+
+def _where(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{obj.get('kind')} {meta.get('namespace')}/{meta.get('name')}"
+
+
+def _parsed(docs: list[dict[str, Any]], where: str) -> Parsed:
+    out = parse_manifests([Document(where, d) for d in docs])
+    if len(out) != 1:
+        raise ManifestError(where, "does not describe one workload")
+    mw = out[0]
+    return Parsed(
+        mw.queue, mw.queue_field, mw.priority_class, mw.priority_field, mw.podsets,
+        mw.labels, mw.notes,
+    )  # fmt: skip
+
+
+def job_phase(job: Mapping[str, Any]) -> Phase:
+    """Pending (suspended, or not yet suspended by the operator), admitted (running under an
+    admission of the operator's), or finished (Complete or Failed)."""
+    status = job.get("status") or {}
+    for c in status.get("conditions") or ():
+        if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
+            return "finished"
+    if (job.get("metadata") or {}).get("deletionTimestamp"):
+        return "finished"
+    suspended = bool((job.get("spec") or {}).get("suspend"))
+    if not suspended and admission_of(job) is not None:
+        return "admitted"
+    return "pending"
+
+
+def job_started(job: Mapping[str, Any]) -> bool:
+    """The job controller still counts the job as started (its pod template is immutable until
+    it resets ``status.startTime`` after a suspension)."""
+    return bool((job.get("status") or {}).get("startTime"))
+
+
+def pod_gated(pod: Mapping[str, Any]) -> bool:
+    gates = (pod.get("spec") or {}).get("schedulingGates") or ()
+    return any(g.get("name") == GATE for g in gates)
+
+
+def pod_done(pod: Mapping[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    return status.get("phase") in ("Succeeded", "Failed") or bool(
+        (pod.get("metadata") or {}).get("deletionTimestamp")
+    )
+
+
+def pods_phase(pods: Sequence[Mapping[str, Any]]) -> Phase:
+    """Finished when every pod is done; pending while any pod waits behind the gate; admitted
+    when the operator's admission is recorded; otherwise the pods run outside the operator."""
+    live = [p for p in pods if not pod_done(p)]
+    if not live:
+        return "finished"
+    if any(pod_gated(p) for p in live):
+        return "pending"
+    if all(admission_of(p) is not None for p in live):
+        return "admitted"
+    return "outside"
+
+
+def group_complete(pods: Sequence[Mapping[str, Any]]) -> bool:
+    """All ``pod-group-total-count`` pods of a group exist (Kueue waits for them)."""
+    counts = {_annotations(p).get(POD_GROUP_COUNT) for p in pods}
+    if len(counts) != 1:
+        return True  # let the parser name the disagreement
+    (count,) = counts
+    return count is None or not count.isdigit() or len(pods) >= int(count)
+
+
+def bound_placement(
+    pods: Iterable[Mapping[str, Any]], podsets: Sequence[PodSet], pod_podset: Mapping[str, int]
+) -> tuple[tuple[tuple[str, int], ...], ...] | None:
+    """Where the pods actually run, per pod set, when every live pod is bound (None
+    otherwise); ``pod_podset`` maps a pod's name to its pod set's index."""
+    per: list[dict[str, int]] = [{} for _ in podsets]
+    for pod in pods:
+        if pod_done(pod):
+            continue
+        node = (pod.get("spec") or {}).get("nodeName")
+        name = (pod.get("metadata") or {}).get("name", "")
+        index = pod_podset.get(name, 0)
+        if not node:
+            return None
+        per[index][node] = per[index].get(node, 0) + 1
+    return tuple(tuple(sorted(p.items())) for p in per)
+
+
+def creation_key(obj: Mapping[str, Any]) -> tuple[float, str]:
+    meta = obj.get("metadata") or {}
+    return timestamp(meta.get("creationTimestamp")), str(meta.get("uid", ""))

@@ -1,0 +1,170 @@
+"""The operator's pure parts: objects read as model objects, CRDs, webhook patches (no API)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fleetshare.operator.crds import crds, policy_from, policy_objects, structural
+from fleetshare.operator.objects import (
+    ADMISSION,
+    GATE,
+    INJECTED,
+    Admitted,
+    group_complete,
+    job_phase,
+    node_from_object,
+    parse_job,
+    parse_pods,
+    pods_phase,
+)
+from fleetshare.operator.webhook import mutation, review
+from fleetshare.policy.hyperpod import import_hyperpod
+from fleetshare.policy.kueue import import_kueue
+from fleetshare.policy.schema import PolicyError, Team
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _yaml(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((FIXTURES / "manifests" / name).read_text()) if d]
+
+
+def test_node_object_with_mig_taints_and_conditions() -> None:
+    node = node_from_object(
+        {
+            "metadata": {
+                "name": "n1",
+                "labels": {
+                    "node.kubernetes.io/instance-type": "p4d.24xlarge",
+                    "topology.kubernetes.io/zone": "us-east-1a",
+                    "karpenter.sh/capacity-type": "spot",
+                },
+            },
+            "spec": {
+                "unschedulable": True,
+                "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+            },
+            "status": {
+                "allocatable": {"cpu": "95500m", "memory": "1100Gi", "nvidia.com/mig-1g.5gb": "56"},
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+    )
+    assert node.allocatable["cpu"] == 95_500
+    assert node.allocatable["nvidia.com/mig-1g.5gb"] == 56_000
+    assert node.instance_type == "p4d.24xlarge" and node.zone == "us-east-1a"
+    assert node.capacity_type == "spot"
+    assert node.ready and node.unschedulable and not node.schedulable
+    assert node.taints[0].key == "nvidia.com/gpu"
+    not_ready = node_from_object({"metadata": {"name": "n2"}, "status": {"conditions": [
+        {"type": "Ready", "status": "Unknown"}]}})  # fmt: skip
+    assert not not_ready.ready
+
+
+def test_kueue_sample_job_reads_as_the_scenario_parser_reads_it() -> None:
+    (job,) = _yaml("sample-job.yaml")
+    parsed = parse_job(job)
+    assert parsed.queue == "team-a/user-queue"
+    (podset,) = parsed.podsets
+    assert podset.count == 3
+    assert podset.requests["cpu"] == 4000 and podset.requests["nvidia.com/gpu"] == 1000
+    assert job_phase(job) == "pending"
+
+
+def test_injected_selector_and_operator_annotations_are_not_the_users() -> None:
+    (job,) = _yaml("sample-job.yaml")
+    job = copy.deepcopy(job)
+    job["metadata"]["annotations"][INJECTED] = '["node.kubernetes.io/instance-type"]'
+    job["metadata"]["annotations"][ADMISSION] = Admitted(("f",), ((("n", 3),),), 1.0, "t", {}
+                                                         ).to_json()  # fmt: skip
+    job["spec"]["template"]["spec"]["nodeSelector"] = {
+        "node.kubernetes.io/instance-type": "g5.8xlarge",
+        "disk": "ssd",
+    }
+    (podset,) = parse_job(job).podsets
+    assert dict(podset.node_selector) == {"disk": "ssd"}
+    job["spec"]["suspend"] = False
+    assert job_phase(job) == "admitted"
+    job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    assert job_phase(job) == "finished"
+
+
+def test_pod_group_and_gates() -> None:
+    pods = _yaml("pod-group.yaml")
+    for i, pod in enumerate(pods):
+        pod["metadata"]["name"] = f"sample-pod-{i}"
+        pod["spec"]["schedulingGates"] = [{"name": GATE}]
+    assert group_complete(pods) and not group_complete(pods[:1])
+    parsed = parse_pods(pods)
+    assert len(parsed.podsets) == 2
+    assert pods_phase(pods) == "pending"
+    for pod in pods:
+        pod["spec"]["schedulingGates"] = []
+    assert pods_phase(pods) == "outside"  # ungated by someone else
+    for pod in pods:
+        pod["status"] = {"phase": "Succeeded"}
+    assert pods_phase(pods) == "finished"
+
+
+def test_webhook_gates_governed_pods_and_suspends_jobs() -> None:
+    (pod,) = _yaml("pod-group.yaml")[:1]
+    assert mutation(pod) == [
+        {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]}
+    ]
+    plain = {"kind": "Pod", "metadata": {"name": "x"}, "spec": {}}
+    assert mutation(plain) == []
+    owned = copy.deepcopy(pod)
+    owned["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "j", "uid": "u"}]
+    assert mutation(owned) == []
+    (job,) = _yaml("sample-job.yaml")
+    job = copy.deepcopy(job)
+    assert mutation(job) == []  # already suspended
+    job["spec"]["suspend"] = False
+    assert mutation(job) == [{"op": "add", "path": "/spec/suspend", "value": True}]
+    answer = review({"request": {"uid": "u1", "operation": "CREATE", "object": pod,
+                                 "kind": {"kind": "Pod"}}})  # fmt: skip
+    assert answer["response"]["allowed"] and answer["response"]["patchType"] == "JSONPatch"
+
+
+def test_crd_schemas_are_structural() -> None:
+    def walk(node: Any, path: str) -> None:
+        assert "$ref" not in node and "anyOf" not in node, path
+        if "properties" in node:
+            assert node.get("type") == "object", path
+            for k, v in node["properties"].items():
+                walk(v, f"{path}.{k}")
+        if "items" in node:
+            walk(node["items"], f"{path}[]")
+        if isinstance(node.get("additionalProperties"), dict):
+            walk(node["additionalProperties"], f"{path}{{}}")
+        assert (
+            "type" in node
+            or node.get("x-kubernetes-int-or-string")
+            or node.get("x-kubernetes-preserve-unknown-fields")
+        ), path
+
+    for crd in crds():
+        walk(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"], crd["metadata"]["name"])
+    team = structural(Team.model_json_schema())
+    assert team["properties"]["quota"]["items"]["properties"]["instance_type"]["type"] == "string"
+
+
+def test_policy_round_trips_through_objects() -> None:
+    policy = import_hyperpod((FIXTURES / "hyperpod_walkthrough.json").read_text())
+    objects = policy_objects(policy)
+    assert [o["kind"] for o in objects] == ["ClusterPolicy"] + ["Team"] * len(policy.teams)
+    back = policy_from(objects[0], objects[1:])
+    assert back.teams == policy.teams and back.cluster == policy.cluster
+    kueue = import_kueue((FIXTURES / "kueue_full.yaml").read_text())
+    objects = policy_objects(kueue)
+    back = policy_from(objects[0], objects[1:])
+    assert back.groups == kueue.groups and back.teams == kueue.teams
+    bad = copy.deepcopy(objects[1])
+    bad["spec"]["quota"] = [{"flavor": "x"}]
+    with pytest.raises(PolicyError, match="quota"):
+        policy_from(objects[0], [bad])
