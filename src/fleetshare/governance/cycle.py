@@ -2,10 +2,10 @@
 
 The loop (:meth:`Cycle.run`): starving workloads that do not fit reserve first
 (``starvation.py``); then the cycle pulls workloads from the merge order (``ordering.py``)
-and considers each: its flavor options (``flavors.py``) — the first within quota that places
-is taken, then the first borrowing one, then preemption per option — or it stays pending with
-the reasons of every option. A workload that does not fit is skipped, so a large job never
-blocks smaller ones behind it (no head-of-line blocking).
+and considers each: its flavor options (``flavors.py``: a flavor per pod set) — the first
+within quota that places is taken, then the first borrowing one, then preemption per option —
+or it stays pending with the reasons of every option. A workload that does not fit is
+skipped, so a large job never blocks smaller ones behind it (no head-of-line blocking).
 
 Shortcuts (off with ``shortcuts=False``, the plain algorithm they must agree with):
 
@@ -245,10 +245,10 @@ class Cycle:
         if not rules.enabled:
             self._pend(wl, f"team {wl.team}'s quota is disabled")
             return
-        flavors = self.flavors.eligible(wl)
-        if not flavors:
+        if not self.flavors.any_option(wl):
             self._pend(wl, self.flavors.none_eligible(wl))
             return
+        flavors = self.flavors.eligible(wl)
         problems: list[str] = []
         options: list[Option] = []
         self._held = None
@@ -257,6 +257,12 @@ class Cycle:
             options.append(option)
             if option.mode == WITHIN and self._try_place(wl, option, problems):
                 return
+        if self.flavors.split(wl) is not None:  # pod sets admitted by different flavors
+            assigned = self.flavors.assign(wl)
+            if assigned is not None:
+                options.append(assigned)
+                if assigned.mode == WITHIN and self._try_place(wl, assigned, problems):
+                    return
         for option in options:
             if option.mode == BORROWING and self._try_place(wl, option, problems):
                 return
