@@ -20,6 +20,7 @@ from fleetshare.governance.state import CycleState
 from fleetshare.model.node import Node, Taint, Toleration
 from fleetshare.model.workload import PodSet, Workload
 from fleetshare.policy.schema import load_policy
+from fleetshare.scenario.planning import shapes_after_existing
 
 GPU = "nvidia.com/gpu"
 MILLI = 1000
@@ -256,3 +257,20 @@ def test_the_autoscaler_sees_split_demand_per_pod_set() -> None:
     tpu = job("tpu", driver(), workers(pool="tpu"))
     _, blocked = admissible_demand(engine, Snapshot(0.0, [], [], [tpu]))
     assert blocked == {"tpu": "no flavor matches the node selector of pod set 'workers'"}
+
+
+def test_the_plan_command_places_a_driver_and_workers_on_two_instance_types() -> None:
+    """``fleetshare plan`` fills existing nodes first: a CPU driver on the m5 node and GPU
+    workers on the p4d node fit now (the p4d node alone has no room for the driver too); no
+    node is planned for them."""
+    nodes = [
+        Node("cpu", {"cpu": 64 * MILLI}, instance_type="m5.16xlarge"),
+        Node("gpu", {"cpu": 48 * MILLI, GPU: 8 * MILLI}, instance_type="p4d.24xlarge"),
+    ]
+    wl = job(
+        "ray",
+        PodSet("driver", 1, {"cpu": 40 * MILLI}),
+        PodSet("workers", 2, {"cpu": 8 * MILLI, GPU: 4 * MILLI}),
+    )
+    shapes, fits_now = shapes_after_existing([wl], nodes)
+    assert (shapes, fits_now) == ([], ["ray"])
