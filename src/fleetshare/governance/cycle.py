@@ -245,10 +245,10 @@ class Cycle:
         if not rules.enabled:
             self._pend(wl, f"team {wl.team}'s quota is disabled")
             return
-        if not self.flavors.any_option(wl):
+        flavors, split = self.flavors.admits(wl)
+        if not flavors and (split is None or not all(split)):
             self._pend(wl, self.flavors.none_eligible(wl))
             return
-        flavors = self.flavors.eligible(wl)
         problems: list[str] = []
         options: list[Option] = []
         self._held = None
@@ -257,7 +257,7 @@ class Cycle:
             options.append(option)
             if option.mode == WITHIN and self._try_place(wl, option, problems):
                 return
-        if self.flavors.split(wl) is not None:  # pod sets admitted by different flavors
+        if split is not None:  # pod sets admitted by different flavors: Kueue's assignment
             assigned = self.flavors.assign(wl)
             if assigned is not None:
                 options.append(assigned)

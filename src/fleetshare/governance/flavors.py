@@ -92,6 +92,11 @@ class Flavors:
         split = per if any(other != per[0] for other in per[1:]) else None
         return uniform, split
 
+    def admits(self, wl: Workload) -> Admits:
+        """The flavors admitting every pod set, and per pod set those admitting it when they
+        differ (None when not)."""
+        return self._admits(wl)
+
     def eligible(self, wl: Workload) -> tuple[str, ...]:
         """Flavors that admit every pod set, the team's own flavors first."""
         return self._admits(wl)[0]
@@ -158,7 +163,9 @@ class Flavors:
         """Kueue's assignment of a flavor per pod set, with its quota standing now (module
         docstring); None unless the pod sets are admitted by different flavors, each by some,
         and the assignment puts them on more than one flavor."""
-        split = self.split(wl)
+        return self._assign(wl, self.split(wl))
+
+    def _assign(self, wl: Workload, split: tuple[tuple[str, ...], ...] | None) -> Option | None:
         if split is None or not all(split):
             return None
         state = self._state
@@ -201,10 +208,10 @@ class Flavors:
 
     def first_option(self, wl: Workload) -> Option | None:
         """The first option (the first uniform one, else Kueue's assignment), if any."""
-        uniform = self.eligible(wl)
+        uniform, split = self._admits(wl)
         if uniform:
             return self.option(wl, uniform[0])
-        return self.assign(wl)
+        return self._assign(wl, split)
 
     def none_eligible(self, wl: Workload) -> str:
         """Why no option exists."""
