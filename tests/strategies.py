@@ -6,7 +6,8 @@ runner, so that the same case can be checked one admission cycle at a time or ov
 
 Two families:
 
-- ``cases()``: anything goes — 1 or 2 flavors (``default``; two label-selected pools; two
+- ``cases()``: anything goes — 1 or 2 flavors (``default``; two label-selected pools, whose
+  pod sets may select a pool, so that a workload's pod sets may need different flavors; two
   instance types), quotas that may add up to more than the capacity, every sharing strategy,
   borrow limits of each kind, lending limits, fair share and idle sharing on or off, minimum
   runtimes, the starvation guard, disabled teams and workloads of teams without a policy.
@@ -90,6 +91,11 @@ class PodSetDesc:
     count: int
     gpu: int
     cpu_milli: int
+    pool: str | None = None
+    """The flavor whose nodes it selects (``labels`` mode only), if any."""
+
+    def node_selector(self) -> dict[str, str]:
+        return {} if self.pool is None else {LABEL_KEY: self.pool}
 
     def requests(self) -> dict[str, int]:
         out = {CPU: self.cpu_milli}
@@ -219,7 +225,8 @@ class Case:
                     name=w.name,
                     team=w.team,
                     podsets=tuple(
-                        PodSet(f"ps{i}", ps.count, ps.requests()) for i, ps in enumerate(w.podsets)
+                        PodSet(f"ps{i}", ps.count, ps.requests(), ps.node_selector())
+                        for i, ps in enumerate(w.podsets)
                     ),
                     submit_time=float(w.submit_at),
                     priority=self.priority_of(w.priority_class),
@@ -256,7 +263,12 @@ class Case:
                 "team": w.team,
                 "at": w.submit_at,
                 "podsets": [
-                    {"name": f"ps{j}", "count": ps.count, "requests": ps.spec_requests()}
+                    {
+                        "name": f"ps{j}",
+                        "count": ps.count,
+                        "requests": ps.spec_requests(),
+                        "node_selector": ps.node_selector(),
+                    }
                     for j, ps in enumerate(w.podsets)
                 ],
             }
@@ -324,11 +336,14 @@ def cases(
     fair_share: bool | None = None,
     contended: bool = False,
     kueue: bool = False,
+    mode: str | None = None,
 ) -> Case:
     """A random case; ``contended`` packs it: 2-3 small nodes, 2 teams, everything submitted
     within 20 s, so that teams compete for the same GPUs in the same cycles. ``kueue`` adds
-    Kueue's queue settings: StrictFIFO, borrowWithinCohort (with a threshold or not)."""
-    mode = "default" if friendly else draw(st.sampled_from(("default", "labels", "instance")))
+    Kueue's queue settings: StrictFIFO, borrowWithinCohort (with a threshold or not); ``mode``
+    fixes the flavor mode (``labels``: pod sets may select different flavors)."""
+    if mode is None:
+        mode = "default" if friendly else draw(st.sampled_from(("default", "labels", "instance")))
     flavors = FLAVOR_MODES[mode]
     n_nodes = draw(st.integers(2, 3)) if contended else draw(st.integers(2, 6))
     nodes = []
@@ -409,6 +424,8 @@ def cases(
                         count,
                         draw(st.sampled_from((1, 2, 0))),
                         draw(st.sampled_from((500, 1000, 2000, 4000))),
+                        # pod sets of one workload that select different flavors
+                        draw(st.sampled_from((None, None, *flavors))) if mode == "labels" else None,
                     )
                 )
         workloads.append(
@@ -455,12 +472,12 @@ def cases(
 
 
 def _first_fit(
-    case: Case, free: dict[str, dict[str, int]], flavor: str, wl: Workload
+    case: Case, free: dict[str, dict[str, int]], flavors: tuple[str, ...], wl: Workload
 ) -> tuple[PodPlacement, ...] | None:
-    """Place every pod of ``wl`` on the first node of ``flavor`` with room, or None."""
+    """Place every pod of pod set i on the first node of ``flavors[i]`` with room, or None."""
     trial = {name: dict(v) for name, v in free.items()}
     placement = []
-    for ps in wl.podsets:
+    for ps, flavor in zip(wl.podsets, flavors, strict=True):
         counts: dict[str, int] = {}
         for _ in range(ps.count):
             for node in case.nodes:
@@ -489,10 +506,11 @@ def snapshots(draw: st.DrawFn, case: Case) -> Snapshot:
     for wl in workloads:
         if draw(st.booleans()):
             flavor = draw(st.sampled_from(case.flavors))
-            placement = _first_fit(case, free, flavor, wl)
+            # a pod set that selects a flavor runs there
+            flavors = tuple(ps.node_selector.get(LABEL_KEY, flavor) for ps in wl.podsets)
+            placement = _first_fit(case, free, flavors, wl)
             if placement is not None:
                 admitted_at = draw(st.integers(int(wl.submit_time), int(now)))
-                flavors = (flavor,) * len(wl.podsets)
                 running.append(Running(wl, Assignment(flavors, placement), float(admitted_at)))
                 continue
         pending.append(wl)

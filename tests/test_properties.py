@@ -19,6 +19,9 @@ docs/architecture.md ("Quota arithmetic"), and these invariants are checked:
 4. determinism: the same inputs give the same decisions; the order of the pending (and
    running) lists does not matter; whole runs give the same JSON whatever the order of the
    workloads in the file.
+5. shortcuts: one cycle, and whole runs, decide with the engine's shortcuts as with
+   ``Engine.shortcuts = False`` (``Runner(reference=True)`` for runs), also when the pod sets
+   of a workload select different flavors.
 
 Also: reclaim victims come only from teams borrowing what the preemptor needs; fair-share
 victims only from teams whose weighted dominant share is at least the preemptor's share after
@@ -511,6 +514,8 @@ def _check_admission(
     flavors = admission.assignment.flavors
     assert wl.team in ref.teams and ref.teams[wl.team].enabled, f"{wl.name}: team has no quota"
     assert len(flavors) == len(wl.podsets)
+    if len(set(flavors)) > 1:
+        _note("admitted with a flavor per pod set")
     usage = usage_of(wl, flavors)
     rules = ref.teams[wl.team]
     within = ledger.within_quota(wl.team, usage)
@@ -921,6 +926,42 @@ def test_whole_runs_are_deterministic_and_file_order_breaks_only_ties(case: Case
     order = [next(slots[case.workloads[i].submit_at]) for i in order]
     shuffled = to_json(run_recorded(case.scenario_dict(order))[0])
     assert _comparable(shuffled) == _comparable(first)
+
+
+def _split_note(case: Case) -> None:
+    if any(len({ps.pool for ps in w.podsets}) > 1 for w in case.workloads):
+        _note("pod sets selecting different flavors")
+
+
+@PROPERTY_SETTINGS
+@given(st.one_of(cases_with_snapshots(), cases_with_snapshots(mode="labels", kueue=True)))
+def test_one_cycle_decides_as_the_plain_algorithm(case_snapshot: tuple[Case, Snapshot]) -> None:
+    """The shortcuts (shape failures, the key-order path, carried searches) decide what
+    ``Engine.shortcuts = False`` decides: admissions with their flavors per pod set and
+    placement, preemptions, pending reasons and positions; also with pod sets of one workload
+    selecting different flavors."""
+    case, snapshot = case_snapshot
+    _split_note(case)
+    fast = engine_for(case)
+    plain = engine_for(case)
+    plain.shortcuts = False
+    found = decisions(fast.cycle(snapshot))
+    assert found == decisions(plain.cycle(snapshot))
+    if any(len(set(flavors)) > 1 for _, flavors, _, _ in found["admissions"]):
+        _note("admitted with a flavor per pod set")
+
+
+@RUN_SETTINGS
+@given(st.one_of(cases(events=True), cases(mode="labels", contended=True, min_workloads=4)))
+def test_whole_runs_decide_as_the_plain_algorithm(case: Case) -> None:
+    """Whole runs with the engine's and the runner's speed-ups give the report of the plain
+    algorithm (``Runner(reference=True)``), event for event."""
+    _split_note(case)
+    data = case.scenario_dict()
+    fast = to_json(Runner(load_case(data)).run())
+    assert fast == to_json(Runner(load_case(data), reference=True).run())
+    if any(len(w["flavors"]) > 1 for w in fast["workloads"].values()):
+        _note("admitted with a flavor per pod set")
 
 
 def test_the_hyperpod_walkthrough_keeps_the_invariants() -> None:

@@ -561,8 +561,10 @@ class Autoscaler:
             # gang would sit idle (and be consolidated away, and bought again, ...).
             pods = sum(podset.count for podset in item.workload.podsets)
             gang = item.workload.name if pods > 1 else None
-            for podset in item.workload.podsets:
-                selector = {**podset.node_selector, **item.node_selector}
+            for podset, flavor_selector in zip(
+                item.workload.podsets, item.node_selectors, strict=True
+            ):
+                selector = {**podset.node_selector, **flavor_selector}
                 count = podset.count
                 level, required = constraint(podset.required_topology, podset.preferred_topology)
                 kind = (

@@ -2,10 +2,10 @@
 
 The loop (:meth:`Cycle.run`): starving workloads that do not fit reserve first
 (``starvation.py``); then the cycle pulls workloads from the merge order (``ordering.py``)
-and considers each: its flavor options (``flavors.py``) — the first within quota that places
-is taken, then the first borrowing one, then preemption per option — or it stays pending with
-the reasons of every option. A workload that does not fit is skipped, so a large job never
-blocks smaller ones behind it (no head-of-line blocking).
+and considers each: its flavor options (``flavors.py``: a flavor per pod set) — the first
+within quota that places is taken, then the first borrowing one, then preemption per option —
+or it stays pending with the reasons of every option. A workload that does not fit is
+skipped, so a large job never blocks smaller ones behind it (no head-of-line blocking).
 
 Shortcuts (off with ``shortcuts=False``, the plain algorithm they must agree with):
 
@@ -245,8 +245,8 @@ class Cycle:
         if not rules.enabled:
             self._pend(wl, f"team {wl.team}'s quota is disabled")
             return
-        flavors = self.flavors.eligible(wl)
-        if not flavors:
+        flavors, split = self.flavors.admits(wl)
+        if not flavors and (split is None or not all(split)):
             self._pend(wl, self.flavors.none_eligible(wl))
             return
         problems: list[str] = []
@@ -257,6 +257,12 @@ class Cycle:
             options.append(option)
             if option.mode == WITHIN and self._try_place(wl, option, problems):
                 return
+        if split is not None:  # pod sets admitted by different flavors: Kueue's assignment
+            assigned = self.flavors.assign(wl)
+            if assigned is not None:
+                options.append(assigned)
+                if assigned.mode == WITHIN and self._try_place(wl, assigned, problems):
+                    return
         for option in options:
             if option.mode == BORROWING and self._try_place(wl, option, problems):
                 return

@@ -14,22 +14,24 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from fleetshare.governance.admission import Engine, queue_key
+from fleetshare.governance.quota import FR
 from fleetshare.governance.snapshot import Snapshot
-from fleetshare.governance.state import CycleState, usage_of
+from fleetshare.governance.state import CycleState, podset_usage, usage_of
 from fleetshare.model.catalog import ec2_name
 from fleetshare.model.node import INSTANCE_TYPE_LABEL
-from fleetshare.model.workload import Workload
+from fleetshare.model.workload import PodSet, Workload
 from fleetshare.placement.predicate import label_value
 from fleetshare.policy.schema import DEFAULT_FLAVOR
 
 
 @dataclass(frozen=True, slots=True)
 class Demand:
-    """A pending workload worth new nodes, on ``flavor`` (nodes with ``node_selector``)."""
+    """A pending workload worth new nodes: pod set i on ``flavors[i]``, on nodes with
+    ``node_selectors[i]``."""
 
     workload: Workload
-    flavor: str
-    node_selector: Mapping[str, str]
+    flavors: tuple[str, ...]
+    node_selectors: tuple[Mapping[str, str], ...]
     within_quota: bool
 
 
@@ -46,12 +48,11 @@ def flavor_selector(engine: Engine, flavor: str) -> dict[str, str]:
     return {}
 
 
-def _compatible(wl: Workload, selector: Mapping[str, str]) -> bool:
-    for podset in wl.podsets:
-        for key, value in selector.items():
-            wanted = podset.node_selector.get(key)
-            if wanted is not None and label_value(key, wanted) != label_value(key, value):
-                return False
+def _compatible(podset: PodSet, selector: Mapping[str, str]) -> bool:
+    for key, value in selector.items():
+        wanted = podset.node_selector.get(key)
+        if wanted is not None and label_value(key, wanted) != label_value(key, value):
+            return False
     return True
 
 
@@ -72,6 +73,7 @@ def admissible_demand(
     out: list[Demand] = []
     blocked: dict[str, str] = {}
     teams = engine.model.teams
+    selectors: dict[str, dict[str, str]] = {}
 
     def order(wl: Workload) -> tuple[object, ...]:
         if wl.team not in teams:
@@ -93,21 +95,67 @@ def admissible_demand(
         if unavailable is not None:
             blocked[wl.name] = unavailable
             continue
-        problems = []
         for flavor in rules.flavor_order:
-            selector = flavor_selector(engine, flavor)
-            if not _compatible(wl, selector):
+            if flavor not in selectors:
+                selectors[flavor] = flavor_selector(engine, flavor)
+        per = [
+            tuple(f for f in rules.flavor_order if _compatible(ps, selectors[f]))
+            for ps in wl.podsets
+        ]
+        problems = []
+        found: tuple[str, ...] | None = None
+        for flavor in per[0]:  # every pod set on one flavor, in the team's order
+            if any(flavor not in other for other in per[1:]):
                 continue
-            usage = usage_of(wl, (flavor,) * len(wl.podsets), rules.charged)
-            problem = state.quota_problem(wl.team, usage)
-            if problem is not None:
-                problems.append(problem)
-                continue
-            within = state.within_nominal(wl.team, usage)
-            state.tree.add(wl.team, usage)
-            if wl.name not in nominated:
-                out.append(Demand(wl, flavor, selector, within))
-            break
-        else:
+            flavors = (flavor,) * len(wl.podsets)
+            problem = state.quota_problem(wl.team, usage_of(wl, flavors, rules.charged))
+            if problem is None:
+                found = flavors
+                break
+            problems.append(problem)
+        if found is None and any(other != per[0] for other in per[1:]):
+            # pod sets on different flavors: Kueue's assignment (see flavors.py)
+            missing = [ps.name for ps, flavors in zip(wl.podsets, per, strict=True) if not flavors]
+            if missing:
+                problems.append(f"no flavor matches the node selector of pod set {missing[0]!r}")
+            else:
+                found, problem = _assign(state, wl, per, rules.charged)
+                if problem is not None:
+                    problems.append(problem)
+                    found = None
+        if found is None:
             blocked[wl.name] = "; ".join(problems) or "no flavor matches its node selector"
+            continue
+        usage = usage_of(wl, found, rules.charged)
+        within = state.within_nominal(wl.team, usage)
+        state.tree.add(wl.team, usage)
+        if wl.name not in nominated:
+            out.append(Demand(wl, found, tuple(selectors[f] for f in found), within))
     return out, blocked
+
+
+def _assign(
+    state: CycleState,
+    wl: Workload,
+    per: list[tuple[str, ...]],
+    charged: Mapping[str, str],
+) -> tuple[tuple[str, ...], str | None]:
+    """Pod set by pod set, the first compatible flavor whose quota takes it on top of the pod
+    sets before it; and why the workload is short of quota (None: it is not)."""
+    taken: dict[FR, int] = {}
+    chosen: list[str] = []
+    for podset, flavors in zip(wl.podsets, per, strict=True):
+        first: str | None = None
+        for flavor in flavors:
+            need = podset_usage(podset, flavor, charged)
+            trial = {fr: taken.get(fr, 0) + v for fr, v in need.items()}
+            problem = state.quota_problem(wl.team, trial)
+            if problem is None:
+                break
+            first = first or problem
+        else:
+            return (), f"pod set {podset.name!r}: {first}"
+        chosen.append(flavor)
+        for fr, v in need.items():
+            taken[fr] = taken.get(fr, 0) + v
+    return tuple(chosen), None

@@ -126,15 +126,13 @@ class MergeKeys:
     def _compute_prefix(self, wl: Workload) -> Key:
         if wl.team not in self._model.teams:
             return (0, 0.0)
-        flavors = self._flavors.eligible(wl)
+        usage = self._flavors.nominal_usage(wl)
         borrows = 0
         share = 0.0
-        if flavors:
-            usage = self._flavors.usage(wl, flavors[0])
-            if not self._state.within_nominal(wl.team, usage):
-                borrows = 1
-                if self._fair_share:
-                    share = self._state.dominant_share(wl.team, usage)
+        if usage is not None and not self._state.within_nominal(wl.team, usage):
+            borrows = 1
+            if self._fair_share:
+                share = self._state.dominant_share(wl.team, usage)
         return (borrows, share)
 
     def lane(self, wl: Workload) -> str:
@@ -148,7 +146,7 @@ class MergeKeys:
             return f"{wl.team}/unknown"
         if rules.single_lane:  # its own order: StrictFIFO, admission fair sharing
             return f"{wl.team}/{SCORED if rules.fair_admission else FIFO}"
-        within = bool(self._flavors.eligible(wl)) and not self.prefix(wl)[0]
+        within = self._flavors.any_option(wl) and not self.prefix(wl)[0]
         return f"{wl.team}/{'quota' if within else 'borrow'}"
 
 

@@ -1,10 +1,11 @@
 """Pending work grouped by *shape*, kept across cycles, and the lazily built pending result.
 
 A shape is what a failed admission attempt depends on: the team, the priority and the pod
-sets (names, counts, requests, node selectors, tolerations), plus the submit time for teams
-whose preemption rule compares submit times. Within one cycle, two workloads of the same shape
-meet the same state the same way: if one fails while nothing has changed since (no admission
-or preemption), the other fails too, for the same reason (see ``governance/cycle.py``).
+sets (names, counts, requests, node selectors, tolerations, node affinity), plus the submit
+time for teams whose preemption rule compares submit times. Within one cycle, two workloads of
+the same shape meet the same state the same way: if one fails while nothing has changed since
+(no admission or preemption), the other fails too, for the same reason (see
+``governance/cycle.py``).
 
 :class:`PendingIndex` keeps each shape's members sorted in queue order (priority, then FIFO)
 and updates them from one snapshot to the next by difference; a list is copied before it is
@@ -53,8 +54,11 @@ class Shape:
     names: list[str] = field(default_factory=list)
     attempt: Attempt | None = None
     """Its preemption search's terms (the same for every member)."""
-    usages: dict[str, dict[FR, int]] = field(default_factory=dict)
-    """Per flavor, what a member asks for with every pod set there (kept with the shape)."""
+    usages: dict[str | tuple[str, ...], dict[FR, int]] = field(default_factory=dict)
+    """Per flavor, what a member asks for with every pod set there; per tuple of flavors (a
+    flavor per pod set), what it asks for with pod set i on the i-th (kept with the shape)."""
+    podset_usages: dict[tuple[int, str], dict[FR, int]] = field(default_factory=dict)
+    """Per (pod set index, flavor), what that pod set alone asks for there."""
 
 
 def shape_key(wl: Workload, by_submit: bool, by_queue: bool = False) -> ShapeKey:
@@ -65,6 +69,7 @@ def shape_key(wl: Workload, by_submit: bool, by_queue: bool = False) -> ShapeKey
             tuple(ps.requests.items()),
             tuple(ps.node_selector.items()),
             ps.tolerations,
+            ps.affinity,
         )
         for ps in wl.podsets
     )

@@ -181,10 +181,9 @@ class StarvationGuard:
                 continue
             if heads and wl.team in heads and queue_key(wl) != heads[wl.team]:
                 continue
-            flavors = self.flavors.eligible(wl)
-            if not flavors:
+            option = self.flavors.first_option(wl)
+            if option is None:
                 continue
-            option = self.flavors.option(wl, flavors[0])
             free = self.state.fit.flavor_free
             if option.mode != SHORT and all(v <= free(fr) for fr, v in option.usage.items()):
                 continue  # probably fits; if it does not, the cycle reserves when it meets it

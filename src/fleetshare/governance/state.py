@@ -18,7 +18,7 @@ from fleetshare.governance.tree import QuotaTree
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import format_quantity
 from fleetshare.model.reason import Reason
-from fleetshare.model.workload import Workload
+from fleetshare.model.workload import PodSet, Workload
 from fleetshare.placement.fit import NodeFit, PlacementPlan
 from fleetshare.policy.schema import ClusterPolicy
 
@@ -39,6 +39,17 @@ def usage_of(
         for resource, amount in podset.requests.items():
             key = (charged.get(resource, flavor) if charged else flavor, resource)
             out[key] = out.get(key, 0) + amount * podset.count
+    return out
+
+
+def podset_usage(
+    podset: PodSet, flavor: str, charged: Mapping[str, str] | None = None
+) -> dict[FR, int]:
+    """What one pod set requests on ``flavor``, per (flavor, resource) (as :func:`usage_of`)."""
+    out: dict[FR, int] = {}
+    for resource, amount in podset.requests.items():
+        key = (charged.get(resource, flavor) if charged else flavor, resource)
+        out[key] = out.get(key, 0) + amount * podset.count
     return out
 
 

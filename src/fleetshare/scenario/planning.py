@@ -17,7 +17,7 @@ from fleetshare.model.node import Node
 from fleetshare.model.quantity import to_number
 from fleetshare.model.resources import render
 from fleetshare.model.workload import Workload
-from fleetshare.placement.fit import NodeFit, NoFit
+from fleetshare.placement.fit import NodeFit, NoFit, PlacementPlan
 from fleetshare.placement.topology import constraint
 from fleetshare.policy.schema import validation_problems
 from fleetshare.scenario.loader import ScenarioError, build_nodes
@@ -77,16 +77,10 @@ def shapes_after_existing(
     fits_now: list[str] = []
     grouped: dict[tuple[object, ...], PodShape] = {}
     for wl in workloads:
-        placed = False
-        for flavor in flavors:
-            chosen = (flavor,) * len(wl.podsets)
-            plan = fit.place(chosen, wl.podsets, explain=False)
-            if not isinstance(plan, NoFit):
-                fit.apply(wl.podsets, plan, 1)
-                fits_now.append(wl.name)
-                placed = True
-                break
-        if placed:
+        plan = _place(fit, flavors, wl)
+        if plan is not None:
+            fit.apply(wl.podsets, plan, 1)
+            fits_now.append(wl.name)
             continue
         # a workload is admitted whole: a multi-pod one is a gang, planned in full or not at
         # all, never merged with another workload's pods; its pod sets keep their domains
@@ -114,6 +108,29 @@ def shapes_after_existing(
                 domain_required=required,
             )
     return list(grouped.values()), fits_now
+
+
+def _place(fit: NodeFit, flavors: Sequence[str], wl: Workload) -> PlacementPlan | None:
+    """A placement of the whole workload on existing nodes: every pod set on one instance
+    type, the first that holds them all; else pod set by pod set, each on the first instance
+    type with room after the pod sets before it (a CPU driver beside GPU workers)."""
+    for flavor in flavors:
+        plan = fit.place((flavor,) * len(wl.podsets), wl.podsets, explain=False)
+        if not isinstance(plan, NoFit):
+            return plan
+    if len(wl.podsets) == 1:
+        return None
+    chosen: tuple[str, ...] = ()
+    found: PlacementPlan = []
+    for i in range(len(wl.podsets)):
+        for flavor in flavors:
+            trial = fit.place((*chosen, flavor), wl.podsets[: i + 1], explain=False)
+            if not isinstance(trial, NoFit):
+                chosen, found = (*chosen, flavor), trial
+                break
+        else:
+            return None
+    return found
 
 
 def plan_to_json(plan: Plan, shapes: Sequence[PodShape], fits_now: Sequence[str]) -> dict[str, Any]:
