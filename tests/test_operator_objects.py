@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +169,26 @@ def test_policy_round_trips_through_objects() -> None:
     bad["spec"]["quota"] = [{"flavor": "x"}]
     with pytest.raises(PolicyError, match="quota"):
         policy_from(objects[0], [bad])
+
+
+def test_crd_schemas_use_openapi_v3_exclusive_bounds() -> None:
+    """The API server refuses a CRD whose schema writes exclusiveMinimum as a number (JSON
+    Schema 2020-12, what pydantic emits for gt=0): bounds become minimum + a boolean flag."""
+    from fleetshare.operator.crds import crds
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            for key in ("exclusiveMinimum", "exclusiveMaximum"):
+                if key in node:
+                    assert isinstance(node[key], bool), node
+                    assert ("minimum" if key == "exclusiveMinimum" else "maximum") in node
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    for crd in crds():
+        walk(crd)
+    found = json.dumps(crds())
+    assert '"exclusiveMinimum": true' in found  # the policy schema has gt=0 fields

@@ -58,6 +58,11 @@ def structural(schema: Mapping[str, Any]) -> dict[str, Any]:
                 out["description"] = node["description"]
             return out
         out = {k: v for k, v in node.items() if k not in _DROP and k != "properties"}
+        # JSON Schema 2020-12 writes exclusive bounds as numbers, OpenAPI v3 as a flag
+        for bound, flag in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+            if isinstance(out.get(bound), int | float) and not isinstance(out[bound], bool):
+                out[flag] = out.pop(bound)
+                out[bound] = True
         if "items" in out:
             out["items"] = conv(out["items"])
         if node.get("type") == "object" or "properties" in node:
