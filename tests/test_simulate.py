@@ -436,3 +436,30 @@ def _write(tmp_path: Path, scenario: dict[str, Any]) -> Path:
     path = tmp_path / "scenario.yaml"
     path.write_text(yaml.safe_dump(scenario))
     return path
+
+
+def test_work_that_can_never_run_is_said_first(tmp_path: Path) -> None:
+    """Issue 13 item 9: a 16-GPU pod on 8-GPU nodes (and a pool of 8-GPU types) can never
+    run; the run says so at the top (terminal, JSON, report) instead of reporting silent
+    waits."""
+    scenario = {
+        **SCENARIO,
+        "workloads": [
+            *SCENARIO["workloads"],
+            {"name": "huge", "team": "a", "at": 0, "duration": 60, "requests": {GPU: 16}},
+        ],
+    }
+    path = _write(tmp_path, scenario)
+    runs = run_variants(from_scenario(path), select(["static", "static-autoscale"]), jobs=1)
+    for r in runs:
+        assert r.never_served is not None
+        assert r.never_served.startswith("1 of 5 workloads can never run")
+        assert "huge: nvidia.com/gpu=16 per pod" in r.never_served
+        assert r.to_json()["cluster"]["never_served"] == r.never_served
+    out = CliRunner().invoke(app, ["simulate", str(path), "-p", "static"])
+    assert out.exit_code == 0, out.output
+    first = out.output.index("can never run")
+    assert first < out.output.index("useful alloc")
+    # a run where everything can be served says nothing
+    (calm,) = run_variants(from_scenario(_write(tmp_path, SCENARIO)), select(["static"]), jobs=1)
+    assert calm.never_served is None

@@ -405,6 +405,9 @@ def simulate(
         console = Console()
         if not console.is_terminal:
             console = Console(width=max(console.width, 160))
+        for r in results:
+            if r.never_served:
+                console.print(f"[bold red]{r.name}[/]: {r.never_served}", highlight=False)
         console.print(comparison_table(inp, results))
         for line in coinciding(results):
             console.print(f"[yellow]note[/]: {line}", highlight=False)

@@ -449,6 +449,7 @@ th{background:#f3f3f3}
 li{margin:0.2em 0}
 img{max-width:100%;border:1px solid #eee;margin:0.5em 0}
 .note{color:#555;font-size:13px}
+.warn{color:#a00;background:#fee;padding:6px 10px;border-left:4px solid #a00}
 """
 
 
@@ -553,6 +554,11 @@ def write_report(out: Path, inp: SimulationInput, results: Sequence[VariantResul
         f"<title>fleetshare simulate: {html.escape(inp.name)}</title>",
         f"<style>{_CSS}</style></head><body>",
         f"<h1>fleetshare simulate: {html.escape(inp.name)}</h1>",
+        *(
+            f"<p class='warn'><b>{html.escape(r.name)}: {html.escape(r.never_served)}</b></p>"
+            for r in results
+            if r.never_served
+        ),
         f"<p>{html.escape(inp.description)}</p>",
         f"<p class='note'>Source: {html.escape(inp.source)}; seed {inp.seed}; "
         f"{len(inp.workloads):,} workloads; {len(inp.nodes)} nodes in the fixed cluster; "

@@ -25,6 +25,7 @@ from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec
 from fleetshare.governance.quota import compile_policy
 from fleetshare.model.catalog import GPU_PRODUCT_LABEL, Catalog, load_catalog
 from fleetshare.model.node import Node
+from fleetshare.model.resources import fits, render
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import load_policy
 from fleetshare.scenario.loader import Scenario, ScenarioError, load_scenario
@@ -381,6 +382,37 @@ class ProgressRunner(Runner):
                 self._report(now)
 
 
+def never_served(scenario: Scenario, catalog: Catalog) -> str | None:
+    """A warning when some workloads can never run in ``scenario``: a pod of theirs asks for
+    more than any node has and any instance type its node pools may launch offers (a pool
+    naming no types may launch any catalog type). None when every workload could run."""
+    shapes = {tuple(sorted(n.allocatable.items())) for n in scenario.nodes}
+    for pool in scenario.spec.node_pools:
+        types = pool.instance_types or [i.name for i in catalog]
+        shapes |= {tuple(sorted(catalog.get(t).allocatable.items())) for t in types}
+    hosts = [dict(shape) for shape in shapes]
+    served: dict[tuple[tuple[str, int], ...], bool] = {}
+    stuck = []
+    for wl in scenario.workloads:
+        for ps in wl.podsets:
+            key = tuple(sorted(ps.requests.items()))
+            ok = served.get(key)
+            if ok is None:
+                ok = served[key] = any(fits(ps.requests, host) for host in hosts)
+            if not ok:
+                stuck.append((wl, ps))
+    if not stuck:
+        return None
+    names = list(dict.fromkeys(wl.name for wl, _ in stuck))
+    wl, ps = stuck[0]
+    where = "node and no instance type of the node pools" if scenario.spec.node_pools else "node"
+    return (
+        f"{len(names):,} of {len(scenario.workloads):,} workloads can never run: no {where} "
+        f"offers what a pod of theirs asks for (e.g. {wl.name}: {render(ps.requests)} per pod); "
+        "they wait to the end of the run"
+    )
+
+
 @dataclass
 class VariantResult:
     """One variant's run: what was measured, its numbers (cluster, per team) and
@@ -395,6 +427,8 @@ class VariantResult:
     """Processor time of the run (wall time suffers when other processes share the cores)."""
     cluster: dict[str, Any] = field(default_factory=dict)
     teams: dict[str, dict[str, Any]] = field(default_factory=dict)
+    never_served: str | None = None
+    """Why some workloads can never run here (see :func:`never_served`), shown first."""
 
     @property
     def name(self) -> str:
@@ -415,6 +449,7 @@ class VariantResult:
         cluster["run_cpu_seconds"] = round(self.cpu_seconds, 3)
         cluster["measure_seconds"] = round(self.measure_seconds, 3)
         cluster["warnings"] = len(self.warnings)
+        cluster["never_served"] = self.never_served
         return {"cluster": cluster, "teams": self.teams}
 
 
@@ -441,14 +476,17 @@ def run_variant(
     )
     if progress is not None:
         progress(result.end_time)
+    warnings = list(result.warnings)
+    stuck = never_served(scenario, catalog)
     out = VariantResult(
         variant,
         measured,
         ran,
         time.perf_counter() - began - ran,
-        list(result.warnings),
+        [stuck, *warnings] if stuck else warnings,
         cpu_ran,
     )
+    out.never_served = stuck
     out.cluster, out.teams = summarize(measured)
     return out
 
