@@ -19,6 +19,25 @@ from tests.postgres import PostgresServer
 TRACE_DATA = data_root()
 """The trace data the loaders read by default (bundled in the package)."""
 
+FUZZ_INPUTS = pytest.StashKey[dict[str, int]]()
+"""Generated inputs the fuzz tests ran, per kind (``tests/test_fuzz_inputs.py``)."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[FUZZ_INPUTS] = {}
+
+
+def _fuzz_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """Report how many generated inputs the fuzz tests ran (and write it to the cache)."""
+    counts = config.stash.get(FUZZ_INPUTS, {})
+    if counts:
+        total = sum(counts.values())
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(counts.items()))
+        terminalreporter.write_line(f"fuzz: {total:,} generated inputs ran ({kinds})")
+        cache = getattr(config, "cache", None)  # None with -p no:cacheprovider
+        if cache is not None:
+            cache.set("fleetshare/fuzz_inputs", {"total": total, **counts})
+
 
 def run_case(
     policy: dict[str, Any],
@@ -85,9 +104,11 @@ def postgresql() -> Iterator[PostgresServer]:
         server.stop()
 
 
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """Say loudly when real servers could not run: PostgreSQL, or the browser tests'
-    chromium, chromedriver or selenium. A skipped real-part test must not pass unnoticed."""
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """The fuzz tests' input count; and, loudly, real servers that could not run: PostgreSQL,
+    or the browser tests' chromium, chromedriver or selenium (a skipped real-part test must
+    not pass unnoticed)."""
+    _fuzz_summary(terminalreporter, config)
     if _PG_SKIPPED:
         terminalreporter.write_sep(
             "!", f"PostgreSQL tests SKIPPED: {_PG_SKIPPED[0]}", yellow=True, bold=True

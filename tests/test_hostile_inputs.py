@@ -247,7 +247,7 @@ def _rewrite_vc(path: Path, keep: int, swap: bool = False) -> None:
     [
         ("header-only", "has a header but no data rows"),
         ("out-of-order", "is not after the row before"),
-        ("negative-quota", "negative quota -8"),
+        ("negative-quota", "'-8' is not a finite number from 0"),
     ],
 )
 def test_helios_files_are_checked_row_by_row(
@@ -520,3 +520,122 @@ def test_a_quota_above_one_instance_is_that_many_instances(tmp_path: Path) -> No
     code, out = run("policy", "validate", str(cpu_type))
     assert code == 2
     one_error_line(out, "instance type m5.large has no accelerators")
+
+
+@pytest.mark.parametrize(
+    ("where", "words"),
+    [
+        (
+            "cluster: {nodes: [{name: n, count: 1000000000, allocatable: {cpu: 8}}]}\n"
+            "workloads: []",
+            "cluster.nodes[0](n).count: 1,000,000,000 is more than 100,000",
+        ),
+        (
+            "cluster: {nodes: [{name: n, allocatable: {cpu: 8}}]}\n"
+            "workloads: [{name: w, team: a, pods: 2147483648, requests: {cpu: 0}}]",
+            "workloads[0](w).pods: 2,147,483,648 is more than 100,000",
+        ),
+    ],
+    ids=["a billion nodes", "two billion pods"],
+)
+def test_absurd_counts_are_refused(tmp_path: Path, where: str, words: str) -> None:
+    """A billion nodes took 7 GB and never ended; two billion pods asking for nothing were
+    placed one by one for ever (first fit now places as many as fit at once, too)."""
+    scenario = write(
+        tmp_path,
+        "big.yaml",
+        where + "\npolicy: {teams: [{name: a, quota: [{resources: {cpu: 4}}]}]}\n",
+    )
+    code, out = run("scenario", "run", str(scenario))
+    assert code == 2
+    one_error_line(out, words)
+
+
+def test_plan_pending_with_duplicate_names(tmp_path: Path) -> None:
+    pending = write(
+        tmp_path,
+        "pending.yaml",
+        "workloads: [{name: a, team: t, requests: {cpu: 1}},\n"
+        "            {name: a, team: t, requests: {cpu: 2}}]\n",
+    )
+    code, out = run("plan", "--pools", str(POOLS), "--pending", str(pending))
+    assert code == 2  # was a pydantic ValidationError escaping
+    one_error_line(out, "workload names must be unique; repeated: a")
+
+
+def test_simulate_out_naming_a_file_or_an_impossible_place(tmp_path: Path) -> None:
+    """``--out`` naming an existing file failed with FileExistsError after the whole run."""
+    existing = write(tmp_path, "report", "x")
+    for out_path, words in (
+        (existing, "exists and is not a folder"),
+        (existing / "below", "cannot create the folder"),
+    ):
+        args = ["--days", "0.01", "-p", "static", "--jobs", "1", "--out", str(out_path)]
+        code, out = run("simulate", "--trace", "philly", *args)
+        assert code == 2
+        ends_with_error_line(out, f"--out {out_path}", words)
+
+
+def _trace_copy(tmp_path: Path, folder: str) -> Path:
+    data = tmp_path / "data"
+    shutil.copytree(BUNDLED_DATA / folder, data / folder)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("cell", "words"),
+    [
+        ("inf", "cpu_milli 'inf' is not a finite number"),
+        ("nan", "cpu_milli 'nan' is not a finite number"),
+        ("abc", "cpu_milli 'abc' is not a number"),
+    ],
+)
+def test_alibaba_cells_that_are_not_numbers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cell: str, words: str
+) -> None:
+    """Found by the fuzz test: ``inf`` escaped as OverflowError, ``nan`` as "cannot convert
+    float NaN to integer", and neither named the file or the row."""
+    data = _trace_copy(tmp_path, "alibaba-gpu-v2023")
+    pods = data / "alibaba-gpu-v2023" / "openb_pod_list_default.csv"
+    rows = pods.read_text().splitlines()
+    cells = rows[1].split(",")
+    cells[1] = cell
+    pods.write_text("\n".join([rows[0], ",".join(cells), *rows[2:]]) + "\n")
+    monkeypatch.setenv(DATA_ENV, str(data))
+    code, out = run("simulate", "--trace", "alibaba", "-p", "static", "--jobs", "1")
+    assert code == 2
+    ends_with_error_line(out, "openb_pod_list_default.csv: row 2:", words)
+
+
+def test_dlrm_rows_without_any_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the fuzz test: a DLRM file whose rows have no times said only "max() arg is
+    an empty sequence"."""
+    data = _trace_copy(tmp_path, "alibaba-dlrm")
+    path = data / "alibaba-dlrm" / "disaggregated_DLRM_trace.csv.gz"
+    rows = gzip.decompress(path.read_bytes()).decode().splitlines()[:50]  # no times yet
+    path.write_bytes(gzip.compress(("\n".join(rows) + "\n").encode()))
+    monkeypatch.setenv(DATA_ENV, str(data))
+    code, out = run("simulate", "--trace", "dlrm", "-p", "static", "--jobs", "1")
+    assert code == 2
+    ends_with_error_line(out, "disaggregated_DLRM_trace.csv.gz: no row has a creation")
+
+
+def test_helios_quota_row_with_an_extra_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the fuzz test: a quota row longer than the header escaped as "int() argument
+    must be ... not 'list'"; a cell that is no count names its row and column."""
+    data = _helios_copy(tmp_path)
+    quota = data / "helios-earth" / "vc_gpu_quota_daily.csv"
+    rows = quota.read_text().splitlines()
+    rows[1] += ",7"
+    quota.write_text("\n".join(rows) + "\n")
+    monkeypatch.setenv(DATA_ENV, str(data))
+    args = ["--days", "0.05", "-p", "static", "--jobs", "1"]
+    code, out = run("simulate", "--trace", "helios", *args)
+    assert code in (0, 2) and "Traceback" not in out and "'list'" not in out
+    rows[2] = rows[2].replace(",112,", ",lots,", 1)
+    quota.write_text("\n".join(rows) + "\n")
+    code, out = run("simulate", "--trace", "helios", *args)
+    assert code == 2
+    ends_with_error_line(out, "vc_gpu_quota_daily.csv: row 3: vchbv 'lots' is not a number")

@@ -333,6 +333,8 @@ def simulate(
 
     if scenario is not None and trace is not None:
         _fail("give a SCENARIO or --trace, not both")
+    if out is not None:
+        _report_folder(out)
     try:
         loader_options = _trace_options(options or [])
         chosen = select(policies or list(DEFAULT_POLICIES))
@@ -414,6 +416,19 @@ def simulate(
     if out is not None:
         paths = write_report(out, inp, results)
         err.print(f"report: {paths[0]} ({len(paths) - 1} more files)", highlight=False)
+
+
+def _report_folder(out: Path) -> None:
+    """Make sure ``--out`` is a folder the report can be written to, before the run (a run of
+    minutes should not end in an error about where to write)."""
+    if out.exists() and not out.is_dir():
+        _fail(f"--out {out}: exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _fail(f"--out {out}: cannot create the folder ({exc.strerror or exc})")
+    if not os.access(out, os.W_OK | os.X_OK):
+        _fail(f"--out {out}: the folder is not writable")
 
 
 # -- the service ---------------------------------------------------------------------------------

@@ -25,15 +25,40 @@ import stat
 import zlib
 from collections.abc import Hashable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, StrictInt
 
 MAX_BYTES = 256 * 2**20
 """The largest file read (256 MiB): far above any real policy or bundled trace."""
 MAX_DEPTH = 64
 """The deepest nesting of mappings and lists accepted."""
+
+
+MAX_COUNT = 100_000
+"""The most of anything a file counts: nodes of one kind, pods of one workload, instances of
+one group, reservation or headroom (Kubernetes supports 5,000 nodes and 150,000 pods in a
+cluster); a count of 10^9 would build a billion nodes or place pods one by one for hours."""
+MAX_TOTAL_NODES = 100_000
+"""The most nodes a scenario's cluster (and ``--nodes`` file) may list in all."""
+MAX_TOTAL_PODS = 1_000_000
+"""The most pods a scenario's (or ``--pending`` file's) workloads may have in all."""
+
+
+def check_count(value: int) -> int:
+    """``value`` if at most :data:`MAX_COUNT`, else ValueError saying why."""
+    if value > MAX_COUNT:
+        raise ValueError(
+            f"{value:,} is more than {MAX_COUNT:,}, the most fleetshare accepts (far above "
+            "real clusters: Kubernetes supports 5,000 nodes and 150,000 pods)"
+        )
+    return value
+
+
+Count = Annotated[StrictInt, AfterValidator(check_count)]
+"""A whole number (not a bool or a float) of at most :data:`MAX_COUNT`; give the lower bound
+with ``Field(ge=...)``."""
 
 
 class StrictModel(BaseModel):

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from fleetshare.inputs import StrictModel
+from fleetshare.inputs import Count, StrictModel
 from fleetshare.model.catalog import Catalog, InstanceType, ec2_name
 from fleetshare.model.quantity import check_quantities, parse_quantity
 from fleetshare.model.resources import GPU
@@ -65,8 +65,8 @@ class PoolSchedule(_Strict):
 
     schedule: str
     duration_seconds: float = Field(gt=0)
-    min_nodes: int | None = Field(default=None, ge=0)
-    max_nodes: int | None = Field(default=None, ge=0)
+    min_nodes: Count | None = Field(default=None, ge=0)
+    max_nodes: Count | None = Field(default=None, ge=0)
     instance_type: str | None = Field(
         default=None, description="what floor nodes are; default: the pool's cheapest type"
     )
@@ -93,8 +93,8 @@ class InstanceGroup(_Strict):
 
     name: str
     instance_type: str
-    min_count: int = Field(default=0, ge=0)
-    max_count: int = Field(ge=0)
+    min_count: Count = Field(default=0, ge=0)
+    max_count: Count = Field(ge=0)
     zone: str | None = None
 
     @model_validator(mode="after")

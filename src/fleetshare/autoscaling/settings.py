@@ -23,7 +23,7 @@ from fleetshare.autoscaling.simulated_cloud import (
     Reservation,
     SimulatedCloudConfig,
 )
-from fleetshare.inputs import StrictModel
+from fleetshare.inputs import Count, StrictModel
 from fleetshare.model.catalog import Catalog
 
 MAX_SPOT_INTERRUPTION_RATE = 10.0
@@ -42,7 +42,7 @@ class CapacityLimitSpec(_Strict):
     instance_type: str
     zone: str
     capacity_type: Literal["on-demand", "spot", "reserved"] = "on-demand"
-    max: int = Field(ge=0)
+    max: Count = Field(ge=0)
 
 
 class ReservationSpec(_Strict):
@@ -50,7 +50,7 @@ class ReservationSpec(_Strict):
 
     instance_type: str
     zone: str
-    count: int = Field(ge=1)
+    count: Count = Field(ge=1)
     price_per_hour: float = Field(default=0.0, ge=0)
 
 
@@ -166,7 +166,7 @@ class HeadroomSpec(_Strict):
     launching (warm capacity for bursts, e.g. inference)."""
 
     requests: dict[str, str | int | float]
-    count: int = Field(default=1, ge=1)
+    count: Count = Field(default=1, ge=1)
     node_selector: dict[str, str] = Field(default_factory=dict)
 
 

@@ -51,6 +51,12 @@ class Room:
             self.free[resource] = self.free.get(resource, 0) - value * count
 
 
+def _room_for(requests: Mapping[str, int], free: Mapping[str, int]) -> int:
+    """How many pods of ``requests`` fit in ``free`` (a large number when they ask nothing)."""
+    counts = [free.get(name, 0) // amount for name, amount in requests.items() if amount > 0]
+    return min(counts) if counts else 1 << 62
+
+
 def first_fit(
     rooms: Sequence[Room],
     requests: Mapping[str, int],
@@ -71,11 +77,9 @@ def first_fit(
             continue
         if not may_run_on(room.labels, room.taints, node_selector, tolerations, affinity):
             continue
-        here = 0
-        while left and room.takes(requests):
-            room.take(requests)
-            here += 1
-            left -= 1
+        here = min(left, _room_for(requests, room.free))  # as many as fit, at once
+        room.take(requests, here)
+        left -= here
         placed.append((room, here))
     return placed
 

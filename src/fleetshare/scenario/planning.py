@@ -6,12 +6,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from fleetshare.autoscaling.cloud import Offering
 from fleetshare.autoscaling.nodepool import NodePool, PoolSet, pool_problems
 from fleetshare.autoscaling.provisioner import Plan, PodShape, plan_nodes
-from fleetshare.inputs import InputError, load_yaml
+from fleetshare.inputs import MAX_TOTAL_NODES, MAX_TOTAL_PODS, InputError, load_yaml
 from fleetshare.model.catalog import Catalog
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import to_number
@@ -27,10 +27,21 @@ DEFAULT_ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 
 
 class PendingFile(BaseModel):
-    """The ``--pending`` file: workloads as in scenario files."""
+    """The ``--pending`` file: workloads as in scenario files (names unique)."""
 
     model_config = ConfigDict(extra="forbid")
     workloads: list[WorkloadSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique(self) -> PendingFile:
+        names = [w.name for w in self.workloads]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"workload names must be unique; repeated: {', '.join(dupes)}")
+        pods = sum(w.pod_count() for w in self.workloads)
+        if pods > MAX_TOTAL_PODS:
+            raise ValueError(f"{pods:,} pods in all; at most {MAX_TOTAL_PODS:,} are planned")
+        return self
 
 
 class NodesFile(BaseModel):
@@ -38,6 +49,13 @@ class NodesFile(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     nodes: list[NodeSpec] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _total(self) -> NodesFile:
+        nodes = sum(n.count for n in self.nodes)
+        if nodes > MAX_TOTAL_NODES:
+            raise ValueError(f"{nodes:,} nodes in all; at most {MAX_TOTAL_NODES:,} are read")
+        return self
 
 
 def _load(path: Path, model: type[BaseModel]) -> Any:
@@ -179,13 +197,16 @@ def run_plan(
         for where, why in pool_problems(pool, catalog):
             raise ScenarioError(f"{pools_path}: pools[{i}]({pool.name}){where}: {why}")
     pending = _load(pending_path, PendingFile)
-    spec = ScenarioSpec.model_validate(
-        {
-            "cluster": {"nodes": []},
-            "policy": {},
-            "workloads": [w.model_dump() for w in pending.workloads],
-        }
-    )
+    data = {
+        "cluster": {"nodes": []},
+        "policy": {},
+        "workloads": [w.model_dump() for w in pending.workloads],
+    }
+    try:
+        spec = ScenarioSpec.model_validate(data)
+    except ValidationError as exc:
+        lines = "; ".join(f"{p}: {r}" for p, r in validation_problems(exc, data))
+        raise ScenarioError(f"invalid {pending_path}: {lines}") from None
     workloads = build_workloads(spec, Policy(), resolve_teams=False)
     nodes: list[Node] = []
     if nodes_path is not None:

@@ -8,7 +8,7 @@ from pydantic import AfterValidator, AliasChoices, Field, StrictInt, model_valid
 
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec, DoNotDisruptSpec, PdbSpec
-from fleetshare.inputs import StrictModel
+from fleetshare.inputs import MAX_TOTAL_NODES, MAX_TOTAL_PODS, Count, StrictModel
 from fleetshare.model.quantity import check_quantities
 
 Quantity = str | int | float
@@ -103,7 +103,7 @@ class NodeSpec(_Strict):
 
     name: str | None = None
     instance_type: str | None = None
-    count: StrictInt = Field(default=1, ge=1)
+    count: Count = Field(default=1, ge=1)
     allocatable: Quantities = Field(default_factory=dict)
     zone: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
@@ -160,7 +160,7 @@ class _Topology(_Strict):
 
 class PodSetSpec(_Topology):
     name: str = "main"
-    count: StrictInt = Field(default=1, ge=1)
+    count: Count = Field(default=1, ge=1)
     requests: Quantities
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[TolerationSpec] = Field(default_factory=list)
@@ -175,13 +175,17 @@ class WorkloadSpec(_Topology):
     priority: str | None = None
     submit_at: float = Field(default=0, ge=0, validation_alias=AliasChoices("submit_at", "at"))
     duration: float | None = Field(default=None, gt=0)
-    pods: StrictInt = Field(default=1, ge=1)
+    pods: Count = Field(default=1, ge=1)
     requests: Quantities = Field(default_factory=dict)
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[TolerationSpec] = Field(default_factory=list)
     node_affinity: NodeAffinitySpec = Field(default_factory=list)
     podsets: list[PodSetSpec] = Field(default_factory=list)
     labels: dict[str, str] = Field(default_factory=dict)
+
+    def pod_count(self) -> int:
+        """Pods of the workload: ``pods``, or the pod sets' counts."""
+        return sum(ps.count for ps in self.podsets) if self.podsets else self.pods
 
     @model_validator(mode="after")
     def _shape(self) -> WorkloadSpec:
@@ -290,6 +294,18 @@ class ScenarioSpec(_Strict):
         unknown_pools = sorted(set(self.do_not_disrupt.pools) - set(pools))
         if unknown_pools:
             raise ValueError(f"do_not_disrupt names unknown node pools {unknown_pools}")
+        nodes = sum(n.count for n in self.cluster.nodes) + sum(
+            e.add.count for e in self.cluster.events if e.add is not None
+        )
+        if nodes > MAX_TOTAL_NODES:
+            raise ValueError(
+                f"cluster: {nodes:,} nodes in all; at most {MAX_TOTAL_NODES:,} are simulated"
+            )
+        pods = sum(w.pod_count() for w in self.workloads)
+        if pods > MAX_TOTAL_PODS:
+            raise ValueError(
+                f"workloads: {pods:,} pods in all; at most {MAX_TOTAL_PODS:,} are simulated"
+            )
         zones = set(self.cloud.zones)
         for pool in self.node_pools:
             unknown = sorted(set(pool.zones) - zones)

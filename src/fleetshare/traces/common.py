@@ -16,7 +16,9 @@ at every sample time, and jobs still running at the end of the window end there.
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import math
 import os
 import random
@@ -89,6 +91,62 @@ def timed_rows(
         row = int(negative[0][0])
         raise InputError(source, f"row {row + 2}: negative count {int(data[row].min())}")
     return stamps, data
+
+
+def csv_rows(source: str, text: str, required: Iterable[str]) -> list[tuple[int, dict[str, str]]]:
+    """``(row number, row)`` of each data row of a CSV text (1 = the header), checked: the
+    ``required`` columns are there and there is at least one data row. Cells a short row
+    lacks read as empty. Problems raise InputError naming the file."""
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        header = list(reader.fieldnames or [])
+        rows = [
+            (i + 2, {k: v or "" for k, v in row.items() if isinstance(k, str)})
+            for i, row in enumerate(reader)
+        ]
+    except csv.Error as exc:
+        raise InputError(source, f"not a readable CSV file ({exc})") from None
+    missing = [c for c in required if c not in header]
+    if missing:
+        shown = ", ".join(header[:12]) or "none"
+        raise InputError(source, f"has no column {', '.join(missing)} (its columns: {shown})")
+    if not rows:
+        raise InputError(source, "has a header but no data rows")
+    return rows
+
+
+def cell(
+    source: str,
+    row: tuple[int, Mapping[str, str]],
+    column: str,
+    *,
+    default: float | None = None,
+    whole: bool = False,
+) -> float:
+    """A finite, non-negative number from one cell (``default`` when the cell is empty);
+    InputError naming the file, row and column otherwise. ``whole``: a whole number."""
+    number, values = row
+    text = values.get(column, "").strip()
+    if not text:
+        if default is None:
+            raise InputError(source, f"row {number}: {column} is empty")
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(source, f"row {number}: {column} {text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0 or value > 1e15:
+        raise InputError(
+            source, f"row {number}: {column} {text!r} is not a finite number from 0 to 10^15"
+        )
+    if whole and not value.is_integer():
+        raise InputError(source, f"row {number}: {column} {text!r} is not a whole number")
+    return value
+
+
+def optional_cell(source: str, row: tuple[int, Mapping[str, str]], column: str) -> float | None:
+    """:func:`cell`, or None when the cell is empty."""
+    return cell(source, row, column, default=-1.0) if row[1].get(column, "").strip() else None
 
 
 def data_root(data_dir: str | Path | None = None) -> Path:

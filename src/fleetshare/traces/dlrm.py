@@ -32,15 +32,13 @@ What the loader builds (one team, ``dlrm``):
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from fleetshare.inputs import read_gzip_text
+from fleetshare.inputs import InputError, read_gzip_text
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import MILLI
 from fleetshare.model.resources import CPU, GPU, MEMORY
@@ -54,11 +52,14 @@ from fleetshare.traces.common import (
     TRACE_LABEL,
     EndOrder,
     Trace,
+    cell,
     clip,
+    csv_rows,
     data_root,
     gpu_nodes,
     jobs_from_counts,
     node_names,
+    optional_cell,
     require,
     single_pod,
     step_curve,
@@ -88,27 +89,44 @@ class Instance:
     deletion: float | None
 
 
-def _opt(value: str) -> float | None:
-    return float(value) if value else None
+COLUMNS = (
+    "instance_sn",
+    "role",
+    "app_name",
+    "cpu_request",
+    "gpu_request",
+    "memory_request",
+    "creation_time",
+    "scheduled_time",
+    "deletion_time",
+)
 
 
 def read_instances(path: Path) -> list[Instance]:
-    """Every row of the trace."""
-    with io.StringIO(read_gzip_text(path), newline="") as f:
-        return [
+    """Every row of the trace, checked (numbers finite and non-negative, counts whole, at
+    least one time in the file); problems name the file and the row."""
+    source = str(path)
+    out = []
+    for row in csv_rows(source, read_gzip_text(path), COLUMNS):
+        values = row[1]
+        if not values["instance_sn"]:
+            raise InputError(source, f"row {row[0]}: instance_sn is empty")
+        out.append(
             Instance(
-                name=row["instance_sn"],
-                role=row["role"],
-                app=row["app_name"],
-                cpu=int(float(row["cpu_request"])),
-                gpu=int(float(row["gpu_request"])),
-                memory_gib=float(row["memory_request"]),
-                creation=_opt(row["creation_time"]),
-                scheduled=_opt(row["scheduled_time"]),
-                deletion=_opt(row["deletion_time"]),
+                name=values["instance_sn"],
+                role=values["role"],
+                app=values["app_name"],
+                cpu=int(cell(source, row, "cpu_request", whole=True)),
+                gpu=int(cell(source, row, "gpu_request", whole=True)),
+                memory_gib=cell(source, row, "memory_request"),
+                creation=optional_cell(source, row, "creation_time"),
+                scheduled=optional_cell(source, row, "scheduled_time"),
+                deletion=optional_cell(source, row, "deletion_time"),
             )
-            for row in csv.DictReader(f)
-        ]
+        )
+    if not any(t is not None for i in out for t in (i.creation, i.scheduled, i.deletion)):
+        raise InputError(source, "no row has a creation, scheduled or deletion time")
+    return out
 
 
 def trace_end(instances: list[Instance]) -> float:
@@ -181,8 +199,8 @@ def load(
     cn = [i for i in instances if i.gpu == 0]
     gpu_peak = curves["gpus"].peak
     n_gpu_nodes = math.ceil(gpu_peak / GPUS_PER_NODE)
-    hn_cpu = max(i.cpu for i in hn)
-    hn_mem = max(i.memory_gib for i in hn)
+    hn_cpu = max((i.cpu for i in hn), default=0)
+    hn_mem = max((i.memory_gib for i in hn), default=0.0)
     nodes: list[Node] = gpu_nodes(
         "dlrm-gpu",
         n_gpu_nodes,
@@ -191,8 +209,8 @@ def load(
         memory_bytes=round(GPUS_PER_NODE * hn_mem * GIB),
     )
     n_cpu_nodes = 0
-    cn_cpu = max(i.cpu for i in cn)
-    cn_mem = max(i.memory_gib for i in cn)
+    cn_cpu = max((i.cpu for i in cn), default=0)
+    cn_mem = max((i.memory_gib for i in cn), default=0.0)
     cpu_only = ~is_gpu
     cn_cpu_peak = step_curve(starts[cpu_only], stops[cpu_only], cpu[cpu_only], span, "").peak
     cn_mem_peak = step_curve(starts[cpu_only], stops[cpu_only], mem[cpu_only], span, "").peak
@@ -209,7 +227,9 @@ def load(
         "time existed at the start and are submitted at 0.",
     ]
     if jobs == "instances":
-        n_cpu_nodes = math.ceil(max(cn_cpu_peak / cn_cpu, cn_mem_peak / cn_mem))
+        n_cpu_nodes = math.ceil(
+            max(cn_cpu_peak / cn_cpu if cn_cpu else 0.0, cn_mem_peak / cn_mem if cn_mem else 0.0)
+        )
         for name in node_names("dlrm-cpu", n_cpu_nodes):
             nodes.append(
                 Node(

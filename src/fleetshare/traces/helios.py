@@ -53,7 +53,6 @@ The loader is deterministic; ``seed`` matters only with ``end_order="random"``.
 
 from __future__ import annotations
 
-import csv
 import io
 from pathlib import Path
 
@@ -75,7 +74,9 @@ from fleetshare.traces.common import (
     FloatArray,
     IntArray,
     Trace,
+    cell,
     coarsen,
+    csv_rows,
     data_root,
     gpu_nodes,
     gpu_team,
@@ -170,25 +171,13 @@ def read_vc(path: Path) -> VcSeries:
 
 
 def read_quotas(path: Path) -> dict[str, dict[str, int]]:
-    """Daily quota per VC: ``{date: {vc: gpus}}``."""
+    """Daily quota per VC: ``{date: {vc: gpus}}`` (checked: whole, non-negative counts;
+    problems name the file, row and column)."""
+    source = str(path)
     out: dict[str, dict[str, int]] = {}
-    with io.StringIO(read_text(path), newline="") as f:
-        for n, row in enumerate(csv.DictReader(f), start=2):
-            quotas: dict[str, int] = {}
-            for vc, text in row.items():
-                if vc in ("date", "total"):
-                    continue
-                try:
-                    quotas[vc] = int(text or "")
-                except ValueError:
-                    raise InputError(
-                        str(path), f"row {n}: {vc}: not a GPU count: {text!r}"
-                    ) from None
-                if quotas[vc] < 0:
-                    raise InputError(str(path), f"row {n}: {vc}: negative quota {quotas[vc]}")
-            out[row["date"]] = quotas
-    if not out:
-        raise InputError(str(path), "has a header but no data rows")
+    for row in csv_rows(source, read_text(path), ("date",)):
+        vcs = [vc for vc in row[1] if vc not in ("date", "total")]
+        out[row[1]["date"]] = {vc: int(cell(source, row, vc, whole=True)) for vc in vcs}
     return out
 
 

@@ -27,13 +27,11 @@ How the columns are read:
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleetshare.inputs import read_text
+from fleetshare.inputs import InputError, read_text
 from fleetshare.placement.gpu_share import (
     GPU_MILLI,
     GpuCluster,
@@ -41,6 +39,7 @@ from fleetshare.placement.gpu_share import (
     PodShape,
     TaskDistribution,
 )
+from fleetshare.traces.common import cell, csv_rows, optional_cell
 
 NODE_FILE = "openb_node_list_gpu_node.csv"
 DEFAULT_POD_FILE = "openb_pod_list_default.csv"
@@ -59,34 +58,37 @@ class TracePod:
     scheduled_time: int | None = None
 
 
-def _int(row: dict[str, str], *names: str, default: int | None = None) -> int:
+def _int(
+    source: str, row: tuple[int, dict[str, str]], *names: str, default: int | None = None
+) -> int:
+    """The first of ``names`` that has a value: a whole, non-negative number (checked)."""
     for name in names:
-        value = row.get(name)
-        if value not in (None, ""):
-            return int(float(value))
+        if row[1].get(name, "").strip():
+            return int(cell(source, row, name, whole=True))
     if default is None:
-        raise ValueError(f"missing column {names[0]!r} in {row}")
+        raise InputError(source, f"row {row[0]}: {names[0]} is empty")
     return default
 
 
-def _optional_int(row: dict[str, str], name: str) -> int | None:
-    value = row.get(name)
-    return None if value in (None, "") else int(float(value))
+def _optional_int(source: str, row: tuple[int, dict[str, str]], name: str) -> int | None:
+    value = optional_cell(source, row, name)
+    return None if value is None else int(value)
 
 
 def load_nodes(path: Path) -> list[GpuNode]:
-    """The nodes of a node list CSV."""
-    with io.StringIO(read_text(path), newline="") as f:
-        return [
-            GpuNode(
-                name=row["sn"],
-                cpu_milli=_int(row, "cpu_milli"),
-                memory_mib=_int(row, "memory_mib"),
-                num_gpu=_int(row, "gpu", "num_gpu", default=0),
-                gpu_model=(row.get("model") or row.get("gpu_type") or "").strip(),
-            )
-            for row in csv.DictReader(f)
-        ]
+    """The nodes of a node list CSV (checked: problems name the file, row and column)."""
+    source = str(path)
+    rows = csv_rows(source, read_text(path), ("sn", "cpu_milli", "memory_mib"))
+    return [
+        GpuNode(
+            name=row[1]["sn"],
+            cpu_milli=_int(source, row, "cpu_milli"),
+            memory_mib=_int(source, row, "memory_mib"),
+            num_gpu=_int(source, row, "gpu", "num_gpu", default=0),
+            gpu_model=(row[1].get("model") or row[1].get("gpu_type") or "").strip(),
+        )
+        for row in rows
+    ]
 
 
 def load_cluster(path: Path) -> GpuCluster:
@@ -109,31 +111,34 @@ def pod_shape(cpu_milli: int, memory_mib: int, num_gpu: int, gpu_milli: int, spe
 
 
 def load_pods(path: Path) -> list[TracePod]:
-    """The pods of a pod list CSV, in file order."""
+    """The pods of a pod list CSV, in file order (checked as :func:`load_nodes`)."""
+    source = str(path)
     pods: list[TracePod] = []
-    with io.StringIO(read_text(path), newline="") as f:
-        for row in csv.DictReader(f):
-            try:
-                shape = pod_shape(
-                    _int(row, "cpu_milli"),
-                    _int(row, "memory_mib"),
-                    _int(row, "num_gpu", default=0),
-                    _int(row, "gpu_milli", default=0),
-                    row.get("gpu_spec") or "",
-                )
-            except ValueError as err:
-                raise ValueError(f"{path.name}: pod {row.get('name')}: {err}") from err
-            pods.append(
-                TracePod(
-                    name=row["name"],
-                    shape=shape,
-                    qos=row.get("qos") or "",
-                    phase=row.get("pod_phase") or "",
-                    creation_time=_optional_int(row, "creation_time"),
-                    deletion_time=_optional_int(row, "deletion_time"),
-                    scheduled_time=_optional_int(row, "scheduled_time"),
-                )
+    for row in csv_rows(source, read_text(path), ("name", "cpu_milli", "memory_mib")):
+        values = row[1]
+        try:
+            shape = pod_shape(
+                _int(source, row, "cpu_milli"),
+                _int(source, row, "memory_mib"),
+                _int(source, row, "num_gpu", default=0),
+                _int(source, row, "gpu_milli", default=0),
+                values.get("gpu_spec") or "",
             )
+        except InputError:
+            raise
+        except ValueError as err:
+            raise InputError(source, f"row {row[0]}: pod {values['name']}: {err}") from None
+        pods.append(
+            TracePod(
+                name=values["name"],
+                shape=shape,
+                qos=values.get("qos") or "",
+                phase=values.get("pod_phase") or "",
+                creation_time=_optional_int(source, row, "creation_time"),
+                deletion_time=_optional_int(source, row, "deletion_time"),
+                scheduled_time=_optional_int(source, row, "scheduled_time"),
+            )
+        )
     return pods
 
 
