@@ -103,7 +103,7 @@ def browser() -> Iterator[WebDriver]:
     shutil.rmtree(profile, ignore_errors=True)
 
 
-def wait(driver: WebDriver, predicate: Any, timeout: float = 10.0) -> Any:
+def wait(driver: WebDriver, predicate: Any, timeout: float = 30.0) -> Any:
     def check(d: WebDriver) -> Any:
         try:
             return predicate(d)
@@ -117,7 +117,11 @@ def sign_in(driver: WebDriver, server: Server, token: str) -> None:
     driver.get(f"{server.url}/")
     driver.execute_script("sessionStorage.clear()")
     driver.get(f"{server.url}/")
-    field = wait(driver, lambda d: d.find_element(By.ID, "token"))
+    # the form shows once the page's script ran (slow on a loaded machine): wait for it
+    field = wait(
+        driver,
+        lambda d: (f := d.find_element(By.ID, "token")).is_displayed() and f.is_enabled() and f,
+    )
     field.send_keys(token)
     driver.find_element(By.CSS_SELECTOR, "#login-form button").click()
 

@@ -639,3 +639,15 @@ def test_helios_quota_row_with_an_extra_cell(
     code, out = run("simulate", "--trace", "helios", *args)
     assert code == 2
     ends_with_error_line(out, "vc_gpu_quota_daily.csv: row 3: vchbv 'lots' is not a number")
+
+
+def test_alibaba_node_with_an_unknown_gpu_model_is_refused_at_load(tmp_path: Path) -> None:
+    """Found by the fuzz test: a node list naming GPU model 'P' loaded, ran, and then the
+    pricing after the run raised a ValueError (a traceback). Refused at load, naming the row."""
+    from fleetshare.inputs import InputError
+    from fleetshare.traces.openb import load_nodes
+
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn1,96000,393216,8,V100M32\nn2,1,1,2,P\n")
+    with pytest.raises(InputError, match=r"row 3: model: no priced instance type .* 'P'"):
+        load_nodes(nodes)

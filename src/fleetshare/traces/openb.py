@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fleetshare.inputs import InputError, read_text
+from fleetshare.model.catalog import gpu_family, load_catalog
 from fleetshare.placement.gpu_share import (
     GPU_MILLI,
     GpuCluster,
@@ -79,7 +80,7 @@ def load_nodes(path: Path) -> list[GpuNode]:
     """The nodes of a node list CSV (checked: problems name the file, row and column)."""
     source = str(path)
     rows = csv_rows(source, read_text(path), ("sn", "cpu_milli", "memory_mib"))
-    return [
+    nodes = [
         GpuNode(
             name=row[1]["sn"],
             cpu_milli=_int(source, row, "cpu_milli"),
@@ -89,6 +90,16 @@ def load_nodes(path: Path) -> list[GpuNode]:
         )
         for row in rows
     ]
+    catalog = load_catalog()
+    known: set[str] = set()
+    for row, node in zip(rows, nodes, strict=True):
+        if node.num_gpu > 0 and node.gpu_model and node.gpu_model not in known:
+            try:
+                gpu_family(catalog, node.gpu_model)  # the simulator prices nodes by it
+            except ValueError as exc:
+                raise InputError(source, f"row {row[0]}: model: {exc}") from None
+            known.add(node.gpu_model)
+    return nodes
 
 
 def load_cluster(path: Path) -> GpuCluster:
