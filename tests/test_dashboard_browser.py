@@ -117,11 +117,19 @@ def sign_in(driver: WebDriver, server: Server, token: str) -> None:
     driver.get(f"{server.url}/")
     driver.execute_script("sessionStorage.clear()")
     driver.get(f"{server.url}/")
-    # the form shows once the page's script ran (slow on a loaded machine): wait for it
-    field = wait(
-        driver,
-        lambda d: (f := d.find_element(By.ID, "token")).is_displayed() and f.is_enabled() and f,
-    )
+
+    def form(d: WebDriver) -> Any:
+        """The token field once the sign-in form shows (after the page's script ran, slow on a
+        loaded machine); a page still signed in from the test before is signed out first."""
+        if not d.find_element(By.ID, "login").is_displayed():
+            out = d.find_elements(By.ID, "signout")
+            if out and out[0].is_displayed():
+                out[0].click()
+            return False
+        field = d.find_element(By.ID, "token")
+        return field if field.is_displayed() and field.is_enabled() else False
+
+    field = wait(driver, form)
     field.send_keys(token)
     driver.find_element(By.CSS_SELECTOR, "#login-form button").click()
 
