@@ -171,8 +171,8 @@ def test_an_unexpected_failure_prints_one_line(
 @pytest.mark.parametrize(
     ("option", "value", "words"),
     [
-        ("--days", "nan", "days must be a finite number"),
-        ("--days", "inf", "days must be a finite number"),
+        ("--days", "nan", "option days: Input should be a finite number"),
+        ("--days", "inf", "option days: Input should be a finite number"),
         ("--start-day", "-1", "start_day must be a finite number >= 0"),
     ],
 )
@@ -624,3 +624,28 @@ def test_helios_quota_row_with_an_extra_cell(
     code, out = run("simulate", "--trace", "helios", *args)
     assert code == 2
     ends_with_error_line(out, "vc_gpu_quota_daily.csv: row 3: vchbv 'lots' is not a number")
+
+
+def test_simulated_time_that_hardly_moves_stops(tmp_path: Path) -> None:
+    """``disruption_interval_seconds: 1e-9`` woke the autoscaler every nanosecond: time crawled
+    and the run never reached the job's end. The interval is at least a second at the schema,
+    and a run stops when 10,000 instants fall within one simulated second."""
+    from fleetshare.scenario.loader import load_scenario
+    from fleetshare.scenario.runner import RunLimitError, Runner
+
+    body = (
+        "cluster: {nodes: []}\n"
+        "policy: {teams: [{name: a, quota: [{resources: {nvidia.com/gpu: 8}}]}]}\n"
+        "node_pools: [{name: gpu, instance_types: [g5.xlarge]}]\n"
+        "autoscaler: {disruption_interval_seconds: %s}\n"
+        "workloads: [{name: w, team: a, duration: 600, requests: {nvidia.com/gpu: 1}}]\n"
+    )
+    code, out = run("scenario", "run", str(write(tmp_path, "tiny.yaml", body % "1e-9")))
+    assert code == 2
+    one_error_line(out, "autoscaler.disruption_interval_seconds", "greater than or equal to 1")
+    runner = Runner(load_scenario(write(tmp_path, "ok.yaml", body % "1")))
+    assert runner.autoscaler is not None  # past the schema, as a backend might configure it
+    settings = runner.autoscaler.settings
+    runner.autoscaler.settings = settings.model_copy(update={"disruption_interval_seconds": 1e-9})
+    with pytest.raises(RunLimitError, match="10,001 instants within one simulated second"):
+        runner.run()
