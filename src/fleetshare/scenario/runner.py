@@ -97,8 +97,9 @@ and timed wake-ups alone would go on for ever."""
 
 
 MAX_INSTANTS_PER_SECOND = 10_000
-"""A run also stops when simulated time hardly moves: this many instants within one simulated
-second (wake-ups a nanosecond apart would take for ever to reach the next event)."""
+"""A run also stops when simulated time hardly moves: this many instants without progress
+within one simulated second (wake-ups a nanosecond apart would take for ever to reach the next
+event)."""
 
 
 class RunLimitError(ScenarioError):
@@ -235,7 +236,7 @@ class Runner:
         and :data:`MIN_HORIZON_SECONDS`)."""
         if now - self._second_began >= 1.0:
             self._second_began, self._in_second = now, 0
-        self._in_second += 1
+        self._in_second += not self._progress  # input may come that fast, wake-ups may not
         if self._in_second > MAX_INSTANTS_PER_SECOND:
             raise RunLimitError(
                 self._stopped(
