@@ -61,11 +61,17 @@ INTERNAL = re.compile(
 last-resort handler) instead of a message about the input."""
 
 
+SCALE = float(os.environ.get("FLEETSHARE_FUZZ_SCALE", "1"))
+"""More examples per kind for a longer search by hand (CI runs 1)."""
+RANDOM = os.environ.get("FLEETSHARE_FUZZ_RANDOM") == "1"
+"""Different inputs on every run (for searching by hand; CI is deterministic)."""
+
+
 def fuzz_settings(examples: int) -> Callable[[Any], Any]:
     return settings(
-        max_examples=examples,
+        max_examples=max(1, round(examples * SCALE)),
         deadline=None,
-        derandomize=True,
+        derandomize=not RANDOM,
         database=None,
         phases=[Phase.explicit, Phase.generate, Phase.shrink],
         suppress_health_check=list(HealthCheck),
@@ -256,9 +262,7 @@ def mutated(draw: st.DrawFn, base: Any) -> Any:
             del parent[key]
         elif action == "add":
             if isinstance(parent, dict):
-                parent[draw(st.sampled_from(["sparkle", "count", "name", "at"]))] = draw(
-                    hostile_values()
-                )
+                parent[draw(st.sampled_from(KEYS))] = draw(hostile_values())
             else:
                 parent.append(copy.deepcopy(parent[key]))
         else:
@@ -363,6 +367,42 @@ PENDING = yaml.safe_load((ROOT / "examples" / "pending.yaml").read_text())
 NODES = {"nodes": [{"instance_type": "g5.12xlarge", "count": 1, "zone": "us-east-1a"}]}
 
 
+def _keys(doc: Any) -> set[str]:
+    out: set[str] = set()
+    for path in places(doc):
+        out.update(str(step) for step in path if isinstance(step, str))
+    return out
+
+
+KEYS = sorted(
+    set().union(
+        *map(_keys, [POLICY, HYPERPOD, *KUEUE, *SCENARIO_DOCS.values(), POOLS, PENDING, NODES])
+    )
+    | {
+        "sparkle",
+        "until",
+        "cloud",
+        "autoscaler",
+        "disruption_interval_seconds",
+        "spot_interruption_rate_per_hour",
+        "expire_after_seconds",
+        "consolidate_after_seconds",
+        "batch_idle_seconds",
+        "headroom",
+        "schedules",
+        "instance_groups",
+        "policy_changes",
+        "events",
+        "podsets",
+        "node_affinity",
+        "gpu_models",
+        "families",
+        "mig",
+    }
+)
+"""Field names to add where a mutation adds one: every key of the valid inputs, and more."""
+
+
 def test_the_valid_inputs_are_valid(counts: dict[str, int], work: Path) -> None:
     """The starting points pass, so corrupting them is what the fuzz tests measure."""
     policy = fresh(work, "policy.yaml", dump(POLICY, "yaml").encode())
@@ -381,7 +421,7 @@ def test_the_valid_inputs_are_valid(counts: dict[str, int], work: Path) -> None:
 # -- policy files, HyperPod JSON, Kueue YAML -----------------------------------------------------
 
 
-@fuzz_settings(250)
+@fuzz_settings(300)
 @given(data=corrupted(POLICY, "yaml"))
 def test_fuzz_policy_yaml(counts: dict[str, int], work: Path, data: bytes) -> None:
     check(counts, "policy-yaml", ["policy", "validate", str(fresh(work, "policy.yaml", data))])
@@ -393,7 +433,7 @@ def test_fuzz_policy_json(counts: dict[str, int], work: Path, data: bytes) -> No
     check(counts, "policy-json", ["policy", "validate", str(fresh(work, "policy.json", data))])
 
 
-@fuzz_settings(200)
+@fuzz_settings(250)
 @given(data=corrupted(HYPERPOD, "json"), reading=st.sampled_from(["quota", "idle", "both"]))
 def test_fuzz_hyperpod_json(counts: dict[str, int], work: Path, data: bytes, reading: str) -> None:
     path = fresh(work, "hyperpod.json", data)
@@ -413,7 +453,7 @@ def test_fuzz_kueue_yaml(counts: dict[str, int], work: Path, data: bytes) -> Non
 # -- scenario files ------------------------------------------------------------------------------
 
 
-@fuzz_settings(140)
+@fuzz_settings(180)
 @given(
     name_and_data=st.sampled_from(SCENARIO_FILES).flatmap(
         lambda n: corrupted(SCENARIO_DOCS[n], "yaml").map(lambda d: (n, d))
@@ -468,7 +508,7 @@ def plan_args(work: Path, files: dict[str, bytes]) -> list[str]:
     ]
 
 
-@fuzz_settings(100)
+@fuzz_settings(120)
 @given(
     which_and_data=st.sampled_from(["pools", "pending", "nodes"]).flatmap(
         lambda w: corrupted({"pools": POOLS, "pending": PENDING, "nodes": NODES}[w], "yaml").map(
@@ -591,7 +631,7 @@ def trace_case(draw: st.DrawFn) -> tuple[str, str, str, int]:
     return trace, file, gzip_damage, draw(st.integers(0, 2**32))
 
 
-@fuzz_settings(150)
+@fuzz_settings(200)
 @given(case=trace_case(), data=st.data())
 def test_fuzz_trace_files(
     counts: dict[str, int],

@@ -63,14 +63,26 @@ def write(tmp_path: Path, name: str, data: str | bytes) -> Path:
     return path
 
 
-@pytest.mark.parametrize("command", ["validate", "import-hyperpod", "plan-pending", "plan-pools"])
+@pytest.mark.parametrize(
+    "command", ["validate", "import-hyperpod", "plan-pending", "plan-pools", "plan-nodes"]
+)
 def test_files_that_are_not_utf8(tmp_path: Path, command: str) -> None:
     bad = write(tmp_path, "bad.yaml", "teams: [{name: caf\xe9}]".encode("latin-1"))
+    pending = ROOT / "examples" / "pending.yaml"
     args = {
         "validate": ["policy", "validate", str(bad)],
         "import-hyperpod": ["policy", "import", "hyperpod", str(bad)],
         "plan-pending": ["plan", "--pools", str(POOLS), "--pending", str(bad)],
         "plan-pools": ["plan", "--pools", str(bad), "--pending", str(bad)],
+        "plan-nodes": [
+            "plan",
+            "--pools",
+            str(POOLS),
+            "--pending",
+            str(pending),
+            "--nodes",
+            str(bad),
+        ],
     }[command]
     code, out = run(*args)
     assert code == 2
@@ -186,8 +198,8 @@ def test_an_unexpected_failure_prints_one_line(
 @pytest.mark.parametrize(
     ("option", "value", "words"),
     [
-        ("--days", "nan", "days must be a finite number"),
-        ("--days", "inf", "days must be a finite number"),
+        ("--days", "nan", "option days: Input should be a finite number"),
+        ("--days", "inf", "option days: Input should be a finite number"),
         ("--start-day", "-1", "start_day must be a finite number >= 0"),
     ],
 )
@@ -651,3 +663,85 @@ def test_alibaba_node_with_an_unknown_gpu_model_is_refused_at_load(tmp_path: Pat
     nodes.write_text("sn,cpu_milli,memory_mib,gpu,model\nn1,96000,393216,8,V100M32\nn2,1,1,2,P\n")
     with pytest.raises(InputError, match=r"row 3: model: no priced instance type .* 'P'"):
         load_nodes(nodes)
+
+
+def test_simulated_time_that_hardly_moves_stops(tmp_path: Path) -> None:
+    """``disruption_interval_seconds: 1e-9`` woke the autoscaler every nanosecond: time crawled
+    and the run never reached the job's end. The interval is at least a second at the schema,
+    and a run stops when 10,000 instants fall within one simulated second."""
+    from fleetshare.scenario.loader import load_scenario
+    from fleetshare.scenario.runner import RunLimitError, Runner
+
+    body = (
+        "cluster: {nodes: []}\n"
+        "policy: {teams: [{name: a, quota: [{resources: {nvidia.com/gpu: 8}}]}]}\n"
+        "node_pools: [{name: gpu, instance_types: [g5.xlarge]}]\n"
+        "autoscaler: {disruption_interval_seconds: %s}\n"
+        "workloads: [{name: w, team: a, duration: 600, requests: {nvidia.com/gpu: 1}}]\n"
+    )
+    code, out = run("scenario", "run", str(write(tmp_path, "tiny.yaml", body % "1e-9")))
+    assert code == 2
+    one_error_line(out, "autoscaler.disruption_interval_seconds", "greater than or equal to 1")
+    runner = Runner(load_scenario(write(tmp_path, "ok.yaml", body % "1")))
+    assert runner.autoscaler is not None  # past the schema, as a backend might configure it
+    settings = runner.autoscaler.settings
+    runner.autoscaler.settings = settings.model_copy(update={"disruption_interval_seconds": 1e-9})
+    with pytest.raises(RunLimitError, match="10,001 instants within one simulated second"):
+        runner.run()
+
+
+@pytest.mark.parametrize(
+    ("name", "command", "text", "words"),
+    [
+        (
+            "policy.yaml",
+            "validate",
+            "teams: [{name: a, quota: [{instance_type: ml.g5.8xlarge, vcpu: 1e308}]}]",
+            "quota[0].vcpu: Input should be less than or equal to 1000000000",
+        ),
+        (
+            "policy.yaml",
+            "validate",
+            "teams: [{name: a, quota: [{resources: {nvidia.com/gpu: 4}}],\n"
+            "         lending_limits: [{resource: nvidia.com/gpu, absolute: -2}]}]",
+            "must not be negative",
+        ),
+        ("pools.yaml", "plan-pools", "pools: [{name: p, limits: {cpu: -8}}]", "must not be"),
+        (
+            "pending.yaml",
+            "plan-pending",
+            "workloads: [{name: w, team: t, requests: {cpu: 12Qi}}]",
+            "requests: cpu",
+        ),
+        (
+            "scenario.yaml",
+            "run",
+            SCENARIO.replace("requests:", "duration: .inf, requests:") % "1",
+            "is not a finite number",
+        ),
+    ],
+    ids=[
+        "vcpu-1e308",
+        "negative-lending-limit",
+        "negative-pool-limit",
+        "bad-quantity-in-pending",
+        "endless-infinite-duration",
+    ],
+)
+def test_more_classes_from_the_issue(
+    tmp_path: Path, name: str, command: str, text: str, words: str
+) -> None:
+    """The issue's remaining classes: an OverflowError (vcpu 1e308 in a policy), and inputs
+    accepted silently before (negative lending and pool limits, a numpy warning for
+    ``duration: .inf``); a bad quantity in ``--pending`` escaped as a rich traceback."""
+    path = write(tmp_path, name, text + "\n")
+    pending = ROOT / "examples" / "pending.yaml"
+    args = {
+        "validate": ["policy", "validate", str(path)],
+        "plan-pools": ["plan", "--pools", str(path), "--pending", str(pending)],
+        "plan-pending": ["plan", "--pools", str(POOLS), "--pending", str(path)],
+        "run": ["scenario", "run", str(path)],
+    }[command]
+    code, out = run(*args)
+    assert code == 2
+    one_error_line(out, words)

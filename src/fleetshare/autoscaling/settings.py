@@ -194,7 +194,10 @@ class AutoscalerSpec(_Strict):
     )
     headroom: list[HeadroomSpec] = Field(default_factory=list)
     disruption_interval_seconds: float = Field(
-        default=60.0, gt=0, description="how often consolidation, expiry and drift are evaluated"
+        default=60.0,
+        ge=1,
+        description="how often consolidation, expiry and drift are evaluated (at least every "
+        "second: a smaller interval wakes the simulation so often that time hardly moves)",
     )
     disruption_validation_seconds: float = Field(
         default=15.0,

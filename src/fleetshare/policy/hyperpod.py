@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from fleetshare.inputs import InputError, parse_json
+from fleetshare.inputs import MAX_COUNT, InputError, parse_json
 from fleetshare.model.catalog import (
     InstanceType,
     UnknownInstanceTypeError,
@@ -56,6 +56,7 @@ from fleetshare.model.quantity import MILLI
 from fleetshare.model.resources import CPU, GPU, MEMORY, MIG_PREFIX, NEURON
 from fleetshare.policy.import_report import ImportReport
 from fleetshare.policy.schema import (
+    MAX_AMOUNT,
     AcceleratorPartition,
     BorrowLimit,
     ClusterPolicy,
@@ -188,7 +189,7 @@ def _collect(data: Any, path: str, sources: _Sources, report: ImportReport) -> N
         for index, item in enumerate(data):
             _collect(item, f"{path}[{index}]", sources, report)
     elif not isinstance(data, dict):
-        report.problem(path or "(top level)", f"expected a JSON object, got {type(data).__name__}")
+        report.problem(path or "(top level)", f"expected a JSON object, got {_json_type(data)}")
     elif any(key in data for key in _QUOTA_FIELDS):
         sources.quotas.append((path, data))
     elif any(key in data for key in (*_BUNDLE_QUOTAS, "ClusterSchedulerConfig")):
@@ -226,6 +227,19 @@ def _collect_bundle(
 # --- value helpers -----------------------------------------------------------------------------
 
 
+def _json_type(value: Any) -> str:
+    """What a JSON reader calls ``value``'s type: null, a boolean, a number, ..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the string {value[:40]!r}"
+    return "a list" if isinstance(value, list) else type(value).__name__
+
+
 def _unknown_fields(
     doc: Mapping[str, Any], path: str, handled: Iterable[str], report: ImportReport
 ) -> None:
@@ -241,7 +255,7 @@ def _object(value: Any, path: str, report: ImportReport) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        report.problem(path, f"expected a JSON object, got {type(value).__name__}")
+        report.problem(path, f"expected a JSON object, got {_json_type(value)}")
         return {}
     return value
 
@@ -261,6 +275,9 @@ def _number(value: Any, path: str, report: ImportReport) -> float | None:
     """A non-negative number, or ``None`` with a problem."""
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         report.problem(path, f"must be a non-negative number, got {value!r}")
+        return None
+    if value > MAX_AMOUNT:
+        report.problem(path, f"must be at most {MAX_AMOUNT:g}, got {value!r}")
         return None
     return float(value)
 
@@ -461,7 +478,7 @@ def _quota(value: Any, path: str, report: ImportReport) -> list[QuotaEntry]:
 def _amounts(value: Any, path: str, report: ImportReport) -> _Amounts | None:
     """A ComputeQuotaResourceConfig: InstanceType plus Count, or any of the finer amounts."""
     if not isinstance(value, dict):
-        report.problem(path, f"expected a JSON object, got {type(value).__name__}")
+        report.problem(path, f"expected a JSON object, got {_json_type(value)}")
         return None
     item = value
     _unknown_fields(item, path, ("InstanceType", *_AMOUNTS), report)
@@ -522,7 +539,7 @@ def _fits_instance(
 
 
 def _optional_int(value: Any, path: str, report: ImportReport) -> int | None:
-    return None if value is None else _integer(value, path, 0, 2**31 - 1, report)
+    return None if value is None else _integer(value, path, 0, MAX_COUNT, report)
 
 
 def _optional_number(value: Any, path: str, report: ImportReport) -> float | None:
@@ -536,7 +553,7 @@ def _partition(value: Any, path: str, report: ImportReport) -> AcceleratorPartit
     item = _object(value, path, report)
     _unknown_fields(item, path, ("Type", "Count"), report)
     profile = _mig_profile(item.get("Type"), f"{path}.Type", report)
-    count = _integer(item.get("Count"), f"{path}.Count", 0, 2**31 - 1, report)
+    count = _integer(item.get("Count"), f"{path}.Count", 0, MAX_COUNT, report)
     if profile is None or count is None:
         return None
     return AcceleratorPartition(type=f"mig-{profile}", count=count)

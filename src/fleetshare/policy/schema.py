@@ -15,13 +15,12 @@ from pydantic import (
     AliasChoices,
     ConfigDict,
     Field,
-    StrictInt,
     ValidationError,
     field_validator,
     model_validator,
 )
 
-from fleetshare.inputs import StrictModel
+from fleetshare.inputs import Count, StrictModel
 from fleetshare.model.quantity import QuantityError, check_quantities, parse_quantity
 
 Quantity = str | int | float
@@ -197,11 +196,15 @@ class ClusterPolicy(_Strict):
         return value
 
 
+MAX_AMOUNT = 1e9
+"""The largest ``vcpu`` or ``memory_gib`` of a quota entry (a billion: far above any cluster)."""
+
+
 class AcceleratorPartition(_Strict):
     """A MIG profile and how many partitions of it."""
 
     type: str = Field(min_length=1, description="MIG profile, e.g. mig-1g.10gb")
-    count: int = Field(ge=0)
+    count: Count = Field(ge=0)
 
 
 class QuotaEntry(_Strict):
@@ -217,10 +220,10 @@ class QuotaEntry(_Strict):
         min_length=1,
         validation_alias=AliasChoices("flavor", "instance_type"),
     )
-    count: StrictInt | None = Field(default=None, ge=0)
-    accelerators: StrictInt | None = Field(default=None, ge=0)
-    vcpu: float | None = Field(default=None, ge=0)
-    memory_gib: float | None = Field(default=None, ge=0)
+    count: Count | None = Field(default=None, ge=0)
+    accelerators: Count | None = Field(default=None, ge=0)
+    vcpu: float | None = Field(default=None, ge=0, le=MAX_AMOUNT)
+    memory_gib: float | None = Field(default=None, ge=0, le=MAX_AMOUNT)
     accelerator_partition: AcceleratorPartition | None = None
     resources: dict[str, Quantity] = Field(default_factory=dict)
 
@@ -251,8 +254,10 @@ class QuotaEntry(_Strict):
 class LimitScope(_Strict):
     """Which (flavor, resource) pairs a limit covers; ``*`` or absent means all."""
 
-    resource: str = "*"
-    flavor: str = Field(default="*", validation_alias=AliasChoices("flavor", "instance_type"))
+    resource: str = Field(default="*", min_length=1)
+    flavor: str = Field(
+        default="*", min_length=1, validation_alias=AliasChoices("flavor", "instance_type")
+    )
 
 
 class BorrowLimit(LimitScope):

@@ -97,6 +97,12 @@ or for twice the longest workload's duration, whichever is more: nothing can sti
 and timed wake-ups alone would go on for ever."""
 
 
+MAX_INSTANTS_PER_SECOND = 10_000
+"""A run also stops when simulated time hardly moves: this many instants without progress
+within one simulated second (wake-ups a nanosecond apart would take for ever to reach the next
+event)."""
+
+
 class RunLimitError(ScenarioError):
     """A run that cannot end: it went on without progress past a bound (the message says
     which, what still waits, and what the cluster did meanwhile)."""
@@ -141,6 +147,8 @@ class Runner:
         self._wakes: set[float] = set()
         self._progress = False
         self._progress_at = 0.0
+        self._second_began = 0.0
+        self._in_second = 0
         self._restarts: dict[str, int] = {}
         """Restarts per workload since the last progress."""
         self.max_restarts = MAX_RESTARTS_WITHOUT_PROGRESS
@@ -227,6 +235,15 @@ class Runner:
     def _count_progress(self, now: float) -> None:
         """Stop a run that goes on without progress (see :data:`MAX_RESTARTS_WITHOUT_PROGRESS`
         and :data:`MIN_HORIZON_SECONDS`)."""
+        if now - self._second_began >= 1.0:
+            self._second_began, self._in_second = now, 0
+        self._in_second += not self._progress  # input may come that fast, wake-ups may not
+        if self._in_second > MAX_INSTANTS_PER_SECOND:
+            raise RunLimitError(
+                self._stopped(
+                    now, f"{self._in_second:,} instants within one simulated second passed"
+                )
+            )
         if self._progress:
             self._progress_at = now
             self._restarts.clear()
@@ -247,7 +264,8 @@ class Runner:
             f"{self.scenario.name}: run stopped at t={now:g} s: {what} since t={since:g} s "
             "with no workload finishing and no input event, so the work left cannot end "
             f"(limits: {self.max_restarts:,} restarts of one workload, "
-            f"{_span(self.horizon)} without progress)"
+            f"{_span(self.horizon)} without progress, {MAX_INSTANTS_PER_SECOND:,} instants in "
+            "a simulated second)"
         ]
         stuck = [*sorted(self.pending), *sorted(self.running)]
         if first is None and stuck:
@@ -266,10 +284,9 @@ class Runner:
             ]
             interrupted = sum(1 for m in launched if m.termination_category == "spot-interruption")
             if launched:
-                parts.append(
-                    f"{len(launched):,} nodes were launched meanwhile, {interrupted:,} of them "
-                    "interrupted (spot)"
-                )
+                spot = f", {interrupted:,} of them interrupted (spot)" if interrupted else ""
+                nodes = "1 node was" if len(launched) == 1 else f"{len(launched):,} nodes were"
+                parts.append(f"{nodes} launched meanwhile{spot}")
         return "; ".join(parts)
 
     def _settled(self, now: float) -> None:
@@ -508,6 +525,7 @@ def run_scenario(scenario: Scenario) -> RunResult:
 
 
 __all__ = [
+    "MAX_INSTANTS_PER_SECOND",
     "MAX_RESTARTS_WITHOUT_PROGRESS",
     "MIN_HORIZON_SECONDS",
     "RunLimitError",

@@ -12,9 +12,13 @@ Data files ship inside the package (``fleetshare/data/traces``; ``$FLEETSHARE_DA
 from __future__ import annotations
 
 import inspect
+import typing
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import ConfigDict, TypeAdapter, ValidationError
+
+from fleetshare.inputs import MAX_COUNT
 from fleetshare.traces import alibaba, dlrm, helios, kueue_generator, philly
 from fleetshare.traces.common import DemandCurve, Trace, data_root, jobs_from_counts
 
@@ -77,4 +81,29 @@ def load_trace(name: str, **options: Any) -> Trace:
             f"trace {name!r} has no option {', '.join(unknown)}; options: "
             + ", ".join(f"{k}={v!r}" for k, v in known.items())
         )
-    return loader(**options)
+    return loader(**_typed(name, loader, options))
+
+
+def _typed(name: str, loader: Callable[..., Trace], options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` as the loader's parameters are typed (``"3"`` may be 3; ``"1e9"``, a list
+    or ``.nan`` for a number are errors naming the option); whole numbers at most
+    :data:`~fleetshare.inputs.MAX_COUNT`, numbers finite."""
+    hints = typing.get_type_hints(loader)
+    out = {}
+    for key, value in options.items():
+        hint = hints.get(key)
+        if hint is None:
+            out[key] = value
+            continue
+        try:
+            typed = TypeAdapter(hint, config=ConfigDict(allow_inf_nan=False)).validate_python(value)
+        except ValidationError as exc:
+            why = exc.errors()[0]["msg"]
+            raise ValueError(f"trace {name!r} option {key}: {why} (got {value!r})") from None
+        if isinstance(typed, int) and not isinstance(typed, bool) and abs(typed) > MAX_COUNT:
+            raise ValueError(
+                f"trace {name!r} option {key}: {typed:,} is more than {MAX_COUNT:,}, the most "
+                "fleetshare accepts"
+            )
+        out[key] = typed
+    return out

@@ -30,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from fleetshare.inputs import InputError
+from fleetshare.inputs import MAX_TOTAL_NODES, InputError
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import MILLI, parse_quantity
 from fleetshare.model.resources import GPU
@@ -78,8 +78,16 @@ def timed_rows(
         raise
     try:
         data = np.loadtxt(lines, delimiter=",", usecols=columns, dtype=np.int64, ndmin=2)
-    except ValueError as exc:
-        raise InputError(source, f"not a whole number: {exc}") from None
+    except ValueError:
+        for i, line in enumerate(lines):
+            cells = line.split(",")
+            for column in columns:
+                text = cells[column].strip() if column < len(cells) else ""
+                if not text.lstrip("-").isdigit():
+                    raise InputError(
+                        source, f"row {i + 2}, column {column + 1}: {text!r} is not a whole number"
+                    ) from None
+        raise InputError(source, "not a table of whole numbers") from None
     late = np.flatnonzero(np.diff(stamps) <= np.timedelta64(0, "s"))
     if late.size:
         i = int(late[0]) + 1
@@ -517,7 +525,11 @@ def coarsen(times: FloatArray, values: IntArray, minutes: int) -> tuple[FloatArr
 
 
 def node_names(prefix: str, count: int) -> list[str]:
-    """``prefix-000``, ``prefix-001``, ... zero-padded to the width of ``count``."""
+    """``prefix-000``, ``prefix-001``, ... zero-padded to the width of ``count`` (at most
+    :data:`~fleetshare.inputs.MAX_TOTAL_NODES`: options such as ``nodes=10**9`` would build a
+    billion)."""
+    if count > MAX_TOTAL_NODES:
+        raise ValueError(f"{count:,} nodes; at most {MAX_TOTAL_NODES:,} are simulated")
     width = max(3, len(str(count - 1)))
     return [f"{prefix}-{i:0{width}d}" for i in range(count)]
 

@@ -151,6 +151,10 @@ def kueue_objects(cohorts: int, queues: int) -> list[dict[str, Any]]:
     return objs
 
 
+MAX_QUEUES = 200
+"""The most queues generated (each gets 500 workloads: 100,000 in all)."""
+
+
 def load(
     *,
     cohorts: int = 5,
@@ -163,6 +167,11 @@ def load(
     del seed  # deterministic
     if cohorts < 1 or queues_per_cohort < 1:
         raise ValueError("cohorts and queues_per_cohort must be positive")
+    if cohorts * queues_per_cohort > MAX_QUEUES:
+        raise ValueError(
+            f"cohorts x queues_per_cohort is {cohorts * queues_per_cohort:,}; at most "
+            f"{MAX_QUEUES} queues (500 workloads each) are generated"
+        )
     total_cpu = cohorts * queues_per_cohort * NOMINAL_CPU
     largest = max(wc.cpu for wc in CLASSES)
     if node_cpus < largest or total_cpu % node_cpus:
