@@ -12,6 +12,7 @@ event in the same order — and every cycle the same decisions, reasons, positio
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +21,7 @@ from fleetshare.governance.admission import CycleCache, Engine
 from fleetshare.governance.snapshot import CycleResult, Running, Snapshot
 from fleetshare.governance.state import CycleState, StateCache
 from fleetshare.model.catalog import load_catalog
-from fleetshare.scenario.loader import Scenario
+from fleetshare.scenario.loader import Scenario, load_scenario
 from fleetshare.scenario.report import to_json
 from fleetshare.scenario.runner import Runner
 from fleetshare.scenario.schema import ScenarioSpec
@@ -414,3 +415,20 @@ def test_running_records_with_identity() -> None:
     two = engine.cycle(Snapshot(1.0, nodes, [again], []), cache)
     assert _cycle_view(one) == _cycle_view(two)
     assert next(iter(cache.state._entries.values()))[0] is again
+
+
+_ROOT = Path(__file__).resolve().parent.parent
+AUTOSCALED = sorted(
+    p
+    for folder in (_ROOT / "src/fleetshare/scenarios", _ROOT / "tests/scenarios")
+    for p in folder.glob("*.yaml")
+    if "node_pools:" in p.read_text()
+)
+
+
+@pytest.mark.parametrize("path", AUTOSCALED, ids=lambda p: p.stem)
+def test_autoscaled_runs_match_the_reference(path: Path) -> None:
+    """The autoscaler builds each step's governance state from the last one's (a
+    :class:`StateCache`); the reference run builds it from scratch: same events."""
+    fast = to_json(Runner(load_scenario(path)).run())
+    assert fast == to_json(Runner(load_scenario(path), reference=True).run())

@@ -28,7 +28,14 @@ from fleetshare.simulate.run import (
     from_trace,
     run_variants,
 )
-from fleetshare.simulate.variants import VARIANTS, node_instance_type, select
+from fleetshare.simulate.variants import (
+    VARIANTS,
+    autoscale_pools,
+    node_instance_type,
+    node_price,
+    select,
+    stand_in_types,
+)
 
 P4D = "p4d.24xlarge"
 
@@ -119,7 +126,7 @@ def _check_invariants(inp: SimulationInput, r: VariantResult) -> None:
         assert math.isclose(c["used_hours"] - c["lost_hours"], _work_done(inp), abs_tol=1e-3)
     # cost: a fixed cluster is nodes x price x hours; an autoscaled one the cloud's bill
     if not r.variant.autoscale:
-        price = load_catalog().get(inp.instance_type).price_per_hour
+        price = load_catalog().get(inp.stand_in["gpu"]).price_per_hour
         assert price is not None
         expected = len(inp.nodes) * price * r.measured.end / HOUR
         assert math.isclose(c["cost_usd"], expected, abs_tol=1e-3)
@@ -463,3 +470,83 @@ def test_work_that_can_never_run_is_said_first(tmp_path: Path) -> None:
     # a run where everything can be served says nothing
     (calm,) = run_variants(from_scenario(_write(tmp_path, SCENARIO)), select(["static"]), jobs=1)
     assert calm.never_served is None
+
+
+def test_gpu_and_cpu_nodes_each_get_a_pool_of_their_own_class() -> None:
+    """Issue 13 item 9: a trace with GPU and CPU-only nodes that name no type (Alibaba DLRM)
+    gets a stand-in type per class, prices each node by its class, and autoscales with a GPU
+    pool of a GPU type and a CPU pool of a CPU type: a CPU type never stands for GPU nodes."""
+    from fleetshare.model.node import Node
+
+    catalog = load_catalog()
+    gpu_node = Node("g", {GPU: 8 * MILLI, "cpu": 96 * MILLI})
+    cpu_node = Node("c", {"cpu": 192 * MILLI})
+    nodes = [cpu_node, cpu_node, cpu_node, gpu_node]  # CPU nodes are the most common shape
+    stand_in = stand_in_types(nodes, catalog)
+    assert catalog.get(stand_in["gpu"]).gpu_count == 8
+    assert catalog.get(stand_in["cpu"]).gpu_count == 0
+    assert node_price(gpu_node, catalog, stand_in)[0] == stand_in["gpu"]
+    assert node_price(cpu_node, catalog, stand_in)[0] == stand_in["cpu"]
+    pools = autoscale_pools(nodes, stand_in, catalog)
+    assert [(p.name, p.instance_types) for p in pools] == [
+        ("gpu", [stand_in["gpu"]]),
+        ("cpu", [stand_in["cpu"]]),
+    ]
+    # each pool's ceiling is its own class's capacity in whole instances
+    per_gpu_node = catalog.get(stand_in["gpu"]).allocatable[GPU]
+    assert pools[0].limits[GPU] == str(-(-8 * MILLI // per_gpu_node) * per_gpu_node // MILLI)
+    # an override stands for every class: one pool
+    only = stand_in_types(nodes, catalog, "m5.large")
+    assert only == {"gpu": "m5.large", "cpu": "m5.large"}
+    assert len(autoscale_pools(nodes, only, catalog)) == 1
+
+
+def test_a_gpu_node_larger_than_every_real_type_stands_as_a_real_gpu_type() -> None:
+    """The DLRM loader's GPU node (8 GPUs, 3.2 TiB) exceeds every catalog type: the stand-in
+    is a preferred 8-GPU type, never a CPU type that covers the CPU and memory."""
+    from fleetshare.model.node import Node
+
+    huge = Node("g", {GPU: 8 * MILLI, "cpu": 192 * MILLI, "memory": 3200 * 2**30 * MILLI})
+    assert node_instance_type([huge], load_catalog()) == P4D
+
+
+def test_autoscaled_gpu_and_cpu_work_both_run(tmp_path: Path) -> None:
+    """GPU and CPU-only work on an input with both node classes: autoscaled, both run, on
+    the classes' stand-in types, and nothing is left unserved."""
+    scenario = {
+        "name": "two-classes",
+        "description": "GPU and CPU nodes, no instance types",
+        "cluster": {
+            "nodes": [
+                {"name": "g", "allocatable": {GPU: 8, "cpu": 96, "memory": "1000Gi"}},
+                {"name": "c", "allocatable": {"cpu": 192, "memory": "700Gi"}},
+            ]
+        },
+        "policy": {"teams": [{"name": "t", "quota": [{"resources": {GPU: 8, "cpu": 288}}]}]},
+        "workloads": [
+            {
+                "name": "gpu-job",
+                "team": "t",
+                "at": 0,
+                "duration": 600,
+                "requests": {GPU: 1, "cpu": 8, "memory": "40Gi"},
+            },
+            {
+                "name": "cpu-job",
+                "team": "t",
+                "at": 0,
+                "duration": 600,
+                "requests": {"cpu": 64, "memory": "320Gi"},
+            },
+        ],
+    }
+    inp = from_scenario(_write(tmp_path, scenario))
+    (r,) = run_variants(inp, select(["static-autoscale"]), jobs=1)
+    assert r.never_served is None
+    assert r.cluster["finished"] == 2
+    run = Runner(build_scenario(inp, select(["static-autoscale"])[0], load_catalog())).run()
+    assert run.autoscaler is not None
+    launched = {m.instance.instance_type for m in run.autoscaler.nodes.values()}
+    # the GPU job got a GPU node; the CPU job may share it (one node is cheaper than two)
+    assert inp.stand_in["gpu"] in launched
+    assert launched <= {inp.stand_in["gpu"], inp.stand_in["cpu"]}

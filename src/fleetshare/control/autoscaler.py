@@ -68,6 +68,7 @@ from fleetshare.autoscaling.settings import AutoscalerSpec, DoNotDisruptSpec, Pd
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.demand import Demand, admissible_demand
 from fleetshare.governance.snapshot import Running, Snapshot
+from fleetshare.governance.state import StateCache
 from fleetshare.model.catalog import Catalog, ec2_name
 from fleetshare.model.node import Node
 from fleetshare.model.reason import Reason
@@ -279,6 +280,9 @@ class Autoscaler:
         self.pdbs = list(pdbs)
         self.do_not_disrupt: DoNotDisrupt = (do_not_disrupt or DoNotDisruptSpec()).do_not_disrupt()
         self._launchable = [i.name for i in catalog if any(p.allows(i) for p in pools)]
+        self.states: StateCache | None = StateCache()
+        """Builds each step's governance state from the last one's (None: from scratch, as
+        the reference runs do; the same state either way)."""
         """Instance types some pool may launch (pools' type rules do not change)."""
         self._step_views: tuple[list[NodeView], list[PodView]] | None = None
         self._pod_views: dict[str, tuple[Running, list[PodView]]] = {}
@@ -496,7 +500,9 @@ class Autoscaler:
         # Work no node can be bought for holds no quota on paper, so it does not block the
         # work behind it; it is tried again when a node goes away or a retry is due.
         stuck = set() if self._retry_stuck else set(self.unplaceable)
-        demand, self.quota_blocked = admissible_demand(engine, snapshot, self._nominated(), stuck)
+        demand, self.quota_blocked = admissible_demand(
+            engine, snapshot, self._nominated(), stuck, self.states
+        )
         names = {d.workload.name for d in demand}
         fresh = names - self._seen
         self._seen &= names

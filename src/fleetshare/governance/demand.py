@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from fleetshare.governance.admission import Engine, queue_key
 from fleetshare.governance.quota import FR
 from fleetshare.governance.snapshot import Snapshot
-from fleetshare.governance.state import CycleState, podset_usage, usage_of
+from fleetshare.governance.state import CycleState, StateCache, podset_usage, usage_of
 from fleetshare.model.catalog import ec2_name
 from fleetshare.model.node import INSTANCE_TYPE_LABEL
 from fleetshare.model.workload import PodSet, Workload
@@ -61,15 +61,20 @@ def admissible_demand(
     snapshot: Snapshot,
     nominated: Collection[str] = (),
     stuck: Collection[str] = (),
+    cache: StateCache | None = None,
 ) -> tuple[list[Demand], dict[str, str]]:
     """Pending workloads quota would admit now, and why each of the others would not.
 
     ``nominated`` workloads (already waiting for nodes being launched) take their quota on
     paper but are not returned again. ``stuck`` workloads (no node can be bought for them,
     e.g. past a pool limit) are left out entirely, so they hold no quota on paper against the
-    work behind them.
+    work behind them. ``cache`` (one per sequence of snapshots) builds the state from the
+    previous call's by difference instead of from scratch: the same state, so the same answer.
     """
-    state = CycleState(engine.model, engine.policy.cluster, snapshot)
+    if cache is None:
+        state = CycleState(engine.model, engine.policy.cluster, snapshot)
+    else:
+        state = cache.state(engine.model, engine.policy.cluster, snapshot)
     out: list[Demand] = []
     blocked: dict[str, str] = {}
     teams = engine.model.teams

@@ -176,6 +176,8 @@ class Runner:
                 pdbs=spec.pdbs,
                 do_not_disrupt=spec.do_not_disrupt,
             )
+            if reference:
+                self.autoscaler.states = None
             self._push(0.0, _WAKE, None)  # floors and headroom from the start
         self.loop = ControlLoop(self, self._engine(scenario.policy), self.autoscaler)
 

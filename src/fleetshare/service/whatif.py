@@ -45,7 +45,7 @@ from fleetshare.scenario.schema import WorkloadSpec
 from fleetshare.service import store as tables
 from fleetshare.service.plane import ControlPlane, View
 from fleetshare.simulate.metrics import measure, measured_resource, summarize
-from fleetshare.simulate.variants import node_instance_type
+from fleetshare.simulate.variants import stand_in_types
 
 MAX_HOURS = 24.0
 """The longest horizon (and history) simulated."""
@@ -256,12 +256,12 @@ def _run(
     resource = measured_resource(nodes, requests)
     horizon = inputs.hours * 3600
     try:
-        default_type = node_instance_type(nodes, plane.catalog) if nodes else "m5.large"
+        stand_in = stand_in_types(nodes, plane.catalog) if nodes else {"cpu": "m5.large"}
         measured = measure(
             result,
             resource=resource,
             catalog=plane.catalog,
-            default_type=default_type,
+            stand_in=stand_in,
             duration=horizon,
         )
     except (ValueError, KeyError) as exc:

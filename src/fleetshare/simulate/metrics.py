@@ -373,7 +373,9 @@ class _Capacity:
     unknown: list[str]
 
 
-def _capacity(result: RunResult, resource: str, catalog: Catalog, default_type: str) -> _Capacity:
+def _capacity(
+    result: RunResult, resource: str, catalog: Catalog, stand_in: Mapping[str, str]
+) -> _Capacity:
     """Schedulable capacity over time, and when unmanaged (fixed) nodes were present."""
     nodes: dict[str, Node] = {n.name: n for n in result.scenario.nodes}
     for node in result.nodes.values():
@@ -406,7 +408,7 @@ def _capacity(result: RunResult, resource: str, catalog: Catalog, default_type: 
         paid_t.append(at)
         paid_d.append(sign * units(name))
         count_d.append(sign)
-        rate_d.append(sign * node_price(node, catalog, default_type)[1])
+        rate_d.append(sign * node_price(node, catalog, stand_in)[1])
 
     for node in result.scenario.nodes:
         state = _NodeState(True, node.ready, node.healthy, node.unschedulable)
@@ -440,7 +442,7 @@ def measure(
     *,
     resource: str,
     catalog: Catalog,
-    default_type: str,
+    stand_in: Mapping[str, str],
     duration: float,
 ) -> Measured:
     """Reduce a run to arrays and step functions (see the module docstring)."""
@@ -469,7 +471,7 @@ def measure(
     deltas[rows + runs.team.size, runs.team] = -runs.amount
     usage = step_from_deltas(times, deltas)
 
-    cap = _capacity(result, resource, catalog, default_type)
+    cap = _capacity(result, resource, catalog, stand_in)
     paid_t = list(cap.fixed_paid_t)
     paid_d = list(cap.fixed_paid_d)
     count_d = list(cap.fixed_nodes_d)
@@ -493,7 +495,7 @@ def measure(
     pt = np.asarray(paid_t, dtype=np.float64)
     fixed_types: dict[str, tuple[int, float]] = {}
     for fixed in result.scenario.nodes:
-        kind, price = node_price(fixed, catalog, default_type)
+        kind, price = node_price(fixed, catalog, stand_in)
         fixed_types[kind] = (fixed_types.get(kind, (0, price))[0] + 1, price)
 
     submit: list[float] = []

@@ -25,7 +25,7 @@ from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec
 from fleetshare.governance.quota import compile_policy
 from fleetshare.model.catalog import GPU_PRODUCT_LABEL, Catalog, load_catalog
 from fleetshare.model.node import Node
-from fleetshare.model.resources import fits, render
+from fleetshare.model.resources import GPU, fits, render
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import load_policy
 from fleetshare.scenario.loader import Scenario, ScenarioError, load_scenario
@@ -36,12 +36,12 @@ from fleetshare.simulate.variants import (
     CONSOLIDATE_AFTER_SECONDS,
     DISRUPTION_INTERVAL_SECONDS,
     Variant,
-    autoscale_pool,
+    autoscale_pools,
     autoscaler_settings,
     cloud_settings,
     gpu_model_price,
-    node_instance_type,
     node_price,
+    stand_in_types,
 )
 from fleetshare.traces import load_trace, trace_options
 
@@ -68,8 +68,10 @@ class SimulationInput:
     duration: float
     """Seconds the input covers (runs continue until all admitted work finishes)."""
     seed: int
-    instance_type: str
-    """The instance type standing for the nodes: fixed-cluster prices, autoscaled launches."""
+    stand_in: dict[str, str]
+    """Per node class (``gpu``, ``cpu``), the instance type standing for the input's nodes
+    that name none: fixed-cluster prices and the autoscaled pools' launches
+    (:func:`~fleetshare.simulate.variants.stand_in_types`)."""
     source: str
     start: str | None = None
     facts: dict[str, Any] = field(default_factory=dict)
@@ -88,7 +90,13 @@ class SimulationInput:
         """The node pools of ``-autoscale`` variants."""
         if self.node_pools:
             return list(self.node_pools)
-        return [autoscale_pool(self.nodes, self.instance_type, catalog or load_catalog())]
+        return autoscale_pools(self.nodes, self.stand_in, catalog or load_catalog())
+
+    @property
+    def instance_type(self) -> str:
+        """The stand-in type of the measured resource's node class (GPU nodes when any)."""
+        kind = "gpu" if self.resource == GPU else "cpu"
+        return self.stand_in.get(kind) or next(iter(self.stand_in.values()))
 
     def cloud_spec(self) -> CloudSpec:
         """The simulated cloud (the scenario's, with this input's seed)."""
@@ -102,7 +110,7 @@ class SimulationInput:
     def all_assumptions(self, catalog: Catalog) -> list[str]:
         """The input's assumptions plus the simulator's: prices, the cloud, cost, no restarts."""
         out = list(self.assumptions)
-        priced_as = Counter(node_price(n, catalog, self.instance_type) for n in self.nodes)
+        priced_as = Counter(node_price(n, catalog, self.stand_in) for n in self.nodes)
         priced = (
             ", ".join(
                 f"{t} ${p:.4f}/h ({count} nodes)" for (t, p), count in sorted(priced_as.items())
@@ -111,7 +119,8 @@ class SimulationInput:
         )
         by_model = [n for n in self.nodes if gpu_model_price(n, catalog) is not None]
         cloud = self.cloud_spec()
-        pool = self.pool(catalog)[0]
+        pools = self.pool(catalog)
+        stand_ins = ", ".join(f"{t} for {k.upper()} nodes" for k, t in self.stand_in.items())
         out += [
             f"Fixed-cluster cost = Σ nodes × catalog on-demand price (us-east-1) × hours from t=0 "
             f"to the end of the run (when its last job finished, at least the input's "
@@ -128,13 +137,12 @@ class SimulationInput:
                 )
                 + "; never above a type of that GPU with more of every resource"
                 + (
-                    f"; the others are priced as {self.instance_type})"
+                    f"; the others are priced as {stand_ins})"
                     if len(by_model) < len(self.nodes)
                     else ")"
                 )
                 if by_model
-                else f" (the input's nodes name no instance type; {self.instance_type} stands "
-                "for them)"
+                else f" (the input's nodes name no instance type; stand-ins: {stand_ins})"
             )
             + ". 'Cost in window' counts only what was paid for during the input's "
             f"{self.duration / 3600:g} h, for fixed and autoscaled clusters alike.",
@@ -149,11 +157,15 @@ class SimulationInput:
             f"capacity probability {cloud.ice_probability:g}.",
             "Autoscaled variants start with "
             + ("the scenario's nodes" if self.node_pools and self.nodes else "no nodes")
-            + f"; pool {pool.name}: {', '.join(pool.instance_types) or 'any type'} "
-            f"({', '.join(pool.capacity_types)}), limits {dict(pool.limits) or 'none'}, "
-            f"consolidation {pool.disruption.consolidation_policy} after "
-            f"{pool.disruption.consolidate_after_seconds:g} s, evaluated every "
-            f"{self.autoscaler_spec().disruption_interval_seconds:g} s.",
+            + "; "
+            + "; ".join(
+                f"pool {pool.name}: {', '.join(pool.instance_types) or 'any type'} "
+                f"({', '.join(pool.capacity_types)}), limits {dict(pool.limits) or 'none'}, "
+                f"consolidation {pool.disruption.consolidation_policy} after "
+                f"{pool.disruption.consolidate_after_seconds:g} s"
+                for pool in pools
+            )
+            + f"; evaluated every {self.autoscaler_spec().disruption_interval_seconds:g} s.",
             "No checkpointing: a preempted or consolidated job restarts from scratch when "
             "admitted again; the time it had run is counted as lost.",
             "Runs continue past the input's end until every admitted job finishes (and, "
@@ -234,7 +246,7 @@ def from_trace(
         assumptions=[*trace.assumptions, _kind_note(kind, job_kind is None)],
         duration=trace.duration,
         seed=seed if seed is not None else 0,
-        instance_type=node_instance_type(trace.nodes, catalog, instance_type),
+        stand_in=stand_in_types(trace.nodes, catalog, instance_type),
         source=f"trace {name}",
         start=trace.start,
         facts=trace.summary(),
@@ -289,7 +301,7 @@ def from_scenario(
         assumptions=[f"Scenario file {path}.", *notes],
         duration=max([*ends, scenario.until or 0.0, 0.0]),
         seed=seed if seed is not None else spec.cloud.seed,
-        instance_type=node_instance_type(shape_from, catalog, instance_type),
+        stand_in=stand_in_types(shape_from, catalog, instance_type),
         source=f"scenario {path}",
         events=scenario.events,
         node_pools=list(spec.node_pools),
@@ -471,7 +483,7 @@ def run_variant(
         result,
         resource=inp.resource,
         catalog=catalog,
-        default_type=inp.instance_type,
+        stand_in=inp.stand_in,
         duration=inp.duration,
     )
     if progress is not None:

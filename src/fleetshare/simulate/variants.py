@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -191,14 +191,40 @@ def _covers(instance: InstanceType, node: Node) -> bool:
     return all(instance.allocatable.get(r, 0) >= v for r, v in node.allocatable.items() if v)
 
 
+def node_class(node: Node) -> str:
+    """``gpu`` for a node with GPUs, else ``cpu``: each class gets its own stand-in instance
+    type and, autoscaled, its own node pool (a CPU type never stands for GPU nodes)."""
+    return "gpu" if node.allocatable.get(GPU, 0) > 0 else "cpu"
+
+
+def stand_in_types(
+    nodes: Sequence[Node], catalog: Catalog, override: str | None = None
+) -> dict[str, str]:
+    """Per node class present (:func:`node_class`), the instance type that stands for its
+    nodes (:func:`node_instance_type`); ``override`` stands for every class. With no nodes:
+    ``{class of override: override}``."""
+    classes: dict[str, list[Node]] = {}
+    for node in nodes:
+        classes.setdefault(node_class(node), []).append(node)
+    if override:
+        catalog.get(override)
+        name = Catalog.ec2_name(override)
+        kind = "gpu" if catalog.get(name).gpu_count else "cpu"
+        return {k: name for k in classes} or {kind: name}
+    if not classes:
+        raise ValueError("no nodes to take a node shape from; give --instance-type")
+    return {k: node_instance_type(members, catalog) for k, members in classes.items()}
+
+
 def node_instance_type(nodes: Sequence[Node], catalog: Catalog, override: str | None = None) -> str:
     """The instance type that stands for the input's nodes (for prices and autoscaling).
 
     ``override`` if given; else the most common ``instance_type`` of the nodes; else, for the
     most common node shape: the type it is priced as when it carries its GPU model
     (:func:`gpu_model_price`); for other GPU nodes the first of :data:`PREFERRED_GPU_TYPES` for
-    their GPU count whose allocatable covers the node; else the cheapest priced catalog type
-    that covers the node.
+    their GPU count whose allocatable covers the node, else the first of them at all (a trace's
+    invented node may exceed every real type: the Alibaba DLRM GPU node's 3.2 TiB of memory);
+    for CPU nodes the cheapest priced catalog type without GPUs that covers the node.
     """
     if override:
         catalog.get(override)
@@ -216,8 +242,9 @@ def node_instance_type(nodes: Sequence[Node], catalog: Catalog, override: str | 
     by_model = gpu_model_price(node, catalog)
     if by_model is not None:
         return by_model.instance_type
-    for name in PREFERRED_GPU_TYPES.get(gpus, ()):
-        if name in catalog and _covers(catalog.get(name), node):
+    preferred = [n for n in PREFERRED_GPU_TYPES.get(gpus, ()) if n in catalog]
+    for name in preferred:
+        if _covers(catalog.get(name), node):
             return name
     fits = [
         i
@@ -227,6 +254,8 @@ def node_instance_type(nodes: Sequence[Node], catalog: Catalog, override: str | 
         and (gpus > 0 or i.gpu_count == 0)
         and i.arch == "amd64"
     ]
+    if not fits and preferred:
+        return preferred[0]
     if not fits:
         raise ValueError(f"no catalog instance type covers node {node.name}'s {node.allocatable}")
     return min(fits, key=lambda i: (i.price_per_hour or 0.0, i.name)).name
@@ -249,25 +278,42 @@ def gpu_model_price(node: Node, catalog: Catalog) -> GpuNodePrice | None:
     )
 
 
-def node_price(node: Node, catalog: Catalog, default_type: str) -> tuple[str, float]:
+def node_price(node: Node, catalog: Catalog, stand_in: Mapping[str, str]) -> tuple[str, float]:
     """(what it is priced as, on-demand USD/hour) of a fixed node: its own type when it names
     one; else, for a GPU node labelled with its GPU model, the share of the nearest type of
-    that GPU (:func:`gpu_model_price`, e.g. ``1/8 x p3dn.24xlarge``); else ``default_type``."""
+    that GPU (:func:`gpu_model_price`, e.g. ``1/8 x p3dn.24xlarge``); else the stand-in type
+    of its class (:func:`stand_in_types`)."""
     by_model = gpu_model_price(node, catalog)
     if by_model is not None:
         return by_model.name, by_model.price_per_hour
-    name = Catalog.ec2_name(node.instance_type) if node.instance_type else default_type
+    if node.instance_type:
+        name = Catalog.ec2_name(node.instance_type)
+    else:
+        name = stand_in.get(node_class(node)) or next(iter(stand_in.values()))
     price = catalog.get(name).price_per_hour
     if price is None:
         raise ValueError(f"instance type {name} has no on-demand price in the catalog")
     return name, price
 
 
-def autoscale_pool(nodes: Sequence[Node], instance_type: str, catalog: Catalog) -> NodePool:
-    """A node pool launching ``instance_type`` from zero, consolidating when empty or
-    underutilized, with a ceiling of the fixed cluster's GPUs (CPUs without GPUs) rounded up to
-    whole instances of ``instance_type``."""
-    resource = GPU if any(n.allocatable.get(GPU, 0) for n in nodes) else "cpu"
+def autoscale_pools(
+    nodes: Sequence[Node], stand_in: Mapping[str, str], catalog: Catalog
+) -> list[NodePool]:
+    """The node pools of ``-autoscale`` variants: one per node class of the input
+    (:func:`stand_in_types`), GPU nodes first, each launching its class's stand-in type from
+    zero, consolidating when empty or underutilized, with a ceiling of that class's fixed
+    capacity (GPUs, or CPUs for CPU nodes) rounded up to whole instances. A class's pool
+    never launches a type of another class: CPU-only work may still land on GPU nodes when
+    they have room, GPU work never waits on a CPU pool."""
+    by_type: dict[str, list[Node]] = {}
+    for kind in sorted(stand_in, key=lambda k: k != "gpu"):
+        members = [n for n in nodes if node_class(n) == kind]
+        by_type.setdefault(stand_in[kind], []).extend(members)
+    return [_autoscale_pool(members, name, catalog) for name, members in by_type.items()]
+
+
+def _autoscale_pool(nodes: Sequence[Node], instance_type: str, catalog: Catalog) -> NodePool:
+    resource = GPU if catalog.get(instance_type).gpu_count else CPU
     capacity = sum(n.allocatable.get(resource, 0) for n in nodes)
     per_node = catalog.get(instance_type).allocatable.get(resource, 0)
     limits: dict[str, str | int | float] = {}
