@@ -117,11 +117,31 @@ def test_plan_command_json() -> None:
             "--json",
         ],
     )
-    assert result.exit_code == 0, result.output
+    # the example's too-big job cannot be placed: the plan is printed and the exit code says so
+    assert result.exit_code == 1, result.output
     data = json.loads(result.output)
     assert data["hourly_cost"] >= data["lower_bound"] > 0
     assert {la["instance_type"] for la in data["launches"]} >= {"p4d.24xlarge"}
     assert data["unplaceable"][0]["workloads"] == ["too-big"]
+
+
+def test_plan_command_exits_zero_only_when_every_pod_is_placed(tmp_path: Path) -> None:
+    pending = tmp_path / "pending.yaml"
+    pending.write_text(
+        "workloads: [{name: w, team: t, pods: 2, requests: {cpu: 2, memory: 4Gi}}]\n"
+    )
+    pools = tmp_path / "pools.yaml"
+    pools.write_text("pools: [{name: cpu, families: [m6i]}]\n")
+    args = ["plan", "--pools", str(pools), "--pending", str(pending)]
+    ok = CliRunner().invoke(app, args)
+    assert ok.exit_code == 0, ok.output
+    assert "cannot place" not in ok.output
+    pending.write_text("workloads: [{name: w, team: t, requests: {cpu: 10000}}]\n")
+    bad = CliRunner().invoke(app, args)
+    assert bad.exit_code == 1, bad.output
+    assert "cannot place" in bad.output
+    # nothing to buy: no "bound 0.0000" next to a cost
+    assert "lower bound 0.0000" not in bad.output or "total 0.0000" in bad.output
 
 
 def test_the_pods_per_node_limit_is_respected() -> None:

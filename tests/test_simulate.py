@@ -310,6 +310,11 @@ def test_cli_json(scenario_file: Path) -> None:
 
 def test_cli_out_writes_a_report(scenario_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "report"
+    # a symlink already in the folder is replaced by the report's file, never written through
+    out.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (out / "metrics.json").symlink_to(victim)
     result = CliRunner().invoke(
         app,
         [
@@ -340,6 +345,20 @@ def test_cli_out_writes_a_report(scenario_file: Path, tmp_path: Path) -> None:
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics["policies"]) == {"static", "idle50-autoscale"}
+    assert not (out / "metrics.json").is_symlink()
+    assert victim.read_text() == "keep me"
+
+
+def test_cli_out_naming_a_file_is_refused_before_the_run(scenario_file: Path, tmp_path: Path):
+    out = tmp_path / "report.html"
+    out.write_text("not a folder")
+    result = CliRunner().invoke(
+        app, ["simulate", str(scenario_file), "-p", "static", "--out", str(out)]
+    )
+    assert result.exit_code == 2
+    assert "exists and is not a folder" in result.output
+    assert "simulating" not in result.output  # refused before the run started
+    assert out.read_text() == "not a folder"
 
 
 def test_cli_help_lists_policies_and_rejects_bad_input(scenario_file: Path) -> None:

@@ -8,22 +8,21 @@ import sys
 from enum import StrEnum
 from importlib.resources import files
 from pathlib import Path
-from typing import Annotated, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
 import typer
 import yaml
 from rich.console import Console
 from rich.table import Table
 
-from fleetshare.governance.quota import compile_policy
-from fleetshare.inputs import InputError, load_yaml, parse_yaml, parse_yaml_all, read_text
-from fleetshare.model.catalog import Catalog, load_catalog
-from fleetshare.model.quantity import format_quantity
-from fleetshare.policy.schema import PolicyError, load_policy
-from fleetshare.scenario.expect import mismatches
-from fleetshare.scenario.loader import ScenarioError, load_scenario
-from fleetshare.scenario.report import print_text, to_json
-from fleetshare.scenario.runner import run_scenario
+# The engine (numpy, scipy, pydantic models) is imported inside the commands that run it,
+# so that ``fleetshare --help`` and the client commands start fast.
+from fleetshare.inputs import InputError, parse_yaml, parse_yaml_all, read_text
+from fleetshare.policy.errors import PolicyError
+from fleetshare.scenario.errors import ScenarioError
+
+if TYPE_CHECKING:
+    from fleetshare.model.catalog import Catalog
 
 DEBUG_ENV = "FLEETSHARE_DEBUG"
 
@@ -50,11 +49,36 @@ class _App(typer.Typer):
             raise SystemExit(1) from None
 
 
+HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
+
 app = _App(
     help="fleetshare: fair sharing and right-sizing of shared accelerator clusters.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    context_settings=HELP_OPTIONS,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from fleetshare import __version__
+
+        print(f"fleetshare {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """fleetshare: fair sharing and right-sizing of shared accelerator clusters."""
+
+
 scenario_app = typer.Typer(
     help="Run governance scenarios on a virtual clock.", no_args_is_help=True
 )
@@ -80,6 +104,12 @@ def validate_policy(
     path: Annotated[Path, typer.Argument(help="policy file (YAML or JSON)")],
 ) -> None:
     """Check a fleetshare policy; print what it resolves to, or each bad field and why."""
+    from fleetshare.governance.quota import compile_policy
+    from fleetshare.inputs import load_yaml
+    from fleetshare.model.catalog import load_catalog
+    from fleetshare.model.quantity import format_quantity
+    from fleetshare.policy.schema import load_policy
+
     catalog = load_catalog()
     try:
         policy = load_policy(load_yaml(path), str(path))
@@ -174,6 +204,10 @@ def run(
     check: Annotated[bool, typer.Option(help="check the scenario's expect block")] = True,
 ) -> None:
     """Run scenarios and print a timeline (or JSON); exit 1 if an expectation fails."""
+    from fleetshare.scenario.expect import mismatches
+    from fleetshare.scenario.loader import load_scenario
+    from fleetshare.scenario.report import print_text, to_json
+
     console = Console()
     paths = bundled_scenarios() if all_bundled else [_resolve(f) for f in files_ or []]
     if not paths:
@@ -182,7 +216,7 @@ def run(
     outputs = {}
     for path in paths:
         try:
-            result = run_scenario(load_scenario(path))
+            result = _run_with_progress(load_scenario(path))
         except ScenarioError as exc:
             _fail(str(exc))
         data = to_json(result)
@@ -204,6 +238,41 @@ def run(
         raise typer.Exit(1)
 
 
+def _run_with_progress(scenario: Any) -> Any:
+    """Run a scenario; on a terminal, a spinner with the simulated time shows on stderr after
+    the first second (and disappears at the end)."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from fleetshare.scenario.runner import ProgressRunner
+
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        return ProgressRunner(scenario, None).run()
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TextColumn("{task.fields[clock]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
+    task = progress.add_task(f"running {scenario.name}", clock="t=0 s")
+    shown = False
+
+    def report(now: float) -> None:
+        nonlocal shown
+        if not shown:
+            progress.start()
+            shown = True
+        progress.update(task, clock=f"t={now / 3600:,.2f} h simulated")
+
+    try:
+        return ProgressRunner(scenario, report, every=1.0).run()
+    finally:
+        if shown:
+            progress.stop()
+
+
 @app.command("plan")
 def plan(
     pools: Annotated[Path, typer.Option("--pools", help="node pools (YAML: pools: [...])")],
@@ -212,6 +281,7 @@ def plan(
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
     """What the provisioner would launch now: the cheapest nodes for the pending pods."""
+    from fleetshare.model.catalog import load_catalog
     from fleetshare.scenario.planning import describe, plan_to_json, run_plan
 
     try:
@@ -220,6 +290,8 @@ def plan(
         _fail(str(exc))
     if as_json:
         print(json.dumps(plan_to_json(result, shapes, fits_now), indent=2))
+        if result.unplaceable:
+            raise typer.Exit(1)
         return
     console = Console()
     table = Table(title="launch now", title_justify="left")
@@ -236,11 +308,17 @@ def plan(
             f"{launch.price_per_hour * launch.count:.4f}",
         )
     console.print(table)
-    bound = "LP lower bound" if result.bound_is_proven else "best bound found"
-    console.print(
-        f"total {result.hourly_cost:.4f} $/h; {bound} {result.lower_bound:.4f} $/h "
-        f"(gap {result.gap:.2%}, {result.method}, {result.seconds:.2f}s)"
-    )
+    if result.lower_bound > 0 or result.hourly_cost == 0:
+        bound = "LP lower bound" if result.bound_is_proven else "best bound found"
+        console.print(
+            f"total {result.hourly_cost:.4f} $/h; {bound} {result.lower_bound:.4f} $/h "
+            f"(gap {result.gap:.2%}, {result.method}, {result.seconds:.2f}s)"
+        )
+    else:  # a bound of 0 next to a positive cost says nothing
+        console.print(
+            f"total {result.hourly_cost:.4f} $/h; no lower bound found "
+            f"({result.method}, {result.seconds:.2f}s)"
+        )
     if any(launch.capacity_type == "spot" for launch in result.launches):
         console.print("[dim]spot prices are the simulated cloud's seeded model, not AWS quotes[/]")
     if fits_now:
@@ -250,6 +328,8 @@ def plan(
         console.print(
             f"[red]cannot place[/] {describe(shape)} ({', '.join(shape.workloads)}): {reason}"
         )
+    if result.unplaceable:
+        raise typer.Exit(1)
 
 
 def _policy_help() -> str:

@@ -22,18 +22,10 @@ from pydantic import (
 
 from fleetshare.inputs import Count, StrictModel
 from fleetshare.model.quantity import QuantityError, check_quantities, parse_quantity
+from fleetshare.policy.errors import PolicyError as PolicyError
 
 Quantity = str | int | float
 DEFAULT_FLAVOR = "default"
-
-
-class PolicyError(ValueError):
-    """An invalid policy; ``problems`` lists ``(field path, reason)`` pairs."""
-
-    def __init__(self, problems: list[tuple[str, str]], source: str = "policy") -> None:
-        self.problems = problems
-        lines = "\n".join(f"  {path}: {reason}" for path, reason in problems)
-        super().__init__(f"invalid {source}:\n{lines}")
 
 
 class _Strict(StrictModel):

@@ -24,6 +24,7 @@ from fleetshare.model.node import Node, NodeSelectorRequirement, Taint, Tolerati
 from fleetshare.model.resources import GPU, MIG_PREFIX, parse_resources
 from fleetshare.model.workload import PodSet, Workload
 from fleetshare.policy.schema import Policy, PolicyError, load_policy, validation_problems
+from fleetshare.scenario.errors import ScenarioError as ScenarioError
 from fleetshare.scenario.schema import (
     NodeAffinitySpec,
     NodeEvent,
@@ -32,10 +33,6 @@ from fleetshare.scenario.schema import (
     TolerationSpec,
     WorkloadSpec,
 )
-
-
-class ScenarioError(ValueError):
-    """A scenario file that cannot be run; the message names the field and the reason."""
 
 
 @dataclass
@@ -110,13 +107,20 @@ def _affinity(terms: NodeAffinitySpec) -> tuple[tuple[NodeSelectorRequirement, .
     )
 
 
-def _read(ref: str, base: Path) -> str:
-    """Inline text, or the contents of a file named relative to the scenario."""
-    if "\n" not in ref and (base / ref).is_file():
+def _read(ref: str, base: Path, field: str) -> str:
+    """Inline text, or the contents of a file named relative to the scenario. One line that
+    is neither a JSON object/array nor a YAML mapping is a file name: missing, it is "not
+    found", not a parse error of the name itself."""
+    one_line = "\n" not in ref.strip()
+    if one_line and (base / ref).is_file():
         try:
             return read_text(base / ref)
         except InputError as exc:
             raise ScenarioError(str(exc)) from None
+    if one_line and not ref.lstrip().startswith(("{", "[")) and ": " not in ref:
+        raise ScenarioError(
+            f"{field}: file not found: {base / ref} (named relative to the scenario)"
+        )
     return ref
 
 
@@ -127,13 +131,13 @@ def build_policy(spec: ScenarioSpec, base: Path) -> Policy:
     elif spec.kueue is not None:
         from fleetshare.policy.kueue import import_kueue
 
-        source = _read(spec.kueue, base) if isinstance(spec.kueue, str) else spec.kueue
+        source = _read(spec.kueue, base, "kueue") if isinstance(spec.kueue, str) else spec.kueue
         data = import_kueue(source).model_dump(mode="json")
     else:
         from fleetshare.policy.hyperpod import import_hyperpod
 
         raw = spec.hyperpod
-        source_hp = _read(raw, base) if isinstance(raw, str) else raw
+        source_hp = _read(raw, base, "hyperpod") if isinstance(raw, str) else raw
         assert source_hp is not None
         imported = import_hyperpod(source_hp, borrow_limit_reading=spec.hyperpod_borrow_limit)
         data = imported.model_dump(mode="json")

@@ -16,8 +16,9 @@ import functools
 import heapq
 import operator
 import re
+import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -521,6 +522,26 @@ def to_number_time(t: float) -> int | float:
     return int(t) if float(t).is_integer() else t
 
 
+class ProgressRunner(Runner):
+    """The scenario runner, reporting the simulated time (at most every ``every`` seconds of
+    wall time) after each instant is settled."""
+
+    def __init__(
+        self, scenario: Scenario, report: Callable[[float], None] | None, every: float = 0.25
+    ) -> None:
+        super().__init__(scenario)
+        self._report = report
+        self._every = every
+        self._last = time.monotonic()  # the first report after ``every`` seconds
+
+    def _settled(self, now: float) -> None:
+        if self._report is not None:
+            tick = time.monotonic()  # paces the display only; no decision reads it
+            if tick - self._last >= self._every:
+                self._last = tick
+                self._report(now)
+
+
 def run_scenario(scenario: Scenario) -> RunResult:
     """Run a loaded scenario to the end."""
     return Runner(scenario).run()
@@ -530,6 +551,7 @@ __all__ = [
     "MAX_INSTANTS_PER_SECOND",
     "MAX_RESTARTS_WITHOUT_PROGRESS",
     "MIN_HORIZON_SECONDS",
+    "ProgressRunner",
     "RunLimitError",
     "RunResult",
     "Runner",

@@ -12,6 +12,7 @@ import base64
 import html
 import io
 import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -527,6 +528,17 @@ def _team_rows(r: VariantResult) -> list[list[str]]:
     return rows
 
 
+def write_file(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` as a regular file of its own: a symlink already at ``path``
+    is replaced, never written through (a report folder shared with others must not let them
+    redirect the report onto another file)."""
+    if path.is_symlink():
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
 def write_report(out: Path, inp: SimulationInput, results: Sequence[VariantResult]) -> list[Path]:
     """Write ``index.html`` (self-contained), the charts as PNG files and ``metrics.json`` into
     ``out``; return the paths written."""
@@ -544,10 +556,10 @@ def write_report(out: Path, inp: SimulationInput, results: Sequence[VariantResul
     written = []
     for name, _, png in charts:
         path = out / name
-        path.write_bytes(png)
+        write_file(path, png)
         written.append(path)
     metrics = out / "metrics.json"
-    metrics.write_text(json.dumps(data, indent=2))
+    write_file(metrics, json.dumps(data, indent=2).encode())
     written.append(metrics)
 
     parts = [
@@ -676,5 +688,5 @@ def write_report(out: Path, inp: SimulationInput, results: Sequence[VariantResul
     )
     parts.append("</body></html>")
     index = out / "index.html"
-    index.write_text("\n".join(parts))
+    write_file(index, "\n".join(parts).encode())
     return [index, *written]

@@ -29,7 +29,7 @@ from fleetshare.model.resources import GPU, fits, render
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import load_policy
 from fleetshare.scenario.loader import Scenario, ScenarioError, load_scenario
-from fleetshare.scenario.runner import Runner
+from fleetshare.scenario.runner import ProgressRunner
 from fleetshare.scenario.schema import ClusterSpec, NodeEvent, ScenarioSpec
 from fleetshare.simulate.metrics import Measured, measure, measured_resource, summarize
 from fleetshare.simulate.variants import (
@@ -372,26 +372,6 @@ def build_scenario(inp: SimulationInput, variant: Variant, catalog: Catalog) -> 
         catalog=catalog,
         spec=spec,
     )
-
-
-class ProgressRunner(Runner):
-    """The scenario runner, reporting the simulated time (at most every ``every`` seconds of
-    wall time) after each instant is settled."""
-
-    def __init__(
-        self, scenario: Scenario, report: Callable[[float], None] | None, every: float = 0.25
-    ) -> None:
-        super().__init__(scenario)
-        self._report = report
-        self._every = every
-        self._last = 0.0
-
-    def _settled(self, now: float) -> None:
-        if self._report is not None:
-            tick = time.monotonic()
-            if tick - self._last >= self._every:
-                self._last = tick
-                self._report(now)
 
 
 def never_served(scenario: Scenario, catalog: Catalog) -> str | None:

@@ -25,11 +25,8 @@ import copy
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from fleetshare.autoscaling.nodepool import NodePool
-from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec
-from fleetshare.governance.quota import compile_policy
 from fleetshare.model.catalog import (
     GPU_PRODUCT_LABEL,
     Catalog,
@@ -40,7 +37,11 @@ from fleetshare.model.catalog import (
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import MILLI, format_quantity
 from fleetshare.model.resources import CPU, GPU, MEMORY
-from fleetshare.policy.schema import load_policy
+
+if TYPE_CHECKING:  # the engine is imported where it runs: ``fleetshare --help`` lists the
+    # variants without loading it
+    from fleetshare.autoscaling.nodepool import NodePool
+    from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec
 
 Sharing = Literal["static", "idle-percent", "quota-absolute", "unlimited"]
 
@@ -82,6 +83,9 @@ class Variant:
         data["cluster"] = cluster
         quotas: dict[str, dict[tuple[str, str], int]] = {}
         if self.sharing == "quota-absolute":
+            from fleetshare.governance.quota import compile_policy
+            from fleetshare.policy.schema import load_policy
+
             model = compile_policy(load_policy(data, "base policy"), catalog)
             quotas = {name: dict(node.quota) for name, node in model.nodes.items()}
         teams = []
@@ -320,6 +324,8 @@ def _autoscale_pool(nodes: Sequence[Node], instance_type: str, catalog: Catalog)
     if capacity and per_node:
         count = -(-capacity // per_node)
         limits[resource] = format_quantity(count * per_node, resource)
+    from fleetshare.autoscaling.nodepool import NodePool
+
     return NodePool.model_validate(
         {
             "name": "gpu" if resource == GPU else "cpu",
@@ -336,9 +342,13 @@ def _autoscale_pool(nodes: Sequence[Node], instance_type: str, catalog: Catalog)
 
 def autoscaler_settings() -> AutoscalerSpec:
     """The autoscaler settings of trace-built ``-autoscale`` variants."""
+    from fleetshare.autoscaling.settings import AutoscalerSpec
+
     return AutoscalerSpec(disruption_interval_seconds=DISRUPTION_INTERVAL_SECONDS)
 
 
 def cloud_settings(seed: int) -> CloudSpec:
     """The simulated cloud of trace-built ``-autoscale`` variants (on-demand, 90 s launch)."""
+    from fleetshare.autoscaling.settings import CloudSpec
+
     return CloudSpec(seed=seed)
