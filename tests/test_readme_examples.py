@@ -1,0 +1,47 @@
+"""The README's tour commands on the files under examples/ run as the README says."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from fleetshare.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+COMMANDS = sorted(
+    set(
+        re.findall(
+            r"\.venv/bin/fleetshare (policy (?:validate|import) [^\s`>]+(?: [^\s`>#]+)?)", README
+        )
+    )
+)
+
+
+def test_the_tour_names_the_policy_commands() -> None:
+    assert any(c.startswith("policy validate examples/") for c in COMMANDS)
+    assert any(c.startswith("policy import kueue examples/") for c in COMMANDS)
+    assert any(c.startswith("policy import hyperpod examples/") for c in COMMANDS)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_policy_command_of_the_tour_runs(command: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(app, command.split())
+    assert result.exit_code == 0, result.output
+    if command.startswith("policy validate"):
+        assert result.stdout.startswith("valid:")
+    else:  # the conversion is a fleetshare policy that validates in turn
+        converted = yaml.safe_load(result.stdout)
+        assert converted["teams"]
+
+
+def test_the_policy_shown_in_the_readme_is_the_example_file() -> None:
+    block = README.split("fleetshare's own format (YAML or JSON):", 1)[1]
+    shown = block.split("```yaml", 1)[1].split("```", 1)[0]
+    example = (ROOT / "examples" / "policy.yaml").read_text(encoding="utf-8")
+    assert yaml.safe_load(shown) == yaml.safe_load(example)
