@@ -569,3 +569,28 @@ def test_autoscaled_gpu_and_cpu_work_both_run(tmp_path: Path) -> None:
     # the GPU job got a GPU node; the CPU job may share it (one node is cheaper than two)
     assert inp.stand_in["gpu"] in launched
     assert launched <= {inp.stand_in["gpu"], inp.stand_in["cpu"]}
+
+
+def test_the_terminal_tables_fit_120_columns(
+    tiny: SimulationInput, results: dict[str, VariantResult]
+) -> None:
+    """Issue 14: every number whole at 120 columns (two tables), all columns with --wide."""
+    from rich.console import Console
+
+    from fleetshare.simulate.report import comparison_tables
+
+    runs = list(results.values())
+    console = Console(width=120, record=True)
+    tables = comparison_tables(tiny, runs)
+    assert len(tables) == 2
+    for table in tables:
+        assert console.measure(table).maximum <= 120
+        console.print(table)
+    text = console.export_text()
+    assert "…" not in text and "..." not in text
+    for r in runs:  # every policy's name and wait p99 are shown whole
+        assert r.name in text
+    wide = comparison_tables(tiny, runs, wide=True)
+    assert len(wide) == 1
+    headers = {c.header for t in tables for c in t.columns}
+    assert headers <= {c.header for c in wide[0].columns}

@@ -389,6 +389,9 @@ def simulate(
         int | None,
         typer.Option(min=1, help="variants run in parallel (default: one per core)"),
     ] = None,
+    wide: Annotated[
+        bool, typer.Option("--wide", help="one comparison table with every column")
+    ] = False,
 ) -> None:
     """Compare sharing policies on one trace or scenario: same workloads, same seed.
 
@@ -400,7 +403,7 @@ def simulate(
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from fleetshare.simulate.report import coinciding, comparison_table, write_report
+    from fleetshare.simulate.report import coinciding, comparison_tables, write_report
     from fleetshare.simulate.report import to_json as sim_json
     from fleetshare.simulate.run import from_scenario, from_trace, run_variants
     from fleetshare.simulate.showcase import (
@@ -490,7 +493,8 @@ def simulate(
         for r in results:
             if r.never_served:
                 console.print(f"[bold red]{r.name}[/]: {r.never_served}", highlight=False)
-        console.print(comparison_table(inp, results))
+        for table in comparison_tables(inp, results, wide):
+            console.print(table)
         for line in coinciding(results):
             console.print(f"[yellow]note[/]: {line}", highlight=False)
     if out is not None:

@@ -13,7 +13,7 @@ import html
 import io
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -90,74 +90,100 @@ def _plain(value: Any) -> Any:
 # -- terminal --------------------------------------------------------------------------------
 
 
-def comparison_table(inp: SimulationInput, results: Sequence[VariantResult]) -> Table:
-    """One row per policy: allocation, utilisation of paid capacity, waits, preemptions,
-    borrowing, cost, nodes, run time."""
-    u = unit(inp.resource)
-    table = Table(
-        title=f"{inp.name}: {len(results)} policies, same workloads and seed",
-        title_justify="left",
-    )
-    columns = [
-        ("policy", "left"),
-        ("useful alloc", "right"),
-        ("paid util", "right"),
-        ("wait p50/p95/p99", "right"),
-        ("never", "right"),
-        ("JCT p50", "right"),
-        ("makespan", "right"),
-        ("preempt", "right"),
-        (f"lost {u}-h", "right"),
-        (f"borrowed {u}-h", "right"),
-        ("cost $", "right"),
-        ("in window $", "right"),
-        ("nodes", "right"),
-        ("run s", "right"),
+_Cell = Callable[["VariantResult"], str]
+
+
+def _columns(u: str) -> list[tuple[str, str, str, _Cell]]:
+    """(header, justify, table, cell) of every comparison column; ``table`` is ``outcome`` or
+    ``cost`` (the two tables that each fit 120 columns)."""
+
+    def wait(key: str) -> _Cell:
+        return lambda r: duration(r.cluster["queue_wait_seconds"][key])
+
+    return [
+        ("useful\nalloc", "right", "outcome", lambda r: _fixed_share(r, "useful_allocation")),
+        ("paid\nutil", "right", "outcome", lambda r: f"{r.cluster['utilisation_of_paid']:.1%}"),
+        ("wait\np50", "right", "outcome", wait("p50")),
+        ("wait\np95", "right", "outcome", wait("p95")),
+        ("wait\np99", "right", "outcome", wait("p99")),
+        ("never\nrun", "right", "outcome", lambda r: str(r.cluster["never_admitted"])),
+        ("preempt", "right", "outcome", lambda r: str(r.cluster["preemptions"])),
+        (f"lost\n{u}-h", "right", "outcome", lambda r: f"{r.cluster['lost_hours']:,.0f}"),
+        (f"borrowed\n{u}-h", "right", "outcome", lambda r: f"{r.cluster['borrowed_hours']:,.0f}"),
+        ("JCT\np50", "right", "cost", lambda r: duration(r.cluster["completion_seconds"]["p50"])),
+        ("makespan", "right", "cost", lambda r: duration(r.cluster["makespan_hours"] * HOUR)),
+        ("cost $", "right", "cost", lambda r: _dollars(r.cluster["cost_usd"])),
+        ("in window\n$", "right", "cost", lambda r: _dollars(r.cluster["cost_in_window_usd"])),
+        ("nodes", "right", "cost", _nodes),
+        ("peak\nnodes", "right", "cost", _peak_nodes),
+        ("run s", "right", "cost", lambda r: f"{r.run_seconds:.1f}"),
     ]
-    longest = max((len(r.name) for r in results), default=6)
-    for name, justify in columns:
-        table.add_column(
-            name,
-            justify=justify,  # type: ignore[arg-type]
-            min_width=longest if name == "policy" else None,
-            no_wrap=name == "policy",
-        )
-    for r in results:
-        c = r.cluster
-        w = c["queue_wait_seconds"]
-        nodes = (
-            f"{c['nodes_launched']} ({c['peak_nodes']} max)"
-            if r.variant.autoscale
-            else str(c["fixed_nodes"])
-        )
-        table.add_row(
-            r.name,
-            _fixed_share(r, "useful_allocation"),
-            f"{c['utilisation_of_paid']:.1%}",
-            "/".join(duration(w[k]) for k in ("p50", "p95", "p99")),
-            str(c["never_admitted"]),
-            duration(c["completion_seconds"]["p50"]),
-            duration(c["makespan_hours"] * HOUR),
-            str(c["preemptions"]),
-            f"{c['lost_hours']:,.0f}",
-            f"{c['borrowed_hours']:,.0f}",
-            f"{c['cost_usd']:,.0f}",
-            f"{c['cost_in_window_usd']:,.0f}",
-            nodes,
-            f"{r.run_seconds:.1f}",
-        )
-    table.caption = (
-        f"useful alloc: {u}-hours used, less work thrown away by preemption, / schedulable "
+
+
+def _dollars(value: float) -> str:
+    """Thousands separators; cents when small."""
+    return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.0f}"
+
+
+def _nodes(r: VariantResult) -> str:
+    """Nodes launched (autoscaled) or the fixed cluster's nodes."""
+    c = r.cluster
+    return str(c["nodes_launched"] if r.variant.autoscale else c["fixed_nodes"])
+
+
+def _peak_nodes(r: VariantResult) -> str:
+    c = r.cluster
+    return str(c["peak_nodes"] if r.variant.autoscale else c["fixed_nodes"])
+
+
+_CAPTIONS = {
+    "outcome": (
+        "useful alloc: {u}-hours used, less work thrown away by preemption, / schedulable "
         "within the input window, fixed clusters only (an autoscaled cluster's capacity follows "
         "demand: compare those by paid util); paid util: used / paid until the run's work is "
         "done; wait: all time queued, first wait and after every preemption (still queued at "
-        "the end: censored); borrowed: used beyond the team's quota; makespan: last job "
-        "finished; lost: work discarded by preemptions; cost: "
-        "fixed nodes × on-demand price × run time, or the simulated cloud's bill; in window: "
-        "what was paid for during the input window only"
+        "the end: censored); never run: never admitted; borrowed: used beyond the team's "
+        "quota; lost: work discarded by preemptions"
+    ),
+    "cost": (
+        "JCT: submission to completion; makespan: last job finished; cost: fixed nodes × "
+        "on-demand price × run time, or the simulated cloud's bill; in window: what was paid "
+        "for during the input window only; nodes: launched (autoscaled) or the fixed cluster's"
+    ),
+}
+
+
+def comparison_tables(
+    inp: SimulationInput, results: Sequence[VariantResult], wide: bool = False
+) -> list[Table]:
+    """One row per policy. Two tables that each fit 120 columns (outcomes: allocation,
+    utilisation of paid capacity, waits, preemptions, borrowing; then completion, cost and
+    nodes), or with ``wide`` one table with every column."""
+    u = unit(inp.resource)
+    columns = _columns(u)
+    groups = (
+        [("all", columns)]
+        if wide
+        else [(g, [c for c in columns if c[2] == g]) for g in ("outcome", "cost")]
     )
-    table.caption_justify = "left"
-    return table
+    longest = max((len(r.name) for r in results), default=6)
+    tables = []
+    for group, chosen in groups:
+        title = f"{inp.name}: {len(results)} policies, same workloads and seed"
+        table = Table(
+            title=title if group in ("all", "outcome") else "completion, cost and nodes",
+            title_justify="left",
+        )
+        table.add_column("policy", min_width=longest, no_wrap=True)
+        for header, justify, _, _ in chosen:
+            table.add_column(header, justify=justify, no_wrap=False)  # type: ignore[arg-type]
+        for r in results:
+            table.add_row(r.name, *(cell(r) for _, _, _, cell in chosen))
+        captions = _CAPTIONS.values() if group == "all" else [_CAPTIONS[group]]
+        table.caption = "; ".join(c.format(u=u) for c in captions)
+        table.caption_justify = "left"
+        tables.append(table)
+    return tables
 
 
 # -- charts ----------------------------------------------------------------------------------
