@@ -334,6 +334,18 @@ def test_cli_out_writes_a_report(scenario_file: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "static" in result.stdout and "idle50-autoscale" in result.stdout
     page = (out / "index.html").read_text()
+    # top-down: the verdict and its chart first, details after, assumptions last
+    order = [
+        page.index(h)
+        for h in (
+            "<h2>Verdict",
+            "overview.png",
+            "<h2>All measures",
+            "<h2>Per team",
+            "<h2>Assumptions",
+        )
+    ]
+    assert order == sorted(order)
     assert "Assumptions" in page
     assert "Autoscaled cost = the simulated cloud" in page
     assert "No checkpointing" in page
@@ -594,3 +606,19 @@ def test_the_terminal_tables_fit_120_columns(
     assert len(wide) == 1
     headers = {c.header for t in tables for c in t.columns}
     assert headers <= {c.header for c in wide[0].columns}
+
+
+def test_findings_name_the_cheapest_and_the_shortest_waits(
+    results: dict[str, VariantResult],
+) -> None:
+    from fleetshare.simulate.report import duration, findings
+
+    runs = list(results.values())
+    lines = findings(runs)
+    cheapest = min(runs, key=lambda r: r.cluster["cost_usd"])  # first listed on a tie
+    assert lines[0].startswith(f"Cheapest: {cheapest.name} (${cheapest.cluster['cost_usd']:,.0f})")
+    waits = [r.cluster["queue_wait_seconds"]["p99"] for r in runs]
+    if max(waits) > min(waits):
+        best = runs[waits.index(min(waits))]
+        assert f"Shortest waits: {best.name} (p99 {duration(min(waits))})" in " ".join(lines)
+    assert findings(runs[:1]) == []

@@ -24,6 +24,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.ticker import StrMethodFormatter
 from rich.table import Table
 
 from fleetshare.model.catalog import load_catalog
@@ -232,6 +233,51 @@ def coinciding(results: Sequence[VariantResult]) -> list[str]:
     return out
 
 
+def findings(results: Sequence[VariantResult]) -> list[str]:
+    """The comparison in words, for the top of the report: which policy is cheapest, which
+    keeps work waiting least (p99 of all time queued), which uses the fixed cluster best
+    (useful allocation), and what preemption cost. Ties go to the policy listed first."""
+    if len(results) < 2:
+        return []
+    out = []
+    cost = [r.cluster["cost_usd"] for r in results]
+    cheap, dear = int(np.argmin(cost)), int(np.argmax(cost))
+    if cost[dear] > 0 and cheap != dear:
+        out.append(
+            f"Cheapest: {results[cheap].name} (${cost[cheap]:,.0f}), "
+            f"{1 - cost[cheap] / cost[dear]:.0%} below the dearest, {results[dear].name} "
+            f"(${cost[dear]:,.0f})."
+        )
+    p99 = [r.cluster["queue_wait_seconds"]["p99"] or 0.0 for r in results]
+    best, worst = int(np.argmin(p99)), int(np.argmax(p99))
+    if p99[worst] > p99[best]:
+        out.append(
+            f"Shortest waits: {results[best].name} (p99 {duration(p99[best])}) against "
+            f"{duration(p99[worst])} under {results[worst].name}."
+        )
+    fixed = [r for r in results if not r.variant.autoscale]
+    useful = [r.cluster["useful_allocation"] for r in fixed]
+    if len(fixed) > 1 and all(u is not None for u in useful):
+        top, low = int(np.argmax(useful)), int(np.argmin(useful))
+        if useful[top] > useful[low]:
+            out.append(
+                f"Fixed cluster used best by {fixed[top].name} ({useful[top]:.1%} useful "
+                f"allocation; {useful[low]:.1%} under {fixed[low].name})."
+            )
+    lost = [(r.cluster["lost_hours"], r) for r in results if r.cluster["preemptions"]]
+    if lost:
+        hours, r = max(lost, key=lambda x: x[0])
+        u = unit(r.measured.resource)
+        out.append(
+            f"Most work lost to preemption: {r.name} ({r.cluster['preemptions']} "
+            f"preemptions, {hours:,.0f} {u}-hours thrown away)."
+        )
+    never = [r for r in results if r.cluster["never_admitted"]]
+    for r in never:
+        out.append(f"{r.name}: {r.cluster['never_admitted']:,} workloads never ran.")
+    return out
+
+
 def _fixed_share(r: VariantResult, key: str) -> str:
     """An allocation figure of a fixed-cluster run; "—" for autoscaled runs (their
     denominator, Ready capacity, follows demand: not comparable)."""
@@ -412,6 +458,35 @@ def cumulative_cost(m: Measured, horizon: float) -> tuple[FloatArray, FloatArray
     return times, np.concatenate(([0.0], np.cumsum(values * widths / HOUR)))
 
 
+def overview_chart(inp: SimulationInput, results: Sequence[VariantResult]) -> bytes:
+    """Each policy as a point: cost against the p99 of time queued, and against utilisation
+    of paid capacity (lower left and lower right are better)."""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 3.6), sharey=True)
+    cost = [r.cluster["cost_usd"] for r in results]
+    wait = [(r.cluster["queue_wait_seconds"]["p99"] or 0.0) / HOUR for r in results]
+    util = [100 * r.cluster["utilisation_of_paid"] for r in results]
+    for ax, xs in ((ax1, wait), (ax2, util)):
+        labels: dict[tuple[float, float], list[str]] = {}  # policies at one point: one label
+        for i, r in enumerate(results):
+            marker = "s" if r.variant.autoscale else "o"
+            ax.scatter([xs[i]], [cost[i]], color=COLORS[i % 10], marker=marker, s=50, zorder=3)
+            labels.setdefault((round(xs[i], 6), round(cost[i], 2)), []).append(r.name)
+        for (x, y), names in labels.items():
+            ax.annotate(
+                ", ".join(names), (x, y), fontsize=7, xytext=(5, 4), textcoords="offset points"
+            )
+    ax1.set_xlabel("p99 of time queued (hours)")
+    ax2.set_xlabel("utilisation of paid capacity (%)")
+    ax1.set_ylabel("cost (USD)")
+    ax1.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+    ax1.set_title("Cost vs waiting (○ fixed, □ autoscaled)", fontsize=10, loc="left")
+    ax2.set_title("Cost vs utilisation of what was paid for", fontsize=10, loc="left")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return _png(fig)
+
+
 def nodes_cost_chart(inp: SimulationInput, results: Sequence[VariantResult]) -> bytes:
     """Nodes paid for, and cumulative cost, over time."""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 3.6))
@@ -478,6 +553,8 @@ li{margin:0.2em 0}
 img{max-width:100%;border:1px solid #eee;margin:0.5em 0}
 .note{color:#555;font-size:13px}
 .warn{color:#a00;background:#fee;padding:6px 10px;border-left:4px solid #a00}
+.findings li{font-size:15px}
+.wide{overflow-x:auto}
 """
 
 
@@ -554,6 +631,18 @@ def _team_rows(r: VariantResult) -> list[list[str]]:
     return rows
 
 
+_NOT_IN_VERDICT = {"JCT\np50", "in window\n$", "run s"}
+"""Columns of the terminal tables left out of the report's verdict (in "All measures")."""
+
+
+def _img(name: str, title: str, png: bytes) -> str:
+    encoded = base64.b64encode(png).decode("ascii")
+    return (
+        f"<img alt='{html.escape(title)}' src='data:image/png;base64,{encoded}'>"
+        f"<p class='note'>Also saved as <a href='{name}'>{name}</a>.</p>"
+    )
+
+
 def write_file(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` as a regular file of its own: a symlink already at ``path``
     is replaced, never written through (a report folder shared with others must not let them
@@ -571,7 +660,9 @@ def write_report(out: Path, inp: SimulationInput, results: Sequence[VariantResul
     out.mkdir(parents=True, exist_ok=True)
     u = unit(inp.resource)
     data = to_json(inp, results)
+    overview = ("overview.png", "Cost, waiting and utilisation", overview_chart(inp, results))
     charts: list[tuple[str, str, bytes]] = [
+        overview,
         ("idle.png", "Idle capacity", idle_chart(inp, results)),
         ("queue-wait.png", "Queue wait", wait_chart(inp, results)),
         ("nodes-cost.png", "Nodes and cost", nodes_cost_chart(inp, results)),
@@ -588,6 +679,7 @@ def write_report(out: Path, inp: SimulationInput, results: Sequence[VariantResul
     write_file(metrics, json.dumps(data, indent=2).encode())
     written.append(metrics)
 
+    verdict = [c for c in _columns(u) if c[0] not in _NOT_IN_VERDICT]
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>fleetshare simulate: {html.escape(inp.name)}</title>",
@@ -604,18 +696,17 @@ def write_report(out: Path, inp: SimulationInput, results: Sequence[VariantResul
         f"measured resource {html.escape(inp.resource)}; input covers "
         f"{inp.duration / HOUR:,.1f} h"
         + (f" from {html.escape(inp.start)}" if inp.start else "")
-        + ".</p>",
-        "<h2>Assumptions</h2><ul>",
-        *(f"<li>{html.escape(a)}</li>" for a in data["input"]["assumptions"]),
-        "</ul>",
-        "<h2>Policies</h2><ul>",
-        *(
-            f"<li><b>{html.escape(r.name)}</b>: {html.escape(r.variant.description)}</li>"
-            for r in results
+        + ". Policies and assumptions are at the end.</p>",
+        "<h2>Verdict</h2>",
+        _table(
+            ["policy", *(h.replace("\n", " ") for h, _, _, _ in verdict)],
+            [[r.name, *(cell(r) for _, _, _, cell in verdict)] for r in results],
         ),
+        "<ul class='findings'>",
+        *(f"<li>{html.escape(line)}</li>" for line in [*findings(results), *coinciding(results)]),
         "</ul>",
-        "<h2>Comparison</h2>",
-        *(f"<p class='note'><b>{html.escape(line)}</b></p>" for line in coinciding(results)),
+        _img(*overview),
+        "<h2>All measures</h2><div class='wide'>",
         _table(
             [
                 "policy",
@@ -671,13 +762,11 @@ def write_report(out: Path, inp: SimulationInput, results: Sequence[VariantResul
         + "; ".join(
             f"{html.escape(r.name)}: {html.escape(r.cluster['cost_basis'])}" for r in results
         )
-        + ".</p>",
+        + ".</p></div>",
     ]
-    for name, title, png in charts:
-        encoded = base64.b64encode(png).decode("ascii")
+    for name, title, png in charts[1:]:
         parts.append(f"<h2>{html.escape(title)}</h2>")
-        parts.append(f"<img alt='{html.escape(title)}' src='data:image/png;base64,{encoded}'>")
-        parts.append(f"<p class='note'>Also saved as <a href='{name}'>{name}</a>.</p>")
+        parts.append(_img(name, title, png))
     parts.append("<h2>Per team</h2>")
     for r in results:
         parts.append(f"<details><summary><b>{html.escape(r.name)}</b></summary>")
@@ -709,9 +798,18 @@ def write_report(out: Path, inp: SimulationInput, results: Sequence[VariantResul
                 f"{html.escape(r.warnings[0])}</p>"
             )
         parts.append("</details>")
-    parts.append(
-        "<p class='note'>All numbers are also in <a href='metrics.json'>metrics.json</a>.</p>"
-    )
+    parts += [
+        "<h2>Policies</h2><ul>",
+        *(
+            f"<li><b>{html.escape(r.name)}</b>: {html.escape(r.variant.description)}</li>"
+            for r in results
+        ),
+        "</ul>",
+        "<h2>Assumptions</h2><ul>",
+        *(f"<li>{html.escape(a)}</li>" for a in data["input"]["assumptions"]),
+        "</ul>",
+        "<p class='note'>All numbers are also in <a href='metrics.json'>metrics.json</a>.</p>",
+    ]
     parts.append("</body></html>")
     index = out / "index.html"
     write_file(index, "\n".join(parts).encode())
