@@ -37,7 +37,9 @@ from typing import Any
 import pytest
 
 from fleetshare.operator.kube import JOBS, NODES, PODS, Kube, KubeError, Resource, load_client
+from fleetshare.operator.objects import ADMISSION
 
+G5 = {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "1"}
 NAMESPACES = Resource("Namespace", "v1", "namespaces", False)
 NOT_READY = "node.kubernetes.io/not-ready"
 
@@ -145,7 +147,7 @@ class ControlPlane:
         self._spawn("kube-scheduler", common)
         self._spawn(
             "kube-controller-manager",
-            [*common, "--controllers=job", "--concurrent-job-syncs=5"],
+            [*common, "--controllers=job,disruption", "--concurrent-job-syncs=5"],
         )
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
@@ -214,6 +216,37 @@ class ControlPlane:
         return Kube(load_client(str(self.kubeconfig)))
 
 
+def mark_ready(
+    kube: Kube, name: str, ready: bool, allocatable: dict[str, str] | None = None
+) -> None:
+    """Set the node's Ready condition (and allocatable), with the not-ready taint the
+    node-lifecycle controller (not run here) gives and takes."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status: dict[str, Any] = {
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True" if ready else "False",
+                "reason": "KubeletReady" if ready else "KubeletNotReady",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+        ]
+    }
+    if allocatable is not None:
+        status["allocatable"] = {"pods": "110", **allocatable}
+        status["capacity"] = status["allocatable"]
+    kube.patch(NODES, name, {"status": status}, sub="status",
+                    content_type="application/strategic-merge-patch+json")  # fmt: skip
+    # what the node-lifecycle controller (not run here) does to a NotReady node
+    node = kube.get(NODES, name)
+    taints = [t for t in node["spec"].get("taints") or () if t["key"] != NOT_READY]
+    if not ready:
+        taints.append({"key": NOT_READY, "effect": "NoSchedule"})
+    if taints != (node["spec"].get("taints") or []):
+        kube.patch(NODES, name, {"spec": {"taints": taints}})
+
+
 class FakeKubelet:
     """Every node's kubelet, as far as pod phases go (see the module docstring)."""
 
@@ -225,6 +258,10 @@ class FakeKubelet:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fake-kubelet", daemon=True)
         self.errors: list[str] = []
+        self.join_claims = True
+        """Register a Node for every launched NodeClaim, as the instance's kubelet would."""
+        self.never_join: set[str] = set()
+        """Pools whose instances never register (a node that fails to boot)."""
 
     def start(self) -> None:
         self._thread.start()
@@ -254,6 +291,8 @@ class FakeKubelet:
                 self.errors.append(repr(exc))
 
     def tick(self) -> None:
+        if self.join_claims:
+            self._join_claims()
         pods, _ = self.kube.list(PODS)
         for pod in pods:
             meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
@@ -273,6 +312,38 @@ class FakeKubelet:
                 if done:
                     with self._lock:
                         self._finish.discard(key)
+
+    def _join_claims(self) -> None:
+        """A launched NodeClaim's instance boots and its kubelet registers a Ready Node of
+        the claim's name, labels, taints and allocatable, with the claim's provider id."""
+        from fleetshare.operator.nodeclaims import NODE_CLAIMS, POOL
+
+        try:
+            claims, _ = self.kube.list(NODE_CLAIMS)
+        except KubeError:
+            return  # the CRD is not installed
+        for claim in claims:
+            status = claim.get("status") or {}
+            meta = claim["metadata"]
+            labels = meta.get("labels") or {}
+            if not status.get("providerID") or labels.get(POOL) in self.never_join:
+                continue
+            if meta.get("deletionTimestamp"):
+                continue
+            body = {
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": meta["name"],
+                             "labels": {**labels, "kubernetes.io/hostname": meta["name"]}},
+                "spec": {"providerID": status["providerID"],
+                         "taints": (claim.get("spec") or {}).get("taints") or []},
+            }  # fmt: skip
+            try:
+                self.kube.create(NODES, body)
+            except KubeError as exc:
+                if exc.status == 409:
+                    continue  # registered already
+                raise
+            mark_ready(self.kube, meta["name"], True, status.get("allocatable") or {})
 
     def _set_phase(self, pod: dict[str, Any], phase: str) -> None:
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -353,30 +424,7 @@ class Harness:
     def set_node_ready(
         self, name: str, ready: bool, allocatable: dict[str, str] | None = None
     ) -> None:
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        status: dict[str, Any] = {
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True" if ready else "False",
-                    "reason": "KubeletReady" if ready else "KubeletNotReady",
-                    "lastHeartbeatTime": now,
-                    "lastTransitionTime": now,
-                }
-            ]
-        }
-        if allocatable is not None:
-            status["allocatable"] = {"pods": "110", **allocatable}
-            status["capacity"] = status["allocatable"]
-        self.kube.patch(NODES, name, {"status": status}, sub="status",
-                        content_type="application/strategic-merge-patch+json")  # fmt: skip
-        # what the node-lifecycle controller (not run here) does to a NotReady node
-        node = self.kube.get(NODES, name)
-        taints = [t for t in node["spec"].get("taints") or () if t["key"] != NOT_READY]
-        if not ready:
-            taints.append({"key": NOT_READY, "effect": "NoSchedule"})
-        if taints != (node["spec"].get("taints") or []):
-            self.kube.patch(NODES, name, {"spec": {"taints": taints}})
+        mark_ready(self.kube, name, ready, allocatable)
 
     def delete_nodes(self, owner: str) -> None:
         nodes, _ = self.kube.list(NODES, labelSelector=f"fleetshare-test={owner}")
@@ -385,10 +433,15 @@ class Harness:
                 self.kube.delete(NODES, node["metadata"]["name"])
 
     def delete_cluster_objects(self) -> None:
-        """Teams and cluster policies (cluster-scoped: one test's must not leak into the next)."""
+        """Teams, cluster policies, node pools, node claims and their nodes (cluster-scoped:
+        one test's must not leak into the next)."""
         from fleetshare.operator.controller import CLUSTER_POLICIES, TEAMS
+        from fleetshare.operator.nodeclaims import NODE_CLAIMS, NODE_POOLS, POOL
 
-        for res in (TEAMS, CLUSTER_POLICIES):
+        for node in self.kube.list(NODES, labelSelector=POOL)[0]:  # nodes the claims brought
+            with contextlib.suppress(KubeError):
+                self.kube.delete(NODES, node["metadata"]["name"])
+        for res in (TEAMS, CLUSTER_POLICIES, NODE_CLAIMS, NODE_POOLS):
             try:
                 items, _ = self.kube.list(res)
             except KubeError:
@@ -495,3 +548,46 @@ def install_crds(harness: Harness) -> None:
     from fleetshare.operator.controller import install_crds as install
 
     install(harness.kube)
+
+
+# -- manifests and checks the tests share -----------------------------------------------
+
+
+def gpu_job(
+    ns: str, name: str, team: str, pods: int, priority: str | None = None, gpus: int = 1
+) -> dict[str, Any]:
+    labels = {"fleetshare.io/team": team}
+    if priority:
+        labels["fleetshare.io/priority-class"] = priority
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {
+            "parallelism": pods,
+            "completions": pods,
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{
+                        "name": "main", "image": "registry.example/train:1",
+                        "resources": {"requests": {"cpu": "4", "memory": "16Gi"},
+                                      "limits": {"nvidia.com/gpu": str(gpus)}},
+                    }],
+                }
+            },
+        },
+    }  # fmt: skip
+
+
+def admitted(kube: Harness, ns: str, name: str) -> bool:
+    job = kube.job(ns, name)
+    return not job["spec"].get("suspend") and ADMISSION in job["metadata"].get("annotations", {})
+
+
+def running_pods(kube: Harness, ns: str, job: str) -> list[dict[str, Any]]:
+    return [
+        p for p in kube.pods(ns, f"job-name={job}")
+        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    ]  # fmt: skip

@@ -25,6 +25,7 @@ Acting:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -32,8 +33,10 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from fleetshare.autoscaling.settings import PdbSpec
+from fleetshare.control.cluster import RemovalRefused
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Running
 from fleetshare.manifests import ManifestError
@@ -42,10 +45,12 @@ from fleetshare.manifests.values import Fields
 from fleetshare.model.node import INSTANCE_TYPE_LABEL, Node
 from fleetshare.model.reason import Reason
 from fleetshare.model.workload import Workload
-from fleetshare.operator.events import Events
-from fleetshare.operator.kube import EVENTS, JOBS, PODS, Kube, KubeError, Resource
+from fleetshare.operator.drain import cordon, evict_all, pods_on, refusal
+from fleetshare.operator.events import Events, camel
+from fleetshare.operator.kube import EVENTS, JOBS, NODES, PODS, Kube, KubeError, Resource
 from fleetshare.operator.objects import (
     ADMISSION,
+    AUTOSCALER_NOTE,
     EVICTION,
     GATE,
     INJECTED,
@@ -64,6 +69,7 @@ from fleetshare.operator.objects import (
     owned_by_job,
     parse_job,
     parse_pods,
+    pdb_spec,
     pod_done,
     pod_gated,
     pod_group,
@@ -71,10 +77,14 @@ from fleetshare.operator.objects import (
     timestamp,
 )
 from fleetshare.operator.watch import Store
+
+if TYPE_CHECKING:
+    from fleetshare.operator.nodeclaims import NodeClaims
 from fleetshare.policy.schema import DEFAULT_FLAVOR, Policy
 
 log = logging.getLogger("fleetshare.operator")
 _NUMBERS = re.compile(r"\d+(?:\.\d+)?")
+_AT = re.compile(r"at t=([0-9.e+]+)")
 NODE_FAILURE = "node-failure"
 
 
@@ -129,6 +139,12 @@ class KubeCluster:
         self._said: dict[str, str] = {}
         """Per workload, the gist of the pending reason last written."""
         self._problems: dict[str, str] = {}
+        self._noted: dict[str, str] = {}
+        """Per workload, the gist of the autoscaler's note last written."""
+        self.claims: NodeClaims | None = None
+        """The NodeClaims of the autoscaler's nodes (None without an autoscaler)."""
+        self.pdbs: list[PdbSpec] = []
+        """The cluster's PodDisruptionBudgets over governed work, for disruption decisions."""
         self.changed = False
         """Set by :meth:`refresh` when the world moved (submission, finish, node change)."""
         self._signature: tuple[Any, ...] = ()
@@ -168,6 +184,7 @@ class KubeCluster:
             if t.phase in ("admitted", "outside"):
                 self.running[name] = self._running(t)
         self._requeue_lost(now)
+        self.pdbs = self._pdbs()
         signature = (
             tuple((n.name, n.schedulable) for n in self.nodes),
             tuple(sorted(self.pending)),
@@ -175,6 +192,17 @@ class KubeCluster:
         )
         self.changed = signature != self._signature
         self._signature = signature
+
+    def _pdbs(self) -> list[PdbSpec]:
+        budgets = self.store.of("PodDisruptionBudget")
+        if not budgets:
+            return []
+        pods = {
+            name: t.objects if t.kind == "Pod" else self._job_pods(t)
+            for name, t in self.tracked.items()
+        }
+        specs = (pdb_spec(b, pods) for b in budgets.values())
+        return [spec for spec in specs if spec is not None]
 
     @staticmethod
     def _sorted(objects: Any) -> list[dict[str, Any]]:
@@ -438,6 +466,7 @@ class KubeCluster:
                     ADMISSION: admitted.to_json(),
                     INJECTED: json.dumps(sorted(merged)),
                     PENDING_REASON: None,
+                    AUTOSCALER_NOTE: None,
                 },
             },
             "spec": {"suspend": False, "template": {"spec": {"nodeSelector": selector}}},
@@ -474,7 +503,11 @@ class KubeCluster:
             body: dict[str, Any] = {
                 "metadata": {
                     "resourceVersion": pod["metadata"]["resourceVersion"],
-                    "annotations": {ADMISSION: admitted.to_json(), PENDING_REASON: None},
+                    "annotations": {
+                        ADMISSION: admitted.to_json(),
+                        PENDING_REASON: None,
+                        AUTOSCALER_NOTE: None,
+                    },
                 },
                 "spec": {"schedulingGates": gates or None},
             }
@@ -526,7 +559,7 @@ class KubeCluster:
 
     def _job_condition(self, t: Tracked, reason: str, message: str) -> None:
         condition = {
-            "type": "Evicted", "status": "True", "reason": _camel(reason),
+            "type": "Evicted", "status": "True", "reason": camel(reason),
             "message": message[:1000], "lastTransitionTime": _now_rfc3339(),
             "lastProbeTime": _now_rfc3339(),
         }  # fmt: skip
@@ -543,7 +576,7 @@ class KubeCluster:
 
     def _pod_condition(self, pod: dict[str, Any], reason: str, message: str) -> None:
         body = {"status": {"conditions": [{
-            "type": "fleetshare.io/Preempted", "status": "True", "reason": _camel(reason),
+            "type": "fleetshare.io/Preempted", "status": "True", "reason": camel(reason),
             "message": message[:1000], "lastTransitionTime": _now_rfc3339(),
         }]}}  # fmt: skip
         try:
@@ -628,14 +661,62 @@ class KubeCluster:
                 log.debug("pending reason not written for %s: %s", name, exc)
 
     def note_pending(self, workload: str, note: str) -> None:
-        """No autoscaler in this slice of the operator."""
+        """What the autoscaler does for a pending workload: the annotation
+        ``operator.fleetshare.io/autoscaler`` (written when its gist changes)."""
+        t = self.tracked.get(workload)
+        if t is None or not self.may_act() or self._noted.get(workload) == _gist(note):
+            return
+        self._noted[workload] = _gist(note)
+        note = _AT.sub(lambda m: f"at {_rfc3339(float(m.group(1)))}", note)  # Unix times here
+        obj = t.objects[0]
+        res, kind = (JOBS, "Job") if t.kind == "Job" else (PODS, "Pod")
+        body = {"metadata": {"annotations": {AUTOSCALER_NOTE: note[:1000]}}}
+        try:
+            self.store.put(kind, self.kube.patch(res, str(obj["metadata"]["name"]), body,
+                                                 t.namespace))  # fmt: skip
+        except KubeError as exc:
+            log.debug("autoscaler note not written for %s: %s", workload, exc)
 
     def join_node(self, node: Node, at: float) -> None:
-        """Nodes join by registering with the API server (no provisioning in this slice)."""
+        """The autoscaler launched ``node``: its NodeClaim records it; the node joins when
+        its kubelet registers it (:meth:`NodeClaims.sync`)."""
+        if self.claims is not None:
+            self.claims.launched(node.name)
 
     def remove_node(self, name: str, reason: Reason, now: float) -> bool:
-        """Nodes are not removed by the operator in this slice."""
-        return False
+        """Drain the node through the Eviction API (:mod:`.drain`): refused as a whole when a
+        PodDisruptionBudget forbids one eviction; else its governed work is evicted and
+        requeued, its other pods evicted, and its Node and NodeClaim deleted."""
+        if not self.may_act():
+            raise RemovalRefused("not the leader")
+        pods = pods_on(self.store, name)
+        try:
+            if pods:
+                cordon(self.kube, name)
+                blocked = refusal(self.kube, pods)
+                if blocked is not None:
+                    cordon(self.kube, name, on=False)
+                    node = self.store.of("Node").get(("", name)) or {"metadata": {"name": name}}
+                    self.events.post({**node, "kind": "Node", "apiVersion": "v1"}, "Warning",
+                                     "DrainRefused", f"{reason.message}: {blocked}")  # fmt: skip
+                    raise RemovalRefused(blocked)
+        except KubeError as exc:
+            raise RemovalRefused(f"drain of {name} failed: {exc}") from exc
+        message = "" if reason.message == reason.category else reason.message
+        evicted = False
+        for running in list(self.running.values()):
+            if any(n == name for ps in running.assignment.placement for n, _ in ps):
+                self.evict(running.workload, name, reason.category, message, now)
+                evicted = True
+        for problem in evict_all(self.kube, pods_on(self.store, name)):
+            self.warn(now, f"draining {name}: {problem}")
+        if self.claims is not None:
+            self.claims.delete(name, node_too=True)
+        else:
+            with contextlib.suppress(KubeError):
+                self.kube.delete(NODES, name)
+        log.info("node %s removed: %s", name, reason.message)
+        return evicted
 
     def wake(self, at: float, now: float, *, unless_sooner: bool = False) -> None:
         if at > now and (self.wake_at is None or at < self.wake_at):
@@ -669,12 +750,12 @@ STRATEGIC_POD = "application/strategic-merge-patch+json"
 list the scheduler and the kubelet write)."""
 
 
-def _camel(reason: str) -> str:
-    return "".join(p[:1].upper() + p[1:] for p in re.split(r"[-_ ]+", reason) if p) or "Unknown"
-
-
 def _now_rfc3339() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _rfc3339(unix: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(unix))
 
 
 __all__ = ["EVENTS", "NODE_FAILURE", "KubeCluster", "Tracked"]

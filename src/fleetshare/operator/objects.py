@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from fleetshare.autoscaling.settings import PdbSpec
 from fleetshare.manifests import QUEUE_LABEL, TEAM_LABEL, Document, ManifestError, parse_manifests
 from fleetshare.manifests.parse import POD_GROUP_COUNT, POD_GROUP_LABEL
 from fleetshare.model.node import INSTANCE_TYPE_LABEL, ZONE_LABEL, Node, Taint
@@ -35,6 +36,9 @@ INJECTED = PREFIX + "injected-node-selector"
 """Annotation (Jobs): the node-selector keys the operator added to the pod template."""
 PENDING_REASON = PREFIX + "pending-reason"
 """Annotation: why a pending workload waits and its place in its team's queue."""
+AUTOSCALER_NOTE = PREFIX + "autoscaler"
+"""Annotation: what the autoscaler does for a pending workload (nodes launching for it, or
+why it cannot add any)."""
 EVICTION = PREFIX + "last-eviction"
 """Annotation: the last preemption or eviction (reason, by, message, time)."""
 CAPACITY_TYPE_LABELS = ("karpenter.sh/capacity-type", "eks.amazonaws.com/capacityType")
@@ -313,3 +317,41 @@ def bound_placement(
 def creation_key(obj: Mapping[str, Any]) -> tuple[float, str]:
     meta = obj.get("metadata") or {}
     return timestamp(meta.get("creationTimestamp")), str(meta.get("uid", ""))
+
+
+# -- disruption budgets ----------------------------------------------------------------------
+
+
+def pdb_spec(
+    pdb: Mapping[str, Any], workload_pods: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> PdbSpec | None:
+    """A PodDisruptionBudget as the autoscaler's disruption logic reads it: over the workloads
+    (of ``workload_pods``) with a pod it selects. None when the decision cannot use it (match
+    expressions, a percentage, or no governed pod selected): the API server still enforces it
+    when the node is drained."""
+    meta, spec = pdb.get("metadata") or {}, pdb.get("spec") or {}
+    selector = spec.get("selector") or {}
+    if selector.get("matchExpressions"):
+        return None
+    wanted = selector.get("matchLabels") or {}
+    bounds: dict[str, int | None] = {}
+    for key, field in (("minAvailable", "min_available"), ("maxUnavailable", "max_unavailable")):
+        value = spec.get(key)
+        if isinstance(value, str):
+            if not value.isdigit():
+                return None  # a percentage
+            value = int(value)
+        bounds[field] = value if isinstance(value, int) else None
+    if bounds["min_available"] is None and bounds["max_unavailable"] is None:
+        return None
+    ns = meta.get("namespace")
+
+    def selects(pod: Mapping[str, Any]) -> bool:
+        pmeta = pod.get("metadata") or {}
+        labels = pmeta.get("labels") or {}
+        return pmeta.get("namespace") == ns and all(labels.get(k) == v for k, v in wanted.items())
+
+    names = [name for name, pods in workload_pods.items() if any(map(selects, pods))]
+    if not names:
+        return None
+    return PdbSpec(name=f"{ns}/{meta.get('name')}", workloads=names, **bounds)
