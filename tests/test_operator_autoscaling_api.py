@@ -64,8 +64,9 @@ def operator(kube: Harness, ns: str, cloud: SimulatedCloud, **settings: Any) -> 
 
 def test_pending_gang_provisions_nodes_and_scales_back_to_zero(kube: Harness, ns: str) -> None:
     """A pending 2-pod GPU gang -> two NodeClaims -> their Nodes register -> the gang is
-    admitted and bound by kube-scheduler -> it finishes -> both nodes are removed as empty
-    and the pool is back to zero, the instances terminated."""
+    admitted and bound by kube-scheduler -> the operator is restarted and adopts the claims ->
+    the gang finishes -> both nodes are removed as empty and the pool is back to zero, the
+    instances terminated."""
     apply_policy(kube, load_policy(POLICY))
     kube.kube.create(NODE_POOLS, node_pool("gpu", ["g5.2xlarge"]))
     cloud = SimulatedCloud(SimulatedCloudConfig(seed=1))
@@ -98,6 +99,14 @@ def test_pending_gang_provisions_nodes_and_scales_back_to_zero(kube: Harness, ns
             )
         assert len(cloud.instances()) == 2
         assert kube.kube.get(NODE_POOLS, "gpu")["status"]["nodes"] == 2
+
+        # a restarted operator adopts the claims (the cloud, standing for AWS, outlives it)
+        op.stop()
+        op = operator(kube, ns, cloud).start()
+        wait_for("the new operator's first turn", op.operator.ready.is_set)
+        assert op.operator.autoscaler is not None
+        assert {m.name for m in op.operator.autoscaler.live()} == names
+        assert len(cloud.instances()) == 2 and len(claims(kube, "gpu")) == 2
 
         kube.kubelet.finish_job(ns, "train")
         wait_for("nodes removed", lambda: not claims(kube, "gpu"), timeout=40)
