@@ -184,3 +184,24 @@ def test_a_refused_drain_keeps_the_node_and_its_instance() -> None:
     # a pool removed while it has nodes keeps them, but launches nothing more
     scaler.set_pools([])
     assert scaler.pools["cpu"].limit_of("nodes") == 0
+
+
+def test_operator_metrics_on_a_hand_built_summary() -> None:
+    from fleetshare.operator.metrics import OperatorMetrics, summary
+
+    metrics = OperatorMetrics()
+    metrics.latest = summary(
+        ["a", "a", "b"], ["a"], [("gpu", False), ("gpu", True), ("gpu", True)],
+        leader=True, reconciles=7,
+    )  # fmt: skip
+    text = metrics.render().decode()
+    lines = {line for line in text.splitlines() if not line.startswith("#")}
+    assert {
+        'fleetshare_pending_workloads{cluster_queue="a"} 2.0',
+        'fleetshare_pending_workloads{cluster_queue="b"} 1.0',
+        'fleetshare_admitted_active_workloads{cluster_queue="a"} 1.0',
+        'fleetshare_node_claims{nodepool="gpu",state="launching"} 1.0',
+        'fleetshare_node_claims{nodepool="gpu",state="ready"} 2.0',
+        "fleetshare_operator_leader 1.0",
+        "fleetshare_operator_reconciles_total 7.0",
+    } == lines

@@ -33,6 +33,7 @@ from fleetshare.operator.crds import API_VERSION, DEFAULT_POLICY, crds, policy_f
 from fleetshare.operator.events import Events
 from fleetshare.operator.kube import CRDS, JOBS, NODES, PDBS, PODS, Kube, KubeError, Resource
 from fleetshare.operator.lease import LeaseElector
+from fleetshare.operator.metrics import OperatorMetrics, summary
 from fleetshare.operator.nodeclaims import NODE_CLAIMS, NODE_POOLS, NodeClaims
 from fleetshare.operator.status import team_status
 from fleetshare.operator.watch import Store, Watcher
@@ -112,6 +113,7 @@ class Operator:
         self._policy_key: tuple[Any, ...] | None = None
         self._inbox: queue.Queue[tuple[str, str, Any]] = queue.Queue()
         self.autoscaler: Autoscaler | None = None
+        self.metrics = OperatorMetrics()
         self._pools_key: tuple[Any, ...] | None = None
         self.reconciles = 0
         self.ready = threading.Event()
@@ -228,7 +230,21 @@ class Operator:
                 next_in = min(next_in, max(0.05, cluster.wake_at - now))
             self.reconciles += 1
             self.ready.set()
+        self._summarize()
         return time.monotonic() + next_in
+
+    def _summarize(self) -> None:
+        """What the metrics show until the next reconcile."""
+        cluster, scaler = self.cluster, self.autoscaler
+        live = scaler.live() if scaler is not None else []
+        self.metrics.latest = summary(
+            [w.team for w in cluster.pending.values()],
+            [r.workload.team for n, r in cluster.running.items()
+             if cluster.tracked.get(n) is not None and cluster.tracked[n].admitted is not None],
+            [(m.pool, m.joined) for m in live],
+            leader=self._may_act(),
+            reconciles=self.reconciles,
+        )  # fmt: skip
 
     def _autoscale(self, now: float) -> bool:
         """Keep the autoscaler's pools those of the NodePool objects and its NodeClaims in step

@@ -7,8 +7,9 @@ A governed object names a queue or a team (``kueue.x-k8s.io/queue-name`` or
 webhooks (one per label, an object selector cannot say "either") send only those objects
 here. :meth:`Webhook.register` writes the MutatingWebhookConfiguration with a URL client
 config (an operator outside the cluster, on loopback in the tests) and the CA of a
-self-signed certificate made with ``openssl``; in a cluster the configuration would point at
-a Service with a certificate from cert-manager (left for the Helm chart).
+self-signed certificate made with ``openssl``. In a cluster (``cert_dir``) it serves the
+certificate of a mounted Secret and the Helm chart writes the configuration, pointing at a
+Service (``deploy/helm/fleetshare``).
 
 The operator does not need the webhook to be correct: without it, a governed Job created
 unsuspended is suspended when first seen and a pod created without the gate is replaced by a
@@ -108,12 +109,15 @@ class Webhook:
     """The webhook server on ``host:port`` (0: any free port) and its registration."""
 
     def __init__(self, kube: Kube, host: str = "127.0.0.1", port: int = 0,
-                 failure_policy: str = "Fail") -> None:  # fmt: skip
+                 failure_policy: str = "Fail", cert_dir: Path | None = None) -> None:  # fmt: skip
         self.kube = kube
         self.host = host
         self.failure_policy = failure_policy
         self._dir = tempfile.TemporaryDirectory(prefix="fleetshare-webhook-")
-        self.cert, key = self_signed(Path(self._dir.name), host)
+        if cert_dir is not None:  # a Secret mounted in the pod (the Helm chart makes it)
+            self.cert, key = cert_dir / "tls.crt", cert_dir / "tls.key"
+        else:
+            self.cert, key = self_signed(Path(self._dir.name), host)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self.cert, key)
         self.server = ThreadingHTTPServer((host, port), _Handler)
