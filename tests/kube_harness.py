@@ -40,6 +40,7 @@ from fleetshare.operator.kube import JOBS, NODES, PODS, Kube, KubeError, Resourc
 from fleetshare.operator.objects import ADMISSION
 
 G5 = {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "1"}
+OPERATOR_USER = "fleetshare-operator"
 NAMESPACES = Resource("Namespace", "v1", "namespaces", False)
 NOT_READY = "node.kubernetes.io/not-ready"
 
@@ -77,6 +78,8 @@ class ControlPlane:
         self.dir = workdir
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.token = uuid.uuid4().hex
+        self.operator_token = uuid.uuid4().hex
+        """A user with no rights but those a test binds to it (the chart's RBAC)."""
         self.kubeconfig = workdir / "kubeconfig"
         self.port = 0
 
@@ -114,7 +117,10 @@ class ControlPlane:
             check=True,
             capture_output=True,
         )
-        (d / "tokens.csv").write_text(f"{self.token},admin,admin,system:masters\n")
+        (d / "tokens.csv").write_text(
+            f"{self.token},admin,admin,system:masters\n"
+            f"{self.operator_token},{OPERATOR_USER},{OPERATOR_USER}\n"
+        )
         self.port = _free_port()
         self._spawn(
             "kube-apiserver",
@@ -212,8 +218,15 @@ class ControlPlane:
 
     # -- clients ------------------------------------------------------------------------------
 
-    def client(self) -> Kube:
-        return Kube(load_client(str(self.kubeconfig)))
+    def client(self, token: str | None = None) -> Kube:
+        """An admin client, or one authenticated by ``token``."""
+        if token is None:
+            return Kube(load_client(str(self.kubeconfig)))
+        cfg = json.loads(self.kubeconfig.read_text())
+        cfg["users"][0]["user"]["token"] = token
+        path = self.dir / f"kubeconfig-{token[:8]}"
+        path.write_text(json.dumps(cfg))
+        return Kube(load_client(str(path)))
 
 
 def mark_ready(
@@ -393,6 +406,33 @@ class Harness:
         self.ensure_namespace(name)
         return name
 
+    def operator_client(
+        self, cluster_rules: list[dict[str, Any]], lease_rules: list[dict[str, Any]], ns: str
+    ) -> Kube:
+        """A client of the user ``fleetshare-operator`` bound to ``cluster_rules`` (a
+        ClusterRole) and ``lease_rules`` (a Role in ``ns``), as the Helm chart binds them."""
+        rbac = "rbac.authorization.k8s.io/v1"
+        role = Resource("ClusterRole", rbac, "clusterroles", False)
+        binding = Resource("ClusterRoleBinding", rbac, "clusterrolebindings", False)
+        ns_role = Resource("Role", rbac, "roles", True)
+        ns_binding = Resource("RoleBinding", rbac, "rolebindings", True)
+        subject = [{"kind": "User", "name": OPERATOR_USER, "apiGroup": rbac.split("/")[0]}]
+        name = "fleetshare-test-operator"
+        for res, body in ((role, {"rules": cluster_rules}),
+                          (binding, {"roleRef": {"apiGroup": rbac.split("/")[0],
+                                                 "kind": "ClusterRole", "name": name},
+                                     "subjects": subject})):  # fmt: skip
+            with contextlib.suppress(KubeError):
+                self.kube.delete(res, name)
+            self.kube.create(res, {"metadata": {"name": name}, **body})
+        ref = {"apiGroup": rbac.split("/")[0], "kind": "Role", "name": name}
+        for res, body in ((ns_role, {"rules": lease_rules}),
+                          (ns_binding, {"roleRef": ref, "subjects": subject})):  # fmt: skip
+            with contextlib.suppress(KubeError):
+                self.kube.delete(res, name, ns)
+            self.kube.create(res, {"metadata": {"name": name}, **body}, ns)
+        return self.plane.client(self.plane.operator_token)
+
     def ensure_namespace(self, name: str) -> None:
         with contextlib.suppress(KubeError):
             self.kube.create(NAMESPACES, {"metadata": {"name": name}})
@@ -505,10 +545,12 @@ def control_plane() -> Iterator[Harness]:
 class OperatorThread:
     """The operator in a thread of the test process (stopped cleanly by :meth:`stop`)."""
 
-    def __init__(self, harness: Harness, namespaces: list[str], **settings: Any) -> None:
+    def __init__(
+        self, harness: Harness, namespaces: list[str], kube: Kube | None = None, **settings: Any
+    ) -> None:
         from fleetshare.operator.controller import Operator, Settings
 
-        self.kube = harness.plane.client()
+        self.kube = kube or harness.plane.client()
         settings.setdefault("leader_elect", False)
         settings.setdefault("resync_seconds", 2.0)
         self.operator = Operator(self.kube, Settings(namespaces=tuple(namespaces), **settings))

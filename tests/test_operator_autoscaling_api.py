@@ -6,13 +6,15 @@ AWS); see tests/kube_harness.py for what else is not real."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from fleetshare.autoscaling.settings import AutoscalerSpec
 from fleetshare.autoscaling.simulated_cloud import SimulatedCloud, SimulatedCloudConfig
-from fleetshare.operator.kube import JOBS, NODES, PDBS
+from fleetshare.operator.kube import JOBS, NODES, PDBS, KubeError, Resource
 from fleetshare.operator.nodeclaims import NODE_CLAIMS, NODE_POOLS, POOL
 from fleetshare.operator.objects import AUTOSCALER_NOTE, EVICTION
 from fleetshare.policy.schema import load_policy
@@ -27,9 +29,11 @@ from tests.kube_harness import (
 )
 
 pytestmark = pytest.mark.slow
+CHART = Path(__file__).resolve().parent.parent / "deploy" / "helm" / "fleetshare"
 
 POLICY = {"teams": [{"name": "research", "quota": [{"resources": {"nvidia.com/gpu": 8,
                                                                     "cpu": 64}}]}]}  # fmt: skip
+SECRETS = Resource("Secret", "v1", "secrets", True)
 FAST = AutoscalerSpec(
     batch_idle_seconds=0.2,
     batch_max_seconds=1.0,
@@ -58,8 +62,22 @@ def condition(obj: dict[str, Any], kind: str) -> str | None:
     return None
 
 
+def chart_rules(name: str) -> list[dict[str, Any]]:
+    rules: list[dict[str, Any]] = yaml.safe_load((CHART / "files" / name).read_text())
+    return rules
+
+
 def operator(kube: Harness, ns: str, cloud: SimulatedCloud, **settings: Any) -> OperatorThread:
-    return OperatorThread(kube, [ns], cloud=cloud, autoscaler=FAST, **settings)
+    """The operator as the Helm chart deploys it: only the chart's RBAC (so a verb the code
+    uses and the chart does not grant fails these tests), CRDs installed by someone else,
+    leader election on."""
+    client = kube.operator_client(
+        chart_rules("cluster-rules.yaml"), chart_rules("lease-rules.yaml"), ns
+    )
+    return OperatorThread(
+        kube, [ns], kube=client, cloud=cloud, autoscaler=FAST, install_crds=False,
+        leader_elect=True, lease_namespace=ns, **settings,
+    )  # fmt: skip
 
 
 def test_pending_gang_provisions_nodes_and_scales_back_to_zero(kube: Harness, ns: str) -> None:
@@ -99,6 +117,9 @@ def test_pending_gang_provisions_nodes_and_scales_back_to_zero(kube: Harness, ns
             )
         assert len(cloud.instances()) == 2
         assert kube.kube.get(NODE_POOLS, "gpu")["status"]["nodes"] == 2
+        with pytest.raises(KubeError) as denied:  # the operator has only the chart's rights
+            op.kube.list(SECRETS, ns)
+        assert denied.value.status == 403
 
         # a restarted operator adopts the claims (the cloud, standing for AWS, outlives it)
         op.stop()

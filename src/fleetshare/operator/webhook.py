@@ -105,6 +105,30 @@ def self_signed(directory: Path, host: str = "127.0.0.1") -> tuple[Path, Path]:
     return cert, key
 
 
+def webhooks(client_config: dict[str, Any], failure_policy: str) -> list[dict[str, Any]]:
+    """The configuration's webhooks: one per label that makes an object governed (the Helm
+    chart's ``files/webhooks.yaml`` holds the same, without client config)."""
+    rules = [
+        {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+         "resources": ["pods"]},
+        {"operations": ["CREATE"], "apiGroups": ["batch"], "apiVersions": ["v1"],
+         "resources": ["jobs"]},
+    ]  # fmt: skip
+    hooks = []
+    for label, short in ((QUEUE_LABEL, "queue"), (TEAM_LABEL, "team")):
+        hooks.append({
+            "name": f"{short}.gate.fleetshare.io",
+            "clientConfig": client_config,
+            "rules": rules,
+            "objectSelector": {"matchExpressions": [{"key": label, "operator": "Exists"}]},
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": failure_policy,
+            "timeoutSeconds": 5,
+        })  # fmt: skip
+    return hooks
+
+
 class Webhook:
     """The webhook server on ``host:port`` (0: any free port) and its registration."""
 
@@ -142,30 +166,12 @@ class Webhook:
 
     def configuration(self) -> dict[str, Any]:
         ca = base64.b64encode(self.cert.read_bytes()).decode()
-        url = f"https://{self.host}:{self.port}/mutate"
-        rules = [
-            {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
-             "resources": ["pods"]},
-            {"operations": ["CREATE"], "apiGroups": ["batch"], "apiVersions": ["v1"],
-             "resources": ["jobs"]},
-        ]  # fmt: skip
-        hooks = []
-        for label, short in ((QUEUE_LABEL, "queue"), (TEAM_LABEL, "team")):
-            hooks.append({
-                "name": f"{short}.gate.fleetshare.io",
-                "clientConfig": {"url": url, "caBundle": ca},
-                "rules": rules,
-                "objectSelector": {"matchExpressions": [{"key": label, "operator": "Exists"}]},
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "failurePolicy": self.failure_policy,
-                "timeoutSeconds": 5,
-            })  # fmt: skip
+        client = {"url": f"https://{self.host}:{self.port}/mutate", "caBundle": ca}
         return {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration",
             "metadata": {"name": NAME},
-            "webhooks": hooks,
+            "webhooks": webhooks(client, self.failure_policy),
         }
 
     def register(self) -> None:
