@@ -1,14 +1,16 @@
 """A real Kubernetes control plane for the operator's tests: etcd, kube-apiserver,
-kube-scheduler and kube-controller-manager (only its Job controller), built from the Go module
-proxy by ``tools/kube/build.sh`` (``make kube-bins``), started once per test session on
-loopback with random ports and stopped by PID at the end.
+kube-scheduler and kube-controller-manager (its Job and disruption controllers), built from
+the Go module proxy by ``tools/kube/build.sh`` (``make kube-bins``), started once per test
+session on loopback with random ports and stopped by PID at the end.
 
 There is no kubelet: nodes are Node objects the tests create, and :class:`FakeKubelet` (a
 thread) plays the kubelets' part for pods: a pod bound to a node is marked Running, a pod told
 to finish is marked Succeeded, and a bound pod being deleted is removed at once (a kubelet
 confirms a graceful deletion; without one a pod would stay Terminating). A node the tests mark
 NotReady also gets the ``node.kubernetes.io/not-ready:NoSchedule`` taint, as the node-lifecycle
-controller (not run) would give it.
+controller (not run) would give it. The fake kubelet also registers a Ready Node for each
+launched NodeClaim, as the instance's kubelet would (the cloud is the simulated one). Of
+kube-controller-manager, the Job and disruption (PodDisruptionBudget status) controllers run.
 
 Binaries are looked up in ``$FLEETSHARE_KUBE_BIN`` or the cache directory ``build.sh`` prints.
 When they are missing the tests are skipped with the reason, unless
