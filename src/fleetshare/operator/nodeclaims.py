@@ -13,8 +13,9 @@ in the API server:
   empty);
 - a claim whose node has not registered within ``registration_timeout`` is deleted and its
   instance terminated (as Karpenter's liveness check does), and so is a claim a user deleted;
-- after a restart the claims are adopted: their instances are looked up at the cloud by
-  provider id; a claim whose instance is gone is deleted.
+- claims the autoscaler does not know (after a restart, or written by a former leader) are
+  adopted: their instances are looked up at the cloud by provider id; a claim whose instance
+  is gone is deleted.
 
 :func:`claim_object`, :func:`claim_status` and :func:`provider_id` are pure.
 """
@@ -164,7 +165,6 @@ class NodeClaims:
         self.autoscaler = autoscaler
         self.registration_timeout = registration_timeout
         self.may_act = may_act
-        self._adopted = False
 
     def _claims(self) -> dict[str, dict[str, Any]]:
         return {name: obj for (_, name), obj in self.store.of("NodeClaim").items()}
@@ -210,19 +210,19 @@ class NodeClaims:
         left the autoscaler's view."""
         if not self.may_act():
             return False
-        changed = False
         claims = self._claims()
         nodes = {name: obj for (_, name), obj in self.store.of("Node").items()}
-        if not self._adopted:
-            self._adopted = True
-            changed = self._adopt(claims, nodes, now) or changed
-            claims = self._claims()
         scaler = self.autoscaler
+        changed = False
+        if claims.keys() - scaler.nodes.keys():  # written by an operator before this one
+            changed = self._adopt(claims, nodes, now)
+            claims = self._claims()
         for managed in list(scaler.live()):
             name = managed.name
             claim = claims.get(name)
             if claim is None:  # deleted by someone: terminate, as Karpenter does
-                self._gone(loop, managed, now, CLAIM_DELETED, "its NodeClaim was deleted")
+                why = "it has no NodeClaim (deleted, or never written)"
+                self._gone(loop, managed, now, CLAIM_DELETED, why)
                 self.delete(name, node_too=True)
                 changed = True
                 continue
@@ -256,7 +256,9 @@ class NodeClaims:
         loop.node_gone(managed.name, now, Reason(category, why))
 
     def _adopt(self, claims: Mapping[str, Any], nodes: Mapping[str, Any], now: float) -> bool:
-        """Claims left by an operator before this one: take their live instances over."""
+        """Claims written by an operator before this one (a restart, a former leader): take
+        their live instances over; delete those whose instance is gone, and terminate those
+        of a pool that no longer exists."""
         scaler = self.autoscaler
         instances = {i.id: i for i in scaler.cloud.instances(now)}
         adopted = False
@@ -266,11 +268,16 @@ class NodeClaims:
             status = claim.get("status") or {}
             instance = instances.get(_instance_id(str(status.get("providerID") or "")))
             reason = str(status.get("launchReason") or "adopted after a restart")
-            if instance is not None and scaler.adopt(name, instance, reason,
-                                                     joined=name in nodes):  # fmt: skip
+            node = nodes.get(name)
+            joined = node is not None and _ready(node)
+            if instance is None:
+                log.warning("claim %s has no live instance: deleted", name)
+            elif scaler.adopt(name, instance, reason, joined=joined):
                 adopted = True
                 continue
-            log.warning("claim %s has no live instance: deleted", name)
+            else:  # its pool is gone (or the name is taken): nobody would ever remove it
+                log.warning("claim %s of an unknown pool %s: terminated", name, instance.pool)
+                scaler.cloud.terminate([instance.id], now)
             self.delete(name, node_too=True)
         return adopted
 
