@@ -47,7 +47,24 @@ from fleetshare.model.reason import Reason
 from fleetshare.model.workload import Workload
 from fleetshare.operator.drain import cordon, evict_all, pods_on, refusal
 from fleetshare.operator.events import Events, camel
-from fleetshare.operator.kube import EVENTS, JOBS, NODES, PODS, Kube, KubeError, Resource
+from fleetshare.operator.kinds import (
+    JOB,
+    SUSPENDABLE,
+    Suspendable,
+    admission_ops,
+    annotation_ops,
+    suspend_ops,
+)
+from fleetshare.operator.kube import (
+    EVENTS,
+    JOBS,
+    JSON_PATCH,
+    NODES,
+    PODS,
+    Kube,
+    KubeError,
+    Resource,
+)
 from fleetshare.operator.objects import (
     ADMISSION,
     AUTOSCALER_NOTE,
@@ -66,7 +83,7 @@ from fleetshare.operator.objects import (
     job_phase,
     job_started,
     node_from_object,
-    owned_by_job,
+    owned,
     parse_job,
     parse_pods,
     pdb_spec,
@@ -98,7 +115,7 @@ class Tracked:
     """A governed workload and the objects it is made of."""
 
     name: str
-    kind: str  # "Job" or "Pod"
+    kind: str  # "Pod", or a kind admitted by suspension ("Job", "JobSet", ...)
     namespace: str
     objects: list[dict[str, Any]]
     workload: Workload
@@ -161,13 +178,15 @@ class KubeCluster:
                    key=lambda n: n.name)
         )  # fmt: skip
         tracked: dict[str, Tracked] = {}
-        for job in self._sorted(self.store.of("Job").values()):
-            t = self._job(job, now)
+        objects = [(o, kind) for kind in SUSPENDABLE.values()
+                   for o in self.store.of(kind.kind).values()]  # fmt: skip
+        for obj, kind in sorted(objects, key=lambda pair: creation_key(pair[0])):
+            t = self._suspendable(obj, kind, now)
             if t is not None:
                 tracked[t.name] = t
         groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for pod in self._sorted(self.store.of("Pod").values()):
-            if not governed(pod) or owned_by_job(pod):
+            if not governed(pod) or owned(pod):
                 continue
             ns = str(pod["metadata"].get("namespace", ""))
             group = pod_group(pod)
@@ -242,28 +261,28 @@ class KubeCluster:
                 self._parsed[key] = exc
         return self._parsed[key]
 
-    def _job(self, job: dict[str, Any], now: float) -> Tracked | None:
-        if not governed(job):
+    def _suspendable(self, job: dict[str, Any], kind: Suspendable, now: float) -> Tracked | None:
+        """A Job (or JobSet, PyTorchJob, RayCluster, RayJob) admitted by suspension."""
+        if not governed(job) or owned(job):
             return None
         meta = job["metadata"]
         ns, jname = str(meta.get("namespace", "")), str(meta["name"])
-        name = f"{ns}/{jname}"
-        key = ("Job", meta.get("uid"), meta.get("generation"), (meta.get("annotations") or {})
-               .get(INJECTED))  # fmt: skip
-        parsed = self._parse(key, lambda: parse_job(job))
+        name = f"{ns}/{jname}" if kind is JOB else f"{ns}/{kind.kind}/{jname}"
+        key = (kind.kind, meta.get("uid"), meta.get("generation"),
+               (meta.get("annotations") or {}).get(INJECTED))  # fmt: skip
+        parsed = self._parse(key, lambda: parse_job(job, kind))
         if isinstance(parsed, ManifestError):
             self._problem(name, job, str(parsed))
             return None
         resolved = self._resolve(name, job, parsed)
         if resolved is None:
             return None
-        phase = job_phase(job)
+        phase = job_phase(job, kind)
         if phase == "finished":
             return None
-        spec = job.get("spec") or {}
-        if phase == "pending" and not spec.get("suspend") and self.may_act():
-            self._suspend_new(job)  # created unsuspended: hold it until admitted
-        if phase == "pending" and job_started(job):
+        if phase == "pending" and not kind.suspended(job) and self.may_act():
+            self._suspend_new(job, kind)  # created unsuspended: hold it until admitted
+        if phase == "pending" and kind is JOB and job_started(job):
             self.retry_soon = True  # the job controller has not settled the suspension yet
             return None
         team, priority = resolved
@@ -273,7 +292,7 @@ class KubeCluster:
             priority_class=parsed.priority_class, labels=dict(parsed.labels),
             created=self._created(name),
         )  # fmt: skip
-        return Tracked(name, "Job", ns, [job], workload, phase, admission_of(job))
+        return Tracked(name, kind.kind, ns, [job], workload, phase, admission_of(job))
 
     def _pods(self, ns: str, ident: str, pods: list[dict[str, Any]], now: float) -> Tracked | None:
         kind, _, base = ident.partition(":")
@@ -348,11 +367,20 @@ class KubeCluster:
         return Running(t.workload, Assignment(flavors, placement), at)
 
     def _job_pods(self, t: Tracked) -> list[dict[str, Any]]:
-        uid = t.objects[0]["metadata"].get("uid")
+        """The pods of a workload admitted by suspension: owned by it, or by an object it
+        owns (a JobSet's Jobs, a RayJob's RayCluster)."""
+        owners = {t.objects[0]["metadata"].get("uid")}
+        for kind in SUSPENDABLE.values():
+            for obj in self.store.of(kind.kind).values():
+                meta = obj["metadata"]
+                if meta.get("namespace") == t.namespace and any(
+                    o.get("uid") in owners for o in meta.get("ownerReferences") or ()
+                ):
+                    owners.add(meta.get("uid"))
         return [
             p for p in self.store.of("Pod").values()
             if p["metadata"].get("namespace") == t.namespace
-            and any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or ())
+            and any(o.get("uid") in owners for o in p["metadata"].get("ownerReferences") or ())
         ]  # fmt: skip
 
     def _flavor_of_nodes(self, placement: Sequence[tuple[str, int]]) -> str:
@@ -429,8 +457,8 @@ class KubeCluster:
         )
         selectors = self._selectors_of(t, admitted)
         try:
-            if t.kind == "Job":
-                self._admit_job(t, admitted, selectors)
+            if t.kind in SUSPENDABLE:
+                self._admit_suspended(t, admitted, selectors)
             else:
                 self._ungate(t, admitted, selectors)
         except KubeError as exc:
@@ -451,46 +479,55 @@ class KubeCluster:
         )  # fmt: skip
         log.info("admitted %s (team %s, flavor %s)", workload.name, workload.team, flavors)
 
-    def _admit_job(self, t: Tracked, admitted: Admitted, selectors: list[dict[str, str]]) -> None:
-        job = t.objects[0]
-        old = injected_keys(job)
-        selector: dict[str, str | None] = dict.fromkeys(old)
-        merged: dict[str, str] = {}
-        for s in selectors:
-            merged.update(s)
-        selector.update(merged)
-        body = {
-            "metadata": {
-                "resourceVersion": job["metadata"]["resourceVersion"],
-                "annotations": {
-                    ADMISSION: admitted.to_json(),
-                    INJECTED: json.dumps(sorted(merged)),
-                    PENDING_REASON: None,
-                    AUTOSCALER_NOTE: None,
-                },
-            },
-            "spec": {"suspend": False, "template": {"spec": {"nodeSelector": selector}}},
-        }
-        name = str(job["metadata"]["name"])
-        self.store.put("Job", self._conditional(JOBS, name, t.namespace, job, body))
+    def _admit_suspended(
+        self, t: Tracked, admitted: Admitted, selectors: list[dict[str, str]]
+    ) -> None:
+        """Unsuspend with each pod set's node selector in its template (Kueue's way)."""
+        kind = SUSPENDABLE[t.kind]
+        by_podset = {ps.name: sel for ps, sel in zip(t.workload.podsets, selectors, strict=False)}
+        keys = sorted({k for sel in selectors for k in sel})
+        annotations: dict[str, str | None] = {
+            ADMISSION: admitted.to_json(), INJECTED: json.dumps(keys),
+            PENDING_REASON: None, AUTOSCALER_NOTE: None,
+        }  # fmt: skip
+
+        def patch(obj: dict[str, Any]) -> list[dict[str, Any]]:
+            return admission_ops(obj, kind, by_podset, injected_keys(obj), annotations)
+
+        obj = t.objects[0]
+        name = str(obj["metadata"]["name"])
+        self.store.put(kind.kind, self._conditional(kind.res, name, t.namespace, obj, patch))
 
     def _conditional(
-        self, res: Resource, name: str, namespace: str, seen: dict[str, Any], body: dict[str, Any]
+        self,
+        res: Resource,
+        name: str,
+        namespace: str,
+        seen: dict[str, Any],
+        body: dict[str, Any] | Callable[[dict[str, Any]], list[dict[str, Any]]],
     ) -> dict[str, Any]:
-        """Patch on condition that the object is as the decision saw it. A conflict caused by
-        a write that changed nothing the decision read (the job controller's or the
-        scheduler's status updates, which move the resourceVersion) is retried once on the
-        fresh object; any other change leaves the admission to the next reconcile."""
-        try:
+        """Patch on condition that the object is as the decision saw it: a merge patch
+        carrying its resourceVersion (409 when it moved), or a JSON patch made from the object
+        by ``body`` whose ``test`` of the resourceVersion fails (422). A conflict caused by a
+        write that changed nothing the decision read (a controller's or the scheduler's status
+        updates) is retried once on the fresh object; any other change leaves the admission
+        to the next reconcile."""
+
+        def send(obj: dict[str, Any]) -> dict[str, Any]:
+            if callable(body):
+                return self.kube.patch(res, name, body(obj), namespace, content_type=JSON_PATCH)
+            body["metadata"]["resourceVersion"] = obj["metadata"]["resourceVersion"]
             return self.kube.patch(res, name, body, namespace)
+
+        try:
+            return send(seen)
         except KubeError as exc:
-            if exc.status != 409:
+            if exc.status not in (409, 422):
                 raise
             fresh = self.kube.get(res, name, namespace)
             if not _same_decision_inputs(seen, fresh):
                 raise
-            body["metadata"]["resourceVersion"] = fresh["metadata"]["resourceVersion"]
-            return self.kube.patch(res, name, body, namespace)
+            return send(fresh)
 
     def _ungate(self, t: Tracked, admitted: Admitted, selectors: list[dict[str, str]]) -> None:
         for pod in t.objects:
@@ -524,15 +561,16 @@ class KubeCluster:
         text = message or reason
         record = json.dumps({"reason": reason, "by": by, "message": text, "at": now})
         try:
-            if t.kind == "Job":
+            kind = SUSPENDABLE.get(t.kind)
+            if kind is not None:
                 job = t.objects[0]
-                body = {
-                    "metadata": {"annotations": {ADMISSION: None, EVICTION: record}},
-                    "spec": {"suspend": True},
-                }
+                ops = [*annotation_ops(job, {ADMISSION: None, EVICTION: record}),
+                       *suspend_ops(job, kind, True)]  # fmt: skip
                 jname = str(job["metadata"]["name"])
-                self.store.put("Job", self.kube.patch(JOBS, jname, body, t.namespace))
-                self._job_condition(t, reason, text)
+                self.store.put(kind.kind, self.kube.patch(kind.res, jname, ops, t.namespace,
+                                                          content_type=JSON_PATCH))  # fmt: skip
+                if kind is JOB:
+                    self._job_condition(t, reason, text)
                 t.phase, t.admitted = "pending", None
                 self.pending[workload.name] = workload
                 self.blocked.add(workload.name)  # the job controller settles it first
@@ -553,8 +591,8 @@ class KubeCluster:
         except KubeError as exc:
             log.warning("eviction of %s failed: %s", workload.name, exc)
             self.retry_soon = True
-        kind = "Preempted" if reason not in (NODE_FAILURE,) else "Evicted"
-        self.events.post(t.objects[0], "Warning", kind, f"{reason}: {text} (by {by})")
+        event = "Preempted" if reason not in (NODE_FAILURE,) else "Evicted"
+        self.events.post(t.objects[0], "Warning", event, f"{reason}: {text} (by {by})")
         log.info("evicted %s: %s (%s, by %s)", workload.name, reason, text, by)
 
     def _job_condition(self, t: Tracked, reason: str, message: str) -> None:
@@ -587,12 +625,15 @@ class KubeCluster:
         except KubeError as exc:
             log.debug("pod condition not written: %s", exc)
 
-    def _suspend_new(self, job: dict[str, Any]) -> None:
-        """A governed Job created unsuspended (no webhook): suspend it until admitted."""
+    def _suspend_new(self, job: dict[str, Any], kind: Suspendable) -> None:
+        """A governed Job (or JobSet, ...) created unsuspended (no webhook): suspend it until
+        admitted."""
         try:
-            body = {"spec": {"suspend": True}}
+            ops = suspend_ops(job, kind, True)
             meta = job["metadata"]
-            self.store.put("Job", self.kube.patch(JOBS, meta["name"], body, meta["namespace"]))
+            out = self.kube.patch(kind.res, meta["name"], ops, meta["namespace"],
+                                  content_type=JSON_PATCH)  # fmt: skip
+            self.store.put(kind.kind, out)
             self.events.post(job, "Normal", "Suspended", "suspended until fleetshare admits it")
         except KubeError as exc:
             log.warning("could not suspend %s: %s", job["metadata"]["name"], exc)
@@ -651,12 +692,10 @@ class KubeCluster:
             if said == gist:
                 continue
             self._said[name] = gist
-            res = JOBS if t.kind == "Job" else PODS
             body = {"metadata": {"annotations": {PENDING_REASON: pending.reason[:1000]}}}
             try:
-                kind = "Job" if t.kind == "Job" else "Pod"
-                out = self.kube.patch(res, str(obj["metadata"]["name"]), body, t.namespace)
-                self.store.put(kind, out)
+                out = self.kube.patch(_res(t), str(obj["metadata"]["name"]), body, t.namespace)
+                self.store.put(t.kind, out)
             except KubeError as exc:
                 log.debug("pending reason not written for %s: %s", name, exc)
 
@@ -669,11 +708,10 @@ class KubeCluster:
         self._noted[workload] = _gist(note)
         note = _AT.sub(lambda m: f"at {_rfc3339(float(m.group(1)))}", note)  # Unix times here
         obj = t.objects[0]
-        res, kind = (JOBS, "Job") if t.kind == "Job" else (PODS, "Pod")
         body = {"metadata": {"annotations": {AUTOSCALER_NOTE: note[:1000]}}}
         try:
-            self.store.put(kind, self.kube.patch(res, str(obj["metadata"]["name"]), body,
-                                                 t.namespace))  # fmt: skip
+            self.store.put(t.kind, self.kube.patch(_res(t), str(obj["metadata"]["name"]), body,
+                                                   t.namespace))  # fmt: skip
         except KubeError as exc:
             log.debug("autoscaler note not written for %s: %s", workload, exc)
 
@@ -730,6 +768,11 @@ class KubeCluster:
 
     def log(self, now: float, event: str, **details: Any) -> None:
         log.debug("%s %s", event, details)
+
+
+def _res(t: Tracked) -> Resource:
+    kind = SUSPENDABLE.get(t.kind)
+    return kind.res if kind is not None else PODS
 
 
 def _same_decision_inputs(seen: Mapping[str, Any], fresh: Mapping[str, Any]) -> bool:

@@ -31,6 +31,7 @@ from fleetshare.model.catalog import Catalog, load_catalog
 from fleetshare.operator.cluster import KubeCluster
 from fleetshare.operator.crds import API_VERSION, DEFAULT_POLICY, crds, policy_from, pools_from
 from fleetshare.operator.events import Events
+from fleetshare.operator.kinds import OPTIONAL
 from fleetshare.operator.kube import CRDS, JOBS, NODES, PDBS, PODS, Kube, KubeError, Resource
 from fleetshare.operator.lease import LeaseElector
 from fleetshare.operator.metrics import OperatorMetrics, summary
@@ -145,7 +146,13 @@ class Operator:
                 Watcher(self.kube, NODE_POOLS, self._inbox, watch_stop),
                 Watcher(self.kube, NODE_CLAIMS, self._inbox, watch_stop),
             ]
-        for res in (PODS, JOBS, PDBS):
+        kinds = [PODS, JOBS, PDBS]
+        for kind in OPTIONAL:  # JobSets, PyTorchJobs, Ray: where their CRDs are installed
+            if self.kube.served(kind.res):
+                kinds.append(kind.res)
+            else:
+                log.info("%s not watched: its CRD is not installed", kind.kind)
+        for res in kinds:
             for ns in s.namespaces or (None,):
                 watchers.append(Watcher(self.kube, res, self._inbox, watch_stop, namespace=ns))
         expected = {(w.res.kind, w.namespace) for w in watchers}

@@ -207,6 +207,17 @@ class Kube:
         finally:
             response.release_conn()
 
+    def served(self, res: Resource) -> bool:
+        """Does the API server serve this kind (for a custom resource: is its CRD installed)?"""
+        base = "/api/v1" if res.group_version == "v1" else f"/apis/{res.group_version}"
+        try:
+            doc = self.request("GET", base)
+        except KubeError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return any(r.get("name") == res.plural for r in (doc or {}).get("resources") or ())
+
     def create(self, res: Resource, body: Mapping[str, Any], namespace: str | None = None) -> Any:
         return self.request("POST", res.path(namespace), body=dict(body))
 

@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from fleetshare.manifests import QUEUE_LABEL, TEAM_LABEL
+from fleetshare.operator.kinds import OPTIONAL, SUSPENDABLE, suspend_ops
 from fleetshare.operator.kube import Kube, KubeError, Resource
-from fleetshare.operator.objects import GATE, governed, owned_by_job
+from fleetshare.operator.objects import GATE, governed, owned
 
 log = logging.getLogger("fleetshare.operator")
 CONFIGS = Resource(
@@ -43,13 +44,13 @@ NAME = "fleetshare-operator"
 
 def mutation(obj: dict[str, Any]) -> list[dict[str, Any]]:
     """The JSON patch for a created object (empty: leave it alone)."""
-    if not governed(obj):
+    if not governed(obj) or owned(obj):
         return []
     spec = obj.get("spec") or {}
-    if obj.get("kind") == "Job":
-        return [] if spec.get("suspend") else [{"op": "add", "path": "/spec/suspend",
-                                                 "value": True}]  # fmt: skip
-    if obj.get("kind") != "Pod" or owned_by_job(obj):
+    kind = SUSPENDABLE.get(str(obj.get("kind")))
+    if kind is not None:
+        return [] if kind.suspended(obj) else suspend_ops(obj, kind, True)
+    if obj.get("kind") != "Pod":
         return []
     gates = spec.get("schedulingGates")
     if gates and any(g.get("name") == GATE for g in gates):
@@ -114,6 +115,10 @@ def webhooks(client_config: dict[str, Any], failure_policy: str) -> list[dict[st
         {"operations": ["CREATE"], "apiGroups": ["batch"], "apiVersions": ["v1"],
          "resources": ["jobs"]},
     ]  # fmt: skip
+    for kind in OPTIONAL:  # matching a kind whose CRD is not installed is harmless
+        group, version = kind.res.group_version.split("/")
+        rules.append({"operations": ["CREATE"], "apiGroups": [group], "apiVersions": [version],
+                      "resources": [kind.res.plural]})  # fmt: skip
     hooks = []
     for label, short in ((QUEUE_LABEL, "queue"), (TEAM_LABEL, "team")):
         hooks.append({
