@@ -205,3 +205,37 @@ def test_operator_metrics_on_a_hand_built_summary() -> None:
         "fleetshare_operator_leader 1.0",
         "fleetshare_operator_reconciles_total 7.0",
     } == lines
+
+
+class EvictionApi:
+    """The Eviction API of a cluster where a budget protects pod ``p1``."""
+
+    def __init__(self) -> None:
+        self.evicted: list[str] = []
+        self.deleted: list[str] = []
+
+    def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> None:
+        from fleetshare.operator.kube import KubeError
+
+        if name == "p1":
+            raise KubeError(429, "Too Many Requests", "would violate the disruption budget")
+        if not dry_run:
+            self.evicted.append(name)
+
+    def delete(self, res: Any, name: str, namespace: str | None = None, **query: Any) -> None:
+        self.deleted.append(name)
+
+
+def test_a_drain_asks_first_and_only_a_forced_one_deletes_protected_pods() -> None:
+    from fleetshare.operator.drain import evict_all, refusal
+
+    api = EvictionApi()
+    pods = [{"metadata": {"namespace": "ns", "name": n}} for n in ("p0", "p1")]
+    why = refusal(api, pods)  # type: ignore[arg-type]
+    assert why is not None and "ns/p1" in why and api.evicted == []  # a dry run moved nothing
+    assert evict_all(api, pods) == [  # type: ignore[arg-type]
+        "pod ns/p1: 429 Too Many Requests: would violate the disruption budget"
+    ]
+    assert api.evicted == ["p0"] and api.deleted == []
+    assert evict_all(api, pods, force=True) == []  # type: ignore[arg-type]
+    assert api.deleted == ["p1"]

@@ -103,6 +103,9 @@ log = logging.getLogger("fleetshare.operator")
 _NUMBERS = re.compile(r"\d+(?:\.\d+)?")
 _AT = re.compile(r"at t=([0-9.e+]+)")
 NODE_FAILURE = "node-failure"
+FORCED = frozenset({"spot-interruption", "repair"})
+"""Removal reasons a drain cannot refuse: the instance goes anyway (Karpenter's forceful
+disruption)."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -724,14 +727,17 @@ class KubeCluster:
     def remove_node(self, name: str, reason: Reason, now: float) -> bool:
         """Drain the node through the Eviction API (:mod:`.drain`): refused as a whole when a
         PodDisruptionBudget forbids one eviction; else its governed work is evicted and
-        requeued, its other pods evicted, and its Node and NodeClaim deleted."""
+        requeued, its other pods evicted, and its Node and NodeClaim deleted. A node that goes
+        whatever is decided (:data:`FORCED`: a spot interruption, a repair) is not refused:
+        pods a budget protects are deleted."""
         if not self.may_act():
             raise RemovalRefused("not the leader")
         pods = pods_on(self.store, name)
+        forced = reason.category in FORCED
         try:
             if pods:
                 cordon(self.kube, name)
-                blocked = refusal(self.kube, pods)
+                blocked = None if forced else refusal(self.kube, pods)
                 if blocked is not None:
                     cordon(self.kube, name, on=False)
                     node = self.store.of("Node").get(("", name)) or {"metadata": {"name": name}}
@@ -746,7 +752,7 @@ class KubeCluster:
             if any(n == name for ps in running.assignment.placement for n, _ in ps):
                 self.evict(running.workload, name, reason.category, message, now)
                 evicted = True
-        for problem in evict_all(self.kube, pods_on(self.store, name)):
+        for problem in evict_all(self.kube, pods_on(self.store, name), force=forced):
             self.warn(now, f"draining {name}: {problem}")
         if self.claims is not None:
             self.claims.delete(name, node_too=True)

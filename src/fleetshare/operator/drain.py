@@ -4,7 +4,8 @@ Consolidation removes a node the way ``kubectl drain`` does, with PodDisruptionB
 the API server enforces them: the node is cordoned (``spec.unschedulable``), then every pod
 on it is evicted in a dry run (``dryRun=All``) first, so a budget that forbids one eviction
 (the API answers 429) stops the whole drain before anything is disrupted: the node is
-uncordoned and stays. Only then are the pods evicted for real.
+uncordoned and stays. Only then are the pods evicted for real. A node that goes anyway (a
+spot interruption) is drained without the dry run, its protected pods deleted.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from fleetshare.operator.kube import NODES, Kube, KubeError
+from fleetshare.operator.kube import NODES, PODS, Kube, KubeError
 from fleetshare.operator.objects import pod_done
 from fleetshare.operator.watch import Store
 
@@ -54,14 +55,22 @@ def refusal(kube: Kube, pods: Iterable[dict[str, Any]]) -> str | None:
     return None
 
 
-def evict_all(kube: Kube, pods: Iterable[dict[str, Any]]) -> list[str]:
-    """Evict ``pods`` (gone ones are skipped); the messages of those refused."""
+def evict_all(kube: Kube, pods: Iterable[dict[str, Any]], *, force: bool = False) -> list[str]:
+    """Evict ``pods`` (gone ones are skipped); the messages of those refused. With ``force``
+    a pod whose eviction is refused is deleted (its node goes whatever the budget says)."""
     refused = []
     for pod in pods:
         meta = pod["metadata"]
         try:
             kube.evict(meta["namespace"], meta["name"])
         except KubeError as exc:
-            if exc.status not in (404, 409):
-                refused.append(f"pod {meta['namespace']}/{meta['name']}: {exc}")
+            if exc.status in (404, 409):
+                continue
+            if force and exc.status == 429:
+                try:
+                    kube.delete(PODS, meta["name"], meta["namespace"])
+                    continue
+                except KubeError as gone:
+                    exc = gone
+            refused.append(f"pod {meta['namespace']}/{meta['name']}: {exc}")
     return refused
