@@ -12,7 +12,8 @@ in the API server:
   is Ready it gets ``Initialized`` and joins the autoscaler's view (only then may it count as
   empty);
 - a claim whose node has not registered within ``registration_timeout`` is deleted and its
-  instance terminated (as Karpenter's liveness check does), and so is a claim a user deleted;
+  instance terminated (as Karpenter's liveness check does), and so is a claim a user deleted
+  or one whose Ready node's Node object was deleted;
 - claims the autoscaler does not know (after a restart, or written by a former leader) are
   adopted: their instances are looked up at the cloud by provider id; a claim whose instance
   is gone is deleted.
@@ -50,6 +51,7 @@ LAUNCHED_FOR = "operator.fleetshare.io/launched-for"
 """Annotation: the pending workloads the claim was launched for (at most 20 named)."""
 REGISTRATION_TIMEOUT = "registration-timeout"
 CLAIM_DELETED = "claim-deleted"
+NODE_DELETED = "node-deleted"
 INSTANCE_GONE = "instance-gone"
 
 
@@ -229,6 +231,11 @@ class NodeClaims:
             node = nodes.get(name)
             if node is not None and not _ours(node, managed):
                 node = None  # a Node of that name from another instance
+            if node is None and managed.joined:  # its Node was deleted: the instance goes
+                self._gone(loop, managed, now, NODE_DELETED, "its Node was deleted")
+                self.delete(name)
+                changed = True
+                continue
             if node is None and now - managed.instance.launched_at > self.registration_timeout:
                 why = f"its node did not register within {self.registration_timeout:g} s"
                 self._gone(loop, managed, now, REGISTRATION_TIMEOUT, why)
