@@ -10,8 +10,9 @@ operator sees what the last one left.
 
 Acting:
 
-- ``bind`` admits: a Job is unsuspended with the flavor's node selector injected into its pod
-  template (Kueue's way); pods lose the ``fleetshare.io/admission`` scheduling gate and gain
+- ``bind`` admits: a Job (JobSet, PyTorchJob, RayCluster, RayJob: :mod:`.kinds`) is
+  unsuspended with each pod set's flavor node selector injected into its template (Kueue's
+  way); pods lose the ``fleetshare.io/admission`` scheduling gate and gain
   the node selector, and kube-scheduler binds them. The admission is recorded on the object
   in the same write (annotation ``operator.fleetshare.io/admission``), made conditional on
   the resourceVersion the decision saw, so a stale view can never admit twice.
@@ -21,6 +22,9 @@ Acting:
   for pods, a status condition.
 - Workloads on a node that turned NotReady or went away are evicted (``node-failure``) and
   requeued before the cycle, as the simulator does when a node fails.
+- ``join_node`` writes the NodeClaim of a node the autoscaler launched (:mod:`.nodeclaims`);
+  ``remove_node`` drains a node through the Eviction API (:mod:`.drain`), refusing
+  (:class:`~fleetshare.control.cluster.RemovalRefused`) when a PodDisruptionBudget forbids it.
 """
 
 from __future__ import annotations
