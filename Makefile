@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint typecheck bench format clean kube-bins
+.PHONY: venv demo test lint typecheck bench format clean kube-bins helm-bin
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,14 @@ typecheck: $(STAMP)
 # built from the Go module proxy into ~/.cache/fleetshare/kube/<versions>/ (a no-op when there).
 kube-bins:
 	bash tools/kube/build.sh >/dev/null
+
+# helm, for tests/test_operator_chart.py to render the chart (skipped without it), built from
+# the Go module proxy into ~/.cache/fleetshare/helm/bin (a no-op when there).
+HELM_VERSION := v3.19.0
+helm-bin:
+	test -x $$HOME/.cache/fleetshare/helm/bin/helm || \
+		GOBIN=$$HOME/.cache/fleetshare/helm/bin CGO_ENABLED=0 GOTOOLCHAIN=local \
+		go install -ldflags "-s -w" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 # The operator's API tests need the binaries: when they cannot be built (no Go >= 1.25) the
 # tests are skipped with a warning; when they are there, missing them in a test is an error.

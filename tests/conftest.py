@@ -84,6 +84,22 @@ def kube() -> Any:
         yield harness
 
 
+@pytest.fixture
+def ns(kube: Any, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A namespace of the test's own; its nodes and the cluster-scoped policy go at the end."""
+    from fleetshare.operator.kube import JOBS
+    from tests.kube_harness import install_crds
+
+    install_crds(kube)
+    name = kube.new_namespace(request.node.name.removeprefix("test_").replace("_", "-")[:30])
+    yield name
+    kube.delete_nodes(name)
+    kube.delete_cluster_objects()
+    for job in kube.kube.list(JOBS, name)[0]:
+        kube.kube.delete(JOBS, job["metadata"]["name"], name, propagationPolicy="Background")
+    assert not kube.kubelet.errors, kube.kubelet.errors[-3:]
+
+
 # -- PostgreSQL (a real server, started once per session when installed) -----------------------
 
 _PG_SKIPPED: list[str] = []

@@ -1,14 +1,16 @@
 """A real Kubernetes control plane for the operator's tests: etcd, kube-apiserver,
-kube-scheduler and kube-controller-manager (only its Job controller), built from the Go module
-proxy by ``tools/kube/build.sh`` (``make kube-bins``), started once per test session on
-loopback with random ports and stopped by PID at the end.
+kube-scheduler and kube-controller-manager (its Job and disruption controllers), built from
+the Go module proxy by ``tools/kube/build.sh`` (``make kube-bins``), started once per test
+session on loopback with random ports and stopped by PID at the end.
 
 There is no kubelet: nodes are Node objects the tests create, and :class:`FakeKubelet` (a
 thread) plays the kubelets' part for pods: a pod bound to a node is marked Running, a pod told
 to finish is marked Succeeded, and a bound pod being deleted is removed at once (a kubelet
 confirms a graceful deletion; without one a pod would stay Terminating). A node the tests mark
 NotReady also gets the ``node.kubernetes.io/not-ready:NoSchedule`` taint, as the node-lifecycle
-controller (not run) would give it.
+controller (not run) would give it. The fake kubelet also registers a Ready Node for each
+launched NodeClaim, as the instance's kubelet would (the cloud is the simulated one). Of
+kube-controller-manager, the Job and disruption (PodDisruptionBudget status) controllers run.
 
 Binaries are looked up in ``$FLEETSHARE_KUBE_BIN`` or the cache directory ``build.sh`` prints.
 When they are missing the tests are skipped with the reason, unless
@@ -37,7 +39,10 @@ from typing import Any
 import pytest
 
 from fleetshare.operator.kube import JOBS, NODES, PODS, Kube, KubeError, Resource, load_client
+from fleetshare.operator.objects import ADMISSION
 
+G5 = {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "1"}
+OPERATOR_USER = "fleetshare-operator"
 NAMESPACES = Resource("Namespace", "v1", "namespaces", False)
 NOT_READY = "node.kubernetes.io/not-ready"
 
@@ -75,6 +80,8 @@ class ControlPlane:
         self.dir = workdir
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.token = uuid.uuid4().hex
+        self.operator_token = uuid.uuid4().hex
+        """A user with no rights but those a test binds to it (the chart's RBAC)."""
         self.kubeconfig = workdir / "kubeconfig"
         self.port = 0
 
@@ -112,7 +119,10 @@ class ControlPlane:
             check=True,
             capture_output=True,
         )
-        (d / "tokens.csv").write_text(f"{self.token},admin,admin,system:masters\n")
+        (d / "tokens.csv").write_text(
+            f"{self.token},admin,admin,system:masters\n"
+            f"{self.operator_token},{OPERATOR_USER},{OPERATOR_USER}\n"
+        )
         self.port = _free_port()
         self._spawn(
             "kube-apiserver",
@@ -145,7 +155,7 @@ class ControlPlane:
         self._spawn("kube-scheduler", common)
         self._spawn(
             "kube-controller-manager",
-            [*common, "--controllers=job", "--concurrent-job-syncs=5"],
+            [*common, "--controllers=job,disruption", "--concurrent-job-syncs=5"],
         )
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
@@ -210,8 +220,46 @@ class ControlPlane:
 
     # -- clients ------------------------------------------------------------------------------
 
-    def client(self) -> Kube:
-        return Kube(load_client(str(self.kubeconfig)))
+    def client(self, token: str | None = None) -> Kube:
+        """An admin client, or one authenticated by ``token``."""
+        if token is None:
+            return Kube(load_client(str(self.kubeconfig)))
+        cfg = json.loads(self.kubeconfig.read_text())
+        cfg["users"][0]["user"]["token"] = token
+        path = self.dir / f"kubeconfig-{token[:8]}"
+        path.write_text(json.dumps(cfg))
+        return Kube(load_client(str(path)))
+
+
+def mark_ready(
+    kube: Kube, name: str, ready: bool, allocatable: dict[str, str] | None = None
+) -> None:
+    """Set the node's Ready condition (and allocatable), with the not-ready taint the
+    node-lifecycle controller (not run here) gives and takes."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status: dict[str, Any] = {
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True" if ready else "False",
+                "reason": "KubeletReady" if ready else "KubeletNotReady",
+                "lastHeartbeatTime": now,
+                "lastTransitionTime": now,
+            }
+        ]
+    }
+    if allocatable is not None:
+        status["allocatable"] = {"pods": "110", **allocatable}
+        status["capacity"] = status["allocatable"]
+    kube.patch(NODES, name, {"status": status}, sub="status",
+                    content_type="application/strategic-merge-patch+json")  # fmt: skip
+    # what the node-lifecycle controller (not run here) does to a NotReady node
+    node = kube.get(NODES, name)
+    taints = [t for t in node["spec"].get("taints") or () if t["key"] != NOT_READY]
+    if not ready:
+        taints.append({"key": NOT_READY, "effect": "NoSchedule"})
+    if taints != (node["spec"].get("taints") or []):
+        kube.patch(NODES, name, {"spec": {"taints": taints}})
 
 
 class FakeKubelet:
@@ -225,6 +273,10 @@ class FakeKubelet:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="fake-kubelet", daemon=True)
         self.errors: list[str] = []
+        self.join_claims = True
+        """Register a Node for every launched NodeClaim, as the instance's kubelet would."""
+        self.never_join: set[str] = set()
+        """Pools whose instances never register (a node that fails to boot)."""
 
     def start(self) -> None:
         self._thread.start()
@@ -254,6 +306,8 @@ class FakeKubelet:
                 self.errors.append(repr(exc))
 
     def tick(self) -> None:
+        if self.join_claims:
+            self._join_claims()
         pods, _ = self.kube.list(PODS)
         for pod in pods:
             meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
@@ -273,6 +327,38 @@ class FakeKubelet:
                 if done:
                     with self._lock:
                         self._finish.discard(key)
+
+    def _join_claims(self) -> None:
+        """A launched NodeClaim's instance boots and its kubelet registers a Ready Node of
+        the claim's name, labels, taints and allocatable, with the claim's provider id."""
+        from fleetshare.operator.nodeclaims import NODE_CLAIMS, POOL
+
+        try:
+            claims, _ = self.kube.list(NODE_CLAIMS)
+        except KubeError:
+            return  # the CRD is not installed
+        for claim in claims:
+            status = claim.get("status") or {}
+            meta = claim["metadata"]
+            labels = meta.get("labels") or {}
+            if not status.get("providerID") or labels.get(POOL) in self.never_join:
+                continue
+            if meta.get("deletionTimestamp"):
+                continue
+            body = {
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": meta["name"],
+                             "labels": {**labels, "kubernetes.io/hostname": meta["name"]}},
+                "spec": {"providerID": status["providerID"],
+                         "taints": (claim.get("spec") or {}).get("taints") or []},
+            }  # fmt: skip
+            try:
+                self.kube.create(NODES, body)
+            except KubeError as exc:
+                if exc.status == 409:
+                    continue  # registered already
+                raise
+            mark_ready(self.kube, meta["name"], True, status.get("allocatable") or {})
 
     def _set_phase(self, pod: dict[str, Any], phase: str) -> None:
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -322,6 +408,33 @@ class Harness:
         self.ensure_namespace(name)
         return name
 
+    def operator_client(
+        self, cluster_rules: list[dict[str, Any]], lease_rules: list[dict[str, Any]], ns: str
+    ) -> Kube:
+        """A client of the user ``fleetshare-operator`` bound to ``cluster_rules`` (a
+        ClusterRole) and ``lease_rules`` (a Role in ``ns``), as the Helm chart binds them."""
+        rbac = "rbac.authorization.k8s.io/v1"
+        role = Resource("ClusterRole", rbac, "clusterroles", False)
+        binding = Resource("ClusterRoleBinding", rbac, "clusterrolebindings", False)
+        ns_role = Resource("Role", rbac, "roles", True)
+        ns_binding = Resource("RoleBinding", rbac, "rolebindings", True)
+        subject = [{"kind": "User", "name": OPERATOR_USER, "apiGroup": rbac.split("/")[0]}]
+        name = "fleetshare-test-operator"
+        for res, body in ((role, {"rules": cluster_rules}),
+                          (binding, {"roleRef": {"apiGroup": rbac.split("/")[0],
+                                                 "kind": "ClusterRole", "name": name},
+                                     "subjects": subject})):  # fmt: skip
+            with contextlib.suppress(KubeError):
+                self.kube.delete(res, name)
+            self.kube.create(res, {"metadata": {"name": name}, **body})
+        ref = {"apiGroup": rbac.split("/")[0], "kind": "Role", "name": name}
+        for res, body in ((ns_role, {"rules": lease_rules}),
+                          (ns_binding, {"roleRef": ref, "subjects": subject})):  # fmt: skip
+            with contextlib.suppress(KubeError):
+                self.kube.delete(res, name, ns)
+            self.kube.create(res, {"metadata": {"name": name}, **body}, ns)
+        return self.plane.client(self.plane.operator_token)
+
     def ensure_namespace(self, name: str) -> None:
         with contextlib.suppress(KubeError):
             self.kube.create(NAMESPACES, {"metadata": {"name": name}})
@@ -353,30 +466,7 @@ class Harness:
     def set_node_ready(
         self, name: str, ready: bool, allocatable: dict[str, str] | None = None
     ) -> None:
-        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        status: dict[str, Any] = {
-            "conditions": [
-                {
-                    "type": "Ready",
-                    "status": "True" if ready else "False",
-                    "reason": "KubeletReady" if ready else "KubeletNotReady",
-                    "lastHeartbeatTime": now,
-                    "lastTransitionTime": now,
-                }
-            ]
-        }
-        if allocatable is not None:
-            status["allocatable"] = {"pods": "110", **allocatable}
-            status["capacity"] = status["allocatable"]
-        self.kube.patch(NODES, name, {"status": status}, sub="status",
-                        content_type="application/strategic-merge-patch+json")  # fmt: skip
-        # what the node-lifecycle controller (not run here) does to a NotReady node
-        node = self.kube.get(NODES, name)
-        taints = [t for t in node["spec"].get("taints") or () if t["key"] != NOT_READY]
-        if not ready:
-            taints.append({"key": NOT_READY, "effect": "NoSchedule"})
-        if taints != (node["spec"].get("taints") or []):
-            self.kube.patch(NODES, name, {"spec": {"taints": taints}})
+        mark_ready(self.kube, name, ready, allocatable)
 
     def delete_nodes(self, owner: str) -> None:
         nodes, _ = self.kube.list(NODES, labelSelector=f"fleetshare-test={owner}")
@@ -385,10 +475,15 @@ class Harness:
                 self.kube.delete(NODES, node["metadata"]["name"])
 
     def delete_cluster_objects(self) -> None:
-        """Teams and cluster policies (cluster-scoped: one test's must not leak into the next)."""
+        """Teams, cluster policies, node pools, node claims and their nodes (cluster-scoped:
+        one test's must not leak into the next)."""
         from fleetshare.operator.controller import CLUSTER_POLICIES, TEAMS
+        from fleetshare.operator.nodeclaims import NODE_CLAIMS, NODE_POOLS, POOL
 
-        for res in (TEAMS, CLUSTER_POLICIES):
+        for node in self.kube.list(NODES, labelSelector=POOL)[0]:  # nodes the claims brought
+            with contextlib.suppress(KubeError):
+                self.kube.delete(NODES, node["metadata"]["name"])
+        for res in (TEAMS, CLUSTER_POLICIES, NODE_CLAIMS, NODE_POOLS):
             try:
                 items, _ = self.kube.list(res)
             except KubeError:
@@ -452,10 +547,12 @@ def control_plane() -> Iterator[Harness]:
 class OperatorThread:
     """The operator in a thread of the test process (stopped cleanly by :meth:`stop`)."""
 
-    def __init__(self, harness: Harness, namespaces: list[str], **settings: Any) -> None:
+    def __init__(
+        self, harness: Harness, namespaces: list[str], kube: Kube | None = None, **settings: Any
+    ) -> None:
         from fleetshare.operator.controller import Operator, Settings
 
-        self.kube = harness.plane.client()
+        self.kube = kube or harness.plane.client()
         settings.setdefault("leader_elect", False)
         settings.setdefault("resync_seconds", 2.0)
         self.operator = Operator(self.kube, Settings(namespaces=tuple(namespaces), **settings))
@@ -495,3 +592,46 @@ def install_crds(harness: Harness) -> None:
     from fleetshare.operator.controller import install_crds as install
 
     install(harness.kube)
+
+
+# -- manifests and checks the tests share -----------------------------------------------
+
+
+def gpu_job(
+    ns: str, name: str, team: str, pods: int, priority: str | None = None, gpus: int = 1
+) -> dict[str, Any]:
+    labels = {"fleetshare.io/team": team}
+    if priority:
+        labels["fleetshare.io/priority-class"] = priority
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {
+            "parallelism": pods,
+            "completions": pods,
+            "suspend": True,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{
+                        "name": "main", "image": "registry.example/train:1",
+                        "resources": {"requests": {"cpu": "4", "memory": "16Gi"},
+                                      "limits": {"nvidia.com/gpu": str(gpus)}},
+                    }],
+                }
+            },
+        },
+    }  # fmt: skip
+
+
+def admitted(kube: Harness, ns: str, name: str) -> bool:
+    job = kube.job(ns, name)
+    return not job["spec"].get("suspend") and ADMISSION in job["metadata"].get("annotations", {})
+
+
+def running_pods(kube: Harness, ns: str, job: str) -> list[dict[str, Any]]:
+    return [
+        p for p in kube.pods(ns, f"job-name={job}")
+        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    ]  # fmt: skip

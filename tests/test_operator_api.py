@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,65 +23,20 @@ from fleetshare.operator.kube import JOBS, NODES, PODS, Kube
 from fleetshare.operator.objects import ADMISSION, EVICTION, GATE, PENDING_REASON
 from fleetshare.operator.webhook import Webhook
 from fleetshare.policy.schema import load_policy
-from tests.kube_harness import Harness, OperatorThread, apply_policy, install_crds, wait_for
+from tests.kube_harness import (
+    G5,
+    Harness,
+    OperatorThread,
+    admitted,
+    apply_policy,
+    gpu_job,
+    running_pods,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 MANIFESTS = Path(__file__).parent / "fixtures" / "manifests"
-G5 = {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "1"}
-
-
-@pytest.fixture
-def ns(kube: Harness, request: pytest.FixtureRequest) -> Iterator[str]:
-    """A namespace of the test's own; its nodes and the cluster-scoped policy go at the end."""
-    install_crds(kube)
-    name = kube.new_namespace(request.node.name.removeprefix("test_").replace("_", "-")[:30])
-    yield name
-    kube.delete_nodes(name)
-    kube.delete_cluster_objects()
-    for job in kube.kube.list(JOBS, name)[0]:
-        kube.kube.delete(JOBS, job["metadata"]["name"], name, propagationPolicy="Background")
-    assert not kube.kubelet.errors, kube.kubelet.errors[-3:]
-
-
-def gpu_job(
-    ns: str, name: str, team: str, pods: int, priority: str | None = None, gpus: int = 1
-) -> dict[str, Any]:
-    labels = {"fleetshare.io/team": team}
-    if priority:
-        labels["fleetshare.io/priority-class"] = priority
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": ns, "labels": labels},
-        "spec": {
-            "parallelism": pods,
-            "completions": pods,
-            "suspend": True,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{
-                        "name": "main", "image": "registry.example/train:1",
-                        "resources": {"requests": {"cpu": "4", "memory": "16Gi"},
-                                      "limits": {"nvidia.com/gpu": str(gpus)}},
-                    }],
-                }
-            },
-        },
-    }  # fmt: skip
-
-
-def admitted(kube: Harness, ns: str, name: str) -> bool:
-    job = kube.job(ns, name)
-    return not job["spec"].get("suspend") and ADMISSION in job["metadata"].get("annotations", {})
-
-
-def running_pods(kube: Harness, ns: str, job: str) -> list[dict[str, Any]]:
-    return [
-        p for p in kube.pods(ns, f"job-name={job}")
-        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
-    ]  # fmt: skip
 
 
 def annotation(kube: Harness, ns: str, job: str, key: str) -> Any:

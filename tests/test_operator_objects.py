@@ -192,3 +192,57 @@ def test_crd_schemas_use_openapi_v3_exclusive_bounds() -> None:
         walk(crd)
     found = json.dumps(crds())
     assert '"exclusiveMinimum": true' in found  # the policy schema has gt=0 fields
+
+
+def _kind_objects() -> list[dict[str, Any]]:
+    pod = {"spec": {"containers": [{"name": "c", "image": "i",
+                                    "resources": {"requests": {"cpu": "1"}}}]}}  # fmt: skip
+    meta = {"name": "w", "namespace": "ns", "labels": {"fleetshare.io/team": "t"}}
+    ray = {"headGroupSpec": {"template": pod},
+           "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "template": pod}]}  # fmt: skip
+    return [
+        {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": meta,
+         "spec": {"replicatedJobs": [
+             {"name": "leader", "template": {"spec": {"template": pod}}},
+             {"name": "workers", "replicas": 2, "template": {"spec": {"template": pod}}}]}},
+        {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta,
+         "spec": {"pytorchReplicaSpecs": {"Master": {"template": pod},
+                                          "Worker": {"replicas": 3, "template": pod}}}},
+        {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta, "spec": ray},
+        {"apiVersion": "ray.io/v1", "kind": "RayJob", "metadata": meta,
+         "spec": {"entrypoint": "python x.py", "rayClusterSpec": ray}},
+    ]  # fmt: skip
+
+
+def test_each_kind_names_a_template_for_every_pod_set_the_parser_reads() -> None:
+    """The pod sets the manifest parser gives and the templates the operator injects node
+    selectors into are the same, by name, for every kind admitted by suspension."""
+    from fleetshare.operator.kinds import SUSPENDABLE, admission_ops
+
+    for obj in _kind_objects():
+        kind = SUSPENDABLE[obj["kind"]]
+        names = [ps.name for ps in parse_job(obj, kind).podsets]
+        assert sorted(kind.templates(obj)) == sorted(names), obj["kind"]
+        assert not kind.suspended(obj) and job_phase(obj, kind) == "pending"
+        selectors = {n: {"pool": n} for n in names}
+        ops = admission_ops(obj, kind, selectors, [], {ADMISSION: "{}"})
+        assert ops[0]["op"] == "test"
+        patched = {op["path"]: op["value"] for op in ops[1:]}
+        for name, path in kind.templates(obj).items():
+            where = "/" + "/".join(map(str, (*path, "nodeSelector")))
+            assert patched[where] == {"pool": name}
+
+
+def test_webhook_suspends_every_kind_and_leaves_owned_objects_alone() -> None:
+    for obj in _kind_objects():
+        patch = mutation(obj)
+        assert patch[-1]["value"] is True and patch[-1]["path"].endswith("/suspend")
+    pytorch = _kind_objects()[1]
+    assert [op["path"] for op in mutation(pytorch)] == [
+        "/spec/runPolicy",
+        "/spec/runPolicy/suspend",
+    ]
+    child = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+        "name": "w-leader-0", "labels": {"fleetshare.io/team": "t"},
+        "ownerReferences": [{"kind": "JobSet", "name": "w", "uid": "u"}]}, "spec": {}}  # fmt: skip
+    assert mutation(child) == []  # the JobSet is the workload

@@ -978,6 +978,28 @@ def operator_run(
             "register it (for an operator outside the cluster)"
         ),
     ] = None,
+    cloud: Annotated[
+        str,
+        typer.Option(
+            help="where NodePools launch nodes: 'none' (no autoscaling) or 'simulated' (the "
+            "simulated cloud: NodeClaims are written, nodes must be registered by someone else)"
+        ),
+    ] = "none",
+    registration_timeout: Annotated[
+        float,
+        typer.Option(help="seconds a launched node has to register before its claim goes"),
+    ] = 900.0,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="serve Prometheus metrics on this port (all addresses)")
+    ] = None,
+    webhook_cert_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="in a cluster: serve the webhook on all addresses with tls.crt and tls.key "
+            "from this directory (a mounted Secret) and leave its configuration to the Helm "
+            "chart; --webhook-port gives the port"
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run the operator until interrupted (SIGTERM or Ctrl-C)."""
@@ -996,12 +1018,23 @@ def operator_run(
     )
     for noisy in ("urllib3", "kubernetes"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    if cloud not in ("none", "simulated"):
+        raise typer.BadParameter(f"{cloud!r}: give 'none' or 'simulated'", param_hint="--cloud")
+    if not registration_timeout > 0:
+        raise typer.BadParameter("must be positive", param_hint="--registration-timeout")
+    provider = None
+    if cloud == "simulated":
+        from fleetshare.autoscaling.simulated_cloud import SimulatedCloud
+
+        provider = SimulatedCloud()
     kube = Kube(load_client(kubeconfig))
     settings = Settings(
         namespaces=tuple(namespace or ()),
         install_crds=install_crds,
         leader_elect=leader_elect,
         lease_namespace=lease_namespace,
+        cloud=provider,
+        registration_timeout_seconds=registration_timeout,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -1009,16 +1042,26 @@ def operator_run(
     if webhook_port is not None:
         from fleetshare.operator.webhook import Webhook
 
-        webhook = Webhook(kube, port=webhook_port)
-        webhook.start()
-        webhook.register()
+        if webhook_cert_dir is not None:
+            webhook = Webhook(kube, host="0.0.0.0", port=webhook_port,
+                              cert_dir=webhook_cert_dir)  # fmt: skip
+            webhook.start()
+        else:
+            webhook = Webhook(kube, port=webhook_port)
+            webhook.start()
+            webhook.register()
+    operator = Operator(kube, settings)
+    if metrics_port is not None:
+        from prometheus_client import start_http_server
+
+        start_http_server(metrics_port, registry=operator.metrics.registry)
     try:
-        Operator(kube, settings).run(stop)
+        operator.run(stop)
     except KeyboardInterrupt:
         pass
     finally:
         if webhook is not None:
-            webhook.stop()
+            webhook.stop(unregister=webhook_cert_dir is None)
 
 
 @operator_app.command("crds")

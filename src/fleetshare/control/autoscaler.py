@@ -350,6 +350,36 @@ class Autoscaler:
             self._retry_stuck = True
             self._seen -= set(self.unplaceable)  # fresh again: a plan is made for them
 
+    def set_pools(self, pools: Sequence[NodePool]) -> None:
+        """The pools changed (the operator's NodePool objects): decide with these from now
+        on. A pool that is gone but still has nodes is kept with a limit of zero nodes (it
+        launches nothing) until emptiness or consolidation has removed them."""
+        new = {p.name: p for p in pools}
+        for name in dict.fromkeys(m.pool for m in self.live()):
+            old = self.pools.get(name)
+            if name not in new and old is not None:
+                new[name] = old.model_copy(update={"limits": {**old.limits, NODES: "0"}})
+        self.pools = new
+        self._launchable = [i.name for i in self.catalog if any(p.allows(i) for p in pools)]
+        self._last_signature = None
+        self._seen.clear()  # pending work is planned again under the new pools
+
+    def adopt(self, name: str, instance: Instance, reason: str, *, joined: bool) -> bool:
+        """Take over a node launched before a restart (the operator's NodeClaims remember
+        it); False when its pool is unknown (the caller removes it)."""
+        pool = self.pools.get(instance.pool)
+        if pool is None or name in self.nodes:
+            return False
+        managed = self._managed(instance, pool, reason, (), name)
+        managed.joined = joined
+        return True
+
+    def kept(self, name: str, reason: Reason) -> None:
+        """The backend could not remove ``name`` (its drain was refused): it stays, and the
+        next disruption pass looks at it again."""
+        self.blocked[name] = reason
+        self._last_signature = None
+
     def retry_due(self) -> bool:
         """Work no node could be bought for waits, and a node went away since: planning it
         again now may succeed (room under a pool or account limit)."""
@@ -821,11 +851,20 @@ class Autoscaler:
         return failed
 
     def _managed(
-        self, instance: Instance, pool: NodePool, reason: str, workloads: tuple[str, ...]
+        self,
+        instance: Instance,
+        pool: NodePool,
+        reason: str,
+        workloads: tuple[str, ...],
+        name: str | None = None,
     ) -> ManagedNode:
-        self._seq += 1
         inst = self.catalog.get(instance.instance_type)
-        name = f"{pool.name}-{inst.name}-{self._seq}"
+        if name is None:
+            self._seq += 1
+            name = f"{pool.name}-{inst.name}-{self._seq}"
+            while name in self.nodes:  # taken by a node adopted after a restart
+                self._seq += 1
+                name = f"{pool.name}-{inst.name}-{self._seq}"
         node = Node(
             name=name,
             allocatable=dict(inst.allocatable),

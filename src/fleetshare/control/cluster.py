@@ -18,6 +18,12 @@ from fleetshare.model.reason import Reason
 from fleetshare.model.workload import Workload
 
 
+class RemovalRefused(Exception):
+    """Raised by :meth:`Cluster.remove_node` when the node cannot go now (the API server
+    refuses to evict a pod: a PodDisruptionBudget). The node stays, with its work; the
+    autoscaler looks at it again later."""
+
+
 class Cluster(Protocol):
     """What the control loop needs from a backend."""
 
@@ -71,7 +77,7 @@ class Cluster(Protocol):
     def remove_node(self, name: str, reason: Reason, now: float) -> bool:
         """The node leaves the cluster; its workloads are evicted for ``reason`` (its category
         is the eviction's reason, its message the details). True when some workload was
-        evicted."""
+        evicted. May raise :class:`RemovalRefused` (nothing was evicted then)."""
         ...
 
     def wake(self, at: float, now: float, *, unless_sooner: bool = False) -> None:

@@ -11,7 +11,7 @@ later, the service and the Kubernetes operator (wall clock).
 from __future__ import annotations
 
 from fleetshare.control.autoscaler import Autoscaler, Step
-from fleetshare.control.cluster import Cluster
+from fleetshare.control.cluster import Cluster, RemovalRefused
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.fair_admission import UsageLedger, queue_weights
 from fleetshare.governance.snapshot import CycleResult, Snapshot
@@ -164,7 +164,12 @@ class ControlLoop:
             if not autoscaler.manages(name) and name not in {n.name for n in cluster.node_list()}:
                 continue
             cluster.log(now, "node", action="terminate", node=name, reason=reason.message)
-            evicted = cluster.remove_node(name, reason, now) or evicted
+            try:
+                evicted = cluster.remove_node(name, reason, now) or evicted
+            except RemovalRefused as exc:
+                cluster.log(now, "node", action="kept", node=name, reason=str(exc))
+                autoscaler.kept(name, Reason("drain-refused", str(exc)))
+                continue
             autoscaler.terminated(name, now, reason)
             removed = True
         if removed:

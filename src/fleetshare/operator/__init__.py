@@ -6,5 +6,8 @@ over the official ``kubernetes`` client), ``watch.py`` (list and watch into a st
 ``Cluster`` backend: admission by scheduling gates and Job suspension, preemption by the
 Eviction API), ``crds.py`` (Team and ClusterPolicy CRDs and the policy they hold),
 ``status.py`` (Team status), ``events.py``, ``lease.py`` (leader election), ``webhook.py``
-(the mutating admission webhook that gates governed pods) and ``controller.py`` (the loop).
+(the mutating admission webhook that gates governed pods), ``kinds.py`` (Jobs, JobSets,
+PyTorchJobs and Ray kinds admitted by suspension; pure), ``nodeclaims.py`` (the autoscaler's
+launches as NodeClaims), ``drain.py`` (drains through the Eviction API), ``metrics.py`` and
+``controller.py`` (the loop).
 """

@@ -10,8 +10,9 @@ operator sees what the last one left.
 
 Acting:
 
-- ``bind`` admits: a Job is unsuspended with the flavor's node selector injected into its pod
-  template (Kueue's way); pods lose the ``fleetshare.io/admission`` scheduling gate and gain
+- ``bind`` admits: a Job (JobSet, PyTorchJob, RayCluster, RayJob: :mod:`.kinds`) is
+  unsuspended with each pod set's flavor node selector injected into its template (Kueue's
+  way); pods lose the ``fleetshare.io/admission`` scheduling gate and gain
   the node selector, and kube-scheduler binds them. The admission is recorded on the object
   in the same write (annotation ``operator.fleetshare.io/admission``), made conditional on
   the resourceVersion the decision saw, so a stale view can never admit twice.
@@ -21,10 +22,14 @@ Acting:
   for pods, a status condition.
 - Workloads on a node that turned NotReady or went away are evicted (``node-failure``) and
   requeued before the cycle, as the simulator does when a node fails.
+- ``join_node`` writes the NodeClaim of a node the autoscaler launched (:mod:`.nodeclaims`);
+  ``remove_node`` drains a node through the Eviction API (:mod:`.drain`), refusing
+  (:class:`~fleetshare.control.cluster.RemovalRefused`) when a PodDisruptionBudget forbids it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -32,8 +37,10 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from fleetshare.autoscaling.settings import PdbSpec
+from fleetshare.control.cluster import RemovalRefused
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Running
 from fleetshare.manifests import ManifestError
@@ -42,10 +49,29 @@ from fleetshare.manifests.values import Fields
 from fleetshare.model.node import INSTANCE_TYPE_LABEL, Node
 from fleetshare.model.reason import Reason
 from fleetshare.model.workload import Workload
-from fleetshare.operator.events import Events
-from fleetshare.operator.kube import EVENTS, JOBS, PODS, Kube, KubeError, Resource
+from fleetshare.operator.drain import cordon, evict_all, pods_on, refusal
+from fleetshare.operator.events import Events, camel
+from fleetshare.operator.kinds import (
+    JOB,
+    SUSPENDABLE,
+    Suspendable,
+    admission_ops,
+    annotation_ops,
+    suspend_ops,
+)
+from fleetshare.operator.kube import (
+    EVENTS,
+    JOBS,
+    JSON_PATCH,
+    NODES,
+    PODS,
+    Kube,
+    KubeError,
+    Resource,
+)
 from fleetshare.operator.objects import (
     ADMISSION,
+    AUTOSCALER_NOTE,
     EVICTION,
     GATE,
     INJECTED,
@@ -61,9 +87,10 @@ from fleetshare.operator.objects import (
     job_phase,
     job_started,
     node_from_object,
-    owned_by_job,
+    owned,
     parse_job,
     parse_pods,
+    pdb_spec,
     pod_done,
     pod_gated,
     pod_group,
@@ -71,11 +98,18 @@ from fleetshare.operator.objects import (
     timestamp,
 )
 from fleetshare.operator.watch import Store
+
+if TYPE_CHECKING:
+    from fleetshare.operator.nodeclaims import NodeClaims
 from fleetshare.policy.schema import DEFAULT_FLAVOR, Policy
 
 log = logging.getLogger("fleetshare.operator")
 _NUMBERS = re.compile(r"\d+(?:\.\d+)?")
+_AT = re.compile(r"at t=([0-9.e+]+)")
 NODE_FAILURE = "node-failure"
+FORCED = frozenset({"spot-interruption", "repair"})
+"""Removal reasons a drain cannot refuse: the instance goes anyway (Karpenter's forceful
+disruption)."""
 
 
 @functools.lru_cache(maxsize=4096)
@@ -88,7 +122,7 @@ class Tracked:
     """A governed workload and the objects it is made of."""
 
     name: str
-    kind: str  # "Job" or "Pod"
+    kind: str  # "Pod", or a kind admitted by suspension ("Job", "JobSet", ...)
     namespace: str
     objects: list[dict[str, Any]]
     workload: Workload
@@ -129,6 +163,12 @@ class KubeCluster:
         self._said: dict[str, str] = {}
         """Per workload, the gist of the pending reason last written."""
         self._problems: dict[str, str] = {}
+        self._noted: dict[str, str] = {}
+        """Per workload, the gist of the autoscaler's note last written."""
+        self.claims: NodeClaims | None = None
+        """The NodeClaims of the autoscaler's nodes (None without an autoscaler)."""
+        self.pdbs: list[PdbSpec] = []
+        """The cluster's PodDisruptionBudgets over governed work, for disruption decisions."""
         self.changed = False
         """Set by :meth:`refresh` when the world moved (submission, finish, node change)."""
         self._signature: tuple[Any, ...] = ()
@@ -145,13 +185,15 @@ class KubeCluster:
                    key=lambda n: n.name)
         )  # fmt: skip
         tracked: dict[str, Tracked] = {}
-        for job in self._sorted(self.store.of("Job").values()):
-            t = self._job(job, now)
+        objects = [(o, kind) for kind in SUSPENDABLE.values()
+                   for o in self.store.of(kind.kind).values()]  # fmt: skip
+        for obj, kind in sorted(objects, key=lambda pair: creation_key(pair[0])):
+            t = self._suspendable(obj, kind, now)
             if t is not None:
                 tracked[t.name] = t
         groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for pod in self._sorted(self.store.of("Pod").values()):
-            if not governed(pod) or owned_by_job(pod):
+            if not governed(pod) or owned(pod):
                 continue
             ns = str(pod["metadata"].get("namespace", ""))
             group = pod_group(pod)
@@ -168,6 +210,7 @@ class KubeCluster:
             if t.phase in ("admitted", "outside"):
                 self.running[name] = self._running(t)
         self._requeue_lost(now)
+        self.pdbs = self._pdbs()
         signature = (
             tuple((n.name, n.schedulable) for n in self.nodes),
             tuple(sorted(self.pending)),
@@ -175,6 +218,17 @@ class KubeCluster:
         )
         self.changed = signature != self._signature
         self._signature = signature
+
+    def _pdbs(self) -> list[PdbSpec]:
+        budgets = self.store.of("PodDisruptionBudget")
+        if not budgets:
+            return []
+        pods = {
+            name: t.objects if t.kind == "Pod" else self._job_pods(t)
+            for name, t in self.tracked.items()
+        }
+        specs = (pdb_spec(b, pods) for b in budgets.values())
+        return [spec for spec in specs if spec is not None]
 
     @staticmethod
     def _sorted(objects: Any) -> list[dict[str, Any]]:
@@ -214,28 +268,28 @@ class KubeCluster:
                 self._parsed[key] = exc
         return self._parsed[key]
 
-    def _job(self, job: dict[str, Any], now: float) -> Tracked | None:
-        if not governed(job):
+    def _suspendable(self, job: dict[str, Any], kind: Suspendable, now: float) -> Tracked | None:
+        """A Job (or JobSet, PyTorchJob, RayCluster, RayJob) admitted by suspension."""
+        if not governed(job) or owned(job):
             return None
         meta = job["metadata"]
         ns, jname = str(meta.get("namespace", "")), str(meta["name"])
-        name = f"{ns}/{jname}"
-        key = ("Job", meta.get("uid"), meta.get("generation"), (meta.get("annotations") or {})
-               .get(INJECTED))  # fmt: skip
-        parsed = self._parse(key, lambda: parse_job(job))
+        name = f"{ns}/{jname}" if kind is JOB else f"{ns}/{kind.kind}/{jname}"
+        key = (kind.kind, meta.get("uid"), meta.get("generation"),
+               (meta.get("annotations") or {}).get(INJECTED))  # fmt: skip
+        parsed = self._parse(key, lambda: parse_job(job, kind))
         if isinstance(parsed, ManifestError):
             self._problem(name, job, str(parsed))
             return None
         resolved = self._resolve(name, job, parsed)
         if resolved is None:
             return None
-        phase = job_phase(job)
+        phase = job_phase(job, kind)
         if phase == "finished":
             return None
-        spec = job.get("spec") or {}
-        if phase == "pending" and not spec.get("suspend") and self.may_act():
-            self._suspend_new(job)  # created unsuspended: hold it until admitted
-        if phase == "pending" and job_started(job):
+        if phase == "pending" and not kind.suspended(job) and self.may_act():
+            self._suspend_new(job, kind)  # created unsuspended: hold it until admitted
+        if phase == "pending" and kind is JOB and job_started(job):
             self.retry_soon = True  # the job controller has not settled the suspension yet
             return None
         team, priority = resolved
@@ -245,7 +299,7 @@ class KubeCluster:
             priority_class=parsed.priority_class, labels=dict(parsed.labels),
             created=self._created(name),
         )  # fmt: skip
-        return Tracked(name, "Job", ns, [job], workload, phase, admission_of(job))
+        return Tracked(name, kind.kind, ns, [job], workload, phase, admission_of(job))
 
     def _pods(self, ns: str, ident: str, pods: list[dict[str, Any]], now: float) -> Tracked | None:
         kind, _, base = ident.partition(":")
@@ -320,11 +374,20 @@ class KubeCluster:
         return Running(t.workload, Assignment(flavors, placement), at)
 
     def _job_pods(self, t: Tracked) -> list[dict[str, Any]]:
-        uid = t.objects[0]["metadata"].get("uid")
+        """The pods of a workload admitted by suspension: owned by it, or by an object it
+        owns (a JobSet's Jobs, a RayJob's RayCluster)."""
+        owners = {t.objects[0]["metadata"].get("uid")}
+        for kind in SUSPENDABLE.values():
+            for obj in self.store.of(kind.kind).values():
+                meta = obj["metadata"]
+                if meta.get("namespace") == t.namespace and any(
+                    o.get("uid") in owners for o in meta.get("ownerReferences") or ()
+                ):
+                    owners.add(meta.get("uid"))
         return [
             p for p in self.store.of("Pod").values()
             if p["metadata"].get("namespace") == t.namespace
-            and any(o.get("uid") == uid for o in p["metadata"].get("ownerReferences") or ())
+            and any(o.get("uid") in owners for o in p["metadata"].get("ownerReferences") or ())
         ]  # fmt: skip
 
     def _flavor_of_nodes(self, placement: Sequence[tuple[str, int]]) -> str:
@@ -401,8 +464,8 @@ class KubeCluster:
         )
         selectors = self._selectors_of(t, admitted)
         try:
-            if t.kind == "Job":
-                self._admit_job(t, admitted, selectors)
+            if t.kind in SUSPENDABLE:
+                self._admit_suspended(t, admitted, selectors)
             else:
                 self._ungate(t, admitted, selectors)
         except KubeError as exc:
@@ -423,45 +486,55 @@ class KubeCluster:
         )  # fmt: skip
         log.info("admitted %s (team %s, flavor %s)", workload.name, workload.team, flavors)
 
-    def _admit_job(self, t: Tracked, admitted: Admitted, selectors: list[dict[str, str]]) -> None:
-        job = t.objects[0]
-        old = injected_keys(job)
-        selector: dict[str, str | None] = dict.fromkeys(old)
-        merged: dict[str, str] = {}
-        for s in selectors:
-            merged.update(s)
-        selector.update(merged)
-        body = {
-            "metadata": {
-                "resourceVersion": job["metadata"]["resourceVersion"],
-                "annotations": {
-                    ADMISSION: admitted.to_json(),
-                    INJECTED: json.dumps(sorted(merged)),
-                    PENDING_REASON: None,
-                },
-            },
-            "spec": {"suspend": False, "template": {"spec": {"nodeSelector": selector}}},
-        }
-        name = str(job["metadata"]["name"])
-        self.store.put("Job", self._conditional(JOBS, name, t.namespace, job, body))
+    def _admit_suspended(
+        self, t: Tracked, admitted: Admitted, selectors: list[dict[str, str]]
+    ) -> None:
+        """Unsuspend with each pod set's node selector in its template (Kueue's way)."""
+        kind = SUSPENDABLE[t.kind]
+        by_podset = {ps.name: sel for ps, sel in zip(t.workload.podsets, selectors, strict=False)}
+        keys = sorted({k for sel in selectors for k in sel})
+        annotations: dict[str, str | None] = {
+            ADMISSION: admitted.to_json(), INJECTED: json.dumps(keys),
+            PENDING_REASON: None, AUTOSCALER_NOTE: None,
+        }  # fmt: skip
+
+        def patch(obj: dict[str, Any]) -> list[dict[str, Any]]:
+            return admission_ops(obj, kind, by_podset, injected_keys(obj), annotations)
+
+        obj = t.objects[0]
+        name = str(obj["metadata"]["name"])
+        self.store.put(kind.kind, self._conditional(kind.res, name, t.namespace, obj, patch))
 
     def _conditional(
-        self, res: Resource, name: str, namespace: str, seen: dict[str, Any], body: dict[str, Any]
+        self,
+        res: Resource,
+        name: str,
+        namespace: str,
+        seen: dict[str, Any],
+        body: dict[str, Any] | Callable[[dict[str, Any]], list[dict[str, Any]]],
     ) -> dict[str, Any]:
-        """Patch on condition that the object is as the decision saw it. A conflict caused by
-        a write that changed nothing the decision read (the job controller's or the
-        scheduler's status updates, which move the resourceVersion) is retried once on the
-        fresh object; any other change leaves the admission to the next reconcile."""
-        try:
+        """Patch on condition that the object is as the decision saw it: a merge patch
+        carrying its resourceVersion (409 when it moved), or a JSON patch made from the object
+        by ``body`` whose ``test`` of the resourceVersion fails (422). A conflict caused by a
+        write that changed nothing the decision read (a controller's or the scheduler's status
+        updates) is retried once on the fresh object; any other change leaves the admission
+        to the next reconcile."""
+
+        def send(obj: dict[str, Any]) -> dict[str, Any]:
+            if callable(body):
+                return self.kube.patch(res, name, body(obj), namespace, content_type=JSON_PATCH)
+            body["metadata"]["resourceVersion"] = obj["metadata"]["resourceVersion"]
             return self.kube.patch(res, name, body, namespace)
+
+        try:
+            return send(seen)
         except KubeError as exc:
-            if exc.status != 409:
+            if exc.status not in (409, 422):
                 raise
             fresh = self.kube.get(res, name, namespace)
             if not _same_decision_inputs(seen, fresh):
                 raise
-            body["metadata"]["resourceVersion"] = fresh["metadata"]["resourceVersion"]
-            return self.kube.patch(res, name, body, namespace)
+            return send(fresh)
 
     def _ungate(self, t: Tracked, admitted: Admitted, selectors: list[dict[str, str]]) -> None:
         for pod in t.objects:
@@ -474,7 +547,11 @@ class KubeCluster:
             body: dict[str, Any] = {
                 "metadata": {
                     "resourceVersion": pod["metadata"]["resourceVersion"],
-                    "annotations": {ADMISSION: admitted.to_json(), PENDING_REASON: None},
+                    "annotations": {
+                        ADMISSION: admitted.to_json(),
+                        PENDING_REASON: None,
+                        AUTOSCALER_NOTE: None,
+                    },
                 },
                 "spec": {"schedulingGates": gates or None},
             }
@@ -491,15 +568,16 @@ class KubeCluster:
         text = message or reason
         record = json.dumps({"reason": reason, "by": by, "message": text, "at": now})
         try:
-            if t.kind == "Job":
+            kind = SUSPENDABLE.get(t.kind)
+            if kind is not None:
                 job = t.objects[0]
-                body = {
-                    "metadata": {"annotations": {ADMISSION: None, EVICTION: record}},
-                    "spec": {"suspend": True},
-                }
+                ops = [*annotation_ops(job, {ADMISSION: None, EVICTION: record}),
+                       *suspend_ops(job, kind, True)]  # fmt: skip
                 jname = str(job["metadata"]["name"])
-                self.store.put("Job", self.kube.patch(JOBS, jname, body, t.namespace))
-                self._job_condition(t, reason, text)
+                self.store.put(kind.kind, self.kube.patch(kind.res, jname, ops, t.namespace,
+                                                          content_type=JSON_PATCH))  # fmt: skip
+                if kind is JOB:
+                    self._job_condition(t, reason, text)
                 t.phase, t.admitted = "pending", None
                 self.pending[workload.name] = workload
                 self.blocked.add(workload.name)  # the job controller settles it first
@@ -520,13 +598,13 @@ class KubeCluster:
         except KubeError as exc:
             log.warning("eviction of %s failed: %s", workload.name, exc)
             self.retry_soon = True
-        kind = "Preempted" if reason not in (NODE_FAILURE,) else "Evicted"
-        self.events.post(t.objects[0], "Warning", kind, f"{reason}: {text} (by {by})")
+        event = "Preempted" if reason not in (NODE_FAILURE,) else "Evicted"
+        self.events.post(t.objects[0], "Warning", event, f"{reason}: {text} (by {by})")
         log.info("evicted %s: %s (%s, by %s)", workload.name, reason, text, by)
 
     def _job_condition(self, t: Tracked, reason: str, message: str) -> None:
         condition = {
-            "type": "Evicted", "status": "True", "reason": _camel(reason),
+            "type": "Evicted", "status": "True", "reason": camel(reason),
             "message": message[:1000], "lastTransitionTime": _now_rfc3339(),
             "lastProbeTime": _now_rfc3339(),
         }  # fmt: skip
@@ -543,7 +621,7 @@ class KubeCluster:
 
     def _pod_condition(self, pod: dict[str, Any], reason: str, message: str) -> None:
         body = {"status": {"conditions": [{
-            "type": "fleetshare.io/Preempted", "status": "True", "reason": _camel(reason),
+            "type": "fleetshare.io/Preempted", "status": "True", "reason": camel(reason),
             "message": message[:1000], "lastTransitionTime": _now_rfc3339(),
         }]}}  # fmt: skip
         try:
@@ -554,12 +632,15 @@ class KubeCluster:
         except KubeError as exc:
             log.debug("pod condition not written: %s", exc)
 
-    def _suspend_new(self, job: dict[str, Any]) -> None:
-        """A governed Job created unsuspended (no webhook): suspend it until admitted."""
+    def _suspend_new(self, job: dict[str, Any], kind: Suspendable) -> None:
+        """A governed Job (or JobSet, ...) created unsuspended (no webhook): suspend it until
+        admitted."""
         try:
-            body = {"spec": {"suspend": True}}
+            ops = suspend_ops(job, kind, True)
             meta = job["metadata"]
-            self.store.put("Job", self.kube.patch(JOBS, meta["name"], body, meta["namespace"]))
+            out = self.kube.patch(kind.res, meta["name"], ops, meta["namespace"],
+                                  content_type=JSON_PATCH)  # fmt: skip
+            self.store.put(kind.kind, out)
             self.events.post(job, "Normal", "Suspended", "suspended until fleetshare admits it")
         except KubeError as exc:
             log.warning("could not suspend %s: %s", job["metadata"]["name"], exc)
@@ -618,24 +699,72 @@ class KubeCluster:
             if said == gist:
                 continue
             self._said[name] = gist
-            res = JOBS if t.kind == "Job" else PODS
             body = {"metadata": {"annotations": {PENDING_REASON: pending.reason[:1000]}}}
             try:
-                kind = "Job" if t.kind == "Job" else "Pod"
-                out = self.kube.patch(res, str(obj["metadata"]["name"]), body, t.namespace)
-                self.store.put(kind, out)
+                out = self.kube.patch(_res(t), str(obj["metadata"]["name"]), body, t.namespace)
+                self.store.put(t.kind, out)
             except KubeError as exc:
                 log.debug("pending reason not written for %s: %s", name, exc)
 
     def note_pending(self, workload: str, note: str) -> None:
-        """No autoscaler in this slice of the operator."""
+        """What the autoscaler does for a pending workload: the annotation
+        ``operator.fleetshare.io/autoscaler`` (written when its gist changes)."""
+        t = self.tracked.get(workload)
+        if t is None or not self.may_act() or self._noted.get(workload) == _gist(note):
+            return
+        self._noted[workload] = _gist(note)
+        note = _AT.sub(lambda m: f"at {_rfc3339(float(m.group(1)))}", note)  # Unix times here
+        obj = t.objects[0]
+        body = {"metadata": {"annotations": {AUTOSCALER_NOTE: note[:1000]}}}
+        try:
+            self.store.put(t.kind, self.kube.patch(_res(t), str(obj["metadata"]["name"]), body,
+                                                   t.namespace))  # fmt: skip
+        except KubeError as exc:
+            log.debug("autoscaler note not written for %s: %s", workload, exc)
 
     def join_node(self, node: Node, at: float) -> None:
-        """Nodes join by registering with the API server (no provisioning in this slice)."""
+        """The autoscaler launched ``node``: its NodeClaim records it; the node joins when
+        its kubelet registers it (:meth:`NodeClaims.sync`)."""
+        if self.claims is not None:
+            self.claims.launched(node.name)
 
     def remove_node(self, name: str, reason: Reason, now: float) -> bool:
-        """Nodes are not removed by the operator in this slice."""
-        return False
+        """Drain the node through the Eviction API (:mod:`.drain`): refused as a whole when a
+        PodDisruptionBudget forbids one eviction; else its governed work is evicted and
+        requeued, its other pods evicted, and its Node and NodeClaim deleted. A node that goes
+        whatever is decided (:data:`FORCED`: a spot interruption, a repair) is not refused:
+        pods a budget protects are deleted."""
+        if not self.may_act():
+            raise RemovalRefused("not the leader")
+        pods = pods_on(self.store, name)
+        forced = reason.category in FORCED
+        try:
+            if pods:
+                cordon(self.kube, name)
+                blocked = None if forced else refusal(self.kube, pods)
+                if blocked is not None:
+                    cordon(self.kube, name, on=False)
+                    node = self.store.of("Node").get(("", name)) or {"metadata": {"name": name}}
+                    self.events.post({**node, "kind": "Node", "apiVersion": "v1"}, "Warning",
+                                     "DrainRefused", f"{reason.message}: {blocked}")  # fmt: skip
+                    raise RemovalRefused(blocked)
+        except KubeError as exc:
+            raise RemovalRefused(f"drain of {name} failed: {exc}") from exc
+        message = "" if reason.message == reason.category else reason.message
+        evicted = False
+        for running in list(self.running.values()):
+            if any(n == name for ps in running.assignment.placement for n, _ in ps):
+                self.evict(running.workload, name, reason.category, message, now)
+                evicted = True
+        for problem in evict_all(self.kube, pods_on(self.store, name), force=forced):
+            self.warn(now, f"draining {name}: {problem}")
+        if self.claims is not None:
+            self.claims.delete(name, node_too=True)
+        else:
+            with contextlib.suppress(KubeError):
+                self.kube.delete(NODES, name)
+        log.info("node %s removed: %s", name, reason.message)
+        return evicted
 
     def wake(self, at: float, now: float, *, unless_sooner: bool = False) -> None:
         if at > now and (self.wake_at is None or at < self.wake_at):
@@ -649,6 +778,11 @@ class KubeCluster:
 
     def log(self, now: float, event: str, **details: Any) -> None:
         log.debug("%s %s", event, details)
+
+
+def _res(t: Tracked) -> Resource:
+    kind = SUSPENDABLE.get(t.kind)
+    return kind.res if kind is not None else PODS
 
 
 def _same_decision_inputs(seen: Mapping[str, Any], fresh: Mapping[str, Any]) -> bool:
@@ -669,12 +803,12 @@ STRATEGIC_POD = "application/strategic-merge-patch+json"
 list the scheduler and the kubelet write)."""
 
 
-def _camel(reason: str) -> str:
-    return "".join(p[:1].upper() + p[1:] for p in re.split(r"[-_ ]+", reason) if p) or "Unknown"
-
-
 def _now_rfc3339() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _rfc3339(unix: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(unix))
 
 
 __all__ = ["EVENTS", "NODE_FAILURE", "KubeCluster", "Tracked"]

@@ -18,17 +18,24 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+from fleetshare.autoscaling.cloud import CloudProvider
+from fleetshare.autoscaling.settings import AutoscalerSpec
+from fleetshare.control.autoscaler import Autoscaler
 from fleetshare.control.clock import WallClock
 from fleetshare.control.loop import ControlLoop
 from fleetshare.governance.admission import Engine
 from fleetshare.model.catalog import Catalog, load_catalog
 from fleetshare.operator.cluster import KubeCluster
-from fleetshare.operator.crds import API_VERSION, DEFAULT_POLICY, crds, policy_from
+from fleetshare.operator.crds import API_VERSION, DEFAULT_POLICY, crds, policy_from, pools_from
 from fleetshare.operator.events import Events
-from fleetshare.operator.kube import CRDS, JOBS, NODES, PODS, Kube, KubeError, Resource
+from fleetshare.operator.kinds import OPTIONAL
+from fleetshare.operator.kube import CRDS, JOBS, NODES, PDBS, PODS, Kube, KubeError, Resource
 from fleetshare.operator.lease import LeaseElector
+from fleetshare.operator.metrics import OperatorMetrics, summary
+from fleetshare.operator.nodeclaims import NODE_CLAIMS, NODE_POOLS, NodeClaims
 from fleetshare.operator.status import team_status
 from fleetshare.operator.watch import Store, Watcher
 from fleetshare.policy.schema import Policy, PolicyError
@@ -51,6 +58,13 @@ class Settings:
     identity: str = ""
     resync_seconds: float = 10.0
     retry_seconds: float = 1.0
+    cloud: CloudProvider | None = None
+    """Where the autoscaler launches nodes for the NodePool objects (None: no autoscaling)."""
+    autoscaler: AutoscalerSpec | None = None
+    """Batching, repair and disruption timing (default: the simulator's defaults)."""
+    registration_timeout_seconds: float = 900.0
+    """A NodeClaim whose node has not registered by then is deleted, its instance
+    terminated (Karpenter: 15 minutes)."""
 
 
 def install_crds(kube: Kube, timeout: float = 30.0) -> None:
@@ -99,6 +113,9 @@ class Operator:
         self.policy: Policy | None = None
         self._policy_key: tuple[Any, ...] | None = None
         self._inbox: queue.Queue[tuple[str, str, Any]] = queue.Queue()
+        self.autoscaler: Autoscaler | None = None
+        self.metrics = OperatorMetrics()
+        self._pools_key: tuple[Any, ...] | None = None
         self.reconciles = 0
         self.ready = threading.Event()
         """Set once the first reconcile is done (tests wait on it)."""
@@ -124,7 +141,18 @@ class Operator:
             Watcher(self.kube, TEAMS, self._inbox, watch_stop),
             Watcher(self.kube, CLUSTER_POLICIES, self._inbox, watch_stop),
         ]
-        for res in (PODS, JOBS):
+        if s.cloud is not None:
+            watchers += [
+                Watcher(self.kube, NODE_POOLS, self._inbox, watch_stop),
+                Watcher(self.kube, NODE_CLAIMS, self._inbox, watch_stop),
+            ]
+        kinds = [PODS, JOBS, PDBS]
+        for kind in OPTIONAL:  # JobSets, PyTorchJobs, Ray: where their CRDs are installed
+            if self.kube.served(kind.res):
+                kinds.append(kind.res)
+            else:
+                log.info("%s not watched: its CRD is not installed", kind.kind)
+        for res in kinds:
             for ns in s.namespaces or (None,):
                 watchers.append(Watcher(self.kube, res, self._inbox, watch_stop, namespace=ns))
         expected = {(w.res.kind, w.namespace) for w in watchers}
@@ -197,6 +225,8 @@ class Operator:
             cluster = self.cluster
             cluster.wake_at = None
             cluster.refresh(engine, now)
+            if self._autoscale(now):
+                cluster.changed = True
             if cluster.changed:
                 self.loop.world_changed()
             self.loop.reconcile(now)
@@ -207,7 +237,83 @@ class Operator:
                 next_in = min(next_in, max(0.05, cluster.wake_at - now))
             self.reconciles += 1
             self.ready.set()
+        self._summarize()
         return time.monotonic() + next_in
+
+    def _summarize(self) -> None:
+        """What the metrics show until the next reconcile."""
+        cluster, scaler = self.cluster, self.autoscaler
+        live = scaler.live() if scaler is not None else []
+        self.metrics.latest = summary(
+            [w.team for w in cluster.pending.values()],
+            [r.workload.team for n, r in cluster.running.items()
+             if cluster.tracked.get(n) is not None and cluster.tracked[n].admitted is not None],
+            [(m.pool, m.joined) for m in live],
+            leader=self._may_act(),
+            reconciles=self.reconciles,
+        )  # fmt: skip
+
+    def _autoscale(self, now: float) -> bool:
+        """Keep the autoscaler's pools those of the NodePool objects and its NodeClaims in step
+        with the Nodes; True when a node joined or left its view."""
+        s = self.settings
+        if s.cloud is None or self.loop is None:
+            return False
+        objects = list(self.store.of("NodePool").values())
+        key = tuple(sorted((o["metadata"]["name"], o["metadata"].get("generation"))
+                           for o in objects))  # fmt: skip
+        if key != self._pools_key:
+            self._pools_key = key
+            try:
+                pools = pools_from(objects, self.catalog)
+            except ValueError as exc:
+                log.error("node pools not valid, keeping the last ones: %s", exc)
+                self._pool_status(objects, str(exc))
+                return False
+            if self.autoscaler is None:
+                spec = (s.autoscaler or AutoscalerSpec()).model_copy(
+                    update={"clock_start": datetime.fromtimestamp(0, UTC)}  # the clock: Unix time
+                )
+                self.autoscaler = Autoscaler(pools, s.cloud, self.catalog, spec)
+                self.loop.autoscaler = self.autoscaler
+                self.cluster.claims = NodeClaims(
+                    self.kube, self.store, self.events, self.autoscaler,
+                    registration_timeout=s.registration_timeout_seconds, may_act=self._may_act,
+                )  # fmt: skip
+            else:
+                self.autoscaler.set_pools(pools)
+            self._pool_status(objects, "")
+        if self.autoscaler is None or self.cluster.claims is None:
+            return False
+        self.autoscaler.pdbs = list(self.cluster.pdbs)
+        changed = self.cluster.claims.sync(self.loop, now)
+        self._pool_status(objects, None)
+        return changed
+
+    def _pool_status(self, objects: list[dict[str, Any]], problem: str | None) -> None:
+        """Each NodePool's status: its live node count and (when ``problem`` is given) a
+        ``PoolValid`` condition ("" for valid)."""
+        live = [m.pool for m in self.autoscaler.live()] if self.autoscaler else []
+        for obj in objects:
+            name = obj["metadata"]["name"]
+            old = obj.get("status") or {}
+            status: dict[str, Any] = {"nodes": live.count(name)}
+            if problem is not None:
+                status["conditions"] = [{
+                    "type": "PoolValid", "status": "False" if problem else "True",
+                    "reason": "Invalid" if problem else "Valid", "message": problem[:2000],
+                    "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                }]  # fmt: skip
+                same = [(c.get("status"), c.get("message")) for c in old.get("conditions") or ()]
+                if same == [(status["conditions"][0]["status"], problem[:2000])]:
+                    del status["conditions"]
+            if all(old.get(k) == v for k, v in status.items()):
+                continue
+            try:
+                self.store.put("NodePool", self.kube.patch(NODE_POOLS, name, {"status": status},
+                                                           sub="status"))  # fmt: skip
+            except KubeError as exc:
+                log.debug("node pool status not written: %s", exc)
 
     def _engine(self) -> Engine | None:
         """The engine of the current policy (rebuilt when the objects change); None while

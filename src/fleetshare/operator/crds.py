@@ -5,6 +5,12 @@ the conversion between them and a :class:`~fleetshare.policy.schema.Policy`.
   one): ``spec`` holds the policy's ``cluster`` settings (priority classes, flavors, fair
   share, preemption guards, starvation guard) and its ``groups`` (cohorts), in fleetshare's
   own policy format (snake_case, as in a policy file).
+- ``NodePool`` (cluster-scoped): ``metadata.name`` is the pool, ``spec`` the rest of a pool
+  entry of a ``--pools`` file (instance types, zones, capacity types, limits, disruption).
+- ``NodeClaim`` (cluster-scoped, Karpenter's shape, written by the operator): one launched
+  instance; ``spec.requirements`` (instance type, zone, capacity type, pool), ``spec.taints``;
+  ``status.providerID``, ``nodeName``, ``capacity``/``allocatable`` and the conditions
+  ``Launched``, ``Registered`` and ``Initialized``.
 - ``Team`` (cluster-scoped, like Kueue's ClusterQueue): ``metadata.name`` is the team's name,
   ``spec`` the rest of the team in the policy format (quota, sharing, borrow and lending limits,
   local queues, ...). ``status`` shows quota, used and borrowed per resource (maps and one-line
@@ -22,7 +28,18 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fleetshare.policy.schema import ClusterPolicy, Group, Policy, Team, load_policy
+from pydantic import ValidationError
+
+from fleetshare.autoscaling.nodepool import NodePool, PoolSet, pool_problems
+from fleetshare.model.catalog import Catalog
+from fleetshare.policy.schema import (
+    ClusterPolicy,
+    Group,
+    Policy,
+    Team,
+    load_policy,
+    validation_problems,
+)
 
 GROUP = "fleetshare.io"
 VERSION = "v1alpha1"
@@ -111,7 +128,12 @@ def _status_schema() -> dict[str, Any]:
 
 
 def _crd(
-    kind: str, plural: str, spec: dict[str, Any], columns: list[dict[str, Any]], short: list[str]
+    kind: str,
+    plural: str,
+    spec: dict[str, Any],
+    columns: list[dict[str, Any]],
+    short: list[str],
+    status: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -142,7 +164,7 @@ def _crd(
                                 "kind": {"type": "string"},
                                 "metadata": {"type": "object"},
                                 "spec": spec,
-                                "status": _status_schema(),
+                                "status": status or _status_schema(),
                             },
                         }
                     },
@@ -184,8 +206,115 @@ def cluster_policy_crd() -> dict[str, Any]:
     return _crd("ClusterPolicy", "clusterpolicies", spec, columns, ["fspolicy"])
 
 
+def node_pool_crd() -> dict[str, Any]:
+    spec = structural(NodePool.model_json_schema())
+    spec["properties"].pop("name", None)
+    spec.pop("required", None)
+    spec["description"] = "A node pool the autoscaler launches into (fleetshare node pool)."
+    columns = [
+        {"name": "Types", "type": "string", "jsonPath": ".spec.instance_types"},
+        {"name": "Capacity", "type": "string", "jsonPath": ".spec.capacity_types"},
+        {"name": "Nodes", "type": "integer", "jsonPath": ".status.nodes"},
+        {"name": "Valid", "type": "string",
+         "jsonPath": ".status.conditions[?(@.type=='PoolValid')].status"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]  # fmt: skip
+    status = {
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "properties": {"nodes": {"type": "integer"}, "conditions": _conditions()},
+    }
+    return _crd("NodePool", "nodepools", spec, columns, ["fspool"], status)
+
+
+def _conditions() -> dict[str, Any]:
+    return {
+        "type": "array",
+        "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+    }
+
+
+def node_claim_crd() -> dict[str, Any]:
+    """Karpenter's NodeClaim shape (the fields fleetshare writes)."""
+    strings = {"type": "array", "items": {"type": "string"}}
+    amounts = {"type": "object", "additionalProperties": {"x-kubernetes-int-or-string": True}}
+    spec = {
+        "type": "object",
+        "description": "One instance the autoscaler launched for a node pool.",
+        "properties": {
+            "requirements": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["key", "operator"],
+                    "properties": {
+                        "key": {"type": "string"},
+                        "operator": {"type": "string"},
+                        "values": strings,
+                    },
+                },
+            },
+            "taints": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["key", "effect"],
+                    "properties": {
+                        "key": {"type": "string"},
+                        "value": {"type": "string"},
+                        "effect": {"type": "string"},
+                    },
+                },
+            },
+            "resources": {"type": "object", "properties": {"requests": amounts}},
+        },
+    }
+    status = {
+        "type": "object",
+        "properties": {
+            "providerID": {"type": "string"},
+            "nodeName": {"type": "string"},
+            "capacity": amounts,
+            "allocatable": amounts,
+            "pricePerHour": {"type": "string"},
+            "launchReason": {"type": "string"},
+            "conditions": _conditions(),
+        },
+    }
+    columns = [
+        {"name": "Type", "type": "string",
+         "jsonPath": ".metadata.labels.node\\.kubernetes\\.io/instance-type"},
+        {"name": "Zone", "type": "string",
+         "jsonPath": ".metadata.labels.topology\\.kubernetes\\.io/zone"},
+        {"name": "Node", "type": "string", "jsonPath": ".status.nodeName"},
+        {"name": "Ready", "type": "string",
+         "jsonPath": ".status.conditions[?(@.type=='Initialized')].status"},
+        {"name": "Pool", "type": "string", "jsonPath": ".metadata.labels.karpenter\\.sh/nodepool"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    ]  # fmt: skip
+    return _crd("NodeClaim", "nodeclaims", spec, columns, ["fsclaim"], status)
+
+
 def crds() -> list[dict[str, Any]]:
-    return [cluster_policy_crd(), team_crd()]
+    return [cluster_policy_crd(), team_crd(), node_pool_crd(), node_claim_crd()]
+
+
+def pools_from(objects: Sequence[Mapping[str, Any]], catalog: Catalog) -> list[NodePool]:
+    """The node pools of NodePool objects (in name order); raises ``ValueError`` naming the
+    pool and field of every problem (schema, or names the catalog does not know)."""
+    data = {
+        "pools": [{"name": o["metadata"]["name"], **(o.get("spec") or {})}
+                  for o in sorted(objects, key=lambda o: str(o["metadata"]["name"]))]
+    }  # fmt: skip
+    try:
+        pools = PoolSet.model_validate(data).pools
+    except ValidationError as exc:
+        problems = "; ".join(f"{p}: {r}" for p, r in validation_problems(exc, data))
+        raise ValueError(f"NodePools: {problems}") from None
+    for i, pool in enumerate(pools):
+        for where, why in pool_problems(pool, catalog):
+            raise ValueError(f"NodePools: pools[{i}]({pool.name}){where}: {why}")
+    return pools
 
 
 # -- policy <-> objects ---------------------------------------------------------------------

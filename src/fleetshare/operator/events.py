@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any
 
@@ -49,3 +50,9 @@ class Events:
             self.kube.create(EVENTS, body, namespace)
         except KubeError as exc:
             log.debug("event %s on %s not posted: %s", reason, meta.get("name"), exc)
+
+
+def camel(reason: str) -> str:
+    """An Event or condition reason from fleetshare's kebab-case words (``node-failure`` ->
+    ``NodeFailure``)."""
+    return "".join(p[:1].upper() + p[1:] for p in re.split(r"[-_ ]+", reason) if p) or "Unknown"

@@ -57,6 +57,7 @@ NODES = Resource("Node", "v1", "nodes", False)
 PODS = Resource("Pod", "v1", "pods", True)
 EVENTS = Resource("Event", "v1", "events", True)
 JOBS = Resource("Job", "batch/v1", "jobs", True)
+PDBS = Resource("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets", True)
 LEASES = Resource("Lease", "coordination.k8s.io/v1", "leases", True)
 CRDS = Resource(
     "CustomResourceDefinition", "apiextensions.k8s.io/v1", "customresourcedefinitions", False
@@ -206,6 +207,17 @@ class Kube:
         finally:
             response.release_conn()
 
+    def served(self, res: Resource) -> bool:
+        """Does the API server serve this kind (for a custom resource: is its CRD installed)?"""
+        base = "/api/v1" if res.group_version == "v1" else f"/apis/{res.group_version}"
+        try:
+            doc = self.request("GET", base)
+        except KubeError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return any(r.get("name") == res.plural for r in (doc or {}).get("resources") or ())
+
     def create(self, res: Resource, body: Mapping[str, Any], namespace: str | None = None) -> Any:
         return self.request("POST", res.path(namespace), body=dict(body))
 
@@ -234,11 +246,13 @@ class Kube:
     def delete(self, res: Resource, name: str, namespace: str | None = None, **query: Any) -> Any:
         return self.request("DELETE", res.path(namespace, name), query=query)
 
-    def evict(self, namespace: str, name: str) -> None:
-        """Evict a pod through the Eviction API (PodDisruptionBudgets are respected)."""
+    def evict(self, namespace: str, name: str, *, dry_run: bool = False) -> None:
+        """Evict a pod through the Eviction API (PodDisruptionBudgets are respected: 429 when
+        one forbids it); ``dry_run`` only asks whether the API server would."""
         self.request(
             "POST",
             PODS.path(namespace, name, "eviction"),
+            query={"dryRun": "All"} if dry_run else None,
             body={
                 "apiVersion": "policy/v1",
                 "kind": "Eviction",

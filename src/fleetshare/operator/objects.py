@@ -20,11 +20,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from fleetshare.autoscaling.settings import PdbSpec
 from fleetshare.manifests import QUEUE_LABEL, TEAM_LABEL, Document, ManifestError, parse_manifests
 from fleetshare.manifests.parse import POD_GROUP_COUNT, POD_GROUP_LABEL
 from fleetshare.model.node import INSTANCE_TYPE_LABEL, ZONE_LABEL, Node, Taint
 from fleetshare.model.quantity import parse_quantity
 from fleetshare.model.workload import PodSet
+from fleetshare.operator.kinds import JOB, SUSPENDABLE, Suspendable
 
 GATE = "fleetshare.io/admission"
 """The scheduling gate a governed pod waits behind until its gang is admitted."""
@@ -35,6 +37,9 @@ INJECTED = PREFIX + "injected-node-selector"
 """Annotation (Jobs): the node-selector keys the operator added to the pod template."""
 PENDING_REASON = PREFIX + "pending-reason"
 """Annotation: why a pending workload waits and its place in its team's queue."""
+AUTOSCALER_NOTE = PREFIX + "autoscaler"
+"""Annotation: what the autoscaler does for a pending workload (nodes launching for it, or
+why it cannot add any)."""
 EVICTION = PREFIX + "last-eviction"
 """Annotation: the last preemption or eviction (reason, by, message, time)."""
 CAPACITY_TYPE_LABELS = ("karpenter.sh/capacity-type", "eks.amazonaws.com/capacityType")
@@ -100,10 +105,11 @@ def governed(obj: Mapping[str, Any]) -> bool:
     return QUEUE_LABEL in labels or TEAM_LABEL in labels
 
 
-def owned_by_job(pod: Mapping[str, Any]) -> bool:
-    """A Job's pod: the Job is the workload, its pods are not governed one by one."""
-    owners = (pod.get("metadata") or {}).get("ownerReferences") or ()
-    return any(o.get("kind") == "Job" for o in owners)
+def owned(obj: Mapping[str, Any]) -> bool:
+    """Made by a workload kind's controller (a Job's pods, a JobSet's Jobs, a RayJob's
+    RayCluster): the owner is the workload, the objects it makes are not governed apart."""
+    owners = (obj.get("metadata") or {}).get("ownerReferences") or ()
+    return any(o.get("kind") in SUSPENDABLE for o in owners)
 
 
 def pod_group(pod: Mapping[str, Any]) -> str | None:
@@ -168,9 +174,9 @@ def injected_keys(obj: Mapping[str, Any]) -> list[str]:
     return [str(k) for k in keys] if isinstance(keys, list) else []
 
 
-def _clean(obj: Mapping[str, Any], template_path: Sequence[str]) -> dict[str, Any]:
+def _clean(obj: Mapping[str, Any], pod_specs: Sequence[Sequence[str | int]]) -> dict[str, Any]:
     """A copy for the manifest parser: the operator's annotations off, the node-selector keys
-    it injected off the pod template (a requeued job is free to take another flavor), status
+    it injected off the pod templates (a requeued job is free to take another flavor), status
     and bookkeeping metadata dropped."""
     meta = dict(obj.get("metadata") or {})
     keep = ("name", "namespace", "labels", "annotations", "generateName")
@@ -185,15 +191,19 @@ def _clean(obj: Mapping[str, Any], template_path: Sequence[str]) -> dict[str, An
         "spec": json.loads(json.dumps(obj.get("spec") or {})),
     }
     keys = injected_keys(obj)
-    node = data
-    for part in template_path:
-        node = node.get(part) or {}
-    selector = node.get("nodeSelector") if isinstance(node, dict) else None
-    if isinstance(selector, dict) and keys:
-        for key in keys:
-            selector.pop(key, None)
-    if isinstance(node, dict) and "schedulingGates" in node:
-        node.pop("schedulingGates")
+    for path in pod_specs:
+        node: Any = data
+        for part in path:
+            if isinstance(part, int):
+                node = node[part] if isinstance(node, list) and part < len(node) else {}
+            else:
+                node = (node.get(part) if isinstance(node, dict) else None) or {}
+        selector = node.get("nodeSelector") if isinstance(node, dict) else None
+        if isinstance(selector, dict) and keys:
+            for key in keys:
+                selector.pop(key, None)
+        if isinstance(node, dict) and "schedulingGates" in node:
+            node.pop("schedulingGates")
     return data
 
 
@@ -210,14 +220,15 @@ class Parsed:
     notes: tuple[str, ...]
 
 
-def parse_job(job: Mapping[str, Any]) -> Parsed:
-    """A Job as the manifest parser reads it (raises :class:`ManifestError`)."""
-    return _parsed([_clean(job, ("spec", "template", "spec"))], _where(job))
+def parse_job(job: Mapping[str, Any], kind: Suspendable = JOB) -> Parsed:
+    """A Job (or another kind admitted by suspension) as the manifest parser reads it (raises
+    :class:`ManifestError`)."""
+    return _parsed([_clean(job, kind.pod_specs(job))], _where(job))
 
 
 def parse_pods(pods: Sequence[Mapping[str, Any]]) -> Parsed:
     """A bare pod or every pod of a pod group (raises :class:`ManifestError`)."""
-    docs = [_clean(p, ("spec",)) for p in pods]
+    docs = [_clean(p, [("spec",)]) for p in pods]
     return _parsed(docs, _where(pods[0]))
 
 
@@ -237,17 +248,12 @@ def _parsed(docs: list[dict[str, Any]], where: str) -> Parsed:
     )  # fmt: skip
 
 
-def job_phase(job: Mapping[str, Any]) -> Phase:
+def job_phase(job: Mapping[str, Any], kind: Suspendable = JOB) -> Phase:
     """Pending (suspended, or not yet suspended by the operator), admitted (running under an
-    admission of the operator's), or finished (Complete or Failed)."""
-    status = job.get("status") or {}
-    for c in status.get("conditions") or ():
-        if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
-            return "finished"
-    if (job.get("metadata") or {}).get("deletionTimestamp"):
+    admission of the operator's), or finished (as the kind says: a Job Complete or Failed)."""
+    if kind.finished(job) or (job.get("metadata") or {}).get("deletionTimestamp"):
         return "finished"
-    suspended = bool((job.get("spec") or {}).get("suspend"))
-    if not suspended and admission_of(job) is not None:
+    if not kind.suspended(job) and admission_of(job) is not None:
         return "admitted"
     return "pending"
 
@@ -313,3 +319,41 @@ def bound_placement(
 def creation_key(obj: Mapping[str, Any]) -> tuple[float, str]:
     meta = obj.get("metadata") or {}
     return timestamp(meta.get("creationTimestamp")), str(meta.get("uid", ""))
+
+
+# -- disruption budgets ----------------------------------------------------------------------
+
+
+def pdb_spec(
+    pdb: Mapping[str, Any], workload_pods: Mapping[str, Sequence[Mapping[str, Any]]]
+) -> PdbSpec | None:
+    """A PodDisruptionBudget as the autoscaler's disruption logic reads it: over the workloads
+    (of ``workload_pods``) with a pod it selects. None when the decision cannot use it (match
+    expressions, a percentage, or no governed pod selected): the API server still enforces it
+    when the node is drained."""
+    meta, spec = pdb.get("metadata") or {}, pdb.get("spec") or {}
+    selector = spec.get("selector") or {}
+    if selector.get("matchExpressions"):
+        return None
+    wanted = selector.get("matchLabels") or {}
+    bounds: dict[str, int | None] = {}
+    for key, field in (("minAvailable", "min_available"), ("maxUnavailable", "max_unavailable")):
+        value = spec.get(key)
+        if isinstance(value, str):
+            if not value.isdigit():
+                return None  # a percentage
+            value = int(value)
+        bounds[field] = value if isinstance(value, int) else None
+    if bounds["min_available"] is None and bounds["max_unavailable"] is None:
+        return None
+    ns = meta.get("namespace")
+
+    def selects(pod: Mapping[str, Any]) -> bool:
+        pmeta = pod.get("metadata") or {}
+        labels = pmeta.get("labels") or {}
+        return pmeta.get("namespace") == ns and all(labels.get(k) == v for k, v in wanted.items())
+
+    names = [name for name, pods in workload_pods.items() if any(map(selects, pods))]
+    if not names:
+        return None
+    return PdbSpec(name=f"{ns}/{meta.get('name')}", workloads=names, **bounds)

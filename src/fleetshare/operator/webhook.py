@@ -7,8 +7,9 @@ A governed object names a queue or a team (``kueue.x-k8s.io/queue-name`` or
 webhooks (one per label, an object selector cannot say "either") send only those objects
 here. :meth:`Webhook.register` writes the MutatingWebhookConfiguration with a URL client
 config (an operator outside the cluster, on loopback in the tests) and the CA of a
-self-signed certificate made with ``openssl``; in a cluster the configuration would point at
-a Service with a certificate from cert-manager (left for the Helm chart).
+self-signed certificate made with ``openssl``. In a cluster (``cert_dir``) it serves the
+certificate of a mounted Secret and the Helm chart writes the configuration, pointing at a
+Service (``deploy/helm/fleetshare``).
 
 The operator does not need the webhook to be correct: without it, a governed Job created
 unsuspended is suspended when first seen and a pod created without the gate is replaced by a
@@ -29,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from fleetshare.manifests import QUEUE_LABEL, TEAM_LABEL
+from fleetshare.operator.kinds import OPTIONAL, SUSPENDABLE, suspend_ops
 from fleetshare.operator.kube import Kube, KubeError, Resource
-from fleetshare.operator.objects import GATE, governed, owned_by_job
+from fleetshare.operator.objects import GATE, governed, owned
 
 log = logging.getLogger("fleetshare.operator")
 CONFIGS = Resource(
@@ -42,13 +44,13 @@ NAME = "fleetshare-operator"
 
 def mutation(obj: dict[str, Any]) -> list[dict[str, Any]]:
     """The JSON patch for a created object (empty: leave it alone)."""
-    if not governed(obj):
+    if not governed(obj) or owned(obj):
         return []
     spec = obj.get("spec") or {}
-    if obj.get("kind") == "Job":
-        return [] if spec.get("suspend") else [{"op": "add", "path": "/spec/suspend",
-                                                 "value": True}]  # fmt: skip
-    if obj.get("kind") != "Pod" or owned_by_job(obj):
+    kind = SUSPENDABLE.get(str(obj.get("kind")))
+    if kind is not None:
+        return [] if kind.suspended(obj) else suspend_ops(obj, kind, True)
+    if obj.get("kind") != "Pod":
         return []
     gates = spec.get("schedulingGates")
     if gates and any(g.get("name") == GATE for g in gates):
@@ -104,16 +106,47 @@ def self_signed(directory: Path, host: str = "127.0.0.1") -> tuple[Path, Path]:
     return cert, key
 
 
+def webhooks(client_config: dict[str, Any], failure_policy: str) -> list[dict[str, Any]]:
+    """The configuration's webhooks: one per label that makes an object governed (the Helm
+    chart's ``files/webhooks.yaml`` holds the same, without client config)."""
+    rules = [
+        {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+         "resources": ["pods"]},
+        {"operations": ["CREATE"], "apiGroups": ["batch"], "apiVersions": ["v1"],
+         "resources": ["jobs"]},
+    ]  # fmt: skip
+    for kind in OPTIONAL:  # matching a kind whose CRD is not installed is harmless
+        group, version = kind.res.group_version.split("/")
+        rules.append({"operations": ["CREATE"], "apiGroups": [group], "apiVersions": [version],
+                      "resources": [kind.res.plural]})  # fmt: skip
+    hooks = []
+    for label, short in ((QUEUE_LABEL, "queue"), (TEAM_LABEL, "team")):
+        hooks.append({
+            "name": f"{short}.gate.fleetshare.io",
+            "clientConfig": client_config,
+            "rules": rules,
+            "objectSelector": {"matchExpressions": [{"key": label, "operator": "Exists"}]},
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "failurePolicy": failure_policy,
+            "timeoutSeconds": 5,
+        })  # fmt: skip
+    return hooks
+
+
 class Webhook:
     """The webhook server on ``host:port`` (0: any free port) and its registration."""
 
     def __init__(self, kube: Kube, host: str = "127.0.0.1", port: int = 0,
-                 failure_policy: str = "Fail") -> None:  # fmt: skip
+                 failure_policy: str = "Fail", cert_dir: Path | None = None) -> None:  # fmt: skip
         self.kube = kube
         self.host = host
         self.failure_policy = failure_policy
         self._dir = tempfile.TemporaryDirectory(prefix="fleetshare-webhook-")
-        self.cert, key = self_signed(Path(self._dir.name), host)
+        if cert_dir is not None:  # a Secret mounted in the pod (the Helm chart makes it)
+            self.cert, key = cert_dir / "tls.crt", cert_dir / "tls.key"
+        else:
+            self.cert, key = self_signed(Path(self._dir.name), host)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(self.cert, key)
         self.server = ThreadingHTTPServer((host, port), _Handler)
@@ -138,30 +171,12 @@ class Webhook:
 
     def configuration(self) -> dict[str, Any]:
         ca = base64.b64encode(self.cert.read_bytes()).decode()
-        url = f"https://{self.host}:{self.port}/mutate"
-        rules = [
-            {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
-             "resources": ["pods"]},
-            {"operations": ["CREATE"], "apiGroups": ["batch"], "apiVersions": ["v1"],
-             "resources": ["jobs"]},
-        ]  # fmt: skip
-        hooks = []
-        for label, short in ((QUEUE_LABEL, "queue"), (TEAM_LABEL, "team")):
-            hooks.append({
-                "name": f"{short}.gate.fleetshare.io",
-                "clientConfig": {"url": url, "caBundle": ca},
-                "rules": rules,
-                "objectSelector": {"matchExpressions": [{"key": label, "operator": "Exists"}]},
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "failurePolicy": self.failure_policy,
-                "timeoutSeconds": 5,
-            })  # fmt: skip
+        client = {"url": f"https://{self.host}:{self.port}/mutate", "caBundle": ca}
         return {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration",
             "metadata": {"name": NAME},
-            "webhooks": hooks,
+            "webhooks": webhooks(client, self.failure_policy),
         }
 
     def register(self) -> None:
