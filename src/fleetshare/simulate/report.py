@@ -23,8 +23,9 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
-from matplotlib.ticker import StrMethodFormatter
+from matplotlib.ticker import FuncFormatter, StrMethodFormatter
 from rich.table import Table
 
 from fleetshare.model.catalog import load_catalog
@@ -409,14 +410,18 @@ def wait_chart(inp: SimulationInput, results: Sequence[VariantResult]) -> bytes:
             if mine.size:
                 heat[i, j] = _p95(mine)
     ax.set_xscale("log")
-    ax.set_xlabel("wait, minutes (log; no wait drawn at 1 s)")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: duration(v * 60)))
+    ax.set_xlabel("wait (log scale; no wait drawn at 1 s)")
     ax.set_ylabel("share of workloads waiting longer")
     ax.set_title("Queue wait (never admitted: censored)", fontsize=10, loc="left")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     ax2 = fig.add_subplot(grid[1])
-    shown = np.log10(np.maximum(heat / 60, 0.1))
-    image = ax2.imshow(shown, aspect="auto", cmap="magma_r", vmin=-1)
+    minutes = np.maximum(heat / 60, 0.1)  # a log scale: no wait is drawn at 6 s
+    top = float(np.nanmax(minutes)) if np.isfinite(minutes).any() else 1.0
+    vmax = max(top, 1.0)
+    norm = LogNorm(vmin=0.1, vmax=vmax)
+    image = ax2.imshow(minutes, aspect="auto", cmap="magma_r", norm=norm)
     names = first.team_names
     ax2.set_xticks(
         range(len(keys)),
@@ -436,10 +441,12 @@ def wait_chart(inp: SimulationInput, results: Sequence[VariantResult]) -> bytes:
                     ha="center",
                     va="center",
                     fontsize=6,
-                    color="white" if shown[i, j] > 1.5 else "black",
+                    color="white" if norm(minutes[i, j]) > 0.6 else "black",
                 )
     bar = fig.colorbar(image, ax=ax2, fraction=0.03)
-    bar.set_label("log10 minutes", fontsize=8)
+    ticks = [t for t in (0.1, 1, 10, 60, 600, 1440, 14400) if t <= vmax]
+    bar.set_ticks(ticks, labels=[duration(t * 60) for t in ticks])
+    bar.set_label("p95 wait (log scale)", fontsize=8)
     ax2.set_title(
         "p95 queue wait per team" + (" and priority" if len(priorities) > 1 else ""),
         fontsize=10,
