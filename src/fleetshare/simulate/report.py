@@ -365,6 +365,7 @@ def idle_chart(inp: SimulationInput, results: Sequence[VariantResult]) -> bytes:
         used = m.usage.bin_means(edges).sum(axis=1)
         base = m.paid if r.variant.autoscale else m.capacity
         idle = base.bin_means(edges) - used
+        idle[mids > r.end] = np.nan  # the line stops when the run's cluster is released
         ax.plot(mids / scale, idle, lw=1.0, color=COLORS[i % 10], label=r.name)
     ax.axvline(inp.duration / scale, color="grey", lw=0.6, ls=":")
     ax.set_xlabel(label)
@@ -508,10 +509,14 @@ def nodes_cost_chart(inp: SimulationInput, results: Sequence[VariantResult]) -> 
         ax1.step(t / scale, v, where="post", lw=1.0, color=color, label=r.name)
         ct, cv = cumulative_cost(m, r.end)
         ax2.plot(ct / scale, cv, lw=1.0, color=color, label=r.name)
-    ax1.set_title("Nodes paid for", fontsize=10, loc="left")
+    ax1.set_title("Nodes paid for (dotted: end of the input window)", fontsize=10, loc="left")
     ax2.set_title("Cumulative cost, USD (before the 60 s minimum)", fontsize=10, loc="left")
+    ax1.set_ylabel("nodes")
+    ax2.set_ylabel("USD")
+    ax2.yaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     for ax in (ax1, ax2):
         ax.set_xlabel(label)
+        ax.axvline(inp.duration / scale, color="grey", lw=0.6, ls=":")
         ax.grid(alpha=0.3)
     ax1.legend(fontsize=7, ncols=2)
     fig.tight_layout()
