@@ -80,6 +80,21 @@ def percentile(values: list[float], q: float) -> float:
 # -- the clients (separate processes) ---------------------------------------------------------
 
 
+async def _post(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes, body: bytes
+) -> int:
+    """One HTTP/1.1 POST on a kept-alive connection; the response's status (body read)."""
+    writer.write(head + str(len(body)).encode() + b"\r\n\r\n" + body)
+    status = int((await reader.readline()).split(b" ", 2)[1])
+    length = 0
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    await reader.readexactly(length)
+    return status
+
+
 async def _client(
     url: str,
     token: str,
@@ -89,33 +104,49 @@ async def _client(
     duration: float | None,
     count: int | None,
 ) -> dict[str, Any]:
+    """``concurrency`` connections, each posting one submission after another. A bare
+    HTTP/1.1 client (keep-alive, Content-Length): the load generator shares the machine's
+    cores with the server, so it should cost little CPU."""
+    cpu = time.process_time()
     latencies: list[float] = []
     errors: dict[str, int] = {}
     counter = iter(range(10**9))
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) as c:
+    host, port = url.removeprefix("http://").split(":")
+    head = (
+        f"POST /api/v1/workloads HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        "Content-Length: "
+    ).encode()
 
-        async def worker() -> None:
-            while time.time() < until:
-                i = next(counter)
-                if count is not None and i >= count:
-                    return
-                body = spec(f"{prefix}-{i}", TEAMS[i % len(TEAMS)], duration)
-                started = time.perf_counter()
-                try:
-                    response = await c.post("/api/v1/workloads", json=body)
-                except httpx.HTTPError as exc:
-                    errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
-                    continue
-                if response.status_code == 201:
-                    latencies.append(time.perf_counter() - started)
-                else:
-                    key = str(response.status_code)
-                    errors[key] = errors.get(key, 0) + 1
+    async def worker() -> None:
+        connection = None
+        while time.time() < until:
+            i = next(counter)
+            if count is not None and i >= count:
+                break
+            body = json.dumps(spec(f"{prefix}-{i}", TEAMS[i % len(TEAMS)], duration)).encode()
+            started = time.perf_counter()
+            try:
+                if connection is None:
+                    connection = await asyncio.open_connection(host, int(port))
+                status = await asyncio.wait_for(_post(*connection, head, body), 60)
+            except (OSError, ValueError, IndexError, asyncio.IncompleteReadError) as exc:
+                errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
+                connection = None
+                continue
+            except TimeoutError:
+                errors["timeout"] = errors.get("timeout", 0) + 1
+                connection = None
+                continue
+            if status == 201:
+                latencies.append(time.perf_counter() - started)
+            else:
+                errors[str(status)] = errors.get(str(status), 0) + 1
+        if connection is not None:
+            connection[1].close()
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return {"latencies": latencies, "errors": errors}
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return {"latencies": latencies, "errors": errors, "cpu": time.process_time() - cpu}
 
 
 def _client_process(args: tuple[Any, ...]) -> dict[str, Any]:
@@ -145,7 +176,8 @@ def submit_from_processes(
     for r in results:
         for k, v in r["errors"].items():
             errors[k] = errors.get(k, 0) + v
-    return {"latencies": latencies, "errors": errors, "wall": wall}
+    cpu = sum(r["cpu"] for r in results)
+    return {"latencies": latencies, "errors": errors, "wall": wall, "client_cpu": cpu}
 
 
 # -- the server --------------------------------------------------------------------------------
@@ -194,6 +226,15 @@ def start_server(db: str, workdir: Path, nodes: int) -> tuple[subprocess.Popen[b
         time.sleep(0.1)
     process.kill()
     raise RuntimeError("the server did not start")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process so far (Linux ``/proc``; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def reconcile_totals(client: httpx.Client) -> tuple[float, float]:
@@ -267,10 +308,12 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         result["growth"] = growth
 
         before = reconcile_totals(client)
+        cpu_before = cpu_seconds(process.pid)
         started = time.time()
         burst = submit_from_processes(
             url, token, "burst", args.procs, args.concurrency, args.seconds, duration=2.0
         )
+        cpu_burst = cpu_seconds(process.pid)
         time.sleep(3)
         after = reconcile_totals(client)
         w = tables.workloads
@@ -305,6 +348,14 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             },
             "reconciles": int(steps),
             "reconcile_mean_ms": round(1000 * (after[0] - before[0]) / steps, 2) if steps else None,
+            "server_cpu_ms_per_submission": round(
+                1000 * (cpu_burst - cpu_before) / max(1, len(latencies)), 3
+            )
+            if cpu_before is not None and cpu_burst is not None
+            else None,
+            "client_cpu_ms_per_submission": round(
+                1000 * burst["client_cpu"] / max(1, len(latencies)), 3
+            ),
         }
         print(f"  burst: {result['burst']}", flush=True)
         client.close()

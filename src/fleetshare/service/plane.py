@@ -75,6 +75,7 @@ from fleetshare.service.backend import (
     node_from_row,
     node_row,
 )
+from fleetshare.service.group_commit import GroupCommit
 from fleetshare.service.lease import DEFAULT_TTL, Lease
 from fleetshare.service.store import Store
 
@@ -200,7 +201,7 @@ class ControlPlane:
         self._prebuilt: dict[str, Workload] = {}
         self._last_reconcile = 0.0
         """Workloads this replica committed, built already, until the loop reads them."""
-        self._commits = _GroupCommit(self._commit_submissions)
+        self._commits = GroupCommit(self._commit_submissions, "fleetshare-commit")
         self._wakeup = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -378,6 +379,7 @@ class ControlPlane:
             if thread is not None:
                 thread.join(timeout=30)
         self._thread = self._heartbeat = None
+        self._commits.close()
         if self.lease.held:
             try:
                 self.lease.release()
@@ -839,9 +841,18 @@ class ControlPlane:
 
     # -- what the API asks -----------------------------------------------------------------
 
-    def submit(self, spec: WorkloadSpec, principal: Principal) -> int:
+    def submit(self, spec: WorkloadSpec, principal: Principal) -> dict[str, Any]:
         """Commit a new workload (group-committed with concurrent submissions) and wake the
-        loop; its row id. Raises a :class:`ServiceError`."""
+        loop; the row as stored (with its ``id``). Raises a :class:`ServiceError`."""
+        item = self._commits.submit(self._submission(spec, principal))
+        return self._submitted(item)
+
+    async def submit_async(self, spec: WorkloadSpec, principal: Principal) -> dict[str, Any]:
+        """:meth:`submit` from a coroutine (the event loop runs on while the batch commits)."""
+        item = await self._commits.submit_async(self._submission(spec, principal))
+        return self._submitted(item)
+
+    def _submission(self, spec: WorkloadSpec, principal: Principal) -> _Submission:
         if not principal.can_write_workloads:
             raise Forbidden("a viewer token cannot submit workloads")
         try:
@@ -850,22 +861,30 @@ class ControlPlane:
             raise Invalid(str(exc)) from None
         if not principal.sees_team(workload.team):
             raise Forbidden(f"a {principal.scope} token submits to team {principal.team} only")
-        item = _Submission(
+        return _Submission(
             workload, spec.model_dump(mode="json", exclude_defaults=True), principal.actor
         )
-        row_id = self._commits.submit(item)
+
+    def _submitted(self, item: _Submission) -> dict[str, Any]:
+        if item.error is not None:
+            raise item.error
+        assert item.row is not None
         self._wakeup.set()
-        return row_id
+        return item.row
 
     def _commit_submissions(self, batch: list[_Submission]) -> None:
         """One transaction for a batch of submissions: each a workload row and its ``submit``
-        event; a name used before is refused (409) without failing the others."""
+        event; a name used before is refused (409) without failing the others; when the
+        store fails, every one of them gets a 503."""
         try:
             self._commit_batch(batch)
-        except BaseException:
+        except Exception as exc:
+            log.warning("a batch of %d submissions failed", len(batch), exc_info=True)
             for item in batch:
                 self._prebuilt.pop(item.workload.name, None)
-            raise
+                item.row = None
+                if item.error is None:
+                    item.error = Unavailable(f"the store refused the batch: {exc}")
 
     def _commit_batch(self, batch: list[_Submission]) -> None:
         w = tables.workloads
@@ -901,8 +920,8 @@ class ControlPlane:
             ids = conn.execute(
                 w.insert().returning(w.c.id, sort_by_parameter_order=True), rows
             ).scalars()
-            for item, row_id in zip(ok, ids, strict=True):
-                item.row_id = int(row_id)
+            for item, row, row_id in zip(ok, rows, ids, strict=True):
+                item.row = {**row, "id": int(row_id), **_NOT_YET}
             if self.loop is not None:  # the loop takes these instead of rebuilding them
                 since = at - self.epoch
                 for item in ok:
@@ -969,59 +988,24 @@ class ControlPlane:
         return version
 
 
-@dataclass
+@dataclass(eq=False)
 class _Submission:
     workload: Workload
     spec: dict[str, Any]
     actor: str
-    row_id: int = 0
-    error: ServiceError | None = None
-    done: bool = False
+    row: dict[str, Any] | None = None
+    """The row as committed (set by the commit)."""
+    error: BaseException | None = None
 
 
-class _GroupCommit:
-    """Submissions that arrive while one transaction commits go together in the next (one
-    commit, one fsync, for many requests); the first waiting thread commits for all."""
-
-    MAX_BATCH = 1000
-
-    def __init__(self, commit: Callable[[list[_Submission]], None]) -> None:
-        self._commit = commit
-        self._cond = threading.Condition()
-        self._queue: list[_Submission] = []
-        self._busy = False
-
-    def submit(self, item: _Submission) -> int:
-        failure: BaseException | None = None
-        with self._cond:
-            self._queue.append(item)
-            while not item.done:
-                if self._busy:
-                    self._cond.wait()
-                    continue
-                self._busy = True
-                batch = self._queue[: self.MAX_BATCH]
-                del self._queue[: self.MAX_BATCH]
-                self._cond.release()
-                try:
-                    self._commit(batch)
-                except BaseException as exc:  # the whole batch failed: tell each of them
-                    if item in batch:
-                        failure = exc
-                    for other in batch:
-                        if other is not item and other.error is None:
-                            other.error = Unavailable(f"the store refused the batch: {exc}")
-                finally:
-                    self._cond.acquire()
-                    for other in batch:
-                        other.done = True
-                    self._busy = False
-                    self._cond.notify_all()
-        if failure is not None:
-            raise failure
-        if item.error is not None:
-            raise item.error
-        return item.row_id
+_NOT_YET = {
+    "admitted_at": None,
+    "first_admitted_at": None,
+    "finished_at": None,
+    "assignment": None,
+    "borrowed": None,
+}
+"""The columns of a new workload row that its submission leaves empty."""
 
 
 @dataclass
