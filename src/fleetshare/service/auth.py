@@ -8,6 +8,10 @@ hash). It is shown once, when created. Scopes:
 - ``viewer``: read everything (teams, workloads, nodes, events, the policy), change nothing;
 - ``team:NAME``: read and submit/cancel only team NAME's workloads; another team's workload
   is answered as if it did not exist (404).
+
+The API authenticates through a :class:`TokenCache`: a token found valid is trusted for
+:data:`TOKEN_CACHE_SECONDS` without a read of the store, so a revocation takes effect within
+that time.
 """
 
 from __future__ import annotations

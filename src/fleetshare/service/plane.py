@@ -85,11 +85,12 @@ ACTIVE = ("pending", "admitted")
 POLL_SECONDS = 0.1
 """The leader reads the event log at least this often (for other replicas' writes)."""
 MIN_STEP_SECONDS = 0.05
+MAX_STEP_GAP_SECONDS = 0.25
 STEP_GAP_FACTOR = 3.0
-"""Between two steps the loop waits at least ``MIN_STEP_SECONDS`` and ``STEP_GAP_FACTOR``
-times the last reconcile's duration: under a stream of submissions it takes them in batches
-(one reconcile for many) and leaves the API threads most of the process (the GIL); the
-admission lag stays a few reconciles long."""
+"""Between two steps the loop waits ``STEP_GAP_FACTOR`` times the last reconcile's duration,
+at least ``MIN_STEP_SECONDS`` and at most ``MAX_STEP_GAP_SECONDS``: under a stream of
+submissions it takes them in batches (one reconcile for many) and leaves the API most of the
+process (the GIL), while the admission lag stays a gap plus a reconcile or two."""
 TAIL_BATCH = 5000
 """Events read from the log per step at most."""
 API_EVENTS = ("submit", "cancel", "policy")
@@ -408,7 +409,10 @@ class ControlPlane:
             if due is not None:
                 timeout = min(timeout, max(0.0, due - self.clock.now()))
             self._wakeup.wait(timeout)
-            gap = max(MIN_STEP_SECONDS, STEP_GAP_FACTOR * self._last_reconcile)
+            gap = min(
+                MAX_STEP_GAP_SECONDS,
+                max(MIN_STEP_SECONDS, STEP_GAP_FACTOR * self._last_reconcile),
+            )
             rest = last + gap - time.monotonic()
             if rest > 0 and self._stop.wait(rest):
                 break
