@@ -85,12 +85,13 @@ ACTIVE = ("pending", "admitted")
 POLL_SECONDS = 0.1
 """The leader reads the event log at least this often (for other replicas' writes)."""
 MIN_STEP_SECONDS = 0.05
-MAX_STEP_GAP_SECONDS = 0.25
+MAX_STEP_GAP_SECONDS = 0.1
 STEP_GAP_FACTOR = 3.0
 """Between two steps the loop waits ``STEP_GAP_FACTOR`` times the last reconcile's duration,
 at least ``MIN_STEP_SECONDS`` and at most ``MAX_STEP_GAP_SECONDS``: under a stream of
 submissions it takes them in batches (one reconcile for many) and leaves the API most of the
-process (the GIL), while the admission lag stays a gap plus a reconcile or two."""
+process (the GIL), while the admission lag stays a gap plus a reconcile or two (0.25 s as
+the cap gave a p99 lag of 1.4 s at 5,000 workloads; 0.1 s gives 0.6 s)."""
 TAIL_BATCH = 5000
 """Events read from the log per step at most."""
 API_EVENTS = ("submit", "cancel", "policy")
