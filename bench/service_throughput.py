@@ -369,6 +369,19 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     return result
 
 
+def versions(*names: str) -> dict[str, str | None]:
+    """Installed versions of the server's libraries (None: not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--databases", default="sqlite,postgresql")
@@ -384,7 +397,7 @@ def main() -> None:
     from tests import postgres
 
     results: dict[str, Any] = {
-        "machine": machine(),
+        "machine": machine(**versions("fastapi", "uvicorn", "uvloop", "httptools", "psycopg")),
         "settings": {k: v for k, v in vars(args).items() if k != "out"},
         "targets": {
             "submissions_per_s": 1000,
