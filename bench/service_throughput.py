@@ -2,18 +2,22 @@
 
 For each store (SQLite; PostgreSQL when installed, started here with its default, durable
 settings: ``fsync`` and ``synchronous_commit`` on) this starts ``fleetshare serve`` on a
-cluster of ``--nodes`` m5.8xlarge nodes shared by ten teams, then:
+cluster of ``--nodes`` m5.8xlarge nodes shared by ten teams (with ``--replicas N``, N
+processes on the one store: the first runs the loop, the others serve and write, and the
+client processes are spread over them), then:
 
 1. **fill**: submits ``--active`` workloads (1 CPU, 2 GiB, no duration: they keep running) in
    steps of ``--step``, waits after each step until all are admitted, and records the loop's
    reconcile time (``fleetshare_loop_reconcile_duration_seconds``) per step: the loop's cycle
    time as the cluster grows;
 2. **burst**: ``--procs`` client processes, each with ``--concurrency`` requests in flight
-   (asyncio + httpx, one connection pool per process), submit for ``--seconds`` seconds
+   (bare HTTP/1.1 over asyncio streams, one connection per request in flight), submit for
+   ``--seconds`` seconds
    (workloads of 2 s duration, on top of the ``--active`` running ones; capacity exists for
    all): submissions/s (201s per second of wall time), p50/p99 latency of a submission, and
    the admission lag (the store's ``first_admitted_at - submitted_at``, both stamped by the
-   server) of every workload submitted in the burst.
+   server) of every workload submitted in the burst; the server processes' CPU time per
+   acknowledged submission.
 
 ``python bench/service_throughput.py --out bench/results/service_throughput.json``
 """
@@ -154,7 +158,7 @@ def _client_process(args: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def submit_from_processes(
-    url: str,
+    urls: list[str],
     token: str,
     prefix: str,
     procs: int,
@@ -163,10 +167,14 @@ def submit_from_processes(
     duration: float | None = None,
     total: int | None = None,
 ) -> dict[str, Any]:
-    """``procs`` processes submitting at once; their latencies and errors, and the wall time."""
+    """``procs`` processes submitting at once (process ``p`` to ``urls[p % len(urls)]``);
+    their latencies and errors, and the wall time."""
     until = time.time() + seconds
     per = None if total is None else -(-total // procs)
-    jobs = [(url, token, f"{prefix}{p}", concurrency, until, duration, per) for p in range(procs)]
+    jobs = [
+        (urls[p % len(urls)], token, f"{prefix}{p}", concurrency, until, duration, per)
+        for p in range(procs)
+    ]
     started = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(procs) as pool:
         results = pool.map(_client_process, jobs)
@@ -192,7 +200,7 @@ def start_server(db: str, workdir: Path, nodes: int) -> tuple[subprocess.Popen[b
     path = workdir / "config.yaml"
     path.write_text(yaml.safe_dump(config(nodes)))
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    log = open(workdir / "server.log", "wb")  # noqa: SIM115 - closed with the process
+    log = open(workdir / f"server-{port}.log", "wb")  # noqa: SIM115 - closed with the process
     process = subprocess.Popen(
         [
             sys.executable,
@@ -217,7 +225,7 @@ def start_server(db: str, workdir: Path, nodes: int) -> tuple[subprocess.Popen[b
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError((workdir / "server.log").read_text())
+            raise RuntimeError((workdir / f"server-{port}.log").read_text())
         try:
             if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
                 return process, url
@@ -235,6 +243,12 @@ def cpu_seconds(pid: int) -> float | None:
     except OSError:
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def servers_cpu(pids: list[int]) -> float | None:
+    """CPU seconds of the server processes together."""
+    each = [cpu_seconds(pid) for pid in pids]
+    return None if None in each else sum(x for x in each if x is not None)
 
 
 def reconcile_totals(client: httpx.Client) -> tuple[float, float]:
@@ -277,8 +291,12 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     store = Store(db)
     store.create()
     token = create_token(store, "admin")[1]
-    process, url = start_server(db, workdir, args.nodes)
-    result: dict[str, Any] = {"nodes": args.nodes}
+    # one after the other: the first takes the lease (runs the loop), the others follow
+    servers = [start_server(db, workdir, args.nodes) for _ in range(args.replicas)]
+    urls = [url for _, url in servers]
+    url = urls[0]
+    pids = [process.pid for process, _ in servers]
+    result: dict[str, Any] = {"nodes": args.nodes, "replicas": args.replicas}
     try:
         client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"})
         growth = []
@@ -287,7 +305,7 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             batch = min(args.step, args.active - submitted)
             before = reconcile_totals(client)
             sub = submit_from_processes(
-                url, token, f"fill{submitted}-", args.procs, args.concurrency, 600, total=batch
+                urls, token, f"fill{submitted}-", args.procs, args.concurrency, 600, total=batch
             )
             submitted += len(sub["latencies"])
             settle = wait_admitted(store, submitted)
@@ -308,12 +326,12 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         result["growth"] = growth
 
         before = reconcile_totals(client)
-        cpu_before = cpu_seconds(process.pid)
+        cpu_before = servers_cpu(pids)
         started = time.time()
         burst = submit_from_processes(
-            url, token, "burst", args.procs, args.concurrency, args.seconds, duration=2.0
+            urls, token, "burst", args.procs, args.concurrency, args.seconds, duration=2.0
         )
-        cpu_burst = cpu_seconds(process.pid)
+        cpu_burst = servers_cpu(pids)
         time.sleep(3)
         after = reconcile_totals(client)
         w = tables.workloads
@@ -360,11 +378,12 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         print(f"  burst: {result['burst']}", flush=True)
         client.close()
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        for process, _ in reversed(servers):
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
         store.close()
     return result
 
@@ -388,6 +407,13 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--active", type=int, default=5000)
     parser.add_argument("--step", type=int, default=1000)
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="fleetshare serve processes on the one store: the first runs the loop, the "
+        "client processes are spread over all",
+    )
     parser.add_argument("--procs", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0)

@@ -29,8 +29,9 @@ one), so a cancellation committed meanwhile always wins; the loop drops the work
 reads the ``cancel`` event.
 
 Taking over (a restart is the same). The store is the truth: the latest policy version, the
-nodes (the config's nodes again; nodes the autoscaler had launched are gone with the simulated
-cloud, and their work is requeued), and every pending and admitted workload in submit order,
+nodes (the config's nodes again, and the joined nodes the autoscaler had launched for a pool
+still configured: the simulated cloud and the autoscaler take their instances back), and every
+pending and admitted workload in submit order,
 read in the transaction that fences the new term and sets the cursor to the last event.
 Admitted workloads are put back on their nodes with their admission time, so they finish when
 they would have (time kept running while no loop ran); none is admitted again; work whose node
@@ -46,10 +47,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast, get_args
 
 from sqlalchemy import JSON, Connection, Float, Integer, bindparam, func, select
 
+from fleetshare.autoscaling.cloud import CapacityType, Instance
 from fleetshare.autoscaling.simulated_cloud import SimulatedCloud
 from fleetshare.control.autoscaler import Autoscaler
 from fleetshare.control.clock import WallClock
@@ -262,6 +264,20 @@ class ControlPlane:
         now = self.clock.now()
         at = self.unix(now)
         backend = self.backend
+        spec = self.config.spec
+        if spec.node_pools:
+            self.cloud = SimulatedCloud(spec.cloud.config(self.catalog))
+            settings = spec.autoscaler.model_copy(
+                update={"clock_start": datetime.fromtimestamp(self.epoch, UTC)}
+            )
+            self.autoscaler = Autoscaler(
+                spec.node_pools,
+                self.cloud,
+                self.catalog,
+                settings,
+                pdbs=spec.pdbs,
+                do_not_disrupt=spec.do_not_disrupt,
+            )
         with self.store.write() as conn:
             if not self.lease.check(conn):
                 raise LeaseLost("the lease went to another replica before the loop started")
@@ -285,20 +301,6 @@ class ControlPlane:
             self._cursor = conn.execute(select(func.max(tables.events.c.id))).scalar() or 0
         self._policy_version = version
         self.policy = policy
-        spec = self.config.spec
-        if spec.node_pools:
-            self.cloud = SimulatedCloud(spec.cloud.config(self.catalog))
-            settings = spec.autoscaler.model_copy(
-                update={"clock_start": datetime.fromtimestamp(self.epoch, UTC)}
-            )
-            self.autoscaler = Autoscaler(
-                spec.node_pools,
-                self.cloud,
-                self.catalog,
-                settings,
-                pdbs=spec.pdbs,
-                do_not_disrupt=spec.do_not_disrupt,
-            )
         self.loop = ControlLoop(backend, self._engine(policy), self.autoscaler)
         gone: set[str] = set()
         for r in rows:
@@ -329,12 +331,12 @@ class ControlPlane:
                 self._upsert_node(conn, node, info, at)
                 self._event(conn, at, "node", None, None, {"action": "join", "node": node.name})
         for name, row in stored.items():
-            if name in config:
+            if name in config or self._adopt(row._mapping, now):
                 continue
             why = (
                 "not in the config any more"
                 if row.source == "config"
-                else "the simulated cloud does not survive a restart"
+                else f"its node pool {row.pool!r} is not in the config any more"
             )
             conn.execute(
                 nodes_t.update().where(nodes_t.c.name == name).values(left_at=at, leave_reason=why)
@@ -342,6 +344,39 @@ class ControlPlane:
             self._event(
                 conn, at, "node", None, None, {"action": "leave", "node": name, "reason": why}
             )
+
+    def _adopt(self, row: Mapping[Any, Any], now: float) -> bool:
+        """An autoscaled node of a pool still configured joins again, its instance taken
+        back by the simulated cloud and the autoscaler (same id, launch time and price: it
+        is billed, interrupted and consolidated as before); True when it did."""
+        if (
+            row["source"] != "autoscaler"
+            or self.cloud is None
+            or self.autoscaler is None
+            or row["pool"] not in self.autoscaler.pools
+            or not isinstance(row["instance"], dict)
+            or row["capacity_type"] not in get_args(CapacityType)
+        ):
+            return False
+        node = node_from_row(dict(row))
+        launched_at = float(row["instance"]["launched_at"]) - self.epoch
+        joined_at = row["joined_at"] - self.epoch if row["joined_at"] is not None else None
+        instance = Instance(
+            id=str(row["instance"]["id"]),
+            instance_type=str(node.instance_type),
+            zone=str(node.zone),
+            capacity_type=cast(CapacityType, node.capacity_type),
+            price_per_hour=float(row["price_per_hour"] or 0.0),
+            pool=str(row["pool"]),
+            state="running",
+            launched_at=launched_at,
+            ready_at=joined_at,
+        )
+        self.cloud.adopt(instance)
+        self.autoscaler.adopt(instance, node)
+        info = NodeInfo("autoscaler", row["pool"], row["price_per_hour"], dict(row["instance"]))
+        self.backend.add_node(node, info, now, log=False)
+        return True
 
     def _workload_from_row(self, row: Mapping[str, Any], policy: Policy) -> Workload:
         """The workload as it was submitted: its team and priority as resolved then."""
