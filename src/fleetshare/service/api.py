@@ -562,7 +562,7 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
             sub = _read_submission(body, content_type, plane.policy, who)
         else:  # YAML, or a large body: parsing it would hold up the event loop
             sub = await run_in_threadpool(_read_submission, body, content_type, plane.policy, who)
-        # the row as committed (nothing to read back): the loop cannot have touched it yet
+        # the row as committed, not read back (the loop may have admitted it meanwhile)
         out = _workload_out(plane, await plane.submit_async(sub.spec, who))
         out.notes = list(sub.notes)
         return Response(out.model_dump_json(), status_code=201, media_type="application/json")
