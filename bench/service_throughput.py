@@ -2,18 +2,22 @@
 
 For each store (SQLite; PostgreSQL when installed, started here with its default, durable
 settings: ``fsync`` and ``synchronous_commit`` on) this starts ``fleetshare serve`` on a
-cluster of ``--nodes`` m5.8xlarge nodes shared by ten teams, then:
+cluster of ``--nodes`` m5.8xlarge nodes shared by ten teams (with ``--replicas N``, N
+processes on the one store: the first runs the loop, the others serve and write, and the
+client processes are spread over them), then:
 
 1. **fill**: submits ``--active`` workloads (1 CPU, 2 GiB, no duration: they keep running) in
    steps of ``--step``, waits after each step until all are admitted, and records the loop's
    reconcile time (``fleetshare_loop_reconcile_duration_seconds``) per step: the loop's cycle
    time as the cluster grows;
 2. **burst**: ``--procs`` client processes, each with ``--concurrency`` requests in flight
-   (asyncio + httpx, one connection pool per process), submit for ``--seconds`` seconds
+   (bare HTTP/1.1 over asyncio streams, one connection per request in flight), submit for
+   ``--seconds`` seconds
    (workloads of 2 s duration, on top of the ``--active`` running ones; capacity exists for
    all): submissions/s (201s per second of wall time), p50/p99 latency of a submission, and
    the admission lag (the store's ``first_admitted_at - submitted_at``, both stamped by the
-   server) of every workload submitted in the burst.
+   server) of every workload submitted in the burst; the server processes' CPU time per
+   acknowledged submission.
 
 ``python bench/service_throughput.py --out bench/results/service_throughput.json``
 """
@@ -80,6 +84,21 @@ def percentile(values: list[float], q: float) -> float:
 # -- the clients (separate processes) ---------------------------------------------------------
 
 
+async def _post(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, head: bytes, body: bytes
+) -> int:
+    """One HTTP/1.1 POST on a kept-alive connection; the response's status (body read)."""
+    writer.write(head + str(len(body)).encode() + b"\r\n\r\n" + body)
+    status = int((await reader.readline()).split(b" ", 2)[1])
+    length = 0
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    await reader.readexactly(length)
+    return status
+
+
 async def _client(
     url: str,
     token: str,
@@ -89,33 +108,49 @@ async def _client(
     duration: float | None,
     count: int | None,
 ) -> dict[str, Any]:
+    """``concurrency`` connections, each posting one submission after another. A bare
+    HTTP/1.1 client (keep-alive, Content-Length): the load generator shares the machine's
+    cores with the server, so it should cost little CPU."""
+    cpu = time.process_time()
     latencies: list[float] = []
     errors: dict[str, int] = {}
     counter = iter(range(10**9))
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    headers = {"Authorization": f"Bearer {token}"}
-    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits, timeout=60) as c:
+    host, port = url.removeprefix("http://").split(":")
+    head = (
+        f"POST /api/v1/workloads HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+        "Content-Length: "
+    ).encode()
 
-        async def worker() -> None:
-            while time.time() < until:
-                i = next(counter)
-                if count is not None and i >= count:
-                    return
-                body = spec(f"{prefix}-{i}", TEAMS[i % len(TEAMS)], duration)
-                started = time.perf_counter()
-                try:
-                    response = await c.post("/api/v1/workloads", json=body)
-                except httpx.HTTPError as exc:
-                    errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
-                    continue
-                if response.status_code == 201:
-                    latencies.append(time.perf_counter() - started)
-                else:
-                    key = str(response.status_code)
-                    errors[key] = errors.get(key, 0) + 1
+    async def worker() -> None:
+        connection = None
+        while time.time() < until:
+            i = next(counter)
+            if count is not None and i >= count:
+                break
+            body = json.dumps(spec(f"{prefix}-{i}", TEAMS[i % len(TEAMS)], duration)).encode()
+            started = time.perf_counter()
+            try:
+                if connection is None:
+                    connection = await asyncio.open_connection(host, int(port))
+                status = await asyncio.wait_for(_post(*connection, head, body), 60)
+            except (OSError, ValueError, IndexError, asyncio.IncompleteReadError) as exc:
+                errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
+                connection = None
+                continue
+            except TimeoutError:
+                errors["timeout"] = errors.get("timeout", 0) + 1
+                connection = None
+                continue
+            if status == 201:
+                latencies.append(time.perf_counter() - started)
+            else:
+                errors[str(status)] = errors.get(str(status), 0) + 1
+        if connection is not None:
+            connection[1].close()
 
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return {"latencies": latencies, "errors": errors}
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return {"latencies": latencies, "errors": errors, "cpu": time.process_time() - cpu}
 
 
 def _client_process(args: tuple[Any, ...]) -> dict[str, Any]:
@@ -123,7 +158,7 @@ def _client_process(args: tuple[Any, ...]) -> dict[str, Any]:
 
 
 def submit_from_processes(
-    url: str,
+    urls: list[str],
     token: str,
     prefix: str,
     procs: int,
@@ -132,10 +167,14 @@ def submit_from_processes(
     duration: float | None = None,
     total: int | None = None,
 ) -> dict[str, Any]:
-    """``procs`` processes submitting at once; their latencies and errors, and the wall time."""
+    """``procs`` processes submitting at once (process ``p`` to ``urls[p % len(urls)]``);
+    their latencies and errors, and the wall time."""
     until = time.time() + seconds
     per = None if total is None else -(-total // procs)
-    jobs = [(url, token, f"{prefix}{p}", concurrency, until, duration, per) for p in range(procs)]
+    jobs = [
+        (urls[p % len(urls)], token, f"{prefix}{p}", concurrency, until, duration, per)
+        for p in range(procs)
+    ]
     started = time.perf_counter()
     with multiprocessing.get_context("spawn").Pool(procs) as pool:
         results = pool.map(_client_process, jobs)
@@ -145,7 +184,8 @@ def submit_from_processes(
     for r in results:
         for k, v in r["errors"].items():
             errors[k] = errors.get(k, 0) + v
-    return {"latencies": latencies, "errors": errors, "wall": wall}
+    cpu = sum(r["cpu"] for r in results)
+    return {"latencies": latencies, "errors": errors, "wall": wall, "client_cpu": cpu}
 
 
 # -- the server --------------------------------------------------------------------------------
@@ -160,7 +200,7 @@ def start_server(db: str, workdir: Path, nodes: int) -> tuple[subprocess.Popen[b
     path = workdir / "config.yaml"
     path.write_text(yaml.safe_dump(config(nodes)))
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    log = open(workdir / "server.log", "wb")  # noqa: SIM115 - closed with the process
+    log = open(workdir / f"server-{port}.log", "wb")  # noqa: SIM115 - closed with the process
     process = subprocess.Popen(
         [
             sys.executable,
@@ -185,7 +225,7 @@ def start_server(db: str, workdir: Path, nodes: int) -> tuple[subprocess.Popen[b
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError((workdir / "server.log").read_text())
+            raise RuntimeError((workdir / f"server-{port}.log").read_text())
         try:
             if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
                 return process, url
@@ -194,6 +234,21 @@ def start_server(db: str, workdir: Path, nodes: int) -> tuple[subprocess.Popen[b
         time.sleep(0.1)
     process.kill()
     raise RuntimeError("the server did not start")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a process so far (Linux ``/proc``; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def servers_cpu(pids: list[int]) -> float | None:
+    """CPU seconds of the server processes together."""
+    each = [cpu_seconds(pid) for pid in pids]
+    return None if None in each else sum(x for x in each if x is not None)
 
 
 def reconcile_totals(client: httpx.Client) -> tuple[float, float]:
@@ -236,8 +291,12 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     store = Store(db)
     store.create()
     token = create_token(store, "admin")[1]
-    process, url = start_server(db, workdir, args.nodes)
-    result: dict[str, Any] = {"nodes": args.nodes}
+    # one after the other: the first takes the lease (runs the loop), the others follow
+    servers = [start_server(db, workdir, args.nodes) for _ in range(args.replicas)]
+    urls = [url for _, url in servers]
+    url = urls[0]
+    pids = [process.pid for process, _ in servers]
+    result: dict[str, Any] = {"nodes": args.nodes, "replicas": args.replicas}
     try:
         client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"})
         growth = []
@@ -246,7 +305,7 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             batch = min(args.step, args.active - submitted)
             before = reconcile_totals(client)
             sub = submit_from_processes(
-                url, token, f"fill{submitted}-", args.procs, args.concurrency, 600, total=batch
+                urls, token, f"fill{submitted}-", args.procs, args.concurrency, 600, total=batch
             )
             submitted += len(sub["latencies"])
             settle = wait_admitted(store, submitted)
@@ -267,10 +326,12 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         result["growth"] = growth
 
         before = reconcile_totals(client)
+        cpu_before = servers_cpu(pids)
         started = time.time()
         burst = submit_from_processes(
-            url, token, "burst", args.procs, args.concurrency, args.seconds, duration=2.0
+            urls, token, "burst", args.procs, args.concurrency, args.seconds, duration=2.0
         )
+        cpu_burst = servers_cpu(pids)
         time.sleep(3)
         after = reconcile_totals(client)
         w = tables.workloads
@@ -305,17 +366,39 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             },
             "reconciles": int(steps),
             "reconcile_mean_ms": round(1000 * (after[0] - before[0]) / steps, 2) if steps else None,
+            "server_cpu_ms_per_submission": round(
+                1000 * (cpu_burst - cpu_before) / max(1, len(latencies)), 3
+            )
+            if cpu_before is not None and cpu_burst is not None
+            else None,
+            "client_cpu_ms_per_submission": round(
+                1000 * burst["client_cpu"] / max(1, len(latencies)), 3
+            ),
         }
         print(f"  burst: {result['burst']}", flush=True)
         client.close()
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
+        for process, _ in reversed(servers):
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
         store.close()
     return result
+
+
+def versions(*names: str) -> dict[str, str | None]:
+    """Installed versions of the server's libraries (None: not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, str | None] = {}
+    for name in names:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
 
 
 def main() -> None:
@@ -324,6 +407,13 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--active", type=int, default=5000)
     parser.add_argument("--step", type=int, default=1000)
+    parser.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="fleetshare serve processes on the one store: the first runs the loop, the "
+        "client processes are spread over all",
+    )
     parser.add_argument("--procs", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -333,7 +423,7 @@ def main() -> None:
     from tests import postgres
 
     results: dict[str, Any] = {
-        "machine": machine(),
+        "machine": machine(**versions("fastapi", "uvicorn", "uvloop", "httptools", "psycopg")),
         "settings": {k: v for k, v in vars(args).items() if k != "out"},
         "targets": {
             "submissions_per_s": 1000,

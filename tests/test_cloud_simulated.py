@@ -227,6 +227,22 @@ def test_interruptions_are_seeded_exponential_and_replayable() -> None:
     assert cloud().interruptions(until=math.inf) == []
 
 
+def test_an_adopted_instance_is_live_with_its_interruption_and_ids_move_on() -> None:
+    """A restarted service gives its instances back to a new cloud of the same seed: live,
+    interrupted when they would have been, and new launches never reuse their ids."""
+    first = cloud(seed=5, spot_interruption_rate_per_hour=1.0)
+    launched = first.launch(request(count=3, capacity_type="spot", instance_type=G5), 10.0)
+    kept = launched[2]
+    second = cloud(seed=5, spot_interruption_rate_per_hour=1.0)
+    second.adopt(kept)
+    assert [i.id for i in second.instances(now=1e9)] == [kept.id]
+    assert second.interruption_at(kept.id) == first.interruption_at(kept.id)
+    new = second.launch(request(), 20.0)
+    assert new[0].id not in {i.id for i in launched}
+    with pytest.raises(CloudError, match="exists already"):
+        second.adopt(kept)
+
+
 def test_cost_matches_a_hand_computation() -> None:
     od = load_catalog().get(P4D).price_per_hour
     assert od is not None

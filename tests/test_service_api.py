@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import pytest
 from sqlalchemy import select
 
 from fleetshare.service import store as tables
-from fleetshare.service.auth import create_token, revoke_token
+from fleetshare.service.auth import TOKEN_CACHE_SECONDS, create_token, revoke_token
 from fleetshare.service.store import Store
 from tests.service_helpers import Server, job, start_server, wait_for
 
@@ -151,6 +152,11 @@ def test_a_revoked_token_is_refused(server: Server) -> None:
     with server.client(token) as client:
         assert client.get("/api/v1/nodes").status_code == 200
         assert revoke_token(store, token_id)
+        # a server trusts a token it checked for TOKEN_CACHE_SECONDS (generous margin here)
+        deadline = time.monotonic() + TOKEN_CACHE_SECONDS + 5
+        while client.get("/api/v1/nodes").status_code == 200:
+            assert time.monotonic() < deadline, "the revoked token is still accepted"
+            time.sleep(0.05)
         assert client.get("/api/v1/nodes").status_code == 401
     with store.read() as conn:
         hashes = conn.execute(select(tables.api_tokens.c.token_hash)).scalars().all()

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import select
 
 from fleetshare.model.catalog import load_catalog
 from fleetshare.scenario.loader import ScenarioError, load_scenario_data
 from fleetshare.scenario.schema import WorkloadSpec
+from fleetshare.service import store as tables
 from fleetshare.service.auth import Principal
 from fleetshare.service.config import load_config
 from fleetshare.service.metrics import ServiceMetrics
@@ -244,3 +246,53 @@ def test_node_pools_launch_nodes_live(tmp_path: Path) -> None:
     assert itype is not None
     cost = value(found, "fleetshare_nodes_hourly_cost_dollars", instance_type=itype, **labels)
     assert cost == pytest.approx(info.price_per_hour)
+
+
+def _run_until_admitted(plane: ControlPlane, *names: str) -> None:
+    plane.start()
+    try:
+        deadline = time.monotonic() + 15
+        while not set(names) <= set(plane.view.running) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert set(names) <= set(plane.view.running)
+    finally:
+        plane.stop()
+
+
+def test_restart_takes_back_autoscaled_nodes_and_their_work(tmp_path: Path) -> None:
+    """A restart takes back the nodes the autoscaler launched (same name, instance and
+    price): their work stays admitted there, the autoscaler manages them again, and its next
+    launch takes a new name and instance id. A node whose pool left the config leaves."""
+    plane = plane_for(tmp_path, AUTOSCALED)
+    submit(plane, "train", "research")
+    _run_until_admitted(plane, "train")
+    node = plane.view.running["train"].assignment.placement[0][0][0]
+    info = plane.view.node_info[node]
+    admitted = _admissions(plane.view.running)
+    plane.close()
+
+    again = plane_for(tmp_path, AUTOSCALED)
+    assert again.backend.node_info[node] == info
+    assert _same(_admissions(again.backend.running), admitted)
+    assert again.autoscaler is not None and again.autoscaler.manages(node)
+    submit(again, "train-2", "research")  # the node's one GPU is taken: a launch
+    _run_until_admitted(again, "train", "train-2")
+    assert _same(_admissions({"train": again.view.running["train"]}), admitted)
+    second = again.view.running["train-2"].assignment.placement[0][0][0]
+    instance = again.view.node_info[second].instance
+    assert second != node and instance is not None and info.instance is not None
+    assert instance["id"] != info.instance["id"]
+    again.close()
+
+    without_pools = {k: v for k, v in AUTOSCALED.items() if k not in ("node_pools", "cloud")}
+    third = plane_for(tmp_path, without_pools)
+    assert not third.backend.nodes
+    assert set(third.backend.pending) == {"train", "train-2"}  # requeued: node-removed
+    with third.store.read() as conn:
+        rows = conn.execute(
+            select(tables.nodes.c.name, tables.nodes.c.leave_reason).where(
+                tables.nodes.c.name == node
+            )
+        ).all()
+    assert [tuple(r) for r in rows] == [(node, "its node pool 'gpu' is not in the config any more")]
+    third.close()

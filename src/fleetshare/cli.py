@@ -568,12 +568,14 @@ def serve(
     from fleetshare.service.api import create_app
     from fleetshare.service.config import load_config
     from fleetshare.service.plane import ControlPlane
+    from fleetshare.service.runtime import tune_garbage_collector
     from fleetshare.service.store import Store
 
     try:
         plane = ControlPlane(load_config(config), Store(db))
     except ScenarioError as exc:
         _fail(str(exc))
+    tune_garbage_collector()
     Console(stderr=True).print(
         f"fleetshare serving on http://{host}:{port} (store {plane.store.display_url}, "
         f"{plane.role()})",

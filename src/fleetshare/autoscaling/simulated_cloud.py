@@ -337,6 +337,23 @@ class SimulatedCloud:
             launched.append(instance)
         return launched
 
+    def adopt(self, instance: Instance) -> None:
+        """Take back an instance an earlier run of this cloud launched (a service restart):
+        live again, with the spot interruption its id and launch time give (the same as
+        before, from the seed); later launches get new ids."""
+        if instance.id in self._records:
+            raise CloudError(f"instance {instance.id} exists already")
+        interrupt_at = (
+            self._interruption_time(instance.id, instance.launched_at)
+            if instance.capacity_type == "spot"
+            else None
+        )
+        name = Catalog.ec2_name(instance.instance_type)
+        self._records[instance.id] = _Record(instance, name, interrupt_at)
+        number = instance.id.removeprefix("i-sim-")
+        if number.isdigit():
+            self._next_id = max(self._next_id, int(number) + 1)
+
     def _account_room(self, request: LaunchRequest) -> int:
         """How many instances of the request the account's limits still allow."""
         limits = self.config.account

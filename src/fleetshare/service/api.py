@@ -10,7 +10,7 @@ request names a file the server would read or write.
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -34,7 +34,7 @@ from fleetshare.scenario.report import team_usage
 from fleetshare.scenario.schema import WorkloadSpec
 from fleetshare.service import store as tables
 from fleetshare.service import whatif
-from fleetshare.service.auth import Principal, authenticate
+from fleetshare.service.auth import Principal, TokenCache, authenticate
 from fleetshare.service.limits import BodyLimits
 from fleetshare.service.metrics import CONTENT_TYPE, ServiceMetrics
 from fleetshare.service.plane import (
@@ -57,6 +57,9 @@ from fleetshare.service.submission import (
 )
 
 MAX_PAGE = 1000
+INLINE_BODY_BYTES = 16 << 10
+"""A JSON submission up to this size is read on the event loop (no thread hop); YAML and
+larger bodies are read in a worker thread."""
 DASHBOARD = Path(__file__).with_name("dashboard")
 """The dashboard's files: plain HTML, CSS and JavaScript (no build step, no CDN)."""
 PAGE_HEADERS = {
@@ -370,11 +373,15 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
     app.openapi = openapi  # type: ignore[method-assign]
     bearer = HTTPBearer(auto_error=False, description="a token from `fleetshare token create`")
 
-    def principal(
+    tokens = TokenCache(store)
+
+    async def principal(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> Principal:
         header = f"Bearer {credentials.credentials}" if credentials is not None else None
-        found = authenticate(store, header)
+        found = tokens.cached(header)
+        if found is None:
+            found = await run_in_threadpool(tokens.authenticate, header)
         if found is None:
             raise _Unauthorized()
         return found
@@ -532,9 +539,6 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
             raise NotFound(f"no workload {name!r}")
         return row
 
-    async def raw_body(request: Request) -> tuple[bytes, str]:
-        return await request.body(), request.headers.get("content-type", "")
-
     @app.post(
         "/api/v1/workloads",
         response_model=WorkloadOut,
@@ -542,7 +546,7 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
         tags=["workloads"],
         openapi_extra={"requestBody": SUBMIT_BODY},
     )
-    def submit(raw: Annotated[tuple[bytes, str], Depends(raw_body)], who: Who) -> WorkloadOut:
+    async def submit(request: Request, who: Who) -> Response:
         """Submit a workload: fleetshare's native spec, or Kubernetes objects making one
         workload (batch/v1 Job, PyTorchJob, JobSet, RayJob, RayCluster, a Pod or one pod
         group), as JSON or YAML text (``Content-Type: application/yaml``). A manifest's team
@@ -552,18 +556,16 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
         field."""
         if not who.can_write_workloads:
             raise Forbidden("a viewer token cannot submit workloads")
-        data = read_body(*raw)
-        policy = plane.policy
-        if is_manifest(data):
-            sub = manifest(data, policy, who)
-        else:
-            spec = native(data)
-            check_team(spec, policy, who)
-            sub = Submission(spec)
-        plane.submit(sub.spec, who)
-        out = _workload_out(plane, visible(sub.spec.name, who))
+        body = await request.body()
+        content_type = request.headers.get("content-type", "")
+        if len(body) <= INLINE_BODY_BYTES and "json" in content_type:
+            sub = _read_submission(body, content_type, plane.policy, who)
+        else:  # YAML, or a large body: parsing it would hold up the event loop
+            sub = await run_in_threadpool(_read_submission, body, content_type, plane.policy, who)
+        # the row as committed, not read back (the loop may have admitted it meanwhile)
+        out = _workload_out(plane, await plane.submit_async(sub.spec, who))
         out.notes = list(sub.notes)
-        return out
+        return Response(out.model_dump_json(), status_code=201, media_type="application/json")
 
     @app.get("/api/v1/workloads", response_model=WorkloadPage, tags=["workloads"])
     def list_workloads(
@@ -589,26 +591,26 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
         more = len(rows) > limit
         rows = rows[:limit]
         return WorkloadPage(
-            items=[_workload_out(plane, r) for r in rows],
+            items=[_workload_out(plane, r._mapping) for r in rows],
             next_after=rows[-1].id if more else None,
         )
 
     @app.get("/api/v1/workloads/{name}", response_model=WorkloadOut, tags=["workloads"])
     def get_workload(name: str, who: Who) -> WorkloadOut:
         """One workload."""
-        return _workload_out(plane, visible(name, who))
+        return _workload_out(plane, visible(name, who)._mapping)
 
     @app.delete("/api/v1/workloads/{name}", response_model=WorkloadOut, tags=["workloads"])
     def cancel_workload(name: str, who: Who) -> WorkloadOut:
         """Cancel a pending or admitted workload (409 when it ended already)."""
         plane.cancel(name, who)
-        return _workload_out(plane, visible(name, who))
+        return _workload_out(plane, visible(name, who)._mapping)
 
     @app.get("/api/v1/workloads/{name}/explain", response_model=Explanation, tags=["workloads"])
     def explain(name: str, who: Who) -> Explanation:
         """Why a workload waits (the reason with numbers) and its place in its team's queue."""
         row = visible(name, who)
-        out = _workload_out(plane, row)
+        out = _workload_out(plane, row._mapping)
         reason = out.pending_reason
         if row.state == "pending" and reason is None:
             reason = "submitted; the control loop has not considered it yet"
@@ -876,7 +878,7 @@ def _query_names(dependant: Any) -> set[str]:
     return names
 
 
-def _known_query(request: Request) -> None:
+async def _known_query(request: Request) -> None:
     """A query parameter the operation does not take is refused (422 naming it): a typo such
     as ``?stat=pending`` must not silently list everything."""
     route = request.scope.get("route")
@@ -971,27 +973,38 @@ def _policy_out(plane: ControlPlane, row: Row[Any]) -> PolicyOut:
     )
 
 
-def _workload_out(plane: ControlPlane, row: Row[Any]) -> WorkloadOut:
-    assignment = row.assignment or {"flavors": [], "placement": []}
-    waiting = plane.view.waiting.get(row.name) if row.state == "pending" else None
-    spec = dict(row.spec)
+def _read_submission(body: bytes, content_type: str, policy: Policy, who: Principal) -> Submission:
+    """The body of a submission as a spec for ``policy`` (see :mod:`.submission`)."""
+    data = read_body(body, content_type)
+    if is_manifest(data):
+        return manifest(data, policy, who)
+    spec = native(data)
+    check_team(spec, policy, who)
+    return Submission(spec)
+
+
+def _workload_out(plane: ControlPlane, row: Mapping[Any, Any]) -> WorkloadOut:
+    """A workload row (read, or as just committed) as the API shows it."""
+    assignment = row["assignment"] or {"flavors": [], "placement": []}
+    waiting = plane.view.waiting.get(row["name"]) if row["state"] == "pending" else None
+    spec = dict(row["spec"])
     podsets = spec.get("podsets") or [{"count": spec.get("pods", 1)}]
     return WorkloadOut(
-        id=row.id,
-        name=row.name,
-        team=row.team,
-        state=row.state,
-        priority_class=row.priority_class,
-        priority=row.priority,
+        id=row["id"],
+        name=row["name"],
+        team=row["team"],
+        state=row["state"],
+        priority_class=row["priority_class"],
+        priority=row["priority"],
         pods=sum(int(ps.get("count", 1)) for ps in podsets),
         spec=spec,
-        submitted_at=plane.datetime(row.submitted_at) or "",
-        admitted_at=plane.datetime(row.admitted_at),
-        finished_at=plane.datetime(row.finished_at),
+        submitted_at=plane.datetime(row["submitted_at"]) or "",
+        admitted_at=plane.datetime(row["admitted_at"]),
+        finished_at=plane.datetime(row["finished_at"]),
         flavors=list(dict.fromkeys(assignment["flavors"])),
         nodes=sorted({n for ps in assignment["placement"] for n, _ in ps}),
-        borrowed=dict(row.borrowed or {}),
-        preemptions=row.preemptions,
+        borrowed=dict(row["borrowed"] or {}),
+        preemptions=row["preemptions"],
         pending_reason=waiting.reason if waiting else None,
         queue_position=waiting.position if waiting else None,
     )

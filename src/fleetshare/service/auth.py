@@ -8,6 +8,10 @@ hash). It is shown once, when created. Scopes:
 - ``viewer``: read everything (teams, workloads, nodes, events, the policy), change nothing;
 - ``team:NAME``: read and submit/cancel only team NAME's workloads; another team's workload
   is answered as if it did not exist (404).
+
+The API authenticates through a :class:`TokenCache`: a token found valid is trusted for
+:data:`TOKEN_CACHE_SECONDS` without a read of the store, so a revocation takes effect within
+that time.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import hashlib
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,18 +121,80 @@ def revoke_token(store: Store, token_id: int) -> bool:
         return result.rowcount == 1
 
 
-def authenticate(store: Store, authorization: str | None) -> Principal | None:
-    """The principal of an ``Authorization: Bearer TOKEN`` header, or None."""
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer TOKEN`` header, or None when it holds none."""
     if not authorization:
         return None
     kind, _, token = authorization.partition(" ")
     token = token.strip()
     if kind.lower() != "bearer" or not token.startswith(TOKEN_PREFIX) or len(token) > 200:
         return None
+    return token
+
+
+def _lookup(store: Store, token_hash: str) -> Principal | None:
     with store.read() as conn:
         row = conn.execute(
             select(api_tokens.c.id, api_tokens.c.scope).where(
-                api_tokens.c.token_hash == hash_token(token), api_tokens.c.revoked_at.is_(None)
+                api_tokens.c.token_hash == token_hash, api_tokens.c.revoked_at.is_(None)
             )
         ).first()
     return None if row is None else Principal(int(row.id), str(row.scope))
+
+
+def authenticate(store: Store, authorization: str | None) -> Principal | None:
+    """The principal of an ``Authorization: Bearer TOKEN`` header, or None (read from the
+    store)."""
+    token = bearer_token(authorization)
+    return None if token is None else _lookup(store, hash_token(token))
+
+
+TOKEN_CACHE_SECONDS = 1.0
+"""How long a server trusts a token it found valid without reading the store again: a revoked
+token is refused within this time."""
+
+
+class TokenCache:
+    """Tokens found valid in the last ``seconds``, by hash: a request with one of them is
+    authenticated without a read of the store (the API's hot path). Invalid tokens are never
+    cached (each such request reads the store), so a new token works at once and a revoked
+    one is refused within ``seconds``."""
+
+    MAX_ENTRIES = 10_000
+
+    def __init__(
+        self,
+        store: Store,
+        seconds: float = TOKEN_CACHE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.seconds = seconds
+        self._clock = clock
+        self._valid: dict[str, tuple[float, Principal]] = {}
+
+    def cached(self, authorization: str | None) -> Principal | None:
+        """The principal when the header's token was found valid less than ``seconds`` ago;
+        None means: ask :meth:`authenticate`."""
+        token = bearer_token(authorization)
+        if token is None:
+            return None
+        entry = self._valid.get(hash_token(token))
+        if entry is None or self._clock() - entry[0] >= self.seconds:
+            return None
+        return entry[1]
+
+    def authenticate(self, authorization: str | None) -> Principal | None:
+        """The header's principal read from the store (and remembered), or None."""
+        token = bearer_token(authorization)
+        if token is None:
+            return None
+        token_hash = hash_token(token)
+        found = _lookup(self.store, token_hash)
+        if found is None:
+            self._valid.pop(token_hash, None)
+            return None
+        if len(self._valid) >= self.MAX_ENTRIES:
+            self._valid.clear()
+        self._valid[token_hash] = (self._clock(), found)
+        return found

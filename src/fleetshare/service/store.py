@@ -25,6 +25,7 @@ timeout. PostgreSQL keeps its own durability settings (``synchronous_commit`` on
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -201,6 +202,7 @@ class Store:
 
     def __init__(self, url: str | None = None) -> None:
         self.url = url or default_url()
+        self._writer = threading.RLock()
         self.sqlite = self.url.startswith("sqlite")
         self.postgresql = self.url.startswith(("postgresql", "postgres:"))
         if self.sqlite:
@@ -255,8 +257,14 @@ class Store:
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A write transaction (committed on leaving, rolled back on an exception); one at a
-        time across every process on the database."""
-        with self.engine.connect().execution_options(fleetshare_write=True) as conn, conn.begin():
+        time across every process on the database. Threads of this process queue on a lock
+        first: the database's own wait (SQLite's busy handler) polls, sleeping up to 100 ms
+        at a time, where the lock hands over at once."""
+        with (
+            self._writer,
+            self.engine.connect().execution_options(fleetshare_write=True) as conn,
+            conn.begin(),
+        ):
             yield conn
 
     @contextmanager

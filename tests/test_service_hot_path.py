@@ -1,0 +1,152 @@
+"""The API's hot path: the token cache and group commit (unit level, no server)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from fleetshare.service.auth import TokenCache, create_token, revoke_token
+from fleetshare.service.group_commit import GroupCommit
+from fleetshare.service.store import Store
+
+# -- the token cache ---------------------------------------------------------------------------
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(f"sqlite:///{tmp_path / 'fleetshare.db'}")
+    s.create()
+    return s
+
+
+def test_a_valid_token_is_read_once_and_a_revoked_one_refused_after_the_bound(
+    store: Store,
+) -> None:
+    clock = _Clock()
+    cache = TokenCache(store, seconds=1.0, clock=clock)
+    token_id, token = create_token(store, "team:team-a")
+    header = f"Bearer {token}"
+    assert cache.cached(header) is None  # never seen: the store must be asked
+    found = cache.authenticate(header)
+    assert found is not None and found.scope == "team:team-a" and found.token_id == token_id
+    assert cache.cached(header) == found
+    assert revoke_token(store, token_id)
+    clock.now = 0.9
+    assert cache.cached(header) == found  # within the bound the server still trusts it
+    clock.now = 1.0
+    assert cache.cached(header) is None
+    assert cache.authenticate(header) is None
+    assert cache.cached(header) is None  # and it stays refused
+
+
+def test_invalid_tokens_are_never_cached_and_a_new_token_works_at_once(store: Store) -> None:
+    cache = TokenCache(store, seconds=60.0, clock=_Clock())
+    for header in (None, "", "Basic abc", "Bearer fs_unknown", "Bearer not-a-token"):
+        assert cache.authenticate(header) is None
+        assert cache.cached(header) is None
+    _, token = create_token(store, "viewer")
+    assert cache.authenticate(f"Bearer {token}") is not None
+    # the same token under another bearer spelling is the same entry; a longer one is not
+    assert cache.cached(f"bearer  {token}") is not None
+    assert cache.cached(f"Bearer {token}x") is None
+
+
+# -- group commit ------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Item:
+    value: int
+    error: BaseException | None = None
+    committed: bool = False
+
+
+class _Recorder:
+    """A commit function: records each batch; holds the first until released."""
+
+    def __init__(self, refuse: int | None = None, fail: bool = False) -> None:
+        self.batches: list[list[int]] = []
+        self.release = threading.Event()
+        self.started = threading.Event()
+        self.refuse = refuse
+        self.fail = fail
+
+    def __call__(self, batch: list[_Item]) -> None:
+        self.started.set()
+        self.release.wait(10)
+        self.batches.append([i.value for i in batch])
+        if self.fail:
+            raise RuntimeError("disk full")
+        for item in batch:
+            if item.value == self.refuse:
+                item.error = ValueError("refused")
+            else:
+                item.committed = True
+
+
+def test_items_queued_during_a_commit_go_together_in_the_next() -> None:
+    recorder = _Recorder(refuse=3)
+    commits = GroupCommit(recorder)
+    results: dict[int, _Item] = {}
+
+    def send(value: int) -> None:
+        results[value] = commits.submit(_Item(value))
+
+    first = threading.Thread(target=send, args=(0,))
+    first.start()
+    assert recorder.started.wait(10)  # the first batch is committing: the rest queue up
+    others = [threading.Thread(target=send, args=(v,)) for v in (1, 2, 3)]
+    for t in others:
+        t.start()
+    while commits.queued < 3:
+        threading.Event().wait(0.01)
+    recorder.release.set()
+    for t in [first, *others]:
+        t.join(10)
+    commits.close()
+    assert recorder.batches[0] == [0]
+    assert sorted(recorder.batches[1]) == [1, 2, 3] and len(recorder.batches) == 2
+    assert all(results[v].committed for v in (0, 1, 2))
+    assert isinstance(results[3].error, ValueError) and not results[3].committed
+
+
+def test_a_coroutine_is_answered_only_after_its_batch_committed() -> None:
+    recorder = _Recorder()
+    commits = GroupCommit(recorder)
+
+    async def main() -> list[_Item]:
+        tasks = [asyncio.ensure_future(commits.submit_async(_Item(v))) for v in range(5)]
+        await asyncio.sleep(0.05)
+        assert not any(t.done() for t in tasks)  # the commit is held: nobody is answered
+        recorder.release.set()
+        return list(await asyncio.gather(*tasks))
+
+    items = asyncio.run(main())
+    commits.close()
+    assert all(item.committed for item in items)
+    assert sorted(v for batch in recorder.batches for v in batch) == list(range(5))
+
+
+def test_a_failed_batch_fails_each_of_its_items() -> None:
+    recorder = _Recorder(fail=True)
+    recorder.release.set()
+    commits = GroupCommit(recorder)
+    item = commits.submit(_Item(1))
+    commits.close()
+    assert isinstance(item.error, RuntimeError) and not item.committed
+    # after close, a new item starts the writer again
+    recorder.fail = False
+    assert commits.submit(_Item(2)).committed
+    commits.close()
