@@ -338,21 +338,6 @@ class Autoscaler:
         managed.joined = True
         return True
 
-    def adopt(self, instance: Instance, node: Node) -> ManagedNode:
-        """A node this autoscaler launched before a restart, joined: managed again (it may be
-        consolidated, expire or be interrupted like any other); later launches do not reuse
-        its name."""
-        ready_at = instance.ready_at if instance.ready_at is not None else instance.launched_at
-        managed = ManagedNode(
-            node.name, instance, instance.pool, "restored", node, joined=True, ready_at=ready_at
-        )
-        self.nodes[node.name] = managed
-        self._by_instance[instance.id] = node.name
-        suffix = node.name.rsplit("-", 1)[-1]
-        if suffix.isdigit():
-            self._seq = max(self._seq, int(suffix))
-        return managed
-
     def terminated(self, name: str, now: float, reason: Reason) -> None:
         """The node is gone: terminate its instance (if not already) and record why."""
         managed = self.nodes.get(name)
@@ -380,8 +365,10 @@ class Autoscaler:
         self._seen.clear()  # pending work is planned again under the new pools
 
     def adopt(self, name: str, instance: Instance, reason: str, *, joined: bool) -> bool:
-        """Take over a node launched before a restart (the operator's NodeClaims remember
-        it); False when its pool is unknown (the caller removes it)."""
+        """Take over a node launched before a restart (the operator's NodeClaims and the
+        service's store remember it): managed again, consolidated, expired or interrupted
+        like any other; later launches do not reuse its name. False when its pool is
+        unknown or the name is taken (the caller removes it)."""
         pool = self.pools.get(instance.pool)
         if pool is None or name in self.nodes:
             return False

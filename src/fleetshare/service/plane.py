@@ -372,8 +372,9 @@ class ControlPlane:
             launched_at=launched_at,
             ready_at=joined_at,
         )
+        if not self.autoscaler.adopt(node.name, instance, "restored", joined=True):
+            return False
         self.cloud.adopt(instance)
-        self.autoscaler.adopt(instance, node)
         info = NodeInfo("autoscaler", row["pool"], row["price_per_hour"], dict(row["instance"]))
         self.backend.add_node(node, info, now, log=False)
         return True
