@@ -191,15 +191,21 @@ def test_operator_metrics_on_a_hand_built_summary() -> None:
 
     metrics = OperatorMetrics()
     metrics.latest = summary(
-        ["a", "a", "b"], ["a"], [("gpu", False), ("gpu", True), ("gpu", True)],
-        leader=True, reconciles=7,
+        ["a", "b", "c"], [("a", True), ("a", False), ("b", True)], ["a"],
+        [("gpu", False), ("gpu", True), ("gpu", True)], leader=True, reconciles=7,
     )  # fmt: skip
     text = metrics.render().decode()
     lines = {line for line in text.splitlines() if not line.startswith("#")}
     assert {
-        'fleetshare_pending_workloads{cluster_queue="a"} 2.0',
-        'fleetshare_pending_workloads{cluster_queue="b"} 1.0',
+        'fleetshare_pending_workloads{cluster_queue="a",status="active"} 1.0',
+        'fleetshare_pending_workloads{cluster_queue="a",status="inadmissible"} 1.0',
+        'fleetshare_pending_workloads{cluster_queue="b",status="active"} 0.0',
+        'fleetshare_pending_workloads{cluster_queue="b",status="inadmissible"} 1.0',
+        'fleetshare_pending_workloads{cluster_queue="c",status="active"} 0.0',
+        'fleetshare_pending_workloads{cluster_queue="c",status="inadmissible"} 0.0',
         'fleetshare_admitted_active_workloads{cluster_queue="a"} 1.0',
+        'fleetshare_admitted_active_workloads{cluster_queue="b"} 0.0',
+        'fleetshare_admitted_active_workloads{cluster_queue="c"} 0.0',
         'fleetshare_node_claims{nodepool="gpu",state="launching"} 1.0',
         'fleetshare_node_claims{nodepool="gpu",state="ready"} 2.0',
         "fleetshare_operator_leader 1.0",

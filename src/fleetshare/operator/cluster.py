@@ -681,6 +681,14 @@ class KubeCluster:
                 raise
             time.sleep(0.05)
 
+    def considered(self, name: str) -> bool:
+        """An admission cycle left the pending workload waiting with a reason (its object
+        carries the reason annotation)."""
+        t = self.tracked.get(name)
+        if t is None or not t.objects:
+            return False
+        return bool((t.objects[0]["metadata"].get("annotations") or {}).get(PENDING_REASON))
+
     def report_pending(self, result: CycleResult, now: float) -> None:
         if not self.may_act():
             return

@@ -244,8 +244,10 @@ class Operator:
         """What the metrics show until the next reconcile."""
         cluster, scaler = self.cluster, self.autoscaler
         live = scaler.live() if scaler is not None else []
+        engine = self.loop.engine if self.loop is not None else None
         self.metrics.latest = summary(
-            [w.team for w in cluster.pending.values()],
+            [t.name for t in engine.policy.teams] if engine is not None else [],
+            [(w.team, cluster.considered(n)) for n, w in cluster.pending.items()],
             [r.workload.team for n, r in cluster.running.items()
              if cluster.tracked.get(n) is not None and cluster.tracked[n].admitted is not None],
             [(m.pool, m.joined) for m in live],

@@ -5,9 +5,11 @@ Names follow the service's (:mod:`fleetshare.service.metrics`, Kueue's names wit
 read from the :class:`Summary` the operator writes at the end of each reconcile (never from
 the loop's live state, which another thread changes):
 
-- ``fleetshare_pending_workloads{cluster_queue}``: governed workloads waiting for admission.
-- ``fleetshare_admitted_active_workloads{cluster_queue}``: admitted workloads not finished
-  (work running outside the operator, bound without its admission, is not counted).
+- ``fleetshare_pending_workloads{cluster_queue, status}`` and
+  ``fleetshare_admitted_active_workloads{cluster_queue}``: as the service's, one definition
+  (:mod:`fleetshare.control.metrics`); a governed workload is ``inadmissible`` once a cycle
+  wrote its pending reason; work running outside the operator, bound without its admission, is
+  not counted.
 - ``fleetshare_node_claims{nodepool, state}``: the autoscaler's live NodeClaims, ``state``
   ``launching`` until the node is Ready in the cluster, then ``ready``.
 - ``fleetshare_operator_leader``: 1 while this replica may act (it holds the Lease, or leader
@@ -25,15 +27,18 @@ from prometheus_client import CollectorRegistry, disable_created_metrics, genera
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from fleetshare.control.metrics import workload_gauges
+
 
 @dataclass(frozen=True)
 class Summary:
     """What the metrics show, as of the latest reconcile."""
 
-    pending: Mapping[str, int] = field(default_factory=dict)
-    """Team -> pending workloads."""
-    admitted: Mapping[str, int] = field(default_factory=dict)
-    """Team -> admitted workloads not finished."""
+    teams: tuple[str, ...] = ()
+    pending: tuple[tuple[str, bool], ...] = ()
+    """(team, considered by a cycle) of each pending workload."""
+    admitted: tuple[str, ...] = ()
+    """The team of each admitted workload not finished."""
     claims: Mapping[tuple[str, str], int] = field(default_factory=dict)
     """(pool, ``launching`` or ``ready``) -> live claims."""
     leader: bool = False
@@ -41,18 +46,20 @@ class Summary:
 
 
 def summary(
-    pending_teams: list[str],
+    teams: list[str],
+    pending: list[tuple[str, bool]],
     admitted_teams: list[str],
     claims: list[tuple[str, bool]],
     *,
     leader: bool,
     reconciles: int,
 ) -> Summary:
-    """A summary from the team of each pending and admitted workload and the (pool, Ready)
-    of each live claim."""
+    """A summary from the policy's teams, the (team, considered by a cycle) of each pending
+    workload, the team of each admitted one and the (pool, Ready) of each live claim."""
     return Summary(
-        dict(Counter(pending_teams)),
-        dict(Counter(admitted_teams)),
+        tuple(teams),
+        tuple(pending),
+        tuple(admitted_teams),
         dict(Counter((pool, "ready" if ready else "launching") for pool, ready in claims)),
         leader,
         reconciles,
@@ -73,18 +80,7 @@ class OperatorMetrics(Collector):
 
     def collect(self) -> Iterator[Metric]:
         s = self.latest
-        pending = GaugeMetricFamily("fleetshare_pending_workloads",
-                                    "Governed workloads waiting for admission.",
-                                    labels=["cluster_queue"])  # fmt: skip
-        for team, count in sorted(s.pending.items()):
-            pending.add_metric([team], count)
-        yield pending
-        admitted = GaugeMetricFamily("fleetshare_admitted_active_workloads",
-                                     "Admitted workloads not finished.",
-                                     labels=["cluster_queue"])  # fmt: skip
-        for team, count in sorted(s.admitted.items()):
-            admitted.add_metric([team], count)
-        yield admitted
+        yield from workload_gauges(s.teams, s.pending, s.admitted)
         claims = GaugeMetricFamily("fleetshare_node_claims",
                                    "Live NodeClaims of the autoscaler by pool and state.",
                                    labels=["nodepool", "state"])  # fmt: skip

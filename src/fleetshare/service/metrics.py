@@ -6,10 +6,9 @@ Definitions (docs/service.md has the table and the Kueue names they follow):
 
 Gauges, read from the control loop's latest view at scrape time:
 
-- ``fleetshare_pending_workloads{cluster_queue, status}``: pending workloads; ``status``
-  ``inadmissible`` when an admission cycle considered the workload and left it waiting (with
-  a reason), ``active`` when no cycle has considered it yet.
-- ``fleetshare_admitted_active_workloads{cluster_queue}``: admitted workloads not finished.
+- ``fleetshare_pending_workloads{cluster_queue, status}`` and
+  ``fleetshare_admitted_active_workloads{cluster_queue}``: see :mod:`fleetshare.control.metrics`
+  (shared with the operator).
 - ``fleetshare_cluster_queue_resource_usage{cohort, cluster_queue, flavor, resource}``: the
   requests of the team's admitted workloads, per governed (flavor, resource).
 - ``fleetshare_cluster_queue_nominal_quota{...}``: the team's guaranteed quota.
@@ -51,6 +50,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from fleetshare.control.metrics import workload_gauges
 from fleetshare.model.workload import Workload
 from fleetshare.scenario.report import team_usage
 
@@ -150,30 +150,11 @@ class _ViewCollector(Collector):
 
 
 def _workload_gauges(view: View) -> Iterator[Metric]:
-    teams = [t.name for t in view.engine.policy.teams]
-    pending = GaugeMetricFamily(
-        "fleetshare_pending_workloads",
-        "Pending workloads: inadmissible (considered, waiting with a reason) or active.",
-        labels=["cluster_queue", "status"],
+    yield from workload_gauges(
+        [t.name for t in view.engine.policy.teams],
+        ((w.team, name in view.waiting) for name, w in view.pending.items()),
+        (entry.workload.team for entry in view.running.values()),
     )
-    admitted = GaugeMetricFamily(
-        "fleetshare_admitted_active_workloads",
-        "Admitted workloads not finished.",
-        labels=["cluster_queue"],
-    )
-    counts: dict[tuple[str, str], int] = {}
-    for name, workload in view.pending.items():
-        status = "inadmissible" if name in view.waiting else "active"
-        counts[workload.team, status] = counts.get((workload.team, status), 0) + 1
-    running: dict[str, int] = {}
-    for entry in view.running.values():
-        running[entry.workload.team] = running.get(entry.workload.team, 0) + 1
-    for team in sorted(set(teams) | {t for t, _ in counts} | set(running)):
-        for status in ("active", "inadmissible"):
-            pending.add_metric([team, status], counts.get((team, status), 0))
-        admitted.add_metric([team], running.get(team, 0))
-    yield pending
-    yield admitted
 
 
 def _quota_gauges(view: View) -> Iterator[Metric]:
