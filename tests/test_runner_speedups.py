@@ -432,3 +432,24 @@ def test_autoscaled_runs_match_the_reference(path: Path) -> None:
     :class:`StateCache`); the reference run builds it from scratch: same events."""
     fast = to_json(Runner(load_scenario(path)).run())
     assert fast == to_json(Runner(load_scenario(path), reference=True).run())
+
+
+@pytest.mark.parametrize("path", AUTOSCALED, ids=lambda p: p.stem)
+def test_the_state_cache_follows_nodes_joining_and_leaving(path: Path) -> None:
+    """Autoscaled runs change the nodes often: the cache then reloads the running work in one
+    go (:meth:`CycleState.load_all`), which must give the state a fresh build gives."""
+    runner = Runner(load_scenario(path))
+    engine = runner.engine
+    cache = StateCache()
+    inner = engine.cycle
+
+    def cycle(snapshot: Snapshot) -> CycleResult:
+        fresh = CycleState(engine.model, engine.policy.cluster, snapshot)
+        forked = cache.state(engine.model, engine.policy.cluster, snapshot)
+        assert _state_view(forked) == _state_view(fresh)
+        assert forked.admitted_times == fresh.admitted_times
+        return inner(snapshot)
+
+    engine.cycle = cycle  # type: ignore[method-assign]
+    runner.run()
+    assert cache.rebuilds >= 2  # nodes changed during the run

@@ -209,6 +209,42 @@ class CycleState:
         insort(self.admitted_times, entry.admitted_at)
         return entry
 
+    def load_all(
+        self, items: Sequence[tuple[Running, Mapping[FR, int] | None]]
+    ) -> list[Admitted]:
+        """:meth:`load` of many running workloads at once, into a state with none loaded
+        (the same state: quota usage summed per team before it enters the tree, free space
+        taken in one array operation, admission times sorted once). Each item may carry its
+        workload's usage already computed under this state's quota model (None: computed)."""
+        out = []
+        per_team: dict[str, dict[FR, int]] = {}
+        for running, known in items:
+            wl = running.workload
+            flavors = running.assignment.flavors
+            if known is None:
+                rules = self.model.teams.get(wl.team)
+                known = usage_of(wl, flavors, rules.charged if rules else None)
+            entry = Admitted(
+                wl,
+                flavors,
+                dict(known),
+                self.fit.plan_of(running.assignment.placement),
+                running.admitted_at,
+            )
+            self.admitted[wl.name] = entry
+            self._index(entry)
+            if wl.team in self.model.teams:
+                total = per_team.setdefault(wl.team, {})
+                for fr, amount in entry.usage.items():
+                    total[fr] = total.get(fr, 0) + amount
+            out.append(entry)
+        for team, total in per_team.items():
+            self.tree.add(team, total)
+        self.fit.apply_all([(e.workload.podsets, e.plan) for e in out])
+        self.admitted_times.extend(e.admitted_at for e in out)
+        self.admitted_times.sort()
+        return out
+
     def unload(self, entry: Admitted) -> None:
         """Undo :meth:`load` (the workload stopped running)."""
         wl = entry.workload
@@ -465,12 +501,24 @@ class StateCache:
             or cluster is not self._cluster
             or not self._same_nodes(snapshot.nodes)
         ):
+            kept = (
+                list(self._entries.items())
+                if base is not None and model is self._model and cluster is self._cluster
+                else []
+            )
             base = self._base = CycleState.empty(model, cluster, snapshot.nodes)
             self._model, self._cluster = model, cluster
             self._nodes = tuple(snapshot.nodes)
             self._nodes_ref = snapshot.nodes
             self._entries = {}
             self.rebuilds += 1
+            if kept:  # only the nodes changed: the running work is loaded again in one go,
+                # with the usage it had (it depends on the quota model only)
+                loaded = base.load_all([(run, old.usage) for _, (run, old) in kept])
+                self._entries = {
+                    key: (run, entry) for (key, (run, _)), entry in zip(kept, loaded, strict=True)
+                }
+                self._ids = set(self._entries)
         rebuilt = self.rebuilds != rebuilds
         entries = self._entries
         running = snapshot.running
