@@ -460,7 +460,9 @@ class StateCache:
     the last snapshot, nothing pending), applies the difference to the next snapshot (running
     workloads are matched by identity: a :class:`Running` object that is still there is still
     running as it was), and hands each cycle a :meth:`CycleState.fork` of it. The base is
-    rebuilt from scratch when the model, the cluster policy or any node object changes.
+    rebuilt from scratch when the model or the cluster policy changes; when only node objects
+    change (a node joins, leaves, is cordoned), the base is rebuilt on the new nodes and the
+    running work reloaded in one go (:meth:`CycleState.load_all`), keeping its usage.
 
     The state a cycle gets is equal to ``CycleState(model, cluster, snapshot)``: same usage,
     free space, admitted entries and indexes (only the order of dictionaries may differ, and
