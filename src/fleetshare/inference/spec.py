@@ -13,6 +13,9 @@ from pydantic import Field, model_validator
 
 from fleetshare.inputs import Count, StrictModel
 
+HOUR = 3600.0
+DAY = 86_400.0
+
 Metric = Literal["rps", "concurrency", "queue"]
 """What a trigger measures: requests per second, requests in flight, requests waiting."""
 
@@ -86,4 +89,136 @@ class ScalerSpec(StrictModel):
             raise ValueError(
                 f"min_replicas {self.min_replicas} is above max_replicas {self.max_replicas}"
             )
+        return self
+
+
+class PatternSpec(StrictModel):
+    """A generated pattern (see :func:`generate`)."""
+
+    pattern: Literal["constant", "diurnal", "office-hours", "viral-ramp", "flash-crowd"]
+    base_rps: float = Field(gt=0, le=1e7)
+    peak_rps: float | None = Field(default=None, gt=0, le=1e8)
+    duration_seconds: float = Field(default=DAY, gt=0, le=31 * DAY)
+    step_seconds: float = Field(default=60, gt=0, le=HOUR)
+    at_seconds: float = Field(default=2 * HOUR, ge=0, description="viral ramp / flash crowd")
+    ramp_seconds: float = Field(default=300, gt=0, le=DAY)
+    decay_seconds: float = Field(default=1800, gt=0, le=DAY, description="flash crowd")
+    peak_hour: float = Field(default=14, ge=0, lt=24, description="diurnal (UTC)")
+    open_hour: float = Field(default=9, ge=0, lt=24, description="office hours (UTC)")
+    close_hour: float = Field(default=17, gt=0, le=24, description="office hours (UTC)")
+    weekdays_only: bool = True
+    noise: float = Field(default=0, ge=0, le=1)
+    seed: int = 0
+
+
+class CsvTrafficSpec(StrictModel):
+    """Request rates from a CSV file (relative to the scenario): one row per sample."""
+
+    csv: str = Field(min_length=1)
+    time_column: str = "time"
+    rate_column: str = "rps"
+    end_seconds: float | None = Field(default=None, gt=0)
+
+
+class DlrmTrafficSpec(StrictModel):
+    """A demand curve from the DLRM trace: live instances (of one app, or all) times
+    ``rps_per_instance`` (the assumption: every live instance was sized for that load)."""
+
+    app: str | None = None
+    role: Literal["HN", "CN", "all"] = "HN"
+    rps_per_instance: float = Field(default=10, gt=0)
+    start_day: float = Field(default=0, ge=0)
+    days: float = Field(default=1, gt=0, le=31)
+    step_seconds: float = Field(default=60, gt=0, le=3600)
+
+
+class TrafficRef(StrictModel):
+    """Where a service's traffic comes from: ``pattern`` (generated), ``csv`` or ``dlrm``."""
+
+    pattern: PatternSpec | None = None
+    csv: CsvTrafficSpec | None = None
+    dlrm: DlrmTrafficSpec | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> TrafficRef:
+        given = [k for k in ("pattern", "csv", "dlrm") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of pattern, csv, dlrm")
+        return self
+
+
+class ReplicaSpec(StrictModel):
+    """One replica's pod: requests and placement."""
+
+    requests: dict[str, str | int | float]
+    node_selector: dict[str, str] = Field(default_factory=dict)
+
+
+class StartupSpec(StrictModel):
+    """From a replica placed on a node to it serving: the image pull (skipped where the node
+    already pulled the service's image) and the model load."""
+
+    image_pull_seconds: float = Field(default=60, ge=0, le=7200)
+    model_load_seconds: float = Field(default=60, ge=0, le=7200)
+
+
+class HeadroomSpec(StrictModel):
+    """Warm headroom: low-priority placeholder pods shaped like a replica (running the
+    service's image, so a node they held has it pulled) that any real replica preempts:
+    ``pods`` plus ``percent`` of the wanted replicas (rounded up)."""
+
+    pods: Count = Field(default=0, ge=0)
+    percent: float = Field(default=0, ge=0, le=1000)
+    priority: str = Field(default="placeholder", min_length=1)
+
+
+class FloorSpec(StrictModel):
+    """A scheduled floor (KEDA's cron trigger): at least ``min_replicas`` from each
+    ``schedule`` start (cron, UTC) for ``duration_seconds``."""
+
+    schedule: str = Field(min_length=1)
+    duration_seconds: float = Field(gt=0, le=7 * 86_400)
+    min_replicas: Count = Field(ge=1)
+
+
+class ForecastSpec(StrictModel):
+    """Forecast pre-provisioning: replicas for the rate forecast ``lead_seconds`` ahead
+    (default: the service's node launch + image pull + model load, plus one polling
+    interval), from the last ``window_seconds`` of observed traffic; a trend counts when it
+    rises by more than ``min_rise`` over the lead."""
+
+    lead_seconds: float | None = Field(default=None, gt=0, le=86_400)
+    window_seconds: float = Field(default=300, gt=0, le=86_400)
+    min_rise: float = Field(
+        default=0.25, ge=0, le=100, description="a trend counts when it rises more over the lead"
+    )
+
+
+class ServiceSpec(StrictModel):
+    """A model server: replicas of one pod, scaled from its traffic (``scaler``, or a KEDA
+    ScaledObject / HPA manifest in ``manifest``), for a team at a priority class."""
+
+    name: str = Field(min_length=1, max_length=200)
+    team: str = Field(min_length=1)
+    priority: str | None = None
+    replica: ReplicaSpec | None = None
+    scaler: ScalerSpec | None = None
+    manifest: str | None = Field(
+        default=None, min_length=1, description="a YAML file (Deployment + ScaledObject or HPA)"
+    )
+    capacity_rps: float = Field(gt=0, description="requests per second one replica serves")
+    request_seconds: float = Field(default=0.5, gt=0, le=3600, description="for concurrency")
+    startup: StartupSpec = Field(default_factory=StartupSpec)
+    traffic: TrafficRef
+    headroom: HeadroomSpec | None = None
+    floors: list[FloorSpec] = Field(default_factory=list)
+    forecast: ForecastSpec | None = None
+    measure_from_seconds: float = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _source(self) -> ServiceSpec:
+        if self.manifest is None and (self.scaler is None or self.replica is None):
+            raise ValueError("give replica and scaler, or a manifest to import them from")
+        if self.manifest is not None and (self.scaler is not None or self.replica is not None):
+            raise ValueError("give replica and scaler, or a manifest, not both")
         return self
