@@ -25,8 +25,8 @@ class TrendForecaster:
     """Exponential trend: a least-squares line through the logarithm of the samples of the
     last ``window`` seconds, extended to ``now + lead``. The prediction counts only when the
     trend rises by more than ``min_rise`` (a fraction) over the lead -- noise must not move
-    capacity -- and never below the latest sample (a falling trend removes nothing ahead of time: the
-    scaler's scale-down rules do that)."""
+    capacity -- and never below the latest sample (a falling trend removes nothing ahead of
+    time: the scaler's scale-down rules do that)."""
 
     def __init__(self, window: float, min_rise: float = 0.25) -> None:
         self.window = window

@@ -22,8 +22,8 @@ from fleetshare.simulate.service_input import build_services
 from fleetshare.simulate.services import ServiceRun, run_services
 from fleetshare.simulate.sla import gpu_hours, measure, serving_steps
 
-OPTIONS = ("reactive", "headroom", "scheduled", "forecast")
-"""The capacity options, in the order they are compared (``all`` combines the three)."""
+OPTIONS = ("reactive", "headroom", "scheduled", "forecast", "all")
+"""The capacity options, in the order they are compared (``all``: the three together)."""
 
 
 @dataclass
@@ -103,6 +103,7 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
             "requests_in_violation": round(sla.requests_in_violation),
             "requests_over_capacity": round(sla.requests_over_capacity),
             "demand_steps": sla.steps,
+            "demand_steps_met_at_once": sla.steps_met,
             "time_to_capacity_seconds": _rounded(sla.time_to_capacity),
             "replica_start_seconds": {
                 "wanted_to_serving": _rounded(percentiles(np.array([c - w for w, _, c in starts]))),

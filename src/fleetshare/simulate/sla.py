@@ -10,9 +10,11 @@ Definitions (each over the measured window ``[start, end)``):
   ``rate - capacity`` where positive (the requests beyond what the replicas could serve).
 * **needed(t)** = ``ceil(rate(t) / capacity_rps)`` (at most ``max_replicas``): the
   perfect-foresight capacity curve, replicas serving exactly when needed.
-* **Time to capacity**: each time needed(t) rises to a level ``k`` from below (a demand
-  step, one per level crossed), the time until serving(t) >= k; a step still unmet at
-  ``end`` counts with ``end - t`` (censored). p50/p99 are nearest-rank.
+* **Demand steps**: each time needed(t) rises to a level ``k`` from below (one step per
+  level crossed) while fewer than ``k`` replicas serve; a rise already covered by serving
+  replicas is counted apart (``steps_met``). **Time to capacity**: per demand step, the time
+  until serving(t) >= k; a step still unmet at ``end`` counts with ``end - t`` (censored).
+  p50/p99 are nearest-rank.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ class Sla:
     requests_in_violation: float
     requests_over_capacity: float
     steps: int
+    steps_met: int
     time_to_capacity: dict[str, float | None]
     needed_replica_hours: float
 
@@ -99,13 +102,14 @@ def measure(
             violation += span
             in_violation += rate * span
             over += (rate - capacity) * span
-    waits = time_to_capacity(traffic, serving, needed, start, end)
+    waits, met = time_to_capacity(traffic, serving, needed, start, end)
     return Sla(
         violation_minutes=violation / 60,
         requests=requests,
         requests_in_violation=in_violation,
         requests_over_capacity=over,
         steps=len(waits),
+        steps_met=met,
         time_to_capacity=percentiles(np.array(waits, dtype=np.float64)),
         needed_replica_hours=needed_hours,
     )
@@ -113,25 +117,29 @@ def measure(
 
 def time_to_capacity(
     traffic: Traffic, serving: Steps, needed: Callable[[float], int], start: float, end: float
-) -> list[float]:
-    """Per demand step in ``[start, end)``, seconds until serving reached its level."""
+) -> tuple[list[float], int]:
+    """Per demand step in ``[start, end)``, seconds until serving reached its level; and how
+    many rises serving replicas already covered."""
     waits: list[float] = []
+    met = 0
     level = 0
     for t, rate in zip(traffic.times, traffic.rates, strict=True):
         if t >= end:
             break
         now_needed = needed(rate)
         if t >= start:
+            serving_now = serving.at(t)
             for k in range(level + 1, now_needed + 1):
-                waits.append(_reached(serving, k, t, end) - t)
+                if serving_now >= k:
+                    met += 1
+                else:
+                    waits.append(_reached(serving, k, t, end) - t)
         level = now_needed
-    return waits
+    return waits, met
 
 
 def _reached(serving: Steps, k: int, t: float, end: float) -> float:
     """The first time at or after ``t`` when serving is at least ``k`` (``end`` if never)."""
-    if serving.at(t) >= k:
-        return t
     i = bisect.bisect_right(serving.times, t)
     while i < len(serving.times) and serving.times[i] < end:
         if serving.values[i] >= k:
