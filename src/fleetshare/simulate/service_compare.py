@@ -34,8 +34,8 @@ class OptionResult:
     services: dict[str, dict[str, Any]]
     cluster: dict[str, Any]
     curves: dict[str, dict[str, list[float]]]
-    """Per service: ``t``, ``rps``, ``capacity`` (serving x capacity_rps) each minute, for
-    charts."""
+    """Per service: ``t``, ``rps``, ``capacity`` (serving x capacity_rps) and ``needed`` (the
+    perfect-foresight capacity) every 15 s, for charts."""
 
 
 def cheapest_replica_hour(
@@ -122,7 +122,7 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
             "perfect_foresight_cost": None if bound is None else round(bound, 2),
             "notes": list(s.notes),
         }
-        grid = np.arange(from_, end, 60.0)
+        grid = np.arange(from_, end, 15.0)
         curves[s.name] = {
             "t": [float(t) for t in grid],
             "rps": [s.traffic.at(float(t)) for t in grid],
@@ -165,6 +165,13 @@ def compare(path: Path, options: Sequence[str] = OPTIONS) -> tuple[list[OptionRe
         run = run_services(load_scenario(path), services, option)
         results.append(summarize(run, scenario))
     return results, notes
+
+
+def run_as_written(path: Path) -> tuple[OptionResult, dict[str, Any]]:
+    """``scenario run`` of a scenario with services: every option it defines at once (``all``);
+    and the JSON its ``expect`` block is checked against (``services``, ``cluster``)."""
+    (result,), _ = compare(path, ("all",))
+    return result, {"services": result.services, "cluster": result.cluster}
 
 
 def versus_reactive(results: Sequence[OptionResult]) -> dict[str, dict[str, float | None]]:
