@@ -179,7 +179,7 @@ def run(
     if not paths:
         raise typer.BadParameter("name a scenario file, or use --all")
     failed = False
-    outputs = {}
+    outputs: dict[str, Any] = {}
     for path in paths:
         try:
             scenario = load_scenario(path)
@@ -214,7 +214,7 @@ def _run_services(
     as_json: bool,
     check: bool,
     console: Console,
-    outputs: dict[str, object],
+    outputs: dict[str, Any],
 ) -> bool:
     """``scenario run`` of a scenario with services: every option it defines at once; True
     when an expectation failed."""

@@ -22,10 +22,9 @@ def write_charts(out: Path, name: str, results: Sequence[OptionResult]) -> list[
     if relative:
         fig, ax = plt.subplots(figsize=(6, 4))
         for option, row in relative.items():
-            ax.scatter(row["extra_gpu_hours_percent"], row["violation_minutes"])
-            ax.annotate(
-                option, (row["extra_gpu_hours_percent"] or 0, row["violation_minutes"] or 0)
-            )
+            point = (row["extra_gpu_hours_percent"] or 0.0, row["violation_minutes"] or 0.0)
+            ax.scatter(*point)
+            ax.annotate(option, point)
         ax.set_xlabel("extra GPU-hours vs reactive (%)")
         ax.set_ylabel("SLA-violation minutes")
         ax.set_title(f"{name}: capacity options on the same traffic")
