@@ -13,6 +13,7 @@ from fleetshare.scenario.loader import ScenarioError, load_scenario
 from fleetshare.scenario.runner import run_scenario
 
 
+@pytest.mark.slow  # two simulated days of traffic
 def test_simulate_compares_the_options_on_the_same_traffic(tmp_path: Path) -> None:
     out = tmp_path / "report"
     result = CliRunner().invoke(

@@ -98,3 +98,26 @@ def test_csv_traffic_and_its_errors(tmp_path: Path) -> None:
     (tmp_path / "back.csv").write_text("time,rps\n0,5\n60,7\n30,9\n")
     with pytest.raises(InputError, match="row 4: time must increase"):
         from_csv(CsvTrafficSpec(csv="back.csv"), tmp_path)
+
+
+def test_dlrm_demand_curve_is_live_instances_times_the_assumed_rate() -> None:
+    from fleetshare.inference.spec import DlrmTrafficSpec
+    from fleetshare.traces.common import data_root
+    from fleetshare.traces.dlrm import FILE, read_instances, trace_end
+    from fleetshare.traces.request_rates import from_dlrm
+
+    spec = DlrmTrafficSpec(role="HN", rps_per_instance=2, start_day=1, days=0.5, step_seconds=600)
+    traffic, note = from_dlrm(spec)
+    instances = read_instances(data_root() / FILE)
+    end = trace_end(instances)
+    at = 86_400 + 3 * 600  # the fourth sample of day 1
+    live = sum(
+        1
+        for i in instances
+        if i.role == "HN"
+        and (i.creation if i.creation is not None else 0.0) <= at
+        and at < (i.deletion if i.deletion is not None else end)
+    )
+    assert traffic.at(3 * 600) == pytest.approx(2 * live)
+    assert traffic.end == pytest.approx(43_200)
+    assert "an assumption" in note
