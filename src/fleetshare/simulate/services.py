@@ -21,6 +21,7 @@ from fleetshare.governance.snapshot import Admission
 from fleetshare.inference.forecast import Forecaster, TrendForecaster
 from fleetshare.inference.scaler import ScalerState, decide
 from fleetshare.inference.service import ROLE_LABEL, SERVICE_LABEL, Service, readings
+from fleetshare.model.reason import Reason
 from fleetshare.model.workload import Workload
 from fleetshare.scenario.loader import Scenario
 from fleetshare.scenario.runner import _SUBMIT, Runner, RunResult, WorkloadRecord
@@ -47,7 +48,8 @@ class Pod:
     """Closed intervals it held a node (placed)."""
     starts: list[tuple[float, float, float]] = field(default_factory=list)
     """(wanted or requeued, placed, serving) of each time it came to serve."""
-    _since: float = 0.0
+    since: float = 0.0
+    """When it was last wanted (created, or evicted and queued again)."""
 
     def stop(self, now: float) -> None:
         """It leaves its node at ``now`` (deleted, evicted, or the run ends)."""
@@ -211,7 +213,7 @@ class ServiceRunner(Runner):
             ),
             labels=labels,
         )
-        pod = Pod(name, now, placeholder, _since=now)
+        pod = Pod(name, now, placeholder, since=now)
         state.pods[name] = pod
         self._owner[name] = (state, pod)
         self.records[name] = WorkloadRecord(wl, submitted=True)
@@ -249,7 +251,7 @@ class ServiceRunner(Runner):
         pod.node, pod.admitted_at = node, now
         pod.ready_at = max(now, pulled) + startup.model_load_seconds
         if not pod.placeholder:
-            pod.starts.append((pod._since, now, pod.ready_at))
+            pod.starts.append((pod.since, now, pod.ready_at))
 
     def _requeue(self, now: float, wl: Workload, by: str, reason: str, message: str = "") -> None:
         super()._requeue(now, wl, by, reason, message)
@@ -261,9 +263,9 @@ class ServiceRunner(Runner):
             pod.starts.pop()  # it never came to serve that time
         pod.stop(now)
         pod.node = pod.admitted_at = pod.ready_at = None
-        pod._since = now
+        pod.since = now
 
-    def remove_node(self, name: str, reason: Any, now: float) -> bool:
+    def remove_node(self, name: str, reason: Reason, now: float) -> bool:
         self._images.pop(name, None)
         return super().remove_node(name, reason, now)
 
