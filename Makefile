@@ -55,6 +55,7 @@ bench: $(STAMP)
 		--out bench/results/admission_cycle_guard_off.json
 	$(BIN)/python bench/placement_alibaba.py
 	$(BIN)/python bench/karpenter_shape.py --out bench/results/karpenter_shape.json
+	$(BIN)/python bench/inference_options.py --out bench/results
 	$(BIN)/python bench/provisioning_real_catalog.py \
 		--out bench/results/provisioning_real_catalog.json
 	$(BIN)/python -m pip install -q ray

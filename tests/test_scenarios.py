@@ -34,10 +34,22 @@ def test_the_reference_cases_are_bundled() -> None:
     assert set(SCENARIOS) >= REQUIRED
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
+@pytest.mark.parametrize(
+    "name",
+    [  # services simulate a day of traffic every 15 s: slow on 2 shared cores
+        pytest.param(n, marks=pytest.mark.slow) if load_scenario(p).spec.services else n
+        for n, p in sorted(SCENARIOS.items())
+    ],
+)
 def test_bundled_scenario_meets_its_expectations(name: str) -> None:
     scenario = load_scenario(SCENARIOS[name])
     assert scenario.expect, "every bundled scenario states its expected outcome"
+    if scenario.spec.services:  # replicas follow traffic: the services runner
+        from fleetshare.simulate.service_compare import run_as_written
+
+        _, data = run_as_written(SCENARIOS[name])
+        assert mismatches(scenario.expect, data) == []
+        return
     assert mismatches(scenario.expect, to_json(run_scenario(scenario))) == []
 
 

@@ -213,10 +213,14 @@ def run(
     if not paths:
         raise typer.BadParameter("name a scenario file, or use --all")
     failed = False
-    outputs = {}
+    outputs: dict[str, Any] = {}
     for path in paths:
         try:
-            result = _run_with_progress(load_scenario(path))
+            scenario = load_scenario(path)
+            if scenario.spec.services:
+                failed |= _run_services(path, scenario.expect, as_json, check, console, outputs)
+                continue
+            result = _run_with_progress(scenario)
         except ScenarioError as exc:
             _fail(str(exc))
         data = to_json(result)
@@ -271,6 +275,34 @@ def _run_with_progress(scenario: Any) -> Any:
     finally:
         if shown:
             progress.stop()
+
+
+def _run_services(
+    path: Path,
+    expect: dict[str, object],
+    as_json: bool,
+    check: bool,
+    console: Console,
+    outputs: dict[str, Any],
+) -> bool:
+    """``scenario run`` of a scenario with services: every option it defines at once; True
+    when an expectation failed."""
+    from fleetshare.scenario.expect import mismatches
+    from fleetshare.simulate.service_compare import run_as_written, table
+
+    result, data = run_as_written(path)
+    problems = mismatches(expect, data) if check else []
+    if as_json:
+        outputs[path.stem] = data
+    else:
+        console.print(table([result]))
+        if expect and check:
+            verdict = "[green]as expected[/]" if not problems else "[red]NOT as expected[/]"
+            console.print(f"expectations: {verdict}")
+        for problem in problems:
+            console.print(f"  [red]✗[/] {problem}", highlight=False)
+        console.print()
+    return bool(problems)
 
 
 @app.command("plan")
@@ -403,6 +435,7 @@ def simulate(
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from fleetshare.scenario.loader import load_scenario
     from fleetshare.simulate.report import coinciding, comparison_tables, write_report
     from fleetshare.simulate.report import to_json as sim_json
     from fleetshare.simulate.run import from_scenario, from_trace, run_variants
@@ -418,6 +451,19 @@ def simulate(
         _fail("give a SCENARIO or --trace, not both")
     if out is not None:
         _report_folder(out)
+    ref = scenario if scenario is not None else trace
+    if ref is not None and ref not in TRACES:
+        try:
+            path = _resolve(ref)
+            if load_scenario(path).spec.services:
+                if options or days is not None or start_day is not None or jobs is not None:
+                    _fail("--days, --start-day, --option and --jobs do not apply to services")
+                _simulate_services(path, policies, as_json, out)
+                return
+        except (ScenarioError, ValueError, TypeError, KeyError, FileNotFoundError) as exc:
+            _fail(str(exc))
+        except typer.BadParameter as exc:
+            _fail(str(exc))
     try:
         loader_options = _trace_options(options or [])
         chosen = select(policies or list(DEFAULT_POLICIES))
@@ -500,6 +546,44 @@ def simulate(
     if out is not None:
         paths = write_report(out, inp, results)
         err.print(f"report: {paths[0]} ({len(paths) - 1} more files)", highlight=False)
+
+
+def _simulate_services(
+    path: Path, policies: list[str] | None, as_json: bool, out: Path | None
+) -> None:
+    """``simulate`` of a scenario with services: the capacity options compared on the same
+    traffic (``-p`` picks among reactive, headroom, scheduled, forecast, all)."""
+    from fleetshare.simulate.service_charts import write_charts
+    from fleetshare.simulate.service_compare import OPTIONS, compare, table
+    from fleetshare.simulate.service_compare import to_json as services_json
+
+    chosen = policies or list(OPTIONS)
+    unknown = [p for p in chosen if p not in OPTIONS]
+    if unknown:
+        _fail(f"--policy {', '.join(unknown)}: for services, choose from {', '.join(OPTIONS)}")
+    results, notes = compare(path, chosen)
+    data = services_json(path.stem, results, notes)
+    if as_json:
+        print(json.dumps(data, indent=2))
+    else:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=max(console.width, 200))
+        console.print(table(results))
+        for name, row in data["versus_reactive"].items():
+            fewer = row["fewer_violation_minutes_x"]
+            console.print(
+                f"{name}: {row['violation_minutes']} violation minutes "
+                f"({'none' if fewer is None else f'{fewer}x fewer than reactive'}), "
+                f"{row['extra_gpu_hours']:+} GPU-hours ({row['extra_gpu_hours_percent']:+}%)",
+                highlight=False,
+            )
+        for note in notes:
+            console.print(f"[yellow]note[/]: {note}", highlight=False)
+    if out is not None:
+        (out / "services.json").write_text(json.dumps(data, indent=2))
+        for written in write_charts(out, path.stem, results):
+            Console(stderr=True).print(f"wrote {written}", highlight=False)
 
 
 def _report_folder(out: Path) -> None:

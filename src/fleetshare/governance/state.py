@@ -209,9 +209,7 @@ class CycleState:
         insort(self.admitted_times, entry.admitted_at)
         return entry
 
-    def load_all(
-        self, items: Sequence[tuple[Running, Mapping[FR, int] | None]]
-    ) -> list[Admitted]:
+    def load_all(self, items: Sequence[tuple[Running, Mapping[FR, int] | None]]) -> list[Admitted]:
         """:meth:`load` of many running workloads at once, into a state with none loaded
         (the same state: quota usage summed per team before it enters the tree, free space
         taken in one array operation, admission times sorted once). Each item may carry its

@@ -543,7 +543,13 @@ class ProgressRunner(Runner):
 
 
 def run_scenario(scenario: Scenario) -> RunResult:
-    """Run a loaded scenario to the end."""
+    """Run a loaded scenario to the end (one with services runs through
+    :mod:`fleetshare.simulate.services`, which follows their traffic)."""
+    if scenario.spec.services:
+        raise ScenarioError(
+            f"{scenario.name}: has services; `fleetshare scenario run` and `fleetshare "
+            "simulate` run them (replicas follow their traffic)"
+        )
     return Runner(scenario).run()
 
 

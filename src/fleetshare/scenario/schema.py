@@ -8,6 +8,7 @@ from pydantic import AfterValidator, AliasChoices, Field, StrictInt, model_valid
 
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec, DoNotDisruptSpec, PdbSpec
+from fleetshare.inference.spec import ServiceSpec
 from fleetshare.inputs import MAX_TOTAL_NODES, MAX_TOTAL_PODS, Count, StrictModel
 from fleetshare.model.quantity import check_quantities
 
@@ -266,6 +267,10 @@ class ScenarioSpec(_Strict):
         default_factory=DoNotDisruptSpec,
         description="karpenter.sh/do-not-disrupt on pools, nodes or workloads",
     )
+    services: list[ServiceSpec] = Field(
+        default_factory=list,
+        description="inference services: replicas scaled from traffic (see docs/inference.md)",
+    )
     until: float | None = Field(default=None, ge=0)
     expect: dict[str, Any] = Field(default_factory=dict)
 
@@ -278,6 +283,10 @@ class ScenarioSpec(_Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"workload names must be unique; repeated: {', '.join(dupes)}")
+        services = [s.name for s in self.services]
+        dupes = sorted({n for n in services if services.count(n) > 1})
+        if dupes:
+            raise ValueError(f"service names must be unique; repeated: {', '.join(dupes)}")
         pools = [p.name for p in self.node_pools]
         dupes = sorted({n for n in pools if pools.count(n) > 1})
         if dupes:

@@ -1,0 +1,107 @@
+"""A service ready to simulate: its spec resolved (policy, traffic, pod) and the readings its
+scaler takes at one moment (pure)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from fleetshare.autoscaling import cron
+from fleetshare.inference.forecast import Forecaster
+from fleetshare.inference.scaler import Reading
+from fleetshare.inference.spec import FloorSpec, ForecastSpec, HeadroomSpec, ScalerSpec, StartupSpec
+from fleetshare.inference.traffic import Traffic
+from fleetshare.model.workload import PodSet
+
+SERVICE_LABEL = "fleetshare.io/service"
+ROLE_LABEL = "fleetshare.io/service-role"
+
+
+@dataclass(frozen=True)
+class Service:
+    """One model server in a run."""
+
+    name: str
+    team: str
+    priority: int
+    priority_class: str | None
+    pod: PodSet
+    scaler: ScalerSpec
+    capacity_rps: float
+    request_seconds: float
+    startup: StartupSpec
+    traffic: Traffic
+    headroom: HeadroomSpec | None = None
+    placeholder_priority: int = 0
+    floors: tuple[FloorSpec, ...] = ()
+    forecast: ForecastSpec | None = None
+    measure_from: float = 0.0
+    notes: tuple[str, ...] = ()
+
+    def gpus_per_replica(self) -> float:
+        """GPUs one replica requests (whole GPUs; MIG slices are not counted)."""
+        return self.pod.requests.get("nvidia.com/gpu", 0) / 1000
+
+    def rps_target(self) -> float | None:
+        """The per-replica target of the requests-per-second trigger, if there is one."""
+        return next((t.target for t in self.scaler.triggers if t.metric == "rps"), None)
+
+    def only(self, option: str) -> Service:
+        """This service with one capacity option kept: ``reactive`` (none), ``headroom``,
+        ``scheduled`` (the floors) or ``forecast``; ``all`` keeps every one."""
+        keep = {option} if option != "all" else {"headroom", "scheduled", "forecast"}
+        return replace(
+            self,
+            headroom=self.headroom if "headroom" in keep else None,
+            floors=self.floors if "scheduled" in keep else (),
+            forecast=self.forecast if "forecast" in keep else None,
+        )
+
+    def has(self, option: str) -> bool:
+        """True when the service defines the option (``reactive`` always)."""
+        return {
+            "reactive": True,
+            "headroom": self.headroom is not None,
+            "scheduled": bool(self.floors),
+            "forecast": self.forecast is not None,
+            "all": True,
+        }[option]
+
+    def needed(self, rate: float) -> int:
+        """Replicas the rate needs (the perfect-foresight curve), within ``max_replicas``."""
+        return min(math.ceil(rate / self.capacity_rps - 1e-9), self.scaler.max_replicas)
+
+    def placeholders_for(self, replicas: int) -> int:
+        """Placeholder pods kept beside ``replicas`` wanted replicas."""
+        h = self.headroom
+        if h is None:
+            return 0
+        return h.pods + math.ceil(h.percent / 100 * replicas - 1e-9)
+
+
+def readings(
+    service: Service,
+    now: float,
+    queue: float,
+    clock_start: datetime,
+    forecaster: Forecaster | None,
+    history: Sequence[tuple[float, float]],
+    lead: float,
+) -> list[Reading]:
+    """The scaler's inputs at ``now``: each trigger's metric (``rps``: the traffic;
+    ``concurrency``: rps x request_seconds, Little's law; ``queue``: the requests waiting),
+    each scheduled floor in its window as KEDA's cron trigger does (``min_replicas`` at a
+    target of 1), and the forecast rate ``lead`` seconds ahead against the rps target."""
+    rate = service.traffic.at(now)
+    values = {"rps": rate, "concurrency": rate * service.request_seconds, "queue": queue}
+    out = [Reading(values[t.metric], t.target, t.activation) for t in service.scaler.triggers]
+    for floor in service.floors:
+        if cron.window_active(floor.schedule, floor.duration_seconds, now, clock_start):
+            out.append(Reading(float(floor.min_replicas), 1.0, 0.0))
+    target = service.rps_target()
+    if forecaster is not None and target is not None:
+        activation = next(t.activation for t in service.scaler.triggers if t.metric == "rps")
+        out.append(Reading(forecaster.predict(history, now, lead), target, activation))
+    return out

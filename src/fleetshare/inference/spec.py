@@ -1,0 +1,224 @@
+"""What a scaler is told: triggers, replica bounds, behaviour (KEDA ScaledObject / HPA v2).
+
+Defaults are Kubernetes' and KEDA's documented ones: HPA tolerance 0.1, scale-up with no
+stabilisation and at most max(+4 pods, +100%) per 15 s, scale-down stabilised over 300 s and
+at most -100% per 15 s; KEDA's activation threshold 0 and cooldown (to zero) 300 s.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from fleetshare.inputs import Count, StrictModel
+
+HOUR = 3600.0
+DAY = 86_400.0
+
+Metric = Literal["rps", "concurrency", "queue"]
+"""What a trigger measures: requests per second, requests in flight, requests waiting."""
+
+
+class ScalingPolicy(StrictModel):
+    """HPA ``HPAScalingPolicy``: at most ``value`` pods (``Pods``) or percent (``Percent``) of
+    the replicas at the start of the last ``period_seconds``."""
+
+    type: Literal["Pods", "Percent"]
+    value: Count = Field(gt=0)
+    period_seconds: float = Field(gt=0, le=1800)
+
+
+class ScalingRules(StrictModel):
+    """HPA ``HPAScalingRules`` for one direction."""
+
+    stabilization_window_seconds: float = Field(ge=0, le=3600)
+    policies: list[ScalingPolicy]
+    select_policy: Literal["Max", "Min", "Disabled"] = "Max"
+
+
+def default_scale_up() -> ScalingRules:
+    """HPA's default scale-up: no window; +4 pods or +100% per 15 s, whichever is more."""
+    return ScalingRules(
+        stabilization_window_seconds=0,
+        policies=[
+            ScalingPolicy(type="Pods", value=4, period_seconds=15),
+            ScalingPolicy(type="Percent", value=100, period_seconds=15),
+        ],
+    )
+
+
+def default_scale_down() -> ScalingRules:
+    """HPA's default scale-down: 300 s window; down to zero extra pods per 15 s (-100%)."""
+    return ScalingRules(
+        stabilization_window_seconds=300,
+        policies=[ScalingPolicy(type="Percent", value=100, period_seconds=15)],
+    )
+
+
+class Behavior(StrictModel):
+    """HPA ``behavior``."""
+
+    scale_up: ScalingRules = Field(default_factory=default_scale_up)
+    scale_down: ScalingRules = Field(default_factory=default_scale_down)
+
+
+class Trigger(StrictModel):
+    """One metric and its target per replica (KEDA trigger / HPA metric with AverageValue);
+    the service is active while some trigger's value is above its ``activation``."""
+
+    metric: Metric
+    target: float = Field(gt=0, description="per replica")
+    activation: float = Field(default=0, ge=0)
+
+
+class ScalerSpec(StrictModel):
+    """A service's scaler: KEDA's ScaledObject over an HPA."""
+
+    min_replicas: Count = Field(default=0, ge=0)
+    max_replicas: Count = Field(default=100, ge=1)
+    triggers: list[Trigger] = Field(min_length=1)
+    polling_interval_seconds: float = Field(default=15, gt=0, le=3600)
+    cooldown_seconds: float = Field(default=300, ge=0)
+    tolerance: float = Field(default=0.1, ge=0, lt=1)
+    behavior: Behavior = Field(default_factory=Behavior)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ScalerSpec:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(
+                f"min_replicas {self.min_replicas} is above max_replicas {self.max_replicas}"
+            )
+        return self
+
+
+class PatternSpec(StrictModel):
+    """A generated pattern (see :func:`generate`)."""
+
+    pattern: Literal["constant", "diurnal", "office-hours", "viral-ramp", "flash-crowd"]
+    base_rps: float = Field(gt=0, le=1e7)
+    peak_rps: float | None = Field(default=None, gt=0, le=1e8)
+    duration_seconds: float = Field(default=DAY, gt=0, le=31 * DAY)
+    step_seconds: float = Field(default=60, gt=0, le=HOUR)
+    at_seconds: float = Field(default=2 * HOUR, ge=0, description="viral ramp / flash crowd")
+    ramp_seconds: float = Field(default=300, gt=0, le=DAY)
+    decay_seconds: float = Field(default=1800, gt=0, le=DAY, description="flash crowd")
+    peak_hour: float = Field(default=14, ge=0, lt=24, description="diurnal (UTC)")
+    open_hour: float = Field(default=9, ge=0, lt=24, description="office hours (UTC)")
+    close_hour: float = Field(default=17, gt=0, le=24, description="office hours (UTC)")
+    weekdays_only: bool = True
+    noise: float = Field(default=0, ge=0, le=1)
+    seed: int = 0
+
+
+class CsvTrafficSpec(StrictModel):
+    """Request rates from a CSV file (relative to the scenario): one row per sample."""
+
+    csv: str = Field(min_length=1)
+    time_column: str = "time"
+    rate_column: str = "rps"
+    end_seconds: float | None = Field(default=None, gt=0)
+
+
+class DlrmTrafficSpec(StrictModel):
+    """A demand curve from the DLRM trace: live instances (of one app, or all) times
+    ``rps_per_instance`` (the assumption: every live instance was sized for that load)."""
+
+    app: str | None = None
+    role: Literal["HN", "CN", "all"] = "HN"
+    rps_per_instance: float = Field(default=10, gt=0)
+    start_day: float = Field(default=0, ge=0)
+    days: float = Field(default=1, gt=0, le=31)
+    step_seconds: float = Field(default=60, gt=0, le=3600)
+
+
+class TrafficRef(StrictModel):
+    """Where a service's traffic comes from: ``pattern`` (generated), ``csv`` or ``dlrm``."""
+
+    pattern: PatternSpec | None = None
+    csv: CsvTrafficSpec | None = None
+    dlrm: DlrmTrafficSpec | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> TrafficRef:
+        given = [k for k in ("pattern", "csv", "dlrm") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of pattern, csv, dlrm")
+        return self
+
+
+class ReplicaSpec(StrictModel):
+    """One replica's pod: requests and placement."""
+
+    requests: dict[str, str | int | float]
+    node_selector: dict[str, str] = Field(default_factory=dict)
+
+
+class StartupSpec(StrictModel):
+    """From a replica placed on a node to it serving: the image pull (skipped where the node
+    already pulled the service's image) and the model load."""
+
+    image_pull_seconds: float = Field(default=60, ge=0, le=7200)
+    model_load_seconds: float = Field(default=60, ge=0, le=7200)
+
+
+class HeadroomSpec(StrictModel):
+    """Warm headroom: low-priority placeholder pods shaped like a replica (running the
+    service's image, so a node they held has it pulled) that any real replica preempts:
+    ``pods`` plus ``percent`` of the wanted replicas (rounded up)."""
+
+    pods: Count = Field(default=0, ge=0)
+    percent: float = Field(default=0, ge=0, le=1000)
+    priority: str = Field(default="placeholder", min_length=1)
+
+
+class FloorSpec(StrictModel):
+    """A scheduled floor (KEDA's cron trigger): at least ``min_replicas`` from each
+    ``schedule`` start (cron, UTC) for ``duration_seconds``."""
+
+    schedule: str = Field(min_length=1)
+    duration_seconds: float = Field(gt=0, le=7 * 86_400)
+    min_replicas: Count = Field(ge=1)
+
+
+class ForecastSpec(StrictModel):
+    """Forecast pre-provisioning: replicas for the rate forecast ``lead_seconds`` ahead
+    (default: the service's node launch + image pull + model load, plus one polling
+    interval), from the last ``window_seconds`` of observed traffic; a trend counts when it
+    rises by more than ``min_rise`` over the lead."""
+
+    lead_seconds: float | None = Field(default=None, gt=0, le=86_400)
+    window_seconds: float = Field(default=300, gt=0, le=86_400)
+    min_rise: float = Field(
+        default=0.25, ge=0, le=100, description="a trend counts when it rises more over the lead"
+    )
+
+
+class ServiceSpec(StrictModel):
+    """A model server: replicas of one pod, scaled from its traffic (``scaler``, or a KEDA
+    ScaledObject / HPA manifest in ``manifest``), for a team at a priority class."""
+
+    name: str = Field(min_length=1, max_length=200)
+    team: str = Field(min_length=1)
+    priority: str | None = None
+    replica: ReplicaSpec | None = None
+    scaler: ScalerSpec | None = None
+    manifest: str | None = Field(
+        default=None, min_length=1, description="a YAML file (Deployment + ScaledObject or HPA)"
+    )
+    capacity_rps: float = Field(gt=0, description="requests per second one replica serves")
+    request_seconds: float = Field(default=0.5, gt=0, le=3600, description="for concurrency")
+    startup: StartupSpec = Field(default_factory=StartupSpec)
+    traffic: TrafficRef
+    headroom: HeadroomSpec | None = None
+    floors: list[FloorSpec] = Field(default_factory=list)
+    forecast: ForecastSpec | None = None
+    measure_from_seconds: float = Field(default=0, ge=0)
+
+    @model_validator(mode="after")
+    def _source(self) -> ServiceSpec:
+        if self.manifest is None and (self.scaler is None or self.replica is None):
+            raise ValueError("give replica and scaler, or a manifest to import them from")
+        if self.manifest is not None and (self.scaler is not None or self.replica is not None):
+            raise ValueError("give replica and scaler, or a manifest, not both")
+        return self

@@ -1,0 +1,306 @@
+"""Services in a simulated run: their replicas and placeholders as workloads, the scaler
+ticking on the virtual clock, and each replica's way from wanted to serving.
+
+A replica is an ordinary single-pod workload of the service's team and priority class, so
+governance admits, places and preempts it like any pod (an inference class above training
+preempts training within the team; placeholders, of the lowest class, are preempted by any
+replica). Its way to serving: wanted (the scaler asks for it: submitted) -> admitted on a node
+(at once where there is room, else when the autoscaler's node joins: the node launch) ->
+image pulled (skipped where the node already ran a pod of the service's image, replica or
+placeholder) -> model loaded -> serving, until deleted (scale-down) or evicted.
+Scale-down deletes replicas as a ReplicaSet does: not yet placed first, then not yet
+serving, then serving, newest first in each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fleetshare.governance.snapshot import Admission
+from fleetshare.inference.forecast import Forecaster, TrendForecaster
+from fleetshare.inference.scaler import ScalerState, decide
+from fleetshare.inference.service import ROLE_LABEL, SERVICE_LABEL, Service, readings
+from fleetshare.model.reason import Reason
+from fleetshare.model.workload import Workload
+from fleetshare.scenario.loader import Scenario
+from fleetshare.scenario.runner import _SUBMIT, Runner, RunResult, WorkloadRecord
+
+KIND_LABEL = "fleetshare.io/kind"
+PREEMPTIBLE_LABEL = "fleetshare.io/preemptible"
+
+
+@dataclass
+class Pod:
+    """One replica or placeholder and its way to serving."""
+
+    name: str
+    wanted_at: float
+    placeholder: bool
+    node: str | None = None
+    admitted_at: float | None = None
+    ready_at: float | None = None
+    """When it serves (None while not placed)."""
+    deleted_at: float | None = None
+    serving: list[tuple[float, float]] = field(default_factory=list)
+    """Closed intervals it served."""
+    held: list[tuple[float, float]] = field(default_factory=list)
+    """Closed intervals it held a node (placed)."""
+    starts: list[tuple[float, float, float]] = field(default_factory=list)
+    """(wanted or requeued, placed, serving) of each time it came to serve."""
+    since: float = 0.0
+    """When it was last wanted (created, or evicted and queued again)."""
+
+    def stop(self, now: float) -> None:
+        """It leaves its node at ``now`` (deleted, evicted, or the run ends)."""
+        if self.admitted_at is not None:
+            self.held.append((self.admitted_at, now))
+        if self.ready_at is not None and self.ready_at <= now:
+            self.serving.append((self.ready_at, now))
+
+    def stage(self, now: float) -> int:
+        """0 not placed, 1 placed and starting, 2 serving."""
+        if self.admitted_at is None:
+            return 0
+        return 2 if self.ready_at is not None and self.ready_at <= now else 1
+
+
+@dataclass
+class ServiceState:
+    """One service during a run."""
+
+    service: Service
+    forecaster: Forecaster | None
+    lead: float
+    scaler: ScalerState = field(default_factory=ScalerState)
+    pods: dict[str, Pod] = field(default_factory=dict)
+    serial: int = 0
+    queue: float = 0.0
+    last_tick: float | None = None
+    history: list[tuple[float, float]] = field(default_factory=list)
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+
+    def live(self, placeholder: bool) -> list[Pod]:
+        return [
+            p for p in self.pods.values() if p.deleted_at is None and p.placeholder == placeholder
+        ]
+
+    def serving(self, now: float) -> int:
+        return sum(1 for p in self.live(False) if p.stage(now) == 2)
+
+
+@dataclass(frozen=True)
+class _Tick:
+    index: int
+
+
+def lead_seconds(service: Service, launch_latency: float) -> float:
+    """How far ahead a forecast looks: its own ``lead_seconds``, else the time a replica
+    takes when it needs a node (launch + image pull + model load) plus one polling interval."""
+    f = service.forecast
+    if f is not None and f.lead_seconds is not None:
+        return f.lead_seconds
+    s = service.startup
+    return (
+        launch_latency
+        + s.image_pull_seconds
+        + s.model_load_seconds
+        + service.scaler.polling_interval_seconds
+    )
+
+
+class ServiceRunner(Runner):
+    """The scenario runner with services: replicas follow each service's scaler."""
+
+    def __init__(self, scenario: Scenario, services: list[Service]) -> None:
+        super().__init__(scenario)
+        latency = scenario.spec.cloud.launch_latency_seconds
+        self.services: list[ServiceState] = []
+        for service in services:
+            f = service.forecast
+            self.services.append(
+                ServiceState(
+                    service,
+                    TrendForecaster(f.window_seconds, f.min_rise) if f is not None else None,
+                    lead_seconds(service, latency),
+                )
+            )
+        self._owner: dict[str, tuple[ServiceState, Pod]] = {}
+        self._images: dict[str, dict[str, float]] = {}
+        """Per node, when each service's image is (or will be) pulled there."""
+        self.clock_start = scenario.spec.autoscaler.clock_start
+        for i in range(len(self.services)):
+            self._push(0.0, _SUBMIT, _Tick(i))
+        self.end = max((s.traffic.end for s in services), default=0.0)
+
+    # -- the scaler's tick -----------------------------------------------------------------
+
+    def _apply(self, now: float, kind: int, payload: Any) -> None:
+        if isinstance(payload, _Tick):
+            self._tick(now, self.services[payload.index], payload)
+            return
+        super()._apply(now, kind, payload)
+
+    def _tick(self, now: float, state: ServiceState, tick: _Tick) -> None:
+        service = state.service
+        rate = service.traffic.at(now)
+        serving = state.serving(now)
+        if state.last_tick is not None:
+            # requests beyond the serving capacity wait (fed at the last tick's rates)
+            dt = now - state.last_tick
+            excess = state.history[-1][1] - state.decisions[-1]["serving"] * service.capacity_rps
+            state.queue = max(0.0, state.queue + excess * dt)
+        state.last_tick = now
+        state.history.append((now, rate))
+        state.history = [h for h in state.history if h[0] > now - 86_400.0]
+        got = readings(
+            service, now, state.queue, self.clock_start, state.forecaster, state.history, state.lead
+        )
+        decision = decide(service.scaler, state.scaler, now, got)
+        state.scaler = decision.state
+        before = len(state.live(False))
+        self._scale(now, state, decision.replicas, placeholder=False)
+        self._scale(now, state, service.placeholders_for(decision.replicas), placeholder=True)
+        state.decisions.append(
+            {"at": now, "rps": rate, "replicas": decision.replicas, "serving": serving}
+        )
+        if decision.replicas != before:
+            self._progress = True
+            self._log(
+                now,
+                "scale",
+                service=service.name,
+                replicas=decision.replicas,
+                before=before,
+                why=decision.why,
+            )
+        following = now + service.scaler.polling_interval_seconds
+        if following < service.traffic.end and (
+            self.scenario.until is None or following <= self.scenario.until
+        ):
+            self._push(following, _SUBMIT, tick)
+
+    def _scale(self, now: float, state: ServiceState, wanted: int, *, placeholder: bool) -> None:
+        live = state.live(placeholder)
+        for _ in range(wanted - len(live)):
+            self._create(now, state, placeholder)
+        if wanted < len(live):
+            order = sorted(live, key=lambda p: (p.stage(now), -p.wanted_at, -_serial(p.name)))
+            for pod in order[: len(live) - wanted]:
+                self._delete(now, state, pod)
+
+    def _create(self, now: float, state: ServiceState, placeholder: bool) -> None:
+        service = state.service
+        state.serial += 1
+        role = "placeholder" if placeholder else "replica"
+        name = f"{service.name}-{'ph' if placeholder else 'r'}{state.serial}"
+        labels = {SERVICE_LABEL: service.name, ROLE_LABEL: role}
+        if placeholder:
+            labels[PREEMPTIBLE_LABEL] = "true"
+            labels[KIND_LABEL] = "batch"
+        else:
+            labels[KIND_LABEL] = "inference"
+        wl = Workload(
+            name=name,
+            team=service.team,
+            podsets=(service.pod,),
+            submit_time=now,
+            priority=service.placeholder_priority if placeholder else service.priority,
+            priority_class=(
+                service.headroom.priority
+                if placeholder and service.headroom
+                else service.priority_class
+            ),
+            labels=labels,
+        )
+        pod = Pod(name, now, placeholder, since=now)
+        state.pods[name] = pod
+        self._owner[name] = (state, pod)
+        self.records[name] = WorkloadRecord(wl, submitted=True)
+        self._pend(wl)
+        self.loop.world_changed()
+        self._log(now, "submit", workload=name, team=wl.team, pods=1)
+
+    def _delete(self, now: float, state: ServiceState, pod: Pod) -> None:
+        pod.deleted_at = now
+        pod.stop(now)
+        record = self.records[pod.name]
+        if pod.name in self.pending:
+            wl = self.pending.pop(pod.name)
+            self._pending_changes.append((False, wl))
+        elif pod.name in self.running:
+            del self.running[pod.name]
+            self._finish_version[pod.name] = self._finish_version.get(pod.name, 0) + 1
+        record.state, record.finished_at = "deleted", now
+        record.pending_reason = None
+        self.loop.world_changed()
+        self._log(now, "delete", workload=pod.name)
+
+    # -- what the loop does to replicas ------------------------------------------------------
+
+    def bind(self, admission: Admission, now: float) -> None:
+        super().bind(admission, now)
+        owned = self._owner.get(admission.workload.name)
+        if owned is None:
+            return
+        state, pod = owned
+        node = admission.assignment.placement[0][0][0]
+        images = self._images.setdefault(node, {})
+        startup = state.service.startup
+        pulled = images.setdefault(state.service.name, now + startup.image_pull_seconds)
+        pod.node, pod.admitted_at = node, now
+        pod.ready_at = max(now, pulled) + startup.model_load_seconds
+        if not pod.placeholder:
+            pod.starts.append((pod.since, now, pod.ready_at))
+
+    def _requeue(self, now: float, wl: Workload, by: str, reason: str, message: str = "") -> None:
+        super()._requeue(now, wl, by, reason, message)
+        owned = self._owner.get(wl.name)
+        if owned is None:
+            return
+        pod = owned[1]
+        if (pod.ready_at is None or pod.ready_at > now) and pod.starts and not pod.placeholder:
+            pod.starts.pop()  # it never came to serve that time
+        pod.stop(now)
+        pod.node = pod.admitted_at = pod.ready_at = None
+        pod.since = now
+
+    def remove_node(self, name: str, reason: Reason, now: float) -> bool:
+        self._images.pop(name, None)
+        return super().remove_node(name, reason, now)
+
+    def busy(self, now: float) -> bool:
+        return now < self.end or super().busy(now)
+
+    def finish(self, end: float) -> None:
+        """Close the intervals of pods still serving at ``end``."""
+        for state in self.services:
+            for pod in state.pods.values():
+                if pod.deleted_at is None:
+                    pod.stop(end)
+
+
+def _serial(name: str) -> int:
+    digits = name[len(name.rstrip("0123456789")) :]
+    return int(digits) if digits else 0
+
+
+@dataclass
+class ServiceRun:
+    """A run with services: the scenario's result and each service's pods."""
+
+    result: RunResult
+    services: list[ServiceState]
+    end: float
+    option: str
+
+
+def run_services(scenario: Scenario, services: list[Service], option: str) -> ServiceRun:
+    """Run ``scenario`` with ``services`` reduced to one capacity ``option`` (see
+    :meth:`Service.only`) until their traffic ends."""
+    chosen = [s.only(option) for s in services]
+    runner = ServiceRunner(scenario, chosen)
+    result = runner.run()
+    end = runner.end if scenario.until is None else min(runner.end, scenario.until)
+    runner.finish(end)
+    return ServiceRun(result, runner.services, end, option)

@@ -1,0 +1,153 @@
+"""SLA metrics of a service in a run, from its traffic and when its replicas served (pure).
+
+Definitions (each over the measured window ``[start, end)``):
+
+* **serving(t)**: replicas serving at ``t`` (placed, image pulled, model loaded, not yet
+  deleted or evicted); **capacity(t)** = serving(t) x the service's ``capacity_rps``.
+* **SLA-violation minutes**: the time during which the request rate is above capacity(t).
+* **Requests in violation**: the requests that arrived during those minutes (all of them:
+  each met an overloaded service). **Requests over capacity**: the integral of
+  ``rate - capacity`` where positive (the requests beyond what the replicas could serve).
+* **needed(t)** = ``ceil(rate(t) / capacity_rps)`` (at most ``max_replicas``): the
+  perfect-foresight capacity curve, replicas serving exactly when needed.
+* **Demand steps**: each time needed(t) rises to a level ``k`` from below (one step per
+  level crossed) while fewer than ``k`` replicas serve; a rise already covered by serving
+  replicas is counted apart (``steps_met``). **Time to capacity**: per demand step, the time
+  until serving(t) >= k; a step still unmet at ``end`` counts with ``end - t`` (censored).
+  p50/p99 are nearest-rank.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fleetshare.inference.traffic import Traffic
+from fleetshare.simulate.metrics import percentiles
+
+
+@dataclass(frozen=True)
+class Steps:
+    """A step function: ``values[i]`` from ``times[i]`` to the next time (0 before)."""
+
+    times: tuple[float, ...]
+    values: tuple[int, ...]
+
+    def at(self, t: float) -> int:
+        i = bisect.bisect_right(self.times, t) - 1
+        return self.values[i] if i >= 0 else 0
+
+
+def serving_steps(intervals: Sequence[tuple[float, float]]) -> Steps:
+    """How many ``[start, stop)`` intervals hold at each time."""
+    changes: dict[float, int] = {}
+    for start, stop in intervals:
+        if stop <= start:
+            continue
+        changes[start] = changes.get(start, 0) + 1
+        changes[stop] = changes.get(stop, 0) - 1
+    times, values, count = [], [], 0
+    for t in sorted(changes):
+        count += changes[t]
+        times.append(t)
+        values.append(count)
+    return Steps(tuple(times), tuple(values))
+
+
+@dataclass(frozen=True)
+class Sla:
+    """The SLA metrics of one service in one run (see the module docstring)."""
+
+    violation_minutes: float
+    requests: float
+    requests_in_violation: float
+    requests_over_capacity: float
+    steps: int
+    steps_met: int
+    time_to_capacity: dict[str, float | None]
+    needed_replica_hours: float
+
+
+def _segments(
+    traffic: Traffic, serving: Steps, start: float, end: float
+) -> list[tuple[float, float, float, int]]:
+    """``(a, b, rate, serving)`` over ``[start, end)``, constant on each piece."""
+    cuts = {start, end}
+    cuts.update(t for t in traffic.times if start < t < end)
+    cuts.update(t for t in serving.times if start < t < end)
+    points = sorted(cuts)
+    return [(a, b, traffic.at(a), serving.at(a)) for a, b in itertools.pairwise(points)]
+
+
+def measure(
+    traffic: Traffic,
+    serving: Steps,
+    capacity_rps: float,
+    needed: Callable[[float], int],
+    start: float,
+    end: float,
+) -> Sla:
+    """The SLA metrics over ``[start, end)``; ``needed`` maps a rate to replicas."""
+    violation = requests = in_violation = over = needed_hours = 0.0
+    for a, b, rate, count in _segments(traffic, serving, start, end):
+        span = b - a
+        capacity = count * capacity_rps
+        requests += rate * span
+        needed_hours += needed(rate) * span / 3600
+        if rate > capacity:
+            violation += span
+            in_violation += rate * span
+            over += (rate - capacity) * span
+    waits, met = time_to_capacity(traffic, serving, needed, start, end)
+    return Sla(
+        violation_minutes=violation / 60,
+        requests=requests,
+        requests_in_violation=in_violation,
+        requests_over_capacity=over,
+        steps=len(waits),
+        steps_met=met,
+        time_to_capacity=percentiles(np.array(waits, dtype=np.float64)),
+        needed_replica_hours=needed_hours,
+    )
+
+
+def time_to_capacity(
+    traffic: Traffic, serving: Steps, needed: Callable[[float], int], start: float, end: float
+) -> tuple[list[float], int]:
+    """Per demand step in ``[start, end)``, seconds until serving reached its level; and how
+    many rises serving replicas already covered."""
+    waits: list[float] = []
+    met = 0
+    level = 0
+    for t, rate in zip(traffic.times, traffic.rates, strict=True):
+        if t >= end:
+            break
+        now_needed = needed(rate)
+        if t >= start:
+            serving_now = serving.at(t)
+            for k in range(level + 1, now_needed + 1):
+                if serving_now >= k:
+                    met += 1
+                else:
+                    waits.append(_reached(serving, k, t, end) - t)
+        level = now_needed
+    return waits, met
+
+
+def _reached(serving: Steps, k: int, t: float, end: float) -> float:
+    """The first time at or after ``t`` when serving is at least ``k`` (``end`` if never)."""
+    i = bisect.bisect_right(serving.times, t)
+    while i < len(serving.times) and serving.times[i] < end:
+        if serving.values[i] >= k:
+            return serving.times[i]
+        i += 1
+    return end
+
+
+def gpu_hours(intervals: Sequence[tuple[float, float, float]], start: float, end: float) -> float:
+    """GPU-hours of ``(from, to, gpus)`` intervals within ``[start, end)``."""
+    return sum(g * max(0.0, min(b, end) - max(a, start)) for a, b, g in intervals) / 3600

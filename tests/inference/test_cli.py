@@ -1,0 +1,60 @@
+"""`simulate` and `scenario run` on scenarios with services."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fleetshare.cli import app
+from fleetshare.scenario.loader import ScenarioError, load_scenario
+from fleetshare.scenario.runner import run_scenario
+
+
+@pytest.mark.slow  # two simulated days of traffic
+def test_simulate_compares_the_options_on_the_same_traffic(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    result = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            "inference-diurnal",
+            "-p",
+            "reactive",
+            "-p",
+            "scheduled",
+            "--json",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert set(data["options"]) == {"reactive", "scheduled"}
+    reactive = data["options"]["reactive"]
+    scheduled = data["options"]["scheduled"]
+    # the office-hours floor keeps replicas the scaler would not: more GPU-hours, fewer
+    # violation minutes on the same traffic
+    assert scheduled["cluster"]["gpu_hours"] > reactive["cluster"]["gpu_hours"]
+    assert (
+        scheduled["services"]["chat"]["violation_minutes"]
+        < reactive["services"]["chat"]["violation_minutes"]
+    )
+    assert data["versus_reactive"]["reactive"]["extra_gpu_hours"] == 0
+    assert (out / "services.json").exists() and (out / "inference-diurnal-tradeoff.png").exists()
+
+
+def test_simulate_refuses_unknown_options() -> None:
+    result = CliRunner().invoke(app, ["simulate", "inference-diurnal", "-p", "static"])
+    assert result.exit_code == 2
+    assert "for services, choose from reactive" in result.output
+
+
+def test_the_plain_runner_refuses_services_rather_than_ignore_them() -> None:
+    from fleetshare.cli import bundled_scenarios
+
+    path = next(p for p in bundled_scenarios() if p.stem == "inference-diurnal")
+    with pytest.raises(ScenarioError, match="has services"):
+        run_scenario(load_scenario(path))

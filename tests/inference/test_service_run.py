@@ -1,0 +1,142 @@
+"""Services in the simulator: replicas through governance, startup times, placeholders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleetshare.scenario.loader import ScenarioError, load_scenario_data
+from fleetshare.simulate.service_input import build_services
+from fleetshare.simulate.services import ServiceRun, run_services
+
+
+def _scenario(tmp_path: Path, **service: Any) -> dict[str, Any]:
+    (tmp_path / "t.csv").write_text("time,rps\n0,10\n600,30\n")
+    svc = {
+        "name": "chat",
+        "team": "product",
+        "priority": "inference",
+        "replica": {"requests": {"nvidia.com/gpu": 1, "cpu": 3, "memory": "12Gi"}},
+        "capacity_rps": 10,
+        "scaler": {"min_replicas": 1, "triggers": [{"metric": "rps", "target": 10}]},
+        "startup": {"image_pull_seconds": 100, "model_load_seconds": 40},
+        "traffic": {"csv": {"csv": "t.csv", "end_seconds": 1800}},
+        **service,
+    }
+    return {
+        "cluster": {"nodes": []},
+        "policy": {
+            "cluster": {
+                "priority_classes": [
+                    {"name": "inference", "weight": 90},
+                    {"name": "training", "weight": 70},
+                    {"name": "placeholder", "weight": 0},
+                ]
+            },
+            "teams": [
+                {
+                    "name": "product",
+                    "quota": [{"resources": {"nvidia.com/gpu": 16, "cpu": 64, "memory": "256Gi"}}],
+                }
+            ],
+        },
+        "node_pools": [{"name": "gpu", "families": ["g5"], "instance_types": ["g5.xlarge"]}],
+        "cloud": {"seed": 1, "launch_latency_seconds": 90},
+        "services": [svc],
+    }
+
+
+def _run(tmp_path: Path, option: str = "all", **service: Any) -> ServiceRun:
+    scenario = load_scenario_data(_scenario(tmp_path, **service), tmp_path)
+    return run_services(scenario, build_services(scenario, tmp_path), option)
+
+
+def _late(run: ServiceRun) -> list[tuple[float, float, float]]:
+    """(wanted, placed, serving) of the replicas wanted at the demand step."""
+    return [
+        s
+        for p in run.services[0].pods.values()
+        if not p.placeholder
+        for s in p.starts
+        if s[0] >= 600
+    ]
+
+
+def test_reactive_replica_waits_for_node_launch_pull_and_load(tmp_path: Path) -> None:
+    run = _run(tmp_path, "reactive")
+    late = _late(run)
+    assert len(late) == 2  # 10 -> 30 rps at a target of 10: 1 -> 3 replicas
+    for wanted, placed, serving in late:
+        assert wanted == 600  # the scaler's tick at the step
+        assert placed - wanted >= 90  # a node had to be launched
+        assert serving - placed == 140  # image pull + model load on a new node
+
+
+def test_placeholders_give_way_and_their_node_has_the_image(tmp_path: Path) -> None:
+    run = _run(tmp_path, "headroom", headroom={"pods": 2})
+    late = _late(run)
+    assert len(late) == 2
+    for wanted, placed, serving in late:
+        assert placed == wanted == 600  # preempted a placeholder at once
+        assert serving - placed == 40  # the placeholder pulled the image: model load only
+    records = run.result.records
+    preempted = [n for n, r in records.items() if r.preemptions and "-ph" in n]
+    assert len(preempted) == 2
+    assert all(records[n].preemptions[0]["reason"] == "priority" for n in preempted)
+
+
+def test_scale_down_waits_for_the_stabilisation_window(tmp_path: Path) -> None:
+    (tmp_path / "down.csv").write_text("time,rps\n0,30\n300,5\n")
+    run = _run(
+        tmp_path,
+        "reactive",
+        traffic={"csv": {"csv": "down.csv", "end_seconds": 1800}},
+    )
+    pods = run.services[0].pods.values()
+    deleted = sorted(p.deleted_at for p in pods if p.deleted_at is not None and p.deleted_at < 1800)
+    # the 300 s scale-down window: the last high proposal (t=285) counts until t=585
+    assert deleted == [585.0, 585.0]
+    assert len([p for p in pods if p.deleted_at is None or p.deleted_at >= 1800]) == 1
+
+
+def test_inference_replicas_preempt_training_of_their_team(tmp_path: Path) -> None:
+    (tmp_path / "later.csv").write_text("time,rps\n0,0\n600,10\n")
+    data = _scenario(tmp_path, traffic={"csv": {"csv": "later.csv", "end_seconds": 1200}})
+    data["services"][0]["scaler"]["min_replicas"] = 0
+    data["cluster"] = {"nodes": [{"name": "n", "instance_type": "g5.xlarge"}]}
+    data["node_pools"] = []
+    data["workloads"] = [
+        {
+            "name": "train",
+            "team": "product",
+            "priority": "training",
+            "at": 0,
+            "requests": {"nvidia.com/gpu": 1},
+        }
+    ]
+    scenario = load_scenario_data(data, tmp_path)
+    run = run_services(scenario, build_services(scenario, tmp_path), "reactive")
+    (preemption,) = run.result.records["train"].preemptions
+    assert (preemption["at"], preemption["by"], preemption["reason"]) == (
+        600,
+        "chat-r1",
+        "priority",
+    )
+
+
+def test_bad_service_fields_are_named(tmp_path: Path) -> None:
+    data = _scenario(tmp_path, headroom={"pods": 1, "priority": "training"})
+    data["policy"]["cluster"]["priority_classes"][1]["weight"] = 95
+    scenario = load_scenario_data(data, tmp_path)
+    with pytest.raises(ScenarioError, match=r"services\[0\]\(chat\)\.headroom\.priority"):
+        build_services(scenario, tmp_path)
+    data = _scenario(tmp_path, team="nobody")
+    scenario = load_scenario_data(data, tmp_path)
+    with pytest.raises(ScenarioError, match=r"services\[0\]\(chat\)\.team: unknown team"):
+        build_services(scenario, tmp_path)
+    data = _scenario(tmp_path, traffic={"csv": {"csv": "missing.csv"}})
+    scenario = load_scenario_data(data, tmp_path)
+    with pytest.raises(ScenarioError, match=r"services\[0\]\(chat\)\.traffic"):
+        build_services(scenario, tmp_path)
