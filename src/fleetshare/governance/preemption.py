@@ -270,8 +270,8 @@ def _hopeless(
     tree = state.tree
     own_ok = state.model.teams[wl.team].preempt_team_tasks != PreemptTeamTasks.NEVER
     for fr in contested:
-        own_gain = tree.usage(wl.team, fr) if own_ok else 0
-        others_gain = sum(tree.usage(team, fr) for team in lenders)
+        own_gain = _held(state, wl.team, fr) if own_ok else 0
+        others_gain = sum(_held(state, team, fr) for team in lenders)
         room = state.fit.flavor_free(fr) + own_gain + others_gain
         if fr in state.model.governed:
             quota_room = min(tree.available(wl.team, fr) + others_gain, state.ceiling(wl.team, fr))
@@ -279,6 +279,15 @@ def _hopeless(
         if room < usage[fr]:
             return True
     return False
+
+
+def _held(state: CycleState, team: str, fr: FR) -> int:
+    """What a team's admitted work holds of ``fr``: its quota usage for a governed pair; for
+    a resource no quota governs (CPU beside a GPU-only quota) the sum over its workloads,
+    which the tree does not track but whose eviction frees node room all the same."""
+    if fr in state.model.governed:
+        return state.tree.usage(team, fr)
+    return sum(e.usage.get(fr, 0) for e in state.entries(team, {fr[0]}) if not e.removed)
 
 
 def _could_fit_without(
