@@ -309,6 +309,18 @@ def simulate(
         int | None,
         typer.Option(min=1, help="variants run in parallel (default: one per core)"),
     ] = None,
+    warm_capacity: Annotated[
+        str | None,
+        typer.Option(
+            metavar="YAML",
+            help="keep warm capacity ahead of forecast demand in -autoscale runs of a trace, "
+            "e.g. '{horizon_seconds: 1800, quantile: 0.99}' ('{}' for the defaults)",
+        ),
+    ] = None,
+    warm_history_days: Annotated[
+        float,
+        typer.Option(min=0, help="days of the trace before the window the forecaster starts from"),
+    ] = 7.0,
 ) -> None:
     """Compare sharing policies on one trace or scenario: same workloads, same seed.
 
@@ -343,6 +355,8 @@ def simulate(
             assert ref is not None
             if loader_options or days is not None or start_day is not None:
                 _fail("--days, --start-day and --option apply to traces, not scenario files")
+            if warm_capacity is not None:
+                _fail("--warm-capacity applies to traces; a scenario sets its pools' own")
             inp = from_scenario(
                 _resolve(ref), seed=seed, instance_type=instance_type, job_kind=job_kind
             )
@@ -358,6 +372,10 @@ def simulate(
                     opts["start_day"] = start_day
             opts.update(loader_options)
             inp = from_trace(name, opts, seed=seed, instance_type=instance_type, job_kind=job_kind)
+            if warm_capacity is not None:
+                inp.warm_capacity = _warm_setting(
+                    warm_capacity, name, opts, warm_history_days, inp.resource
+                )
     except (ScenarioError, ValueError, TypeError, KeyError, FileNotFoundError) as exc:
         _fail(str(exc))
     except typer.BadParameter as exc:
@@ -845,6 +863,24 @@ def events_command(
         return
     finally:
         client.close()
+
+
+def _warm_setting(
+    text: str, trace: str, options: dict[str, Any], history_days: float, resource: str
+) -> Any:
+    """``--warm-capacity``: the setting, with the trace's demand of the ``history_days``
+    before its window as the forecaster's history (unless the setting gives one)."""
+    from fleetshare.autoscaling.warm import WarmCapacity
+    from fleetshare.simulate.run import demand_before
+
+    data = parse_yaml(text, "--warm-capacity")
+    if not isinstance(data, dict):
+        raise ValueError("--warm-capacity: give a mapping, e.g. '{horizon_seconds: 1800}'")
+    setting = WarmCapacity.model_validate(data)
+    if "history" not in data and history_days > 0:
+        history = demand_before(trace, options, history_days, setting.resource or resource)
+        setting = setting.model_copy(update={"history": history})
+    return setting
 
 
 def _trace_options(items: list[str]) -> dict[str, object]:

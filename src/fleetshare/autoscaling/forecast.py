@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -127,6 +128,15 @@ def _steps(horizon: float, step: float) -> int:
     return max(1, math.ceil(horizon / step))
 
 
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """statsmodels warns of convergence and of a perfect fit (its AIC's log of 0): the fit is
+    used as it is."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        yield
+
+
 @dataclass
 class _Fit:
     method: Method
@@ -143,8 +153,7 @@ def _fit(y: np.ndarray, spec: ForecastSpec) -> _Fit:
 
     period = spec.period()
     seasonal = y.size >= 2 * period + MIN_SAMPLES
-    with warnings.catch_warnings():  # convergence notes: the fit is used as it is
-        warnings.simplefilter("ignore")
+    with _quiet():
         model = ExponentialSmoothing(
             y,
             trend="add",
@@ -167,15 +176,15 @@ def _points(fit: _Fit, y: np.ndarray, steps: int, period: int) -> np.ndarray:
     results = fit.results
     new = y.size - fit.samples
     if new <= 0:
-        return np.asarray(results.forecast(steps), dtype=np.float64)
+        with _quiet():
+            return np.asarray(results.forecast(steps), dtype=np.float64)
     from statsmodels.tsa.holtwinters import ExponentialSmoothing
 
     # continue the fitted recursions: states before the fit's last sample, then that sample
     # and the new ones (statsmodels takes no single-sample series)
     params = results.params
     seasonal = fit.method == "holt-winters"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with _quiet():
         model = ExponentialSmoothing(
             y[fit.samples - 1 :],
             trend="add",
@@ -194,7 +203,7 @@ def _points(fit: _Fit, y: np.ndarray, steps: int, period: int) -> np.ndarray:
             damping_trend=params["damping_trend"],
             optimized=False,
         )
-    return np.asarray(again.forecast(steps), dtype=np.float64)
+        return np.asarray(again.forecast(steps), dtype=np.float64)
 
 
 def forecast_demand(
