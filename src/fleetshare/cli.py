@@ -449,6 +449,98 @@ def _report_folder(out: Path) -> None:
         _fail(f"--out {out}: the folder is not writable")
 
 
+@app.command("sweep")
+def sweep_command(
+    trace: Annotated[str, typer.Option("--trace", metavar="NAME", help="a trace (helios, ...)")],
+    out: Annotated[Path, typer.Option("--out", help="folder for runs.parquet and teams.parquet")],
+    policies: Annotated[
+        list[str], typer.Option("--policy", "-p", metavar="P", help=_policy_help())
+    ],
+    params: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--param",
+            metavar="NAME=V1,V2",
+            help="values of a parameter: borrow_limit (50%, 8, none), min_runtime (seconds), "
+            "fair_share_weight.TEAM",
+        ),
+    ] = None,
+    seeds: Annotated[list[int] | None, typer.Option("--seed", help="seeds (default 0)")] = None,
+    days: Annotated[float | None, typer.Option(help="days of the trace to simulate")] = None,
+    start_day: Annotated[float | None, typer.Option(help="first day of the trace window")] = None,
+    options: Annotated[
+        list[str] | None,
+        typer.Option("--option", "-o", metavar="KEY=VALUE", help="trace loader option"),
+    ] = None,
+    jobs: Annotated[
+        int | None, typer.Option(min=1, help="runs at a time (default: one per core)")
+    ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS",
+            help="run on this Ray cluster (host:port, auto, or local for a fresh one here)",
+        ),
+    ] = None,
+) -> None:
+    """Run policies x parameters x seeds over a trace; write the metrics to Parquet.
+
+    Every combination runs as one simulation, in worker processes (or on a Ray cluster with
+    --ray). One row per run goes to OUT/runs.parquet, one per run and team to
+    OUT/teams.parquet.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from fleetshare.simulate.api import Sweep, frame
+    from fleetshare.simulate.sweep import points, run_sweep
+
+    _report_folder(out)
+    try:
+        opts = _trace_options(options or [])
+        if days is not None:
+            opts["days"] = days
+        if start_day is not None:
+            opts["start_day"] = start_day
+        grid: dict[str, list[Any]] = {}
+        for item in params or []:
+            name, sep, text = item.partition("=")
+            if not sep or not name.strip():
+                raise ValueError(f"--param wants NAME=V1,V2,..., got {item!r}")
+            grid[name.strip()] = [parse_yaml(v, f"--param {name.strip()}") for v in text.split(",")]
+        sweep_points = points(policies, grid, seeds or [0])
+    except (ValueError, TypeError) as exc:
+        _fail(str(exc))
+    err = Console(stderr=True)
+    progress = Progress(
+        TextColumn("sweep"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[last]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
+    task = progress.add_task("sweep", total=len(sweep_points), last="")
+    workers = 1 if ray is not None else jobs or os.cpu_count() or 1
+    where = f"on Ray ({ray})" if ray is not None else f"{min(workers, len(sweep_points))} at a time"
+    err.print(f"sweeping {trace}: {len(sweep_points):,} runs, {where}", highlight=False)
+    with progress:
+        try:
+            runs, teams = run_sweep(
+                trace,
+                opts,
+                sweep_points,
+                jobs=workers,
+                ray_address=ray,
+                done=lambda p: progress.update(task, advance=1, last=p.label()),
+            )
+        except (ScenarioError, ValueError, TypeError, KeyError) as exc:
+            _fail(str(exc))
+    paths = Sweep(runs=frame(runs), teams=frame(teams)).to_parquet(out)
+    print(f"{len(runs):,} runs: {paths[0]}, {paths[1]}")
+
+
 # -- the service ---------------------------------------------------------------------------------
 
 token_app = typer.Typer(

@@ -202,6 +202,8 @@ class Measured:
     """Per workload: when it became short of capacity (NaN: never; see under-provisioning)."""
     amount: FloatArray = field(default_factory=lambda: np.zeros(0))
     """Per workload: its request of the measured resource (units)."""
+    names: list[str] = field(default_factory=list)
+    """Per workload: its name (the order of ``submit``)."""
 
     def waits(self, horizon: float) -> tuple[FloatArray, BoolArray]:
         """First waits (submit to first admission, censored at ``horizon`` for work never
@@ -602,6 +604,7 @@ def measure(
         unknown_nodes=cap.unknown,
         short_since=np.asarray(short_since, dtype=np.float64),
         amount=np.asarray(requested, dtype=np.float64),
+        names=submitted,
     )
 
 
