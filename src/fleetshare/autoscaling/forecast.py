@@ -29,7 +29,7 @@ import math
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -241,6 +241,8 @@ class Forecaster:
         self._since_fit = 0
         self.fits = 0
         """How many times the model was fitted."""
+        self._last: tuple[tuple[int | None, float], Forecast] | None = None
+        """The latest answer: samples change only when a step ends."""
 
     def observe(self, at: float, value: float) -> None:
         """Demand is ``value`` from ``at`` on (times must not decrease)."""
@@ -285,6 +287,8 @@ class Forecaster:
         if horizon_seconds <= 0:
             raise ValueError(f"horizon_seconds must be positive, got {horizon_seconds}")
         self._sample(now)
+        if self._last is not None and self._last[0] == (self._next_step, horizon_seconds):
+            return replace(self._last[1], at=now)
         y = self._samples
         if self._fit is None or self._since_fit >= self.spec.refit_every_samples:
             y = y[-self.spec.max_samples() :]
@@ -295,6 +299,8 @@ class Forecaster:
         fit = self._fit
         steps = _steps(horizon_seconds, self.spec.step_seconds)
         points = _points(fit, y[-(fit.samples + self._since_fit) :], steps, self.spec.period())
-        return Forecast(
+        out = Forecast(
             now, horizon_seconds, tuple(map(float, points)), fit.band, fit.method, y.size
         )
+        self._last = ((self._next_step, horizon_seconds), out)
+        return out

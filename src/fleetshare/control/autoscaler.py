@@ -1090,12 +1090,21 @@ class Autoscaler:
         state = self._state(now, running, pending, removing, disrupting, offerings=False)
         decision = decide(state, (EMPTINESS,))
         removed = False
+        needed: set[tuple[str, ...]] = set()
+        """Kinds of empty node the headroom needs: another of the same kind is needed too
+        (taking more nodes away never makes room), so it is not checked again."""
         for action in decision.actions:
             for name in action.nodes:
+                inst = self.nodes[name].instance
+                kind = (self.nodes[name].pool, inst.instance_type, inst.zone, inst.capacity_type)
+                if kind in needed:
+                    continue
                 if self._headroom_without(name, removing):
                     out.removals.append((name, removal("empty")))
                     removing.add(name)
                     removed = True
+                else:
+                    needed.add(kind)
         budget_bound = any(r.category == "budget" for r in decision.reasons.values())
         out.again = out.again or (removed and budget_bound)
         out.wake.extend(_due(now, decision.reasons))
