@@ -110,3 +110,31 @@ def test_warm_capacity_launches_ahead_of_the_demand_the_season_forecasts() -> No
     for out in (_burst({**setting, "history": daily_burst(12)}), _burst(None)):
         assert all(n["launched_at"] >= 600 for n in out["nodes"])
         assert all(out["workloads"][f"j{i}"]["admitted_at"] > 600 for i in range(4))
+
+
+def test_the_history_before_a_trace_window_is_its_jobs_demand() -> None:
+    from fleetshare.simulate.run import demand_before
+
+    opts = {"start_day": 59, "days": 1, "resolution_minutes": 10}
+    history = demand_before("philly", opts, 1, GPU)
+    times = [t for t, _ in history]
+    assert times == sorted(times) and times[0] >= -24 * HOUR and times[-1] < 0
+    # whole-node jobs of 8 GPUs: the demand is 8 x the active nodes, never above the cluster
+    assert all(v % 8 == 0 and 0 <= v <= 8 * 552 for _, v in history)
+    assert max(v for _, v in history) > 0
+    assert demand_before("philly", {"start_day": 0, "days": 1}, 7, GPU) == []
+
+
+def test_simulate_warm_capacity_option_is_checked_before_running() -> None:
+    from typer.testing import CliRunner
+
+    from fleetshare.cli import app
+
+    runner = CliRunner()
+    base = ["simulate", "--trace", "philly", "--days", "0.1", "-p", "static-autoscale"]
+    bad = runner.invoke(app, [*base, "--warm-capacity", "{quantile: 2}"])
+    assert bad.exit_code == 2 and "quantile" in bad.output
+    listed = runner.invoke(app, [*base, "--warm-capacity", "[1, 2]"])
+    assert listed.exit_code == 2 and "give a mapping" in listed.output
+    scenario = runner.invoke(app, ["simulate", "kueue-reclaim", "--warm-capacity", "{}"])
+    assert scenario.exit_code == 2 and "applies to traces" in scenario.output
