@@ -332,7 +332,12 @@ def simulate(
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from fleetshare.simulate.report import coinciding, comparison_table, write_report
+    from fleetshare.simulate.report import (
+        coinciding,
+        comparison_table,
+        under_provisioning,
+        write_report,
+    )
     from fleetshare.simulate.report import to_json as sim_json
     from fleetshare.simulate.run import from_scenario, from_trace, run_variants
     from fleetshare.simulate.showcase import (
@@ -429,6 +434,8 @@ def simulate(
             if r.never_served:
                 console.print(f"[bold red]{r.name}[/]: {r.never_served}", highlight=False)
         console.print(comparison_table(inp, results))
+        for line in under_provisioning(results):
+            console.print(f"[cyan]capacity[/]: {line}", highlight=False)
         for line in coinciding(results):
             console.print(f"[yellow]note[/]: {line}", highlight=False)
     if out is not None:
