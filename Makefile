@@ -58,12 +58,12 @@ bench: $(STAMP)
 	$(BIN)/python bench/inference_options.py --out bench/results
 	$(BIN)/python bench/provisioning_real_catalog.py \
 		--out bench/results/provisioning_real_catalog.json
-	$(BIN)/python -m pip install -q ray
 	$(BIN)/python bench/ray_autoscaler.py --out bench/results/ray_autoscaler.json
 	$(BIN)/python bench/simulate_speed.py --variant trace --variant static --variant idle50 \
 		--variant borrow-quota --variant fair-share --variant no-fair-share \
 		--out bench/results/simulate_speed.json
 	$(BIN)/python bench/service_throughput.py --out bench/results/service_throughput.json
+	$(BIN)/python bench/forecast_philly.py --out bench/results/forecast_philly.json
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests bench scripts

@@ -1,6 +1,7 @@
 """bench/ray_autoscaler.py: its checker and fleetshare side without Ray; one mix with Ray.
 
-Ray is a benchmark-only dependency: the Ray comparison is skipped when it is not installed.
+Ray comes with the dev extras (``pip install -e '.[dev]'``); the Ray comparison is skipped
+only where it is not installed.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def test_fleetshare_places_every_mix(bench: ModuleType) -> None:
 
 
 def test_against_ray_on_one_mix(bench: ModuleType) -> None:
-    pytest.importorskip("ray", reason="ray is a benchmark-only dependency (pip install ray)")
+    pytest.importorskip("ray", reason="ray comes with the dev extras (pip install -e '.[dev]')")
     catalog = load_catalog()
     types = bench.instance_set(catalog)
     mix = next(m for m in bench.build_mixes(0) if m.name == "odd-shapes")

@@ -422,8 +422,8 @@ AUTOSCALED = sorted(
     p
     for folder in (_ROOT / "src/fleetshare/scenarios", _ROOT / "tests/scenarios")
     for p in folder.glob("*.yaml")
-    if "node_pools:" in p.read_text()
-)
+    if "node_pools:" in p.read_text() and "\nservices:" not in p.read_text()
+)  # scenarios with services run on the services path (tests/inference)
 
 
 @pytest.mark.parametrize("path", AUTOSCALED, ids=lambda p: p.stem)

@@ -95,6 +95,12 @@ def _check_invariants(inp: SimulationInput, r: VariantResult) -> None:
     # undefined only when nothing was schedulable in the window (autoscaled nodes came later)
     assert c["allocation"] is not None or (r.variant.autoscale and c["used_hours_in_window"] == 0)
     assert c["allocation"] is None or 0 <= c["allocation"] <= 1 + eps
+    # under-provisioning: autoscaled runs only; GPU-hours short never exceed the wait of all work
+    if r.variant.autoscale:
+        assert 0 <= c["under_provision_events"] <= c["under_provisioned_jobs"] <= c["workloads"]
+        assert c["under_provisioned_hours"] >= 0
+    else:
+        assert c["under_provision_events"] is None
     assert 0 <= c["utilisation_of_paid"] <= 1 + eps
     # teams add up to the cluster
     assert math.isclose(sum(t["used_hours"] for t in teams.values()), c["used_hours"], abs_tol=1e-3)
@@ -333,6 +339,7 @@ def test_cli_out_writes_a_report(scenario_file: Path, tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "static" in result.stdout and "idle50-autoscale" in result.stdout
+    assert "idle50-autoscale: " in result.stdout and "under-provision events" in result.stdout
     page = (out / "index.html").read_text()
     # top-down: the verdict and its chart first, details after, assumptions last
     order = [

@@ -424,6 +424,18 @@ def simulate(
     wide: Annotated[
         bool, typer.Option("--wide", help="one comparison table with every column")
     ] = False,
+    warm_capacity: Annotated[
+        str | None,
+        typer.Option(
+            metavar="YAML",
+            help="keep warm capacity ahead of forecast demand in -autoscale runs of a trace, "
+            "e.g. '{horizon_seconds: 1800, quantile: 0.99}' ('{}' for the defaults)",
+        ),
+    ] = None,
+    warm_history_days: Annotated[
+        float,
+        typer.Option(min=0, help="days of the trace before the window the forecaster starts from"),
+    ] = 7.0,
 ) -> None:
     """Compare sharing policies on one trace or scenario: same workloads, same seed.
 
@@ -436,7 +448,12 @@ def simulate(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from fleetshare.scenario.loader import load_scenario
-    from fleetshare.simulate.report import coinciding, comparison_tables, write_report
+    from fleetshare.simulate.report import (
+        coinciding,
+        comparison_tables,
+        under_provisioning,
+        write_report,
+    )
     from fleetshare.simulate.report import to_json as sim_json
     from fleetshare.simulate.run import from_scenario, from_trace, run_variants
     from fleetshare.simulate.showcase import (
@@ -472,6 +489,8 @@ def simulate(
             assert ref is not None
             if loader_options or days is not None or start_day is not None:
                 _fail("--days, --start-day and --option apply to traces, not scenario files")
+            if warm_capacity is not None:
+                _fail("--warm-capacity applies to traces; a scenario sets its pools' own")
             inp = from_scenario(
                 _resolve(ref), seed=seed, instance_type=instance_type, job_kind=job_kind
             )
@@ -487,6 +506,10 @@ def simulate(
                     opts["start_day"] = start_day
             opts.update(loader_options)
             inp = from_trace(name, opts, seed=seed, instance_type=instance_type, job_kind=job_kind)
+            if warm_capacity is not None:
+                inp.warm_capacity = _warm_setting(
+                    warm_capacity, name, opts, warm_history_days, inp.resource
+                )
     except (ScenarioError, ValueError, TypeError, KeyError, FileNotFoundError) as exc:
         _fail(str(exc))
     except typer.BadParameter as exc:
@@ -541,6 +564,8 @@ def simulate(
                 console.print(f"[bold red]{r.name}[/]: {r.never_served}", highlight=False)
         for table in comparison_tables(inp, results, wide):
             console.print(table)
+        for line in under_provisioning(results):
+            console.print(f"[cyan]capacity[/]: {line}", highlight=False)
         for line in coinciding(results):
             console.print(f"[yellow]note[/]: {line}", highlight=False)
     if out is not None:
@@ -597,6 +622,98 @@ def _report_folder(out: Path) -> None:
         _fail(f"--out {out}: cannot create the folder ({exc.strerror or exc})")
     if not os.access(out, os.W_OK | os.X_OK):
         _fail(f"--out {out}: the folder is not writable")
+
+
+@app.command("sweep")
+def sweep_command(
+    trace: Annotated[str, typer.Option("--trace", metavar="NAME", help="a trace (helios, ...)")],
+    out: Annotated[Path, typer.Option("--out", help="folder for runs.parquet and teams.parquet")],
+    policies: Annotated[
+        list[str], typer.Option("--policy", "-p", metavar="P", help=_policy_help())
+    ],
+    params: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--param",
+            metavar="NAME=V1,V2",
+            help="values of a parameter: borrow_limit (50%, 8, none), min_runtime (seconds), "
+            "fair_share_weight.TEAM",
+        ),
+    ] = None,
+    seeds: Annotated[list[int] | None, typer.Option("--seed", help="seeds (default 0)")] = None,
+    days: Annotated[float | None, typer.Option(help="days of the trace to simulate")] = None,
+    start_day: Annotated[float | None, typer.Option(help="first day of the trace window")] = None,
+    options: Annotated[
+        list[str] | None,
+        typer.Option("--option", "-o", metavar="KEY=VALUE", help="trace loader option"),
+    ] = None,
+    jobs: Annotated[
+        int | None, typer.Option(min=1, help="runs at a time (default: one per core)")
+    ] = None,
+    ray: Annotated[
+        str | None,
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS",
+            help="run on this Ray cluster (host:port, auto, or local for a fresh one here)",
+        ),
+    ] = None,
+) -> None:
+    """Run policies x parameters x seeds over a trace; write the metrics to Parquet.
+
+    Every combination runs as one simulation, in worker processes (or on a Ray cluster with
+    --ray). One row per run goes to OUT/runs.parquet, one per run and team to
+    OUT/teams.parquet.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from fleetshare.simulate.api import Sweep, frame
+    from fleetshare.simulate.sweep import points, run_sweep
+
+    _report_folder(out)
+    try:
+        opts = _trace_options(options or [])
+        if days is not None:
+            opts["days"] = days
+        if start_day is not None:
+            opts["start_day"] = start_day
+        grid: dict[str, list[Any]] = {}
+        for item in params or []:
+            name, sep, text = item.partition("=")
+            if not sep or not name.strip():
+                raise ValueError(f"--param wants NAME=V1,V2,..., got {item!r}")
+            grid[name.strip()] = [parse_yaml(v, f"--param {name.strip()}") for v in text.split(",")]
+        sweep_points = points(policies, grid, seeds or [0])
+    except (ValueError, TypeError) as exc:
+        _fail(str(exc))
+    err = Console(stderr=True)
+    progress = Progress(
+        TextColumn("sweep"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[last]}"),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    )
+    task = progress.add_task("sweep", total=len(sweep_points), last="")
+    workers = 1 if ray is not None else jobs or os.cpu_count() or 1
+    where = f"on Ray ({ray})" if ray is not None else f"{min(workers, len(sweep_points))} at a time"
+    err.print(f"sweeping {trace}: {len(sweep_points):,} runs, {where}", highlight=False)
+    with progress:
+        try:
+            runs, teams = run_sweep(
+                trace,
+                opts,
+                sweep_points,
+                jobs=workers,
+                ray_address=ray,
+                done=lambda p: progress.update(task, advance=1, last=p.label()),
+            )
+        except (ScenarioError, ValueError, TypeError, KeyError) as exc:
+            _fail(str(exc))
+    paths = Sweep(runs=frame(runs), teams=frame(teams)).to_parquet(out)
+    print(f"{len(runs):,} runs: {paths[0]}, {paths[1]}")
 
 
 # -- the service ---------------------------------------------------------------------------------
@@ -1015,6 +1132,24 @@ def events_command(
         return
     finally:
         client.close()
+
+
+def _warm_setting(
+    text: str, trace: str, options: dict[str, Any], history_days: float, resource: str
+) -> Any:
+    """``--warm-capacity``: the setting, with the trace's demand of the ``history_days``
+    before its window as the forecaster's history (unless the setting gives one)."""
+    from fleetshare.autoscaling.warm import WarmCapacity
+    from fleetshare.simulate.run import demand_before
+
+    data = parse_yaml(text, "--warm-capacity")
+    if not isinstance(data, dict):
+        raise ValueError("--warm-capacity: give a mapping, e.g. '{horizon_seconds: 1800}'")
+    setting = WarmCapacity.model_validate(data)
+    if "history" not in data and history_days > 0:
+        history = demand_before(trace, options, history_days, setting.resource or resource)
+        setting = setting.model_copy(update={"history": history})
+    return setting
 
 
 def _trace_options(items: list[str]) -> dict[str, object]:

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from fleetshare.autoscaling.warm import WarmCapacity
 from fleetshare.inputs import Count, StrictModel
 from fleetshare.model.catalog import Catalog, InstanceType, ec2_name
 from fleetshare.model.quantity import check_quantities, parse_quantity
@@ -127,6 +128,9 @@ class NodePool(_Strict):
     disruption: Disruption = Field(default_factory=Disruption)
     instance_groups: list[InstanceGroup] = Field(default_factory=list)
     schedules: list[PoolSchedule] = Field(default_factory=list)
+    warm_capacity: WarmCapacity | None = Field(
+        default=None, description="room kept ahead of forecast demand (autoscaling/warm.py)"
+    )
 
     @field_validator("limits")
     @classmethod

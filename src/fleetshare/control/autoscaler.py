@@ -26,6 +26,7 @@ remove (with a reason; the runner requeues their workloads), and when to call ag
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -55,8 +56,10 @@ from fleetshare.autoscaling.disruption import (
     decide,
     validate,
 )
+from fleetshare.autoscaling.forecast import Forecaster
 from fleetshare.autoscaling.nodepool import NODES, NodePool, add_node, limit_passed, pool_usage
 from fleetshare.autoscaling.provisioner import (
+    POOL_LABEL,
     Launch,
     Plan,
     PodShape,
@@ -65,12 +68,14 @@ from fleetshare.autoscaling.provisioner import (
     pool_taints,
 )
 from fleetshare.autoscaling.settings import AutoscalerSpec, DoNotDisruptSpec, PdbSpec
+from fleetshare.autoscaling.warm import WarmCapacity, warm_pods, warm_target
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.demand import Demand, admissible_demand
 from fleetshare.governance.snapshot import Running, Snapshot
 from fleetshare.governance.state import StateCache
 from fleetshare.model.catalog import Catalog, ec2_name
 from fleetshare.model.node import Node
+from fleetshare.model.quantity import MILLI
 from fleetshare.model.reason import Reason
 from fleetshare.model.resources import parse_resources
 from fleetshare.model.workload import PodSet, Workload
@@ -123,6 +128,46 @@ def _due(now: float, reasons: Mapping[str, Reason]) -> list[float]:
             if wait in numbers and waited in numbers:
                 out.append(now + numbers[wait] - numbers[waited])
     return out
+
+
+WarmRoom = tuple[dict[str, int], int, dict[str, str]]
+"""Room to keep free: (requests of one pod in milli-units, pods, node selector)."""
+
+
+@dataclass
+class WarmPool:
+    """A pool's warm capacity as it runs: its forecaster and its recent demand."""
+
+    setting: WarmCapacity
+    forecaster: Forecaster
+    recent: deque[tuple[float, float]] = field(default_factory=deque)
+    """(time, demand) change points of the last ``hold_seconds``, and the one before."""
+    pods: int = 0
+    """Warm pods kept at the latest step."""
+
+    @classmethod
+    def of(cls, setting: WarmCapacity) -> WarmPool:
+        """A pool's warm state, its forecaster seeded with the setting's ``history``."""
+        warm = cls(setting, Forecaster(setting.spec()))
+        for at, value in setting.history:
+            warm.observe(at, value)
+        return warm
+
+    def observe(self, at: float, value: float) -> None:
+        """Demand is ``value`` from ``at`` on."""
+        self.forecaster.observe(at, value)
+        if not self.recent or self.recent[-1][1] != value:
+            self.recent.append((at, value))
+        start = at - self.setting.hold_seconds
+        while len(self.recent) > 1 and self.recent[1][0] <= start:
+            self.recent.popleft()
+
+
+def _serves(pool: NodePool, selector: Mapping[str, str]) -> bool:
+    """The pool's nodes would carry ``selector`` (as far as the pool's own labels and name
+    tell: other keys, such as an instance type, are not judged here)."""
+    labels = {**pool.labels, POOL_LABEL: pool.name}
+    return all(labels.get(key, value) == value for key, value in selector.items())
 
 
 SHOWN_NODES = 5
@@ -300,6 +345,9 @@ class Autoscaler:
         self._retry_stuck = False
         self.waited_for_nodes: set[str] = set()
         """Workloads that nodes were launched for (for the time-to-capacity metric)."""
+        self.short_since: dict[str, float] = {}
+        """Workload -> the first step, before its first admission, at which quota would have
+        admitted it but no node had room (it was demand): under-provisioning."""
         self.unplaceable: dict[str, str] = {}
         """Workload -> why no pool can run it (latest planning)."""
         self.plans: list[Plan] = []
@@ -316,6 +364,13 @@ class Autoscaler:
         self._offset = self.settings.clock_start.timestamp()
         self.blocked: dict[str, Reason] = {}
         """Node -> why the latest voluntary disruption pass kept it."""
+        self._headroom: list[WarmRoom] = [
+            (parse_resources(room.requests), room.count, dict(room.node_selector))
+            for room in self.settings.headroom
+        ]
+        self.warm = {p.name: WarmPool.of(p.warm_capacity) for p in pools if p.warm_capacity}
+        """Pools with warm capacity, by name."""
+        self._warm_rooms: list[WarmRoom] = []
 
     # -- bookkeeping ---------------------------------------------------------------------------
 
@@ -535,12 +590,17 @@ class Autoscaler:
         demand, self.quota_blocked = admissible_demand(
             engine, snapshot, self._nominated(), stuck, self.states
         )
+        for item in demand:
+            name = item.workload.name
+            if name not in self._ran and name not in self.short_since:
+                self.short_since[name] = now
+        self._keep_warm(now, snapshot, demand, out)
         names = {d.workload.name for d in demand}
         fresh = names - self._seen
         self._seen &= names
         if not demand:
             self._batch_start = None
-            if self.settings.headroom and self._headroom_shapes(self._free(snapshot)):
+            if self._rooms() and self._headroom_shapes(self._free(snapshot)):
                 self._plan_and_launch(now, [], self._free(snapshot), out)
             return
         if fresh:
@@ -549,7 +609,10 @@ class Autoscaler:
             if self._batch_start is None:
                 self._batch_start = now
         if self._batch_start is None:
-            return  # nothing new since the last plan: those workloads wait for what it launched
+            # nothing new since the last plan: those workloads wait for what it launched
+            if self._warm_rooms and self._headroom_shapes(self._free(snapshot)):
+                self._plan_and_launch(now, [], self._free(snapshot), out)
+            return
         due = min(
             self._batch_start + self.settings.batch_max_seconds,
             self._batch_last + self.settings.batch_idle_seconds,
@@ -737,24 +800,83 @@ class Autoscaler:
             if not shapes:
                 return
 
+    def _rooms(self) -> list[WarmRoom]:
+        """The room to keep free: the configured headroom and the pools' warm capacity."""
+        return self._headroom + self._warm_rooms
+
     def _headroom_shapes(self, free: list[Room]) -> list[PodShape]:
         """Headroom pods that do not fit in ``free`` (taken as they fit): what to launch to
-        keep the configured warm room."""
+        keep the configured headroom and warm capacity."""
         out = []
-        for room in self.settings.headroom:
-            requests = parse_resources(room.requests)
-            podset = PodSet("headroom", room.count, requests, dict(room.node_selector))
-            missing = room.count - _first_fit(podset, podset.node_selector, room.count, free)
+        for requests, count, selector in self._rooms():
+            podset = PodSet("headroom", count, requests, selector)
+            missing = count - _first_fit(podset, selector, count, free)
             if missing > 0:
                 out.append(
                     PodShape(
                         requests=tuple(sorted(requests.items())),
                         count=missing,
-                        node_selector=tuple(sorted(room.node_selector.items())),
+                        node_selector=tuple(sorted(selector.items())),
                         headroom=True,
                     )
                 )
         return out
+
+    def _keep_warm(
+        self, now: float, snapshot: Snapshot, demand: Sequence[Demand], out: Step
+    ) -> None:
+        """Observe each warm pool's demand (:mod:`fleetshare.autoscaling.warm`: the resource
+        of the pods on its nodes and of the admissible pending pods it would launch for, each
+        pending pod counted for the first pool that serves it) and set the warm room to keep
+        ahead of its forecast."""
+        if not self.warm:
+            return
+        amount = dict.fromkeys(self.warm, 0)
+        for entry in snapshot.running:
+            for podset, placement in zip(
+                entry.workload.podsets, entry.assignment.placement, strict=True
+            ):
+                for node, count in placement:
+                    managed = self.nodes.get(node)
+                    if managed is not None and managed.pool in amount:
+                        resource = self.warm[managed.pool].setting.resource
+                        amount[managed.pool] += podset.requests.get(resource, 0) * count
+        for item in demand:
+            for podset, flavor in zip(item.workload.podsets, item.node_selectors, strict=True):
+                selector = {**podset.node_selector, **flavor}
+                for name in amount:
+                    if _serves(self.pools[name], selector):
+                        resource = self.warm[name].setting.resource
+                        amount[name] += podset.requests.get(resource, 0) * podset.count
+                        break
+        rooms: list[WarmRoom] = []
+        for name, warm in self.warm.items():
+            setting = warm.setting
+            value = amount[name] / MILLI
+            warm.observe(now, value)
+            forecast = warm.forecaster.forecast(now, setting.horizon_seconds)
+            target = warm_target(forecast.upper, (v for _, v in warm.recent), setting.margin)
+            unit = setting.unit()
+            pods = warm_pods(target, value, unit[setting.resource] / MILLI)
+            if pods:
+                rooms.append((unit, pods, {POOL_LABEL: name}))
+            if pods != warm.pods:
+                warm.pods = pods
+                out.log.append(
+                    {
+                        "event": "autoscaler",
+                        "action": "warm",
+                        "pool": name,
+                        "demand": round(value, 3),
+                        "forecast": round(forecast.upper, 3),
+                        "method": forecast.method,
+                        "target": round(target, 3),
+                        "pods": pods,
+                    }
+                )
+            step = setting.step_seconds
+            out.wake_if_busy.append((math.floor(now / step) + 1) * step)
+        self._warm_rooms = rooms
 
     def _hold(self, names: set[str], now: float) -> None:
         """Nodes whose room pending work counts on are not removed as empty meanwhile
@@ -979,22 +1101,27 @@ class Autoscaler:
         return count
 
     def _headroom_without(self, name: str, removing: set[str]) -> bool:
-        """True when the configured headroom still fits once ``name`` is gone."""
-        if not self.settings.headroom:
+        """True when the configured headroom and warm capacity still fit once ``name`` (and
+        ``removing``) are gone and the pods on them have moved into the room left."""
+        if not self._rooms():
             return True
         gone = removing | {name}
         free = [Room.of(m.node) for m in self.live() if m.name not in gone]
-        for room_of in free:
-            m_node, room = room_of.node, room_of.free
-            assert m_node is not None
-            for entry in self._last_running.values():
-                for podset, placement in zip(
-                    entry.workload.podsets, entry.assignment.placement, strict=True
-                ):
-                    for node, count in placement:
-                        if node == m_node.name:
-                            for resource, value in podset.requests.items():
-                                room[resource] = room.get(resource, 0) - value * count
+        rooms = {room.name: room.free for room in free}
+        moved: list[tuple[PodSet, int]] = []
+        for entry in self._last_running.values():
+            for podset, placement in zip(
+                entry.workload.podsets, entry.assignment.placement, strict=True
+            ):
+                for node, count in placement:
+                    room = rooms.get(node)
+                    if room is not None:
+                        for resource, value in podset.requests.items():
+                            room[resource] = room.get(resource, 0) - value * count
+                    elif node in gone:
+                        moved.append((podset, count))
+        for podset, count in moved:
+            _first_fit(podset, podset.node_selector, count, free)
         return not self._headroom_shapes(free)
 
     def _emptiness(
@@ -1010,12 +1137,21 @@ class Autoscaler:
         state = self._state(now, running, pending, removing, disrupting, offerings=False)
         decision = decide(state, (EMPTINESS,))
         removed = False
+        needed: set[tuple[str, ...]] = set()
+        """Kinds of empty node the headroom needs: another of the same kind is needed too
+        (taking more nodes away never makes room), so it is not checked again."""
         for action in decision.actions:
             for name in action.nodes:
+                inst = self.nodes[name].instance
+                kind = (self.nodes[name].pool, inst.instance_type, inst.zone, inst.capacity_type)
+                if kind in needed:
+                    continue
                 if self._headroom_without(name, removing):
                     out.removals.append((name, removal("empty")))
                     removing.add(name)
                     removed = True
+                else:
+                    needed.add(kind)
         budget_bound = any(r.category == "budget" for r in decision.reasons.values())
         out.again = out.again or (removed and budget_bound)
         out.wake.extend(_due(now, decision.reasons))

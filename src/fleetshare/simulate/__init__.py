@@ -7,5 +7,22 @@
 - :mod:`~fleetshare.simulate.report` -- the comparison table, JSON and the HTML report;
 - :mod:`~fleetshare.simulate.showcase` -- what runs with no arguments.
 
-See ``docs/simulate.md``.
+See ``docs/simulate.md``. The package is callable: ``fleetshare.simulate(...)`` is
+:func:`fleetshare.simulate.api.simulate` (pandas DataFrames for notebooks).
 """
+
+import sys
+import types
+from typing import Any
+
+
+class _CallableModule(types.ModuleType):
+    """``fleetshare.simulate(...)`` runs :func:`fleetshare.simulate.api.simulate`."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from fleetshare.simulate.api import simulate
+
+        return simulate(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -43,6 +43,13 @@ Definitions (``r`` is a workload's request of the measured resource, in whole un
   (a long job preempted late restarts from scratch) keeps a whole fixed cluster for its tail,
   so **cost in window** -- the price of what was paid for during ``[0, W]`` -- is given too:
   the same for every fixed-cluster policy. **spillover** = used − used in the window.
+- **under-provisioning** (autoscaled runs) -- a job is *short of capacity* from the first
+  autoscaler step, before its first admission, at which quota would have admitted it but no
+  node had room for it (it was the autoscaler's demand), until its first admission (censored at
+  ``T``). An **under-provision event** is a maximal span of time during which at least one job
+  is short of capacity (spans that overlap or touch are one event); **under-provisioned
+  hours** = ``Σ r × time short of capacity`` (GPU-hours of demand kept waiting for capacity);
+  **under-provisioned jobs** counts the jobs. Waits after a preemption are not counted.
 """
 
 from __future__ import annotations
@@ -191,6 +198,12 @@ class Measured:
     """When the last workload finished."""
     autoscaled: bool
     unknown_nodes: list[str] = field(default_factory=list)
+    short_since: FloatArray = field(default_factory=lambda: np.zeros(0))
+    """Per workload: when it became short of capacity (NaN: never; see under-provisioning)."""
+    amount: FloatArray = field(default_factory=lambda: np.zeros(0))
+    """Per workload: its request of the measured resource (units)."""
+    names: list[str] = field(default_factory=list)
+    """Per workload: its name (the order of ``submit``)."""
 
     def waits(self, horizon: float) -> tuple[FloatArray, BoolArray]:
         """First waits (submit to first admission, censored at ``horizon`` for work never
@@ -233,6 +246,46 @@ class Measured:
             (float(r.stop[i]), int(r.team[i]), r.reason[i], float(lost[i]))
             for i in np.flatnonzero(r.preempted)
         ]
+
+
+@dataclass(frozen=True)
+class UnderProvision:
+    """Under-provisioning of one run (see the module docstring)."""
+
+    events: int
+    jobs: int
+    hours: float
+    """Units x hours of demand short of capacity (GPU-hours)."""
+    span_hours: float
+    """Hours during which some job was short of capacity (the events' total length)."""
+
+
+def under_provision(
+    short_since: FloatArray, first_admit: FloatArray, amount: FloatArray, horizon: float
+) -> UnderProvision:
+    """Events, jobs and units x hours short of capacity: each job from ``short_since`` (NaN:
+    never short) to its first admission (NaN: never admitted, censored at ``horizon``)."""
+    short = ~np.isnan(short_since)
+    start = short_since[short]
+    stop = np.where(np.isnan(first_admit[short]), horizon, first_admit[short])
+    keep = stop > start
+    start, stop = start[keep], stop[keep]
+    hours = float(np.sum(amount[short][keep] * (stop - start))) / HOUR
+    events = 0
+    span = 0.0
+    reach = -np.inf
+    began = 0.0
+    for i in np.argsort(start, kind="stable"):
+        if start[i] > reach:  # a gap: a new event
+            if events:
+                span += reach - began
+            events += 1
+            began, reach = float(start[i]), float(stop[i])
+        else:
+            reach = max(reach, float(stop[i]))
+    if events:
+        span += reach - began
+    return UnderProvision(events, int(start.size), hours, span / HOUR)
 
 
 def measured_resource(nodes: Sequence[Node], requests: Sequence[Mapping[str, int]]) -> str:
@@ -505,9 +558,14 @@ def measure(
     finish_team: list[int] = []
     completion: list[float] = []
     makespan = 0.0
+    short = scaler.short_since if scaler is not None else {}
+    short_since: list[float] = []
+    requested: list[float] = []
     for name in submitted:
         rec = result.records[name]
         wl = rec.workload
+        short_since.append(short.get(name, np.nan))
+        requested.append(wl.total_requests().get(resource, 0) / MILLI)
         submit.append(wl.submit_time)
         first.append(np.nan if rec.first_admitted_at is None else rec.first_admitted_at)
         wait_team.append(index[wl.team])
@@ -546,6 +604,9 @@ def measure(
         makespan=makespan or end,
         autoscaled=scaler is not None,
         unknown_nodes=cap.unknown,
+        short_since=np.asarray(short_since, dtype=np.float64),
+        amount=np.asarray(requested, dtype=np.float64),
+        names=submitted,
     )
 
 
@@ -594,6 +655,7 @@ def summarize(m: Measured) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     first_waits, censored = m.waits(horizon)
     waits, _, requeues = m.queue_times(horizon)
     requeued = requeues > 0
+    under = under_provision(m.short_since, m.first_admit, m.amount, horizon)
 
     def by_reason(mask: BoolArray | None = None) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -665,6 +727,10 @@ def summarize(m: Measured) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
             "node_hours": m.node_seconds / HOUR,
             "peak_nodes": int(m.nodes.peak()),
             "unknown_nodes": list(m.unknown_nodes),
+            "under_provision_events": under.events if m.autoscaled else None,
+            "under_provisioned_jobs": under.jobs if m.autoscaled else None,
+            "under_provisioned_hours": under.hours if m.autoscaled else None,
+            "under_provision_span_hours": under.span_hours if m.autoscaled else None,
         }
     )
     return cluster, teams

@@ -203,6 +203,23 @@ _OUTCOME = (
 """What a user compares policies by: runs equal in all of these had the same outcome."""
 
 
+def under_provisioning(results: Sequence[VariantResult]) -> list[str]:
+    """A sentence per autoscaled run: its under-provision events and the demand they kept
+    waiting for capacity (see :mod:`fleetshare.simulate.metrics`)."""
+    out = []
+    for r in results:
+        c = r.cluster
+        if c.get("under_provision_events") is None:
+            continue
+        u = unit(r.measured.resource)
+        out.append(
+            f"{r.name}: {c['under_provision_events']:,} under-provision events "
+            f"({c['under_provision_span_hours']:,.1f} h in all): {c['under_provisioned_jobs']:,} "
+            f"jobs waited for capacity, {c['under_provisioned_hours']:,.1f} {u}-hours"
+        )
+    return out
+
+
 def coinciding(results: Sequence[VariantResult]) -> list[str]:
     """A sentence per group of policies whose runs came out the same, saying why: their rules
     differ only under contention, and there was none they decide (no preemption, no limit

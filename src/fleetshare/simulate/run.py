@@ -22,9 +22,11 @@ from typing import Any
 
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec
+from fleetshare.autoscaling.warm import WarmCapacity
 from fleetshare.governance.quota import compile_policy
 from fleetshare.model.catalog import GPU_PRODUCT_LABEL, Catalog, load_catalog
 from fleetshare.model.node import Node
+from fleetshare.model.quantity import MILLI
 from fleetshare.model.resources import GPU, fits, render
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import load_policy
@@ -80,6 +82,8 @@ class SimulationInput:
     cloud: CloudSpec | None = None
     autoscaler: AutoscalerSpec | None = None
     until: float | None = None
+    warm_capacity: WarmCapacity | None = None
+    """Warm capacity of the trace-built pool of ``-autoscale`` variants (None: reactive)."""
 
     @property
     def resource(self) -> str:
@@ -90,7 +94,10 @@ class SimulationInput:
         """The node pools of ``-autoscale`` variants."""
         if self.node_pools:
             return list(self.node_pools)
-        return autoscale_pools(self.nodes, self.stand_in, catalog or load_catalog())
+        pools = autoscale_pools(self.nodes, self.stand_in, catalog or load_catalog())
+        if self.warm_capacity is not None:  # on the measured class's pool (GPU nodes first)
+            pools[0] = pools[0].model_copy(update={"warm_capacity": self.warm_capacity})
+        return pools
 
     @property
     def instance_type(self) -> str:
@@ -251,6 +258,36 @@ def from_trace(
         start=trace.start,
         facts=trace.summary(),
     )
+
+
+def demand_before(
+    name: str, options: Mapping[str, Any], days: float, resource: str
+) -> list[tuple[float, float]]:
+    """The demand of the ``days`` of trace ``name`` before its window (``start_day`` of
+    ``options``), as (time, units) change points with times shifted to end at 0: what its jobs
+    requested while they ran, had they run when submitted (the history a forecaster would have
+    seen). Empty when the window starts at day 0."""
+    start = float(options.get("start_day", 0) or 0)
+    days = min(days, start)
+    if days <= 0:
+        return []
+    opts = {**options, "start_day": start - days, "days": days}
+    trace = load_trace(name, **opts)
+    changes: dict[float, float] = {}
+    for wl in trace.workloads:
+        amount = wl.total_requests().get(resource, 0) / MILLI
+        if amount and wl.duration is not None:
+            begin = wl.submit_time - days * 86_400.0
+            end = min(begin + wl.duration, 0.0)
+            changes[begin] = changes.get(begin, 0.0) + amount
+            changes[end] = changes.get(end, 0.0) - amount
+    out: list[tuple[float, float]] = []
+    level = 0.0
+    for at in sorted(changes):
+        level += changes[at]
+        if at < 0 or not out:
+            out.append((at, max(0.0, round(level, 6))))
+    return out
 
 
 def from_scenario(

@@ -1,0 +1,105 @@
+"""Warm capacity: room a node pool keeps ahead of its forecast demand (pure).
+
+A pool with ``warm_capacity`` keeps, beyond the work it runs and the work waiting for it,
+room for the demand it expects. Its *demand* at a moment is the ``resource`` requested by the
+pods on its nodes plus by the pending pods that quota would admit and that it would launch
+for. The *target* is the larger of the forecast demand over ``horizon_seconds``
+(:mod:`fleetshare.autoscaling.forecast`: peak point forecast plus the quantile band) and the
+peak demand of the last ``hold_seconds``, raised by ``margin``; the *warm room* is the target
+less the demand, kept as free room for pods of ``pod`` requests (by default one unit of the
+resource), which the autoscaler launches for and does not consolidate away.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from itertools import pairwise
+from typing import Literal
+
+from pydantic import ConfigDict, Field, field_validator
+
+from fleetshare.autoscaling.forecast import DAY, ForecastSpec
+from fleetshare.inputs import StrictModel
+from fleetshare.model.quantity import MILLI, check_quantities
+from fleetshare.model.resources import GPU, parse_resources
+
+Quantity = str | int | float
+
+
+class WarmCapacity(StrictModel):
+    """A node pool's warm capacity setting (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    forecast: Literal["holt-winters"] = "holt-winters"
+    horizon_seconds: float = Field(default=1800.0, gt=0, description="look this far ahead")
+    quantile: float = Field(
+        default=0.99, gt=0, lt=1, description="band above the forecast: quantile of its errors"
+    )
+    margin: float = Field(default=0.0, ge=0, le=1, description="target raised by this fraction")
+    hold_seconds: float = Field(
+        default=0.0, ge=0, description="keep at least the peak demand of this recent span"
+    )
+    resource: str = Field(default=GPU, min_length=1)
+    pod: dict[str, Quantity] = Field(
+        default_factory=dict, description="the unit of warm room (default: 1 of the resource)"
+    )
+    step_seconds: float = Field(default=600.0, ge=1, description="forecast sampling step")
+    season_seconds: float = Field(default=DAY, gt=0)
+    history_seconds: float = Field(default=7 * DAY, gt=0)
+    refit_every_samples: int = Field(default=72, ge=1)
+    history: list[tuple[float, float]] = Field(
+        default_factory=list,
+        description="demand known before the run: (time, value) change points, times <= 0",
+    )
+
+    @field_validator("pod")
+    @classmethod
+    def _pod(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
+        check_quantities(value)
+        return value
+
+    @field_validator("history")
+    @classmethod
+    def _history(cls, value: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        times = [t for t, _ in value]
+        if any(b < a for a, b in pairwise(times)):
+            raise ValueError("times must not decrease")
+        if times and times[-1] > 0:
+            raise ValueError(f"times must be <= 0 (before the run), got {times[-1]}")
+        if any(v < 0 for _, v in value):
+            raise ValueError("demand must not be negative")
+        return value
+
+    def spec(self) -> ForecastSpec:
+        """The forecaster's settings."""
+        return ForecastSpec(
+            method=self.forecast,
+            step_seconds=self.step_seconds,
+            season_seconds=self.season_seconds,
+            history_seconds=self.history_seconds,
+            refit_every_samples=self.refit_every_samples,
+            quantile=self.quantile,
+        )
+
+    def unit(self) -> dict[str, int]:
+        """Requests of one warm pod (milli-units); its ``resource`` amount is positive."""
+        requests = parse_resources(self.pod) if self.pod else {self.resource: MILLI}
+        if requests.get(self.resource, 0) <= 0:
+            raise ValueError(f"pod: must request some {self.resource}")
+        return requests
+
+
+def warm_target(forecast: float, recent: Iterable[float], margin: float) -> float:
+    """The demand to be ready for: the larger of the forecast and the recent peak, raised by
+    ``margin`` (a fraction)."""
+    return max(forecast, *recent, 0.0) * (1 + margin)
+
+
+def warm_pods(target: float, demand: float, unit: float) -> int:
+    """Warm pods of ``unit`` to keep so that ``demand`` plus their room reaches ``target``
+    (units of the resource; a part of a pod counts whole)."""
+    if unit <= 0:
+        raise ValueError(f"unit must be positive, got {unit}")
+    return max(0, math.ceil((target - demand) / unit - 1e-9))
