@@ -19,6 +19,7 @@ from fleetshare.autoscaling.provisioner.columns import (
     column_generation,
     decode,
     milp_columns,
+    round_columns,
     solve_milp,
 )
 from fleetshare.autoscaling.provisioner.greedy import greedy
@@ -164,7 +165,8 @@ def plan_nodes(
         bound = max(bound, relax.bound)
         lap("lp_s")
         if relax.y.size:
-            pack = greedy(p, "spread", start=decode(p, cols, np.floor(relax.y + 1e-6)))
+            rounded = round_columns(p, cols, relax.y, budget.rounding_passes)
+            pack = greedy(p, "spread", start=rounded)
             costs["cost_lp_rounding"] = _score(p, pack)
             if _score(p, pack) < _score(p, best) - 1e-9:
                 best_method, best = "lp-rounding", pack
