@@ -20,8 +20,8 @@ reservation. Limits (node pools, account quotas, reservations: ``account_limits.
 
 Every search is bounded by a work budget (:class:`PlanBudget`: passes, moves, rounds, columns,
 LP pricings, rounding passes, branch-and-bound nodes), never by the clock, so the same input
-gives the same plan on any machine. ``time_limit`` is only an outer safety net; when it fires, ``Plan.time_limit_hit``
-says so.
+gives the same plan on any machine. ``time_limit`` is only an outer safety net; when it fires,
+``Plan.time_limit_hit`` says so.
 """
 
 from __future__ import annotations
