@@ -45,7 +45,7 @@ def test_lp_pricing_bounds_every_knapsack_and_its_patterns_fit() -> None:
 
 def test_lp_rounding_fits_and_never_plans_more_pods_than_asked() -> None:
     p = problem()
-    bound, pi = resource_prices(p)
+    bound, pi, _ = resource_prices(p)
     cols = Columns()
     add_singletons(p, cols)
     relax = column_generation(p, cols, PlanBudget(cg_rounds=10), SafetyNet(600), bound, pi)

@@ -11,9 +11,10 @@ from fleetshare.autoscaling.provisioner.problem import Problem
 from fleetshare.autoscaling.provisioner.solver import lp
 
 
-def resource_prices(p: Problem) -> tuple[float, np.ndarray]:
+def resource_prices(p: Problem) -> tuple[float, np.ndarray, np.ndarray]:
     """The best bound from resource prices alone: max sum_c d_c (lam·s_c) s.t. lam·cap_j <= c_j
-    for every candidate (then pi_c = lam·s_c is dual feasible). Returns the bound and pi."""
+    for every candidate (then pi_c = lam·s_c is dual feasible). Returns the bound, pi and
+    lam."""
     res = lp(
         -(p.demand @ p.size).astype(float),
         A_ub=p.cap.astype(float),
@@ -21,10 +22,10 @@ def resource_prices(p: Problem) -> tuple[float, np.ndarray]:
         bounds=(0, None),
     )
     if res.status != 0:
-        return 0.0, np.zeros(p.n_classes)
+        return 0.0, np.zeros(p.n_classes), np.zeros(p.cap.shape[1])
     lam = np.asarray(res.x)
     pi = p.size @ lam
-    return float(pi @ p.demand), np.minimum(pi, p.penalty)
+    return float(pi @ p.demand), np.minimum(pi, p.penalty), lam
 
 
 def most_nodes(p: Problem) -> np.ndarray:

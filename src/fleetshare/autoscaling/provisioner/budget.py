@@ -16,6 +16,13 @@ class PlanBudget:
     plan on any machine and under any load.
     """
 
+    fluid_slack: float = 0.03
+    """Fluid plan: candidates priced at most this fraction above their capacity's value at the
+    resource prices take part (see ``fluid``)."""
+    fluid_candidates: int = 60
+    """Fluid plan: at most this many candidates near the frontier (the closest first)."""
+    fluid_passes: int = 4
+    """Fluid plan: LP solves, each for the pods the whole nodes taken so far leave."""
     search_passes: int = 50
     """Local search: passes over the nodes per run (a run also ends at a pass that finds no
     improvement)."""
@@ -30,6 +37,9 @@ class PlanBudget:
     cg_round_work: int = 40_000
     """Column generation: new columns per round times classes at most (a larger problem adds
     fewer columns a round, at least 40, so its master LP stays small)."""
+    cg_smoothing: float = 0.5
+    """Column generation prices at this mix of the resource prices and the LP's duals first
+    (0: the LP's duals alone), and at the LP's duals when the mix finds no column."""
     lp_pricings: int = 12
     """Column generation: rounds that price every knapsack as an LP (when the greedy pricing
     finds no column); each gives a lower bound."""

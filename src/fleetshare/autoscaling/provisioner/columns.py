@@ -220,7 +220,13 @@ def column_generation(
         out.value, out.y, pi, mu = solved
         out.pi, out.mu = pi, mu
         reduced_base = p.obj + (mu @ p.limits.matrix if len(p.limits) else 0.0)
-        values, patterns = _price_greedy(p, pi)
+        for alpha in (budget.cg_smoothing, 0.0):
+            # price at duals between the resource prices and the LP's (Wentges smoothing):
+            # the LP's duals swing from round to round, the resource prices are nearly optimal
+            _, patterns = _price_greedy(p, alpha * pi_res + (1 - alpha) * pi)
+            values = patterns @ pi
+            if (reduced_base - values < -tol).any():
+                break
         if not (reduced_base - values < -tol).any() and lp_left > 0:
             lp_left -= 1
             upper, values, patterns = _price_lp(p, pi)

@@ -22,6 +22,7 @@ from fleetshare.autoscaling.provisioner.columns import (
     round_columns,
     solve_milp,
 )
+from fleetshare.autoscaling.provisioner.fluid import fluid_packing
 from fleetshare.autoscaling.provisioner.greedy import greedy
 from fleetshare.autoscaling.provisioner.local_search import improve
 from fleetshare.autoscaling.provisioner.packing import Packing
@@ -115,10 +116,11 @@ def plan_nodes(
     ``account_limits``: vCPU quotas, per-type counts and capacity reservations of the cloud
     account; ``running_instances``: the instances that exist now (their usage counts against
     those limits). ``pool_usage``: per pool, what its existing nodes already use of its limits
-    (milli-units; ``nodes`` as a count). ``target_gap``: when the greedy plan is already this
-    close to the lower bound, column generation and the MILP are skipped (small problems always
-    run them). ``budget``: how much search each phase may do (:class:`PlanBudget`); the plan
-    depends only on the input and the budget. ``time_limit`` (seconds) is an outer safety net:
+    (milli-units; ``nodes`` as a count). ``target_gap``: when the fluid plan is already this
+    close to the lower bound, the four greedy plans are skipped, and when the best plan is,
+    column generation and the MILP are (small problems always run them all). ``budget``: how
+    much search each phase may do (:class:`PlanBudget`); the plan depends only on the input and
+    the budget. ``time_limit`` (seconds) is an outer safety net:
     if it fires, the search stops where it is and ``Plan.time_limit_hit`` is set.
     """
     budget = budget or PlanBudget()
@@ -142,18 +144,25 @@ def plan_nodes(
     def lap(name: str) -> None:
         clock[name] = net.elapsed() - sum(clock.values())
 
-    plans: list[tuple[str, Packing]] = [
-        ("greedy", greedy(p, r)) for r in ("pod", "big", "spread", "balance")
-    ]
-    costs = {f"cost_greedy_{i}": _score(p, pk) for i, (_, pk) in enumerate(plans)}
-    best_method, best = min(plans, key=lambda mp: _score(p, mp[1]))
-    lap("greedy_s")
-    res_bound, pi_res = resource_prices(p)
+    res_bound, pi_res, lam = resource_prices(p)
     bound = res_bound
+    plans: list[tuple[str, Packing]] = []
+    costs: dict[str, float] = {}
+    fluid = fluid_packing(p, lam, budget, net)
+    if fluid is not None:
+        plans.append(("fluid", greedy(p, "pod", start=fluid)))
+        costs["cost_fluid"] = _score(p, plans[-1][1])
+    lap("fluid_s")
+    small = p.n_classes * len(p.candidates) <= SMALL_PROBLEM
+    if not plans or small or _gap(p, plans[0][1], bound) > target_gap:
+        for i, rule in enumerate(("pod", "big", "spread", "balance")):
+            plans.append(("greedy", greedy(p, rule)))
+            costs[f"cost_greedy_{i}"] = _score(p, plans[-1][1])
+        lap("greedy_s")
+    best_method, best = min(plans, key=lambda mp: _score(p, mp[1]))
     work = {"search_moves": float(improve(p, best, budget, net))}
     costs["cost_improved"] = _score(p, best)
     lap("improve_s")
-    small = p.n_classes * len(p.candidates) <= SMALL_PROBLEM
     relax = Relaxation(bound=bound)
     cols = Columns()
     if (small or _gap(p, best, bound) > target_gap) and not net.fired():
@@ -179,7 +188,7 @@ def plan_nodes(
                 if _score(p, pack) < _score(p, best) - 1e-9:
                     best_method, best = "milp", pack
         lap("milp_s")
-        if best_method != "greedy":
+        if best_method in ("lp-rounding", "milp"):
             work["search_moves"] += improve(p, best, budget, net)
             lap("improve2_s")
     net.fired()  # a solve the time limit cut short inside HiGHS is reported too
