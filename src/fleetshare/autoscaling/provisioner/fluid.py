@@ -174,8 +174,8 @@ def fluid_packing(
             return None if pack.n == 0 else pack
         y, pods = solved
         whole = np.floor(y + 1e-6).astype(np.int64)
-        if not whole.any():
-            break
+        if not whole.any():  # only fractions left: the largest becomes one node
+            whole[int(np.argmax(y))] = 1
         share = pods * np.where(y > 1e-9, whole / np.maximum(y, 1e-9), 0)[:, None]
         take = np.minimum(
             np.floor(share + 1e-9).astype(np.int64), whole[:, None] * p.fit[:, keep].T

@@ -117,8 +117,9 @@ def plan_nodes(
     account; ``running_instances``: the instances that exist now (their usage counts against
     those limits). ``pool_usage``: per pool, what its existing nodes already use of its limits
     (milli-units; ``nodes`` as a count). ``target_gap``: when the fluid plan is already this
-    close to the lower bound, the four greedy plans are skipped, and when the best plan is,
-    column generation and the MILP are (small problems always run them all). ``budget``: how
+    close to the lower bound, the four greedy plans are skipped; column generation and the
+    MILP run on small problems, and on others only without a fluid plan when the best plan is
+    not this close. ``budget``: how
     much search each phase may do (:class:`PlanBudget`); the plan depends only on the input and
     the budget. ``time_limit`` (seconds) is an outer safety net:
     if it fires, the search stops where it is and ``Plan.time_limit_hit`` is set.
@@ -159,13 +160,18 @@ def plan_nodes(
             plans.append(("greedy", greedy(p, rule)))
             costs[f"cost_greedy_{i}"] = _score(p, plans[-1][1])
         lap("greedy_s")
-    best_method, best = min(plans, key=lambda mp: _score(p, mp[1]))
-    work = {"search_moves": float(improve(p, best, budget, net))}
+    # local search from the best start; on small problems from every start (a worse start
+    # sometimes ends cheaper)
+    starts = plans if small else [min(plans, key=lambda mp: _score(p, mp[1]))]
+    work = {"search_moves": float(sum(improve(p, pack, budget, net) for _, pack in starts))}
+    best_method, best = min(starts, key=lambda mp: _score(p, mp[1]))
     costs["cost_improved"] = _score(p, best)
     lap("improve_s")
     relax = Relaxation(bound=bound)
     cols = Columns()
-    if (small or _gap(p, best, bound) > target_gap) and not net.fired():
+    # column generation for small problems, or when there is no fluid plan and the greedy one
+    # is not close (on large ones the fluid plan is closer than LP rounding, and faster)
+    if (small or (fluid is None and _gap(p, best, bound) > target_gap)) and not net.fired():
         for _, pack in plans:
             for n in range(pack.n):
                 cols.add(int(pack.cand[n]), pack.counts[n])
