@@ -19,8 +19,9 @@ class PlanBudget:
     fluid_slack: float = 0.03
     """Fluid plan: candidates priced at most this fraction above their capacity's value at the
     resource prices take part (see ``fluid``)."""
-    fluid_candidates: int = 60
-    """Fluid plan: at most this many candidates near the frontier (the closest first)."""
+    fluid_candidates: int = 100
+    """Fluid plan: made only when at most this many candidates are within ``fluid_slack`` of
+    the frontier (more: prices nearly proportional to size, where the greedy plans do)."""
     fluid_passes: int = 4
     """Fluid plan: LP solves, each for the pods the whole nodes taken so far leave."""
     search_passes: int = 50

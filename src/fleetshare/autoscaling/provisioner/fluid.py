@@ -31,18 +31,19 @@ FEW = 8
 matters there; elsewhere aggregate capacity is close enough)."""
 
 
-def frontier(p: Problem, lam: np.ndarray, slack: float, most: int) -> np.ndarray:
+def frontier(p: Problem, lam: np.ndarray, slack: float, most: int) -> np.ndarray | None:
     """Candidates priced at most ``slack`` above their capacity's value at resource prices
-    ``lam`` (at most ``most``, the closest first, ties by index), and every class's cheapest
-    candidate per pod (ties: the lower index)."""
+    ``lam``, and every class's cheapest candidate per pod (ties: the lower index); None when
+    more than ``most`` are that close (prices nearly proportional to size: any packing of full
+    nodes is then close to optimal, and the greedy plans find one faster)."""
     over = p.obj / np.maximum(p.cap @ lam, 1e-300) - 1.0
-    near = np.flatnonzero(over <= slack + 1e-12)
-    chosen = np.zeros(len(p.obj), bool)
-    chosen[near[np.argsort(over[near], kind="stable")[:most]]] = True
+    near = over <= slack + 1e-12
+    if near.sum() > most:
+        return None
     per_pod = np.where(p.fit > 0, p.obj[None, :] / np.maximum(p.fit, 1), np.inf)
     cheapest = np.argmin(per_pod, axis=1)
-    chosen[cheapest[np.isfinite(per_pod.min(axis=1))]] = True
-    return np.flatnonzero(chosen)
+    near[cheapest[np.isfinite(per_pod.min(axis=1))]] = True
+    return np.flatnonzero(near)
 
 
 def _groups(p: Problem, demand: np.ndarray) -> tuple[np.ndarray, int]:
@@ -158,12 +159,15 @@ def fluid_packing(
     p: Problem, lam: np.ndarray, budget: PlanBudget, net: SafetyNet
 ) -> Packing | None:
     """Nodes and pods from the fluid LP (see the module docstring) within ``budget``
-    (``fluid_passes`` LP solves over at most ``fluid_candidates`` candidates near the frontier
-    within ``fluid_slack``); None when the first solve fails or there are no passes. Pods may
+    (``fluid_passes`` LP solves over the candidates within ``fluid_slack`` of the frontier);
+    None when the first solve fails, there are no passes, or more than ``fluid_candidates``
+    candidates are that close (:func:`frontier`). Pods may
     be left uncovered (the caller fills them in)."""
     if budget.fluid_passes <= 0:
         return None
     keep = frontier(p, lam, budget.fluid_slack, budget.fluid_candidates)
+    if keep is None:
+        return None
     pack = Packing(p)
     need = p.demand.copy()
     for _ in range(budget.fluid_passes):
