@@ -160,9 +160,15 @@ def plan_nodes(
             plans.append(("greedy", greedy(p, rule)))
             costs[f"cost_greedy_{i}"] = _score(p, plans[-1][1])
         lap("greedy_s")
-    # local search from the best start; on small problems from every start (a worse start
-    # sometimes ends cheaper)
-    starts = plans if small else [min(plans, key=lambda mp: _score(p, mp[1]))]
+    # local search from the best start; on small problems from the fluid plan and from the
+    # best greedy one (the plain path's start), since a worse start sometimes ends cheaper
+    greedy_best = min(
+        (mp for mp in plans if mp[0] == "greedy"), key=lambda mp: _score(p, mp[1]), default=None
+    )
+    if small and fluid is not None and greedy_best is not None:
+        starts = [plans[0], greedy_best]
+    else:
+        starts = [min(plans, key=lambda mp: _score(p, mp[1]))]
     work = {"search_moves": float(sum(improve(p, pack, budget, net) for _, pack in starts))}
     best_method, best = min(starts, key=lambda mp: _score(p, mp[1]))
     costs["cost_improved"] = _score(p, best)
