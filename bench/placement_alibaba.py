@@ -6,9 +6,12 @@ published (``alibaba-gpu-v2023`` of the bundled trace data): 1,213 GPU nodes (6,
 
 Per seed (``numpy.random.default_rng(seed)``):
 
-1. Arrivals: every trace pod once, plus pods drawn uniformly with replacement from the trace
-   until the next draw would take the total GPU request above ``--arrival`` (130%) of the
-   cluster's GPU capacity; then the whole list is shuffled. All policies see the same list.
+1. Arrivals: the trace's pods in a random order while their GPU requests stay within
+   ``--arrival`` (130%) of the cluster's GPU capacity (a pod list asking for more, as
+   ``multigpu50`` does, is cut there); when all fit, pods drawn uniformly with replacement
+   from the trace follow until the next draw would pass the target; then the whole list is
+   shuffled. All policies see the same list, and the end point is the real requested
+   fraction (just under 130%) on every trace.
 2. Each pod in turn is placed by the policy on a free node (no departures); a pod that fits
    nowhere counts as failed and is skipped.
 3. The GPU allocation ratio (allocated / installed GPU milli) is recorded when the arrived GPU
@@ -56,18 +59,27 @@ CHECKPOINTS = tuple(range(10, 130, 10))
 
 
 def arrivals(requests: np.ndarray, capacity: int, ratio: float, seed: int) -> np.ndarray:
-    """Pod indices in arrival order: all pods plus random copies up to ``ratio`` x capacity."""
+    """Pod indices in arrival order, asking for at most ``ratio`` x capacity in all.
+
+    The trace's pods in a random order, as long as the GPU requests so far stay within the
+    target (a pod list that asks for more, like ``multigpu50``, is cut there); when every pod
+    fits, random copies of trace pods follow until the next would pass the target; the whole
+    list is then shuffled. So the end point is the real requested fraction, just under
+    ``ratio``, on every trace."""
     rng = np.random.default_rng(seed)
-    extra: list[int] = []
-    total = int(requests.sum())
     target = ratio * capacity
-    while True:
+    first = rng.permutation(len(requests))
+    within = np.cumsum(requests[first]) <= target
+    taken = first[: int(np.argmin(within))] if not within.all() else first
+    total = int(requests[taken].sum())
+    extra: list[int] = []
+    while len(taken) == len(requests):
         j = int(rng.integers(len(requests)))
         if total + int(requests[j]) > target:
             break
         extra.append(j)
         total += int(requests[j])
-    order = np.concatenate([np.arange(len(requests)), np.array(extra, np.int64)])
+    order = np.concatenate([taken, np.array(extra, np.int64)])
     return order[rng.permutation(len(order))]
 
 
@@ -194,17 +206,20 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         f"Cluster: `{cfg['nodes']}`, {cfg['n_nodes']:,} nodes, {cfg['gpus']:,} GPUs. Pods: "
         f"`{cfg['pods']}`, {cfg['n_pods']:,} pods ({cfg['trace_gpu_ratio'] * 100:.1f}% of GPU "
-        f"capacity requested), topped up with random copies to {cfg['arrival'] * 100:.0f}% "
-        f"and shuffled; ~{cfg['mean_arrivals']:,.0f} arrivals per seed, no departures. Seeds "
+        f"capacity requested), in a random order up to {cfg['arrival'] * 100:.0f}% of "
+        f"capacity (cut there, or topped up with random copies) and shuffled; "
+        f"~{cfg['mean_arrivals']:,.0f} arrivals per seed ending at "
+        f"{cfg['mean_arrived_ratio'] * 100:.1f}% requested, no departures. Seeds "
         f"{cfg['seeds'][0]}..{cfg['seeds'][-1]} ({len(cfg['seeds'])}); mean ± sample std. "
         f"FGD's target: {cfg['task_types']} task types (the trace's GPU pod shapes).",
         "",
         *table(summary),
         "",
         "GPU allocation ratio = allocated GPU milli / installed GPU milli, when the arrived GPU "
-        "requests first reach 100% of capacity and at the end of the arrivals (just under "
-        "130%). Fragmentation = Σ over nodes of the expected free GPU milli that a task drawn "
-        "from the trace's shape popularity could not use on that node (FGD's measure), in GPUs. "
+        "requests first reach 100% of capacity and at the end of the arrivals (the real "
+        "requested fraction, just under the target). Fragmentation = Σ over nodes of the "
+        "expected free GPU milli that a task drawn from the trace's shape popularity could not "
+        "use on that node (FGD's measure), in GPUs. "
         "s / run: wall time of one policy on one seed (placement only).",
     ]
     if result["paired"]:
@@ -242,8 +257,12 @@ def markdown(result: dict[str, Any]) -> str:
         "and GPU capacity; a fractional pod uses one GPU, a whole-GPU pod fully free GPUs.",
         "- best-fit here is the least free GPU left on the node, ties by least free CPU (the "
         "paper's simulator weighs free CPU and GPU 50/50 and scores on an integer 0-100 scale "
-        "with random tie-breaking); dot_product is the smallest dot product of request and free "
-        "(CPU, memory, GPU) vectors normalised by the largest node.",
+        "with random tie-breaking); dot_product is the paper simulator's definition "
+        "(`dimExtMethod: share`, `normMethod: max`): the smallest dot product of the (CPU, GPU) "
+        "request with a virtual node's free (CPU, GPU), a virtual node being a partly used GPU "
+        "that fits a fraction or the fully free GPUs together, both divided by the largest "
+        "node; memory is not a dimension; exact scores, ties to the lower node (the simulator "
+        "rounds to integers 0-100 and breaks ties at random).",
         "- For context only (a different simulator: Kubernetes scheduler framework, memory not "
         "modelled, seeds 42-51): the paper's artifact (hkust-adsl/kubernetes-scheduler-"
         "simulator, experiments/analysis/expected_results/analysis_allo_discrete.csv) reads "
@@ -314,6 +333,9 @@ def main() -> None:
             "arrival": args.arrival,
             "seeds": seeds,
             "mean_arrivals": statistics.fmean(n_arrivals),
+            "mean_arrived_ratio": statistics.fmean(
+                r["arrived_ratio"] for r in runs if r["policy"] == policies[0]
+            ),
             "task_types": len(dist.shapes),
             "policies": policies,
             "baseline": baseline,

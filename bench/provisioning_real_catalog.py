@@ -27,6 +27,7 @@ Results: ``bench/results/provisioning_real_catalog.json`` and a table on stdout.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -46,6 +47,7 @@ from fleetshare.autoscaling.simulated_cloud import SimulatedCloud, SimulatedClou
 from fleetshare.model.catalog import Catalog, InstanceType, load_catalog
 from fleetshare.model.node import HOSTNAME_LABEL
 from karpenter_shape import MI, build_shapes, check_plan, make_pods
+from ray_autoscaler import MAX_WORKERS, import_ray, ray_node_resources
 from run_info import machine
 
 ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
@@ -103,6 +105,59 @@ def gangs_in_domain(plan: Plan, shapes: list[PodShape]) -> tuple[int, int]:
     return len(nodes_of), sum(1 for used in nodes_of.values() if len(used) == 1)
 
 
+def ray_v1(types: list[InstanceType], shapes: list[PodShape], repeat: int) -> dict[str, Any]:
+    """Ray's v1 autoscaler (``get_nodes_for`` with its default utilization scorer) on the same
+    pods and instance types: best wall seconds of ``repeat`` runs, nodes, on-demand cost. Ray
+    has no zones, spread, anti-affinity or host-sharing gangs (it flattens placement groups
+    into plain bundles), so it solves a looser problem; its cost is for reference only."""
+    from ray.autoscaler._private.node_provider_availability_tracker import (
+        NodeAvailabilitySummary,
+    )
+    from ray.autoscaler._private.resource_demand_scheduler import (
+        _default_utilization_scorer,
+        get_nodes_for,
+    )
+
+    scorer = functools.partial(
+        _default_utilization_scorer,
+        node_availability_summary=NodeAvailabilitySummary(node_availabilities={}),
+    )
+    node_types = {
+        t.name: {
+            "resources": ray_node_resources(t, False),
+            "min_workers": 0,
+            "max_workers": MAX_WORKERS,
+        }
+        for t in types
+    }
+    bundles = []
+    for shape in shapes:
+        req = shape.request()
+        bundle = {"CPU": req.get("cpu", 0) / 1000, "memory": float(req.get("memory", 0) // 1000)}
+        bundles += [bundle] * shape.count
+    price = {t.name: float(t.price_per_hour or 0) for t in types}
+    times = []
+    counts: dict[str, int] = {}
+    residual: list[Any] = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        counts, residual = get_nodes_for(
+            node_types,
+            {},
+            "head",
+            MAX_WORKERS * len(node_types),
+            bundles,
+            utilization_scorer=scorer,
+        )
+        times.append(time.perf_counter() - started)
+    return {
+        "best_s": round(min(times), 3),
+        "nodes": sum(counts.values()),
+        "hourly_cost_on_demand": round(sum(price[t] * k for t, k in counts.items()), 4),
+        "pods_unfulfilled": len(residual),
+    }
+
+
 def measure(
     n: int, gangs: bool, spot: bool, args: argparse.Namespace, catalog: Catalog
 ) -> dict[str, Any]:
@@ -130,6 +185,11 @@ def measure(
     violations = check_plan(plan, shapes, catalog)
     planned, kept = gangs_in_domain(plan, shapes)
     types_used = Counter(node.instance_type for node in plan.nodes)
+    ray = (
+        ray_v1(types, shapes, args.repeat)
+        if n in args.ray_sizes and not spot and import_ray() is not None
+        else None
+    )
     return {
         "pods": n,
         "gangs": gangs,
@@ -152,6 +212,7 @@ def measure(
         "gangs_planned": planned,
         "gangs_in_one_domain": kept,
         "instance_types_used": dict(types_used.most_common(8)),
+        "ray_v1": ray,
         "solver": {k: round(v, 4) for k, v in plan.stats.items()},
         "timings_s": [round(t, 3) for t in times],
     }
@@ -165,6 +226,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--time-limit", type=float, default=60.0, help="plan_nodes safety net")
     p.add_argument("--capacity", default="on-demand,spot", help="on-demand and/or spot")
     p.add_argument("--gangs", default="no,yes", help="without and/or with gangs")
+    p.add_argument(
+        "--ray-sizes",
+        default="2000",
+        type=lambda v: {int(x) for x in v.split(",") if x.strip()},
+        help="sizes where Ray's v1 autoscaler plans the same pods (on-demand runs only)",
+    )
     p.add_argument("--gap-target", type=float, default=0.01)
     p.add_argument("--seconds-target", type=float, default=5.0, help="at the largest size")
     p.add_argument("--out", type=Path, default=Path("bench/results/provisioning_real_catalog.json"))
@@ -189,7 +256,13 @@ def main(argv: list[str] | None = None) -> int:
                     f"cost {r['hourly_cost']:>8.3f}  bound {r['lower_bound']:>8.3f}  "
                     f"gap {r['gap']:>6.2%}  gangs {r['gangs_in_one_domain']}/"
                     f"{r['gangs_planned']}  det {r['deterministic']}  valid {r['plan_valid']}"
-                    f"  {r['method']}",
+                    f"  {r['method']}"
+                    + (
+                        f"  ray-v1 {r['ray_v1']['best_s']:.2f} s {r['ray_v1']['nodes']} nodes "
+                        f"{r['ray_v1']['hourly_cost_on_demand']:.3f} $/h"
+                        if r["ray_v1"]
+                        else ""
+                    ),
                     flush=True,
                 )
     largest = max(sizes) if sizes else 0
@@ -217,6 +290,9 @@ def main(argv: list[str] | None = None) -> int:
             if all(r["deterministic"] is not None for r in rows)
             else None,
             "time_limit_hit_anywhere": any(r["time_limit_hit"] for r in rows),
+            "no_slower_than_ray": all(
+                r["best_s"] <= r["ray_v1"]["best_s"] for r in rows if r["ray_v1"]
+            ),
             "gangs_kept_together": all(
                 r["gangs_in_one_domain"] == r["gangs_planned"] for r in rows
             ),

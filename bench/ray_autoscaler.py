@@ -58,6 +58,7 @@ from fleetshare.autoscaling.cloud import Offering
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.provisioner import GPU_NAME_LABEL, Plan, PodShape, plan_nodes
 from fleetshare.model.catalog import Catalog, InstanceType, load_catalog
+from fleetshare.model.node import HOSTNAME_LABEL
 from fleetshare.model.resources import GPU
 from run_info import machine
 
@@ -239,8 +240,9 @@ def capacity(inst: InstanceType) -> Need:
 def fleetshare_inputs(
     mix: Mix, types: Sequence[InstanceType]
 ) -> tuple[list[PodShape], list[NodePool], list[Offering], list[Need]]:
-    """Pod shapes (identical non-gang pods merged, one shape per gang), one node pool, one
-    on-demand offering per type in one zone, and per shape what one pod needs."""
+    """Pod shapes (identical non-gang pods merged, one shape per gang whose pods must share
+    one host, ``domain=kubernetes.io/hostname``), one node pool, one on-demand offering per
+    type in one zone, and per shape what one pod needs."""
     merged: Counter[Need] = Counter()
     gangs: list[tuple[str, Need, int]] = []
     for job in mix.jobs:
@@ -252,8 +254,10 @@ def fleetshare_inputs(
     for need, count in sorted(merged.items(), key=lambda kv: (kv[0][:3], kv[0][3] or "")):
         shapes.append(PodShape(_requests(need), count, _selector(need)))
         needs.append(need)
-    for name, need, count in gangs:
-        shapes.append(PodShape(_requests(need), count, _selector(need), gang=name))
+    for name, need, count in gangs:  # kept together: a gang's pods share one host
+        shapes.append(
+            PodShape(_requests(need), count, _selector(need), gang=name, domain=HOSTNAME_LABEL)
+        )
         needs.append(need)
     pool = NodePool(name="bench", instance_types=[t.name for t in types])
     offers = [Offering(t.name, ZONE, "on-demand", float(t.price_per_hour or 0)) for t in types]
@@ -606,6 +610,12 @@ def measure_mix(
             "unplaced": sum(shape.count - assigned[s] for s, shape in enumerate(shapes)),
             "unplaceable": {str(k): v for k, v in plan.unplaceable.items()},
             "assignment_problems": check_assignment(plan, shapes, needs, catalog),
+            "gangs_on_one_node": sum(
+                1
+                for s, shape in enumerate(shapes)
+                if shape.gang is not None
+                and sum(1 for node in plan.nodes for t, k in node.pods if t == s and k) == 1
+            ),
         }
     )
     row: dict[str, Any] = {

@@ -166,6 +166,25 @@ def test_best_fit_fills_partly_used_gpus_before_fresh_ones() -> None:
     assert place(cluster, share(600), "best_fit") == Placement(0, (2,))
 
 
+def test_dot_product_follows_the_fgd_papers_definition() -> None:
+    # (CPU, GPU) over virtual nodes, divided by the largest node (64 cores, 4 GPUs):
+    # a fraction on node 0's free pair scores 1/64 + 0.075 * 0.5, on node 1's free four
+    # 1/64 + 0.075 * 1: node 0, its first free GPU
+    cluster = nodes(2, 4)
+    assert place(cluster, share(300), "dot_product") == Placement(0, (0,))
+    # a partly used GPU is its own virtual node: 500m free on node 1 scores
+    # 1/64 * 63/64 + 0.075 * 500/4000, below node 0's free pair
+    allocate(cluster, share(500), Placement(1, (1,)))
+    assert place(cluster, share(300), "dot_product") == Placement(1, (1,))
+    # whole GPUs see only the fully free ones: 2 on node 0 (0.5 * 0.5) beat 3 on node 1
+    assert place(cluster, whole(2), "dot_product") == Placement(0, (0, 1))
+    # memory is not a dimension: equal CPU and GPU, the lower node index wins
+    cluster = GpuCluster(
+        [GpuNode("a", 64_000, 1_000_000, 2, "T4"), GpuNode("b", 64_000, 9_000, 2, "T4")]
+    )
+    assert place(cluster, share(300, mem=8_000), "dot_product") == Placement(0, (0,))
+
+
 def test_first_fit_takes_the_first_node_and_gpu() -> None:
     cluster = nodes(2, 2)
     allocate(cluster, share(500), Placement(1, (1,)))

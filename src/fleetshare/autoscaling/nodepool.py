@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
@@ -105,6 +106,12 @@ class InstanceGroup(_Strict):
         return self
 
 
+@lru_cache(maxsize=64)
+def _ec2_names(names: tuple[str, ...]) -> frozenset[str]:
+    """The EC2 names of ``names`` (cached: a plan asks a pool about every catalog type)."""
+    return frozenset(ec2_name(n) for n in names)
+
+
 class NodePool(_Strict):
     """Which instance types, zones and capacity types a pool launches, and its limits."""
 
@@ -141,9 +148,9 @@ class NodePool(_Strict):
     def allows(self, instance: InstanceType) -> bool:
         """True when this pool may launch ``instance``."""
         if self.instance_groups:
-            wanted = {ec2_name(g.instance_type) for g in self.instance_groups}
+            wanted = _ec2_names(tuple(g.instance_type for g in self.instance_groups))
             return instance.name in wanted
-        if self.instance_types and instance.name not in {ec2_name(t) for t in self.instance_types}:
+        if self.instance_types and instance.name not in _ec2_names(tuple(self.instance_types)):
             return False
         if self.families and instance.family not in self.families:
             return False

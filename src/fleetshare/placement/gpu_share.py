@@ -14,9 +14,10 @@ Policies:
 - ``first_fit``: the first feasible node; the first GPU(s) that fit.
 - ``best_fit``: the feasible node left with the least free GPU capacity, ties by least free
   CPU, then node order; a fractional pod goes to the fullest GPU that still fits it.
-- ``dot_product``: the node whose free vector (CPU, memory, GPU, each divided by the largest
-  node's capacity) has the smallest dot product with the pod's request (the packing variant
-  of Tetris used as a baseline by the FGD paper); GPUs as in best-fit.
+- ``dot_product``: the FGD paper's baseline as its simulator defines it: the smallest dot
+  product of the pod's (CPU, GPU) request with a node's free (CPU, GPU) over *virtual nodes*
+  (each partly used GPU that fits a fraction, and the fully free GPUs together), both divided
+  by the largest node's capacity (:class:`DotProduct`).
 - ``fgd``: fragmentation gradient descent (Weng et al., USENIX ATC 2023). A node's
   fragmentation with respect to a :class:`TaskDistribution` is the expected free GPU milli
   that a task drawn from the distribution could not use there: all free GPU milli when the
@@ -419,28 +420,49 @@ class BestFit:
 
 
 class DotProduct:
-    """Smallest dot product of the pod's request and the node's free resources.
+    """The FGD paper's dot-product baseline (Tetris' alignment, packing variant).
 
-    Both vectors are (CPU, memory, GPU) divided by the largest node capacity of each
-    resource, so that the three dimensions weigh alike.
+    As the paper's simulator defines it (``dimExtMethod: share``, ``normMethod: max``): a
+    node offers one *virtual node* per partly used GPU that fits a fractional pod (its free
+    share) and one for its fully free GPUs when they fit the pod (their free milli summed);
+    a virtual node's vector is (free CPU, its free GPU milli) and the pod's is (CPU request,
+    GPU request milli), both divided by the largest node's CPU and GPU capacity. Memory is
+    not a dimension. The pod goes to the virtual node with the smallest dot product over all
+    feasible nodes: a partly used GPU, or the first fully free GPU(s). Scores are exact
+    floats and ties go to the lower node index, then the partly used GPU of the lowest index
+    (the simulator rounds scores to integers 0-100 and breaks ties at random).
     """
 
     name = "dot_product"
 
     def choose(self, cluster: GpuCluster, pod: PodShape, candidates: BoolArray) -> Placement:
         nodes = np.flatnonzero(candidates)
-        scale = [
-            max(1, int(cluster.cpu_capacity.max(initial=0))),
-            max(1, int(cluster.mem_capacity.max(initial=0))),
-            max(1, int(cluster.num_gpus.max(initial=0)) * GPU_MILLI),
-        ]
-        score = (
-            (pod.cpu_milli / scale[0]) * (cluster.cpu_free[nodes] / scale[0])
-            + (pod.memory_mib / scale[1]) * (cluster.mem_free[nodes] / scale[1])
-            + (pod.gpu_request_milli / scale[2]) * (cluster.free_total[nodes] / scale[2])
+        cpu_scale = max(1, int(cluster.cpu_capacity.max(initial=0)))
+        gpu_scale = max(1, int(cluster.num_gpus.max(initial=0)) * GPU_MILLI)
+        cpu = (pod.cpu_milli / cpu_scale) * (cluster.cpu_free[nodes] / cpu_scale)
+        want = pod.gpu_request_milli / gpu_scale
+        rows = cluster.gpu_free[nodes]
+        idle = (rows == GPU_MILLI).sum(axis=1)
+        # the virtual node of the fully free GPUs, where they fit the pod
+        best = np.where(
+            idle * GPU_MILLI >= pod.gpu_request_milli,
+            cpu + want * (idle * GPU_MILLI / gpu_scale),
+            np.inf,
         )
-        node = int(nodes[int(np.argmin(score))])
-        return Placement(node, _best_fit_gpus(cluster, node, pod))
+        shared = np.full(len(nodes), -1)
+        if pod.gpu_milli:  # the partly used GPUs that fit the fraction
+            part = (rows < GPU_MILLI) & (rows >= pod.gpu_milli)
+            score = np.where(part, cpu[:, None] + want * (rows / gpu_scale), np.inf)
+            gpu = np.argmin(score, axis=1)
+            low = score[np.arange(len(nodes)), gpu]
+            better = low <= best
+            shared = np.where(better & np.isfinite(low), gpu, -1)
+            best = np.where(better, low, best)
+        k = int(np.argmin(best))
+        node = int(nodes[k])
+        if shared[k] >= 0:
+            return Placement(node, (int(shared[k]),))
+        return Placement(node, _first_fit_gpus(cluster, node, pod))
 
 
 class FGD:

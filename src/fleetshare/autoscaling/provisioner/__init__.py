@@ -13,15 +13,15 @@ reservation. Limits (node pools, account quotas, reservations: ``account_limits.
   dollar, constrained first), every node right-sized (``packing``);
 - ``local_search``: move a node to a cheaper candidate, or empty it, when its pods find room;
 - ``bound``: a lower bound from resource prices, and from column-generation duals;
-- ``columns``: column generation (master LP with HiGHS, knapsack pricing) and a MILP over the
-  columns, whose plans compete with the greedy one;
+- ``columns``: column generation (master LP with HiGHS, knapsack pricing: greedy, then one
+  block LP), LP rounding and a MILP over the columns, whose plans compete with the greedy one;
 - ``topology_check``: zone spreads trimmed to skew 1, gangs not placed in full removed;
 - ``reasons``: why pods are left out (no fitting pool, or the limit that blocks them).
 
 Every search is bounded by a work budget (:class:`PlanBudget`: passes, moves, rounds, columns,
-branch-and-bound nodes), never by the clock, so the same input gives the same plan on any
-machine. ``time_limit`` is only an outer safety net; when it fires, ``Plan.time_limit_hit``
-says so.
+LP pricings, rounding passes, branch-and-bound nodes), never by the clock, so the same input
+gives the same plan on any machine. ``time_limit`` is only an outer safety net; when it fires,
+``Plan.time_limit_hit`` says so.
 """
 
 from __future__ import annotations

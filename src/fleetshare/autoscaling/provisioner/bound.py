@@ -1,5 +1,6 @@
 """Lower bounds on the cost of any plan: resource prices (a feasible dual of the master LP),
-knapsack upper bounds, and Farley scaling of the column-generation duals.
+and Farley scaling of the column-generation duals (with knapsack upper bounds from the LP
+pricing).
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from fleetshare.autoscaling.provisioner.problem import Problem
 from fleetshare.autoscaling.provisioner.solver import lp
 
 
-def resource_prices(p: Problem) -> tuple[float, np.ndarray]:
+def resource_prices(p: Problem) -> tuple[float, np.ndarray, np.ndarray]:
     """The best bound from resource prices alone: max sum_c d_c (lam·s_c) s.t. lam·cap_j <= c_j
-    for every candidate (then pi_c = lam·s_c is dual feasible). Returns the bound and pi."""
+    for every candidate (then pi_c = lam·s_c is dual feasible). Returns the bound, pi and
+    lam."""
     res = lp(
         -(p.demand @ p.size).astype(float),
         A_ub=p.cap.astype(float),
@@ -20,40 +22,10 @@ def resource_prices(p: Problem) -> tuple[float, np.ndarray]:
         bounds=(0, None),
     )
     if res.status != 0:
-        return 0.0, np.zeros(p.n_classes)
+        return 0.0, np.zeros(p.n_classes), np.zeros(p.cap.shape[1])
     lam = np.asarray(res.x)
     pi = p.size @ lam
-    return float(pi @ p.demand), np.minimum(pi, p.penalty)
-
-
-def knapsack_upper(p: Problem, pi: np.ndarray) -> np.ndarray:
-    """An upper bound on every candidate's knapsack value: the least of fractional relaxations
-    of surrogate constraints (each resource alone, and the price-weighted sum)."""
-    J = p.cap.shape[0]
-    active = np.flatnonzero(pi > 1e-12)
-    if not len(active):
-        return np.zeros(J)
-    best = np.full(J, np.inf)
-    avail = p.fit[active].astype(float)  # Ca x J
-    piv = pi[active]
-    for w in p.weights:
-        ws = p.size[active] @ w
-        capw = p.cap @ w
-        dens = np.where(ws > 0, piv / np.maximum(ws, 1e-300), np.inf)
-        order = np.argsort(-dens, kind="stable")
-        a, wso, pio = avail[order], ws[order], piv[order]
-        cum_w = np.cumsum(a * wso[:, None], axis=0)
-        cum_v = np.cumsum(a * pio[:, None], axis=0)
-        over = cum_w > capw[None, :] + 1e-9
-        has = over.any(axis=0)
-        k = np.argmax(over, axis=0)
-        prev_w = np.where(k > 0, cum_w[np.maximum(k - 1, 0), np.arange(J)], 0.0)
-        prev_v = np.where(k > 0, cum_v[np.maximum(k - 1, 0), np.arange(J)], 0.0)
-        frac = (capw - prev_w) / np.maximum(wso[k], 1e-300)
-        part = prev_v + pio[k] * np.minimum(frac, a[k, np.arange(J)])
-        value = np.where(has, part, cum_v[-1])
-        best = np.minimum(best, value)
-    return best
+    return float(pi @ p.demand), np.minimum(pi, p.penalty), lam
 
 
 def most_nodes(p: Problem) -> np.ndarray:

@@ -16,6 +16,14 @@ class PlanBudget:
     plan on any machine and under any load.
     """
 
+    fluid_slack: float = 0.03
+    """Fluid plan: candidates priced at most this fraction above their capacity's value at the
+    resource prices take part (see ``fluid``)."""
+    fluid_candidates: int = 100
+    """Fluid plan: made only when at most this many candidates are within ``fluid_slack`` of
+    the frontier (more: prices nearly proportional to size, where the greedy plans do)."""
+    fluid_passes: int = 4
+    """Fluid plan: LP solves, each for the pods the whole nodes taken so far leave."""
     search_passes: int = 50
     """Local search: passes over the nodes per run (a run also ends at a pass that finds no
     improvement)."""
@@ -25,12 +33,22 @@ class PlanBudget:
     """Column generation: rounds, each one master-LP solve and one pricing step."""
     cg_columns: int = 20_000
     """Column generation: columns the master LP may hold; generation stops once it holds more."""
-    exact_knapsacks: int = 12
-    """Column generation: exact knapsacks (small MILPs) solved in all, when the greedy pricing
-    finds no column; one that finds a column ends its round."""
-    knapsack_nodes: int = 1_000
-    """HiGHS branch-and-bound nodes per exact knapsack (one not solved within it proves
-    nothing)."""
+    cg_per_round: int = 400
+    """Column generation: new columns per round at most (the lowest reduced costs per dollar)."""
+    cg_round_work: int = 40_000
+    """Column generation: new columns per round times classes at most (a larger problem adds
+    fewer columns a round, at least 40, so its master LP stays small)."""
+    cg_smoothing: float = 0.5
+    """Column generation prices at this mix of the resource prices and the LP's duals first
+    (0: the LP's duals alone), and at the LP's duals when the mix finds no column."""
+    lp_pricings: int = 12
+    """Column generation: rounds that price every knapsack as an LP (when the greedy pricing
+    finds no column); each gives a lower bound."""
+    lp_pricing_pairs: int = 40_000
+    """LP pricing only for problems with at most this many (class, candidate) pairs that fit
+    (its block LP grows with them)."""
+    rounding_passes: int = 20
+    """LP rounding: master LP solves for the pods the whole nodes taken so far leave."""
     milp_columns: int = 60
     """The MILP chooses among at most this many columns: those the LP solution uses, then the
     lowest reduced costs."""

@@ -1,6 +1,6 @@
 """Column generation: the master LP over node patterns (HiGHS via scipy), knapsack pricing for
-every candidate at once (greedy fills, then exact small MILPs), decoding columns into a
-packing, and the MILP over the generated columns.
+every candidate at once (greedy fills, then one block LP of all knapsacks), LP rounding and
+decoding columns into a packing, and the MILP over the generated columns.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint
 
-from fleetshare.autoscaling.provisioner.bound import knapsack_upper, lower_bound
+from fleetshare.autoscaling.provisioner.bound import lower_bound
 from fleetshare.autoscaling.provisioner.budget import PlanBudget, SafetyNet
 from fleetshare.autoscaling.provisioner.packing import Packing
 from fleetshare.autoscaling.provisioner.problem import Problem
@@ -22,10 +22,7 @@ CG_GAP = 0.002
 
 
 SMALL = 60
-"""Problems with at most this many classes get exact knapsack pricing and may use the MILP."""
-
-
-COLUMNS_PER_ROUND = 40
+"""Problems with at most this many classes may use the MILP."""
 
 
 @dataclass
@@ -85,13 +82,18 @@ def _master(p: Problem, cols: Columns) -> tuple[np.ndarray, sp.csc_array, np.nda
     return cost, A, p.limits.headroom.astype(float), Bounds(0, np.inf)
 
 
-def _solve_lp(p: Problem, cols: Columns) -> tuple[float, np.ndarray, np.ndarray, np.ndarray] | None:
-    """The master LP: value, column values, covering duals (>= 0), limit duals (>= 0)."""
-    cost, A, head, _ = _master(p, cols)
+def _solve_lp(
+    p: Problem, cols: Columns, demand: np.ndarray | None = None, head: np.ndarray | None = None
+) -> tuple[float, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The master LP (for ``demand`` and limit ``head``room, default the problem's): value,
+    column values, covering duals (>= 0), limit duals (>= 0)."""
+    cost, A, full_head, _ = _master(p, cols)
     C = p.n_classes
     A = A.tocsr()
     A_ub = sp.vstack([-A[:C], A[C:]]).tocsc()
-    b_ub = np.concatenate([-p.demand.astype(float), head])
+    demand = p.demand if demand is None else demand
+    head = full_head if head is None else head
+    b_ub = np.concatenate([-demand.astype(float), head])
     res = lp(cost, A_ub=A_ub, b_ub=b_ub, bounds=(0, None))
     if res.status != 0:
         return None
@@ -104,53 +106,77 @@ def _solve_lp(p: Problem, cols: Columns) -> tuple[float, np.ndarray, np.ndarray,
     )
 
 
+def _greedy_fill(p: Problem, order: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
+    """Patterns (J x C): every candidate, from ``start`` (or empty), takes classes in its own
+    order (``order``: J x K class indices), each as often as it still fits."""
+    J = p.cap.shape[0]
+    patterns = np.zeros((J, p.n_classes), np.int64) if start is None else start.copy()
+    rem = p.cap - patterns @ p.size
+    rows = np.arange(J)
+    for t in range(order.shape[1]):
+        c = order[:, t]
+        size = p.size[c]  # J x R
+        q = np.where(size > 0, rem // np.maximum(size, 1), np.iinfo(np.int64).max).min(axis=1)
+        q = np.minimum(q, p.fit[c, rows] - patterns[rows, c])
+        patterns[rows, c] += q
+        rem -= q[:, None] * size
+    return patterns
+
+
+def _price_lp(p: Problem, pi: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every candidate's knapsack as an LP (one block LP for all): the LP values (an upper
+    bound on each knapsack), and patterns from rounding the LP solution down and filling the
+    rest greedily (dual per share of capacity). Returns upper bounds, values and patterns."""
+    J, R = p.cap.shape
+    active = pi > 1e-9
+    cs, js = np.nonzero((p.fit > 0) & active[:, None])
+    patterns = np.zeros((J, p.n_classes), np.int64)
+    if not len(cs):
+        return np.zeros(J), np.zeros(J), patterns
+    n = len(cs)
+    rows = (js[:, None] * R + np.arange(R)[None, :]).ravel()
+    cols = np.repeat(np.arange(n), R)
+    vals = p.size[cs].astype(float).ravel()
+    A = sp.csc_array((vals, (rows, cols)), shape=(J * R, n))
+    res = lp(
+        -pi[cs],
+        A_ub=A,
+        b_ub=p.cap.astype(float).ravel(),
+        bounds=np.stack([np.zeros(n), p.fit[cs, js].astype(float)], axis=1),
+    )
+    if res.status != 0:
+        return np.full(J, np.inf), np.zeros(J), patterns
+    x = np.asarray(res.x)
+    upper = np.bincount(js, weights=pi[cs] * x, minlength=J)
+    patterns[js, cs] = np.floor(x + 1e-7).astype(np.int64)
+    idx = np.flatnonzero(active)
+    share = p.size[idx][None, :, :] / np.maximum(p.cap[:, None, :], 1)
+    order = idx[np.argsort(-(pi[idx][None, :] / share.sum(axis=2)), axis=1, kind="stable")]
+    patterns = _greedy_fill(p, order, patterns)
+    return np.maximum(upper, patterns @ pi), patterns @ pi, patterns
+
+
 def _price_greedy(p: Problem, pi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Greedy knapsacks for every candidate at once; the best of a few class orders (dual per
-    normalised size, per dominant normalised size, and dual alone) per candidate. Each class
-    is taken as often as it still fits. Returns values (J) and patterns (J x C)."""
+    """Greedy knapsacks for every candidate at once; the best of a few class orders per
+    candidate: dual per share of the candidate's capacity (summed over resources, and of its
+    scarcest resource), and dual alone. Returns values (J) and patterns (J x C)."""
     active = np.flatnonzero(pi > 1e-9)
-    norm = p.size[active] / p.capref
-    best_v = np.full(p.cap.shape[0], -1.0)
-    best_a = np.zeros((p.cap.shape[0], p.n_classes), np.int64)
-    for key in (norm.sum(axis=1), norm.max(axis=1), None):
-        dens = pi[active] if key is None else pi[active] / np.maximum(key, 1e-300)
-        patterns = np.zeros_like(best_a)
-        rem = p.cap.copy()
-        for c in active[np.argsort(-dens, kind="stable")]:
-            size = p.size[c]
-            nz = size > 0
-            q = np.minimum(np.floor_divide(rem[:, nz], size[nz]).min(axis=1), p.fit[c])
-            if q.any():
-                patterns[:, c] = q
-                rem -= q[:, None] * size[None, :]
+    J = p.cap.shape[0]
+    best_v = np.full(J, -1.0)
+    best_a = np.zeros((J, p.n_classes), np.int64)
+    if not len(active):
+        return np.zeros(J), best_a
+    share = p.size[active][None, :, :] / np.maximum(p.cap[:, None, :], 1)  # J x A x R
+    piv = pi[active][None, :]
+    for key in (share.sum(axis=2), share.max(axis=2), None):
+        dens = np.broadcast_to(piv, (J, len(active))) if key is None else piv / key
+        order = active[np.argsort(-dens, axis=1, kind="stable")]
+        patterns = _greedy_fill(p, order)
         values = patterns @ pi
         better = values > best_v
         best_v = np.where(better, values, best_v)
         best_a[better] = patterns[better]
     return best_v, best_a
-
-
-def _knapsack_exact(
-    p: Problem, pi: np.ndarray, j: int, nodes: int, net: SafetyNet
-) -> tuple[float, np.ndarray, bool]:
-    """max pi·a s.t. sizes·a <= cap_j, 0 <= a <= fit_j, integer (a small MILP of at most
-    ``nodes`` branch-and-bound nodes). Returns the value, the pattern and whether it is
-    proven optimal."""
-    idx = np.flatnonzero((p.fit[:, j] > 0) & (pi > 1e-12))
-    a = np.zeros(p.n_classes, np.int64)
-    if not len(idx):
-        return 0.0, a, True
-    res = mip(
-        c=-pi[idx],
-        constraints=LinearConstraint(p.size[idx].T.astype(float), -np.inf, p.cap[j].astype(float)),
-        integrality=np.ones(len(idx)),
-        bounds=Bounds(0, p.fit[idx, j].astype(float)),
-        options={"node_limit": nodes, "time_limit": net.left()},
-    )
-    if res.x is None:
-        return 0.0, a, False
-    a[idx] = np.round(res.x).astype(np.int64)
-    return float(pi @ a), a, res.status == 0
 
 
 @dataclass
@@ -172,10 +198,16 @@ def column_generation(
     bound_res: float,
     pi_res: np.ndarray,
 ) -> Relaxation:
-    """Column generation within ``budget`` (rounds, columns, exact knapsacks and their
-    branch-and-bound nodes): the master LP's value and solution, and the best lower bound."""
+    """Column generation within ``budget`` (rounds, columns, LP pricings): the master LP's
+    value and solution, and the best lower bound.
+
+    A round prices every candidate greedily; when that finds no improving column, every
+    knapsack is solved as an LP (:func:`_price_lp`), whose values bound the knapsacks (a
+    Farley bound on the master) and whose rounded solutions are new columns."""
     out = Relaxation(bound=bound_res)
-    exact_left = budget.exact_knapsacks
+    per_round = min(budget.cg_per_round, max(40, budget.cg_round_work // p.n_classes))
+    pairs = int((p.fit > 0).sum())
+    lp_left = budget.lp_pricings if pairs <= budget.lp_pricing_pairs else 0
     tol = 1e-9 * max(1.0, float(p.obj.max()))
     pi = mu = np.zeros(0)
     for _ in range(budget.cg_rounds):
@@ -188,50 +220,27 @@ def column_generation(
         out.value, out.y, pi, mu = solved
         out.pi, out.mu = pi, mu
         reduced_base = p.obj + (mu @ p.limits.matrix if len(p.limits) else 0.0)
-        values, patterns = _price_greedy(p, pi)
+        for alpha in (budget.cg_smoothing, 0.0):
+            # price at duals between the resource prices and the LP's (Wentges smoothing):
+            # the LP's duals swing from round to round, the resource prices are nearly optimal
+            _, patterns = _price_greedy(p, alpha * pi_res + (1 - alpha) * pi)
+            values = patterns @ pi
+            if (reduced_base - values < -tol).any():
+                break
+        if not (reduced_base - values < -tol).any() and lp_left > 0:
+            lp_left -= 1
+            upper, values, patterns = _price_lp(p, pi)
+            out.bound = max(out.bound, lower_bound(p, out.value, pi, mu, upper))
+            if out.value - out.bound <= CG_GAP * max(out.value, 1e-12):
+                break
         rc = reduced_base - values
         improving = np.flatnonzero(rc < -tol)
         order = improving[np.argsort(rc[improving] / p.obj[improving], kind="stable")]
-        added = sum(cols.add(int(j), patterns[j]) for j in order[:COLUMNS_PER_ROUND])
-        if added:
-            continue
-        # no greedy column: bound the knapsacks, solve the most promising ones exactly
-        upper = np.maximum(knapsack_upper(p, pi), values)
-        out.bound = max(out.bound, lower_bound(p, out.value, pi, mu, upper))
-        if out.value - out.bound <= CG_GAP * max(out.value, 1e-12):
+        if not sum(cols.add(int(j), patterns[j]) for j in order[:per_round]):
             break
-        suspects = np.flatnonzero(upper - reduced_base > tol)
-        suspects = suspects[
-            np.argsort(-(upper[suspects] - reduced_base[suspects]) / p.obj[suspects], kind="stable")
-        ]
-        proven = True
-        for j in suspects.tolist():
-            if exact_left <= 0 or net.fired():
-                proven = False
-                break
-            exact_left -= 1
-            value, pattern, optimal = _knapsack_exact(p, pi, j, budget.knapsack_nodes, net)
-            if reduced_base[j] - value < -tol and cols.add(j, pattern):
-                added += 1
-                break  # a new column: solve the master again before more exact pricing
-            elif optimal:
-                upper[j] = value
-            else:
-                proven = False
-        if not added:
-            out.exact = proven
-            out.bound = (
-                out.value if proven else max(out.bound, lower_bound(p, out.value, pi, mu, upper))
-            )
-            break
-    if pi.size and not out.exact:  # mix the LP duals with the resource prices
-        for alpha in (0.9, 0.75, 0.5, 0.25):
-            pim, mum = alpha * pi + (1 - alpha) * pi_res, alpha * mu
-            z = alpha * out.value + (1 - alpha) * bound_res
-            out.bound = max(out.bound, lower_bound(p, z, pim, mum, knapsack_upper(p, pim)))
     if out.value > 0:
         out.bound = min(out.bound, out.value)
-        out.exact = out.exact or out.bound >= out.value * (1 - 1e-9)
+        out.exact = out.bound >= out.value * (1 - CG_GAP)
     return out
 
 
@@ -253,6 +262,59 @@ def decode(p: Problem, cols: Columns, y: np.ndarray) -> Packing:
                 need[c] -= int(take.sum())
     pack.compact()
     return pack
+
+
+def round_columns(p: Problem, cols: Columns, y: np.ndarray, passes: int) -> Packing:
+    """An integer plan from the master LP's solution ``y``: take the whole nodes (y rounded
+    down), solve the master LP again for the pods still uncovered and repeat, at most
+    ``passes`` times; then round up, one node of each column the last solution uses (most
+    used first) while its pods are still needed. Nodes carry only pods still needed (the
+    caller right-sizes them)."""
+    pack = Packing(p)
+    need = p.demand.copy()
+    y = np.concatenate([y, np.zeros(len(cols) - len(y))])  # columns newer than the solve
+    for _ in range(passes):
+        whole = np.floor(y + 1e-6)
+        if whole.any():
+            _take(pack, cols, whole, need)
+        if not need.any():
+            return pack
+        solved = _solve_lp(p, cols, need, pack.head)
+        if solved is None:
+            return pack
+        y = solved[1]
+        if not np.floor(y + 1e-6).any():
+            break
+    L = p.limits.matrix
+    for k in np.argsort(-y, kind="stable"):
+        if y[k] <= 1e-9 or not need.any():
+            break
+        if len(L) and (L[:, cols.cand[k]] > pack.head + 1e-9).any():
+            continue
+        one = np.zeros(len(y))
+        one[k] = 1
+        _take(pack, cols, one, need)
+    return pack
+
+
+def _take(pack: Packing, cols: Columns, counts: np.ndarray, need: np.ndarray) -> None:
+    """Open ``counts[k]`` nodes of every column k, each with the column's pods while ``need``
+    (reduced in place) asks for them; nodes left empty are not opened."""
+    for k in np.flatnonzero(counts > 0):
+        n = int(counts[k])
+        rows_c, vals = cols.rows[k], cols.vals[k].astype(np.int64)
+        per = np.minimum(vals[None, :], 0).repeat(n, axis=0)
+        for i in range(n):
+            per[i] = np.minimum(vals, need[rows_c])
+            need[rows_c] -= per[i]
+            if not per[i].any():
+                per = per[:i]
+                break
+        if not len(per):
+            continue
+        rows = pack.open(cols.cand[k], len(per))
+        for col, c in enumerate(rows_c):
+            pack.add(rows, int(c), per[:, col])
 
 
 def milp_columns(p: Problem, cols: Columns, relax: Relaxation, most: int) -> Columns:
@@ -293,7 +355,7 @@ def solve_milp(p: Problem, cols: Columns, nodes: int, net: SafetyNet) -> np.ndar
         constraints=constraints,
         integrality=integrality,
         bounds=bounds,
-        options={"node_limit": nodes, "mip_rel_gap": 1e-3, "time_limit": net.left()},
+        options={"node_limit": nodes, "mip_rel_gap": 1e-3},
     )
     if res.x is None:
         return None

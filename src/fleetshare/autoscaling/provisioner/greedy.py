@@ -26,7 +26,7 @@ def _order(p: Problem, classes: np.ndarray, rule: str) -> list[int]:
     return [int(c) for c in classes[key]]
 
 
-def _even(q: np.ndarray, left: int, load: np.ndarray) -> np.ndarray:
+def even_shares(q: np.ndarray, left: int, load: np.ndarray) -> np.ndarray:
     """Share ``left`` pods over nodes taking at most ``q`` each, as evenly as possible (the
     least loaded nodes get the odd ones)."""
     if q.sum() <= left:
@@ -46,9 +46,10 @@ def _even(q: np.ndarray, left: int, load: np.ndarray) -> np.ndarray:
     return take
 
 
-def _fill(p: Problem, pack: Packing, need: np.ndarray, rule: str) -> None:
+def fill(p: Problem, pack: Packing, need: np.ndarray, rule: str, open_new: bool = True) -> None:
     """Put ``need`` pods per class on the open nodes (first fit, or shared evenly for the
-    ``spread`` rule), opening new nodes as needed."""
+    ``spread`` rule), opening new nodes as needed (unless ``open_new`` is false); ``need`` is
+    reduced by what is placed."""
     L = p.limits.matrix
     capw = (p.cap / p.capref).sum(axis=1)
     for c in _order(p, np.flatnonzero(need > 0), rule):
@@ -64,7 +65,7 @@ def _fill(p: Problem, pack: Packing, need: np.ndarray, rule: str) -> None:
             if rule == "spread":
                 # equal shares; the odd pods where their own resources are least used
                 load = (pack.used[: pack.n] / p.capref) @ (size / p.capref)
-                take = _even(q, left, load)
+                take = even_shares(q, left, load)
             elif rule == "balance":
                 # shares in proportion to the room left for what the pod uses (dot product)
                 room = (p.cap[cand] - pack.used[: pack.n]) / p.capref
@@ -72,14 +73,15 @@ def _fill(p: Problem, pack: Packing, need: np.ndarray, rule: str) -> None:
                 share = np.zeros_like(q)
                 if left < q.sum() and w.sum() > 0:
                     share = np.minimum(q, np.floor(left * w / w.sum()).astype(np.int64))
-                take = share + _even(q - share, left - int(share.sum()), -w)
+                take = share + even_shares(q - share, left - int(share.sum()), -w)
             else:
                 before = np.cumsum(q) - q
                 take = np.clip(left - before, 0, q)
             if take.any():
                 pack.add(slice(0, pack.n), c, take)
                 left -= int(take.sum())
-        while left > 0:
+        need[c] = left
+        while left > 0 and open_new:
             per = p.fit[c]
             ok = per > 0
             if len(L):
@@ -101,13 +103,14 @@ def _fill(p: Problem, pack: Packing, need: np.ndarray, rule: str) -> None:
             k = max(k, 1)
             rows = pack.open(j, k)
             if rule in ("spread", "balance"):
-                amounts = _even(np.full(k, int(per[j]), np.int64), left, np.zeros(k))
+                amounts = even_shares(np.full(k, int(per[j]), np.int64), left, np.zeros(k))
             else:
                 amounts = np.full(k, int(per[j]), np.int64)
                 amounts[-1] = min(int(per[j]), left - int(per[j]) * (k - 1))
                 amounts = np.maximum(amounts, 0)
             pack.add(rows, c, amounts)
             left -= int(amounts.sum())
+            need[c] = left
 
 
 def greedy(p: Problem, rule: str, start: Packing | None = None) -> Packing:
@@ -119,7 +122,7 @@ def greedy(p: Problem, rule: str, start: Packing | None = None) -> Packing:
         need = np.maximum(need, 0)
         for g in excluded:
             need[p.class_gang == g] = 0
-        _fill(p, pack, need, rule)
+        fill(p, pack, need, rule)
         short = p.demand - pack.covered()
         broken = {int(g) for g in np.unique(p.class_gang[short > 0]) if g >= 0} - excluded
         if not broken or start is not None:

@@ -19,8 +19,10 @@ from fleetshare.autoscaling.provisioner.columns import (
     column_generation,
     decode,
     milp_columns,
+    round_columns,
     solve_milp,
 )
+from fleetshare.autoscaling.provisioner.fluid import fluid_packing
 from fleetshare.autoscaling.provisioner.greedy import greedy
 from fleetshare.autoscaling.provisioner.local_search import improve
 from fleetshare.autoscaling.provisioner.packing import Packing
@@ -114,10 +116,12 @@ def plan_nodes(
     ``account_limits``: vCPU quotas, per-type counts and capacity reservations of the cloud
     account; ``running_instances``: the instances that exist now (their usage counts against
     those limits). ``pool_usage``: per pool, what its existing nodes already use of its limits
-    (milli-units; ``nodes`` as a count). ``target_gap``: when the greedy plan is already this
-    close to the lower bound, column generation and the MILP are skipped (small problems always
-    run them). ``budget``: how much search each phase may do (:class:`PlanBudget`); the plan
-    depends only on the input and the budget. ``time_limit`` (seconds) is an outer safety net:
+    (milli-units; ``nodes`` as a count). ``target_gap``: when the fluid plan is already this
+    close to the lower bound, the four greedy plans are skipped; column generation and the
+    MILP run on small problems, and on others only without a fluid plan when the best plan is
+    not this close. ``budget``: how
+    much search each phase may do (:class:`PlanBudget`); the plan depends only on the input and
+    the budget. ``time_limit`` (seconds) is an outer safety net:
     if it fires, the search stops where it is and ``Plan.time_limit_hit`` is set.
     """
     budget = budget or PlanBudget()
@@ -141,21 +145,39 @@ def plan_nodes(
     def lap(name: str) -> None:
         clock[name] = net.elapsed() - sum(clock.values())
 
-    plans: list[tuple[str, Packing]] = [
-        ("greedy", greedy(p, r)) for r in ("pod", "big", "spread", "balance")
-    ]
-    costs = {f"cost_greedy_{i}": _score(p, pk) for i, (_, pk) in enumerate(plans)}
-    best_method, best = min(plans, key=lambda mp: _score(p, mp[1]))
-    lap("greedy_s")
-    res_bound, pi_res = resource_prices(p)
+    res_bound, pi_res, lam = resource_prices(p)
     bound = res_bound
-    work = {"search_moves": float(improve(p, best, budget, net))}
+    plans: list[tuple[str, Packing]] = []
+    costs: dict[str, float] = {}
+    fluid = fluid_packing(p, lam, budget, net)
+    if fluid is not None:
+        plans.append(("fluid", greedy(p, "pod", start=fluid)))
+        costs["cost_fluid"] = _score(p, plans[-1][1])
+    lap("fluid_s")
+    small = p.n_classes * len(p.candidates) <= SMALL_PROBLEM
+    if not plans or small or _gap(p, plans[0][1], bound) > target_gap:
+        for i, rule in enumerate(("pod", "big", "spread", "balance")):
+            plans.append(("greedy", greedy(p, rule)))
+            costs[f"cost_greedy_{i}"] = _score(p, plans[-1][1])
+        lap("greedy_s")
+    # local search from the best start; on small problems from the fluid plan and from the
+    # best greedy one (the plain path's start), since a worse start sometimes ends cheaper
+    greedy_best = min(
+        (mp for mp in plans if mp[0] == "greedy"), key=lambda mp: _score(p, mp[1]), default=None
+    )
+    if small and fluid is not None and greedy_best is not None:
+        starts = [plans[0], greedy_best]
+    else:
+        starts = [min(plans, key=lambda mp: _score(p, mp[1]))]
+    work = {"search_moves": float(sum(improve(p, pack, budget, net) for _, pack in starts))}
+    best_method, best = min(starts, key=lambda mp: _score(p, mp[1]))
     costs["cost_improved"] = _score(p, best)
     lap("improve_s")
-    small = p.n_classes * len(p.candidates) <= SMALL_PROBLEM
     relax = Relaxation(bound=bound)
     cols = Columns()
-    if (small or _gap(p, best, bound) > target_gap) and not net.fired():
+    # column generation for small problems, or when there is no fluid plan and the greedy one
+    # is not close (on large ones the fluid plan is closer than LP rounding, and faster)
+    if (small or (fluid is None and _gap(p, best, bound) > target_gap)) and not net.fired():
         for _, pack in plans:
             for n in range(pack.n):
                 cols.add(int(pack.cand[n]), pack.counts[n])
@@ -164,7 +186,8 @@ def plan_nodes(
         bound = max(bound, relax.bound)
         lap("lp_s")
         if relax.y.size:
-            pack = greedy(p, "spread", start=decode(p, cols, np.floor(relax.y + 1e-6)))
+            rounded = round_columns(p, cols, relax.y, budget.rounding_passes)
+            pack = greedy(p, "spread", start=rounded)
             costs["cost_lp_rounding"] = _score(p, pack)
             if _score(p, pack) < _score(p, best) - 1e-9:
                 best_method, best = "lp-rounding", pack
@@ -177,7 +200,7 @@ def plan_nodes(
                 if _score(p, pack) < _score(p, best) - 1e-9:
                     best_method, best = "milp", pack
         lap("milp_s")
-        if best_method != "greedy":
+        if best_method in ("lp-rounding", "milp"):
             work["search_moves"] += improve(p, best, budget, net)
             lap("improve2_s")
     net.fired()  # a solve the time limit cut short inside HiGHS is reported too

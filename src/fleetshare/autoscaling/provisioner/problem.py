@@ -253,8 +253,16 @@ def build_problem(
     candidates = [candidates[j] for j in keep]
     cap, price, obj, item_allowed = cap[keep], price[keep], obj[keep], item_allowed[:, keep]
     limits.matrix = limits.matrix[:, keep]
-    # merge items that pack identically into classes
-    gang_names = sorted({it.gang for it in items if it.gang is not None})
+    # merge items that pack identically into classes; a gang that is one bundle (one item of
+    # one unit) is all-or-nothing by itself, so it needs no identity of its own
+    gang_items: dict[str, list[Item]] = {}
+    for it in items:
+        if it.gang is not None:
+            gang_items.setdefault(it.gang, []).append(it)
+    gang_names = sorted(g for g, its in gang_items.items() if len(its) > 1 or its[0].count > 1)
+    items = [
+        it if it.gang is None or it.gang in gang_names else replace(it, gang=None) for it in items
+    ]
     class_of: dict[tuple[object, ...], int] = {}
     class_items: list[list[int]] = []
     for k, it in enumerate(items):
