@@ -121,3 +121,24 @@ def test_dlrm_demand_curve_is_live_instances_times_the_assumed_rate() -> None:
     assert traffic.at(3 * 600) == pytest.approx(2 * live)
     assert traffic.end == pytest.approx(43_200)
     assert "an assumption" in note
+
+
+def test_the_seasonal_forecaster_sees_the_daily_rise_the_trend_cannot() -> None:
+    """``forecast: {model: holt-winters}`` is the autoscaler's Holt-Winters forecaster on the
+    traffic: after three days of a daily cycle it forecasts the rise six hours ahead, where
+    the recent trend (flat at the trough) sees nothing coming."""
+    import math
+
+    from fleetshare.inference.forecast import SeasonalForecaster, TrendForecaster
+
+    day = 86_400
+
+    def rate(t: float) -> float:
+        return 100 + 80 * math.sin(2 * math.pi * t / day)
+
+    history = [(float(t), rate(t)) for t in range(0, 3 * day, 300)]
+    now = 3 * day - 300.0
+    ahead = 6 * 3600
+    truth = rate(now + ahead)
+    assert SeasonalForecaster().predict(history, now, ahead) >= 0.97 * truth
+    assert TrendForecaster(300).predict(history, now, ahead) < 0.6 * truth

@@ -1,8 +1,9 @@
-"""Forecast pre-provisioning: the interface a forecaster meets, and a simple stand-in.
-
-The simulation-beyond issue's forecaster (``fleetshare.autoscaling.forecast``, another branch)
-was not merged when this was written; :class:`TrendForecaster` stands in for it behind the
-same small interface, so replacing it is a one-line change where the service driver makes it.
+"""Forecast pre-provisioning: the interface a forecaster meets, and the two a service may
+choose (``forecast: {model: ...}``): :class:`TrendForecaster`, the recent exponential trend
+(a viral ramp or a flash crowd gives no warning a seasonal model could learn), and
+:class:`SeasonalForecaster`, the autoscaler's Holt-Winters forecaster
+(:mod:`fleetshare.autoscaling.forecast`, one model for both) on the traffic's history, for
+daily patterns.
 """
 
 from __future__ import annotations
@@ -47,3 +48,25 @@ class TrendForecaster:
         if math.exp(slope * lead) <= 1 + self.min_rise:
             return last
         return max(last, math.exp(mean_v + slope * (now + lead - mean_t)))
+
+
+class SeasonalForecaster:
+    """The autoscaler's seasonal forecast (:func:`fleetshare.autoscaling.forecast.
+    forecast_demand`: Holt-Winters with a daily season, sampled as peaks per ``step_seconds``)
+    of the request rate, its point forecast plus error band over the lead; never below the
+    latest sample (a falling forecast removes nothing ahead of time)."""
+
+    def __init__(self, step_seconds: float = 300.0) -> None:
+        from fleetshare.autoscaling.forecast import ForecastSpec
+
+        self.spec = ForecastSpec(step_seconds=step_seconds)
+
+    def predict(self, history: Sequence[tuple[float, float]], now: float, lead: float) -> float:
+        from fleetshare.autoscaling.forecast import forecast_demand
+
+        if not history:
+            return 0.0
+        times = [t for t, _ in history]
+        rates = [v for _, v in history]
+        ahead = forecast_demand(times, rates, now, max(lead, 1.0), self.spec)
+        return max(rates[-1], ahead.upper)

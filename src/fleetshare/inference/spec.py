@@ -187,6 +187,12 @@ class ForecastSpec(StrictModel):
     interval), from the last ``window_seconds`` of observed traffic; a trend counts when it
     rises by more than ``min_rise`` over the lead."""
 
+    model: Literal["trend", "holt-winters"] = Field(
+        default="trend",
+        description="trend: the recent exponential trend (spikes, ramps); holt-winters: the "
+        "autoscaler's seasonal forecaster (fleetshare.autoscaling.forecast) on the traffic's "
+        "history (daily patterns)",
+    )
     lead_seconds: float | None = Field(default=None, gt=0, le=86_400)
     window_seconds: float = Field(default=300, gt=0, le=86_400)
     min_rise: float = Field(

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fleetshare.governance.snapshot import Admission
-from fleetshare.inference.forecast import Forecaster, TrendForecaster
+from fleetshare.inference.forecast import Forecaster, SeasonalForecaster, TrendForecaster
 from fleetshare.inference.scaler import ScalerState, decide
 from fleetshare.inference.service import ROLE_LABEL, SERVICE_LABEL, Service, readings
+from fleetshare.inference.spec import ForecastSpec
 from fleetshare.model.reason import Reason
 from fleetshare.model.workload import Workload
 from fleetshare.scenario.loader import Scenario
@@ -109,6 +110,13 @@ def lead_seconds(service: Service, launch_latency: float) -> float:
     )
 
 
+def _forecaster(spec: ForecastSpec) -> Forecaster:
+    """The forecaster a service's ``forecast`` settings name."""
+    if spec.model == "holt-winters":
+        return SeasonalForecaster()
+    return TrendForecaster(spec.window_seconds, spec.min_rise)
+
+
 class ServiceRunner(Runner):
     """The scenario runner with services: replicas follow each service's scaler."""
 
@@ -121,7 +129,7 @@ class ServiceRunner(Runner):
             self.services.append(
                 ServiceState(
                     service,
-                    TrendForecaster(f.window_seconds, f.min_rise) if f is not None else None,
+                    _forecaster(f) if f is not None else None,
                     lead_seconds(service, latency),
                 )
             )
