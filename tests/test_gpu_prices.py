@@ -53,27 +53,27 @@ def gpu_node(name: str, model: str, gpus: int, vcpu: int, memory_gib: int) -> No
 def test_nodes_are_priced_by_gpu_model_and_size(
     model: str, gpus: int, vcpu: int, gib: int, priced_as: str, usd: float
 ) -> None:
-    name, price = node_price(gpu_node("n", model, gpus, vcpu, gib), CATALOG, "p5.48xlarge")
+    name, price = node_price(gpu_node("n", model, gpus, vcpu, gib), CATALOG, {"gpu": "p5.48xlarge"})
     assert name == priced_as
     assert price == pytest.approx(usd, rel=1e-6)
 
 
 def test_the_2gpu_t4_node_is_no_longer_a_p5() -> None:
     """The issue's case: a 2-GPU T4 node priced as a p5.48xlarge ($55/h)."""
-    name, price = node_price(gpu_node("t4", "T4", 2, 104, 512), CATALOG, "p5.48xlarge")
+    name, price = node_price(gpu_node("t4", "T4", 2, 104, 512), CATALOG, {"gpu": "p5.48xlarge"})
     assert "g4dn" in name and price < 11
     # a node naming its type keeps it; a node without a GPU label takes the default
     named = Node("x", {GPU: 8 * MILLI}, instance_type="p4d.24xlarge")
-    assert node_price(named, CATALOG, "p5.48xlarge") == ("p4d.24xlarge", 21.957642)
+    assert node_price(named, CATALOG, {"gpu": "p5.48xlarge"}) == ("p4d.24xlarge", 21.957642)
     bare = Node("y", {GPU: 8 * MILLI})
-    assert node_price(bare, CATALOG, "p4d.24xlarge")[0] == "p4d.24xlarge"
+    assert node_price(bare, CATALOG, {"gpu": "p4d.24xlarge"})[0] == "p4d.24xlarge"
 
 
 def test_the_alibaba_cluster_is_priced_by_model() -> None:
     trace = load_trace("alibaba")
-    names = {node_price(n, CATALOG, "unused")[0] for n in trace.nodes}
+    names = {node_price(n, CATALOG, {"gpu": "unused"})[0] for n in trace.nodes}
     assert not any("p5" in n for n in names)
-    total = sum(node_price(n, CATALOG, "unused")[1] for n in trace.nodes)
+    total = sum(node_price(n, CATALOG, {"gpu": "unused"})[1] for n in trace.nodes)
     assert 10_000 < total < 14_000  # was 1,213 x $55.04 = $66,764 per hour
     assert node_instance_type(trace.nodes, CATALOG) == "g4dn.metal"  # the G2 nodes' type
 

@@ -80,6 +80,12 @@ def structural(schema: Mapping[str, Any]) -> dict[str, Any]:
             if isinstance(out.get(bound), int | float) and not isinstance(out[bound], bool):
                 out[flag] = out.pop(bound)
                 out[bound] = True
+        if "prefixItems" in out:  # a tuple: one item schema when its members agree, else open
+            members = [conv(m) for m in out.pop("prefixItems")]
+            same = all(m == members[0] for m in members)
+            out["items"] = (
+                members[0] if members and same else {"x-kubernetes-preserve-unknown-fields": True}
+            )
         if "items" in out:
             out["items"] = conv(out["items"])
         if node.get("type") == "object" or "properties" in node:
