@@ -46,6 +46,7 @@ import json
 import os
 import queue
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -473,12 +474,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--creators", type=int, default=16, help="creating threads")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     parser.add_argument("--out", type=Path, help="write the JSON report here")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.one:  # one run, in this process
+        row = run(args.scale[0], args.qps[0], args.burst, args.creators, args.timeout)
+        print(json.dumps(row))
+        return 0
     rows = []
     for scale in args.scale or ["full"]:
         for qps in args.qps if args.qps is not None else [50.0, 0.0]:
-            row = run(scale, qps, args.burst, args.creators, args.timeout)
+            row = run_sub(scale, qps, args)
             rows.append(row)
+            if "error" in row:
+                print(f"{scale} qps={qps:g}: {row['error'][-500:]}", file=sys.stderr)
+                continue
             if args.out:  # after each run: a later one may not finish
                 write(args.out, rows)
             k = row["kueue"]
@@ -494,6 +503,18 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(json.dumps(report(rows), indent=2))
     return 0
+
+
+def run_sub(scale: str, qps: float, args: argparse.Namespace) -> dict[str, Any]:
+    """One run in a fresh process (nothing of one run's threads survives into the next)."""
+    cmd = [sys.executable, __file__, "--one", "--scale", scale, "--qps", str(qps),
+           "--burst", str(args.burst), "--creators", str(args.creators),
+           "--timeout", str(args.timeout)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 600)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        return {"scale": scale, "qps": qps, "error": proc.stderr.strip()[-3000:]}
+    return dict(json.loads(lines[-1]))
 
 
 def report(rows: list[dict[str, Any]]) -> dict[str, Any]:
