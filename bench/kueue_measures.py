@@ -11,6 +11,11 @@ server (``kueue_perf_api.py``).
   release: finish or preemption; Kueue: the ClusterQueues' ``status.flavorsUsage``), divided
   by the window and the total nominal quota, in percent. The window runs from the first
   creation to the last release.
+- **useful usage**: the same with each workload's running time instead of its admitted time
+  (Σ CPU x running time / window / nominal quota): the part of the admitted time that ran.
+- **mean time admitted** per class: the mean length of an admission (admitted to released;
+  those still admitted at the end left out): its running time plus whatever keeps the quota
+  held around it.
 """
 
 from __future__ import annotations
@@ -55,14 +60,22 @@ def kueue_measures(observed: Sequence[Observed], nominal_cpu: float) -> dict[str
     usage = 100 * area / ((end - start) * nominal_cpu) if end > start else 0.0
     waits: dict[str, list[float]] = {}
     firsts: dict[str, list[float]] = {}
+    held: dict[str, list[float]] = {}
     for w in observed:
+        for admitted, released in w.admissions:
+            if released is not None:
+                held.setdefault(w.cls, []).append(released - admitted)
         if w.admissions:
             waits.setdefault(w.cls, []).append(w.admissions[-1][0] - w.created)
             firsts.setdefault(w.cls, []).append(w.admissions[0][0] - w.created)
+    work = sum(w.cpu * w.runtime for w in observed)
     return {
         "average_usage_percent": round(usage, 2),
+        "useful_usage_percent": round(100 * work / ((end - start) * nominal_cpu), 2)
+        if end > start
+        else 0.0,
         "admitted_cpu_seconds": round(area, 1),
-        "work_cpu_seconds": round(sum(w.cpu * w.runtime for w in observed), 1),
+        "work_cpu_seconds": round(work, 1),
         "window_s": [start, end],
         "mean_time_to_admission_s": {
             cls: round(sum(v) / len(v), 2) for cls, v in sorted(waits.items())
@@ -70,5 +83,6 @@ def kueue_measures(observed: Sequence[Observed], nominal_cpu: float) -> dict[str
         "mean_first_admission_s": {
             cls: round(sum(v) / len(v), 2) for cls, v in sorted(firsts.items())
         },
+        "mean_time_admitted_s": {cls: round(sum(v) / len(v), 2) for cls, v in sorted(held.items())},
         "admitted_per_class": {cls: len(v) for cls, v in sorted(waits.items())},
     }

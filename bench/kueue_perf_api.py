@@ -230,6 +230,9 @@ class TimedKubelet:
         self.watcher = Watcher(self.kube, PODS, self.inbox, self.stop_event)
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="kubelet")
         self.started: set[tuple[str, str]] = set()
+        self.ran: dict[str, list[float]] = {}
+        """Per Job (``ns/name``): when its last pod was seen bound and when it was told to
+        succeed (monotonic)."""
         self.due: list[tuple[float, str, str, dict[str, Any]]] = []
         self.thread = threading.Thread(target=self._run, name="timed-kubelet", daemon=True)
 
@@ -250,6 +253,7 @@ class TimedKubelet:
             now = time.monotonic()
             while self.due and self.due[0][0] <= now:
                 _, _, _, pod = heapq.heappop(self.due)
+                self.ran.get(_job_of(pod), [0.0]).append(now)
                 self.pool.submit(self.kubelet._set_phase, pod, "Succeeded")
             if self.due:
                 wait = min(wait, self.due[0][0] - now)
@@ -270,6 +274,7 @@ class TimedKubelet:
                     self.pool.submit(self._delete, key)
                 elif phase == "Pending" and key not in self.started:
                     self.started.add(key)
+                    self.ran[_job_of(pod)] = [time.monotonic()]
                     self.pool.submit(self.kubelet._set_phase, pod, "Running")
                     ms = float((meta.get("labels") or {}).get(RUNNING_LABEL, 0))
                     heapq.heappush(self.due, (time.monotonic() + ms / 1000, *key, pod))
@@ -279,6 +284,30 @@ class TimedKubelet:
 
         with contextlib.suppress(KubeError):
             self.kube.delete(PODS, key[1], key[0], gracePeriodSeconds=0)
+
+
+def _job_of(pod: dict[str, Any]) -> str:
+    meta = pod["metadata"]
+    return f"{meta['namespace']}/{(meta.get('labels') or {}).get('job-name', '')}"
+
+
+def hops(
+    spans: Mapping[str, list[list[float | None]]], ran: Mapping[str, list[float]]
+) -> dict[str, float | None]:
+    """Mean seconds, over Jobs admitted once and finished, from the admission to the pod
+    bound, and from the pod told to succeed to the Job's release (all on one clock)."""
+    to_bound, to_release = [], []
+    for key, times in ran.items():
+        span = spans.get(key) or []
+        if len(span) != 1 or span[0][0] is None or span[0][1] is None or len(times) != 2:
+            continue
+        to_bound.append(times[0] - span[0][0])
+        to_release.append(span[0][1] - times[1])
+    return {"admitted_to_pod_bound_s": _mean(to_bound), "pod_done_to_released_s": _mean(to_release)}
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 2) if values else None
 
 
 @dataclass
@@ -428,6 +457,8 @@ def run(scale: str, qps: float, burst: int, creators: int, timeout: float) -> di
         with recorder.lock:
             observed = observed_of(recorder.created, recorder.spans, classes)
         measures = kueue_measures(observed, float(trace.facts["nominal_cpu"]))
+        ran = {k: [t - recorder.t0 for t in v] for k, v in kubelet.ran.items()}
+        latency = hops(recorder.spans, ran)
         first = min(recorder.created.values(), default=0.0)
         counts = op_kube.counts
         return {
@@ -454,6 +485,7 @@ def run(scale: str, qps: float, burst: int, creators: int, timeout: float) -> di
             "load_average_before": load_before,
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "kueue": measures,
+            "pipeline_latency": latency,
         }
     finally:
         plane.stop()

@@ -81,6 +81,8 @@ def test_kueue_measures_on_a_hand_built_run(measures: ModuleType) -> None:
     assert out["mean_time_to_admission_s"] == {"large": 2.0, "small": 1.0}
     assert out["mean_first_admission_s"] == {"large": 1.0, "small": 1.0}
     assert out["admitted_per_class"] == {"large": 1, "small": 1}
+    assert out["useful_usage_percent"] == 50.0  # 4 CPU-s of work over 8
+    assert out["mean_time_admitted_s"] == {"large": 0.75, "small": 2.0}
 
 
 def test_a_workload_never_admitted_counts_in_the_window_only(measures: ModuleType) -> None:
@@ -101,3 +103,10 @@ def test_recorded_times_become_observed_records(bench: ModuleType) -> None:
     assert len(out) == 1  # b was never created
     assert (out[0].cls, out[0].cpu, out[0].created) == ("small", 1.0, 0.5)
     assert list(out[0].admissions) == [(1.0, 1.5)]
+
+
+def test_pipeline_hops_from_admission_to_pod_and_from_pod_to_release(bench: ModuleType) -> None:
+    spans = {"ns/a": [[1.0, 4.0]], "ns/b": [[2.0, 5.5]], "ns/c": [[1.0, 2.0], [3.0, None]]}
+    ran = {"ns/a": [1.5, 3.0], "ns/b": [3.0, 4.5], "ns/c": [1.2, 1.9]}  # c was preempted
+    assert bench.hops(spans, ran) == {"admitted_to_pod_bound_s": 0.75,
+                                      "pod_done_to_released_s": 1.0}  # fmt: skip
