@@ -163,6 +163,8 @@ class KubeCluster:
         self.warnings: list[str] = []
         self._order: dict[str, int] = {}
         self._parsed: dict[tuple[Any, ...], Any] = {}
+        self._parse_used: set[tuple[Any, ...]] = set()
+        self._owned: dict[Any, list[tuple[int, str, dict[str, Any]]]] = {}
         self._said: dict[str, str] = {}
         """Per workload, the gist of the pending reason last written."""
         self._problems: dict[str, str] = {}
@@ -215,6 +217,9 @@ class KubeCluster:
             if t is not None:
                 tracked[t.name] = t
         self.tracked = tracked
+        self._parsed = {k: v for k, v in self._parsed.items() if k in self._parse_used}
+        self._parse_used = set()
+        self._index_owners()
         self.pending = {n: t.workload for n, t in tracked.items() if t.phase == "pending"}
         self.running = {}
         for name, t in tracked.items():
@@ -270,9 +275,9 @@ class KubeCluster:
             self.events.post(obj, "Warning", "NotGoverned", message)
 
     def _parse(self, key: tuple[Any, ...], parse: Callable[[], Any]) -> Any:
+        """``parse()``, kept while the object is watched (entries unused by a refresh go)."""
+        self._parse_used.add(key)
         if key not in self._parsed:
-            if len(self._parsed) > 10_000:
-                self._parsed.clear()
             try:
                 self._parsed[key] = parse()
             except ManifestError as exc:
@@ -386,20 +391,36 @@ class KubeCluster:
 
     def _job_pods(self, t: Tracked) -> list[dict[str, Any]]:
         """The pods of a workload admitted by suspension: owned by it, or by an object it
-        owns (a JobSet's Jobs, a RayJob's RayCluster)."""
-        owners = {t.objects[0]["metadata"].get("uid")}
-        for kind in SUSPENDABLE.values():
-            for obj in self.store.of(kind.kind).values():
-                meta = obj["metadata"]
-                if meta.get("namespace") == t.namespace and any(
-                    o.get("uid") in owners for o in meta.get("ownerReferences") or ()
-                ):
-                    owners.add(meta.get("uid"))
-        return [
-            p for p in self.store.of("Pod").values()
-            if p["metadata"].get("namespace") == t.namespace
-            and any(o.get("uid") in owners for o in p["metadata"].get("ownerReferences") or ())
-        ]  # fmt: skip
+        owns (a JobSet's Jobs, a RayJob's RayCluster), in the store's order."""
+        found: list[tuple[int, dict[str, Any]]] = []
+        seen: set[Any] = set()
+        frontier = [t.objects[0]["metadata"].get("uid")]
+        while frontier:
+            uid = frontier.pop()
+            if uid in seen:
+                continue
+            seen.add(uid)
+            for position, kind, obj in self._owned.get(uid, ()):
+                if obj["metadata"].get("namespace") != t.namespace:
+                    continue
+                if kind == "Pod":
+                    found.append((position, obj))
+                else:
+                    frontier.append(obj["metadata"].get("uid"))
+        return [obj for _, obj in sorted(found, key=lambda pair: pair[0])]
+
+    def _index_owners(self) -> None:
+        """Per owner uid, the watched pods and suspendable objects it owns (read once per
+        refresh: looking them up per workload was quadratic)."""
+        owned: dict[Any, list[tuple[int, str, dict[str, Any]]]] = {}
+        position = 0
+        for kind in [*(k.kind for k in SUSPENDABLE.values()), "Pod"]:
+            for obj in self.store.of(kind).values():
+                position += 1
+                for ref in obj["metadata"].get("ownerReferences") or ():
+                    if ref.get("uid"):
+                        owned.setdefault(ref["uid"], []).append((position, kind, obj))
+        self._owned = owned
 
     def _flavor_of_nodes(self, placement: Sequence[tuple[str, int]]) -> str:
         assert self.engine is not None
