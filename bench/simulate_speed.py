@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kueue_measures import Observed, kueue_measures
 from run_info import machine
 
 TRACES: dict[str, dict[str, Any]] = {
@@ -72,71 +73,37 @@ def events_digest(result: Any) -> str:
 
 
 def kueue_metrics(result: Any, nominal_cpu: float) -> dict[str, Any]:
-    """Kueue's benchmark numbers, with the definitions of Kueue's recorder
-    (test/performance/scheduler/runner/recorder/recorder.go):
-
-    - time to admission of a workload = from its creation (Kueue: the recorder's first event
-      for the Workload; here its submission) to its *last* admission (the recorder overwrites
-      ``TimeToAdmitMs`` each time Admitted turns true, so re-admission after a preemption
-      counts); averaged per class;
-    - average usage = Σ over ClusterQueues of CPU admitted (``status.flavorsUsage``) x time,
-      divided by the monitoring window and the nominal quota (the rangespec's percentage of
-      ``CPUAverageUsage / NominalQuota``). Kueue's window runs from the ClusterQueues' first
-      status event (they exist before the workloads are created) to their last; here from the
-      first submission to the last finish, which Kueue's window contains.
-
-    ``first_admission_s`` keeps the first-admission figure (queueing before the first start)
-    beside it.
+    """Kueue's benchmark numbers (:mod:`kueue_measures`: Kueue's recorder's definitions) of a
+    simulator run: a workload is created at its submission, admitted at each ``admit`` event
+    and released at its ``finish`` or ``preempt``. Kueue's usage window runs from the
+    ClusterQueues' first status event (they exist before the workloads are created) to their
+    last; here from the first submission to the last release, which Kueue's window contains.
     """
     from fleetshare.model.resources import CPU
     from fleetshare.traces.kueue_generator import CLASS_LABEL
 
-    deltas: list[tuple[float, float]] = []
-    cpu = {
-        name: r.workload.total_requests().get(CPU, 0) / 1000 for name, r in result.records.items()
-    }
-    running: dict[str, float] = {}
-    last_admit: dict[str, float] = {}
+    spans: dict[str, list[list[float | None]]] = {name: [] for name in result.records}
     for event in result.events:
         name = event.get("workload")
         if event["event"] == "admit":
-            running[name] = event["at"]
-            last_admit[name] = float(event["at"])
-            deltas.append((float(event["at"]), cpu[name]))
-        elif event["event"] in ("finish", "preempt") and name in running:
-            del running[name]
-            deltas.append((float(event["at"]), -cpu[name]))
-    deltas.sort()
-    start = min(r.workload.submit_time for r in result.records.values())
-    end = max((t for t, _ in deltas), default=start)
-    area, level, last = 0.0, 0.0, start
-    for t, d in deltas:
-        area += level * (t - last)
-        level += d
-        last = t
-    usage = 100 * area / ((end - start) * nominal_cpu) if end > start else 0.0
-    work = sum(cpu[n] * (r.workload.duration or 0.0) for n, r in result.records.items())
-    waits: dict[str, list[float]] = {}
-    firsts: dict[str, list[float]] = {}
-    for name, r in result.records.items():
-        if name in last_admit:
-            cls = r.workload.labels.get(CLASS_LABEL, "?")
-            waits.setdefault(cls, []).append(last_admit[name] - r.workload.submit_time)
-            assert r.first_admitted_at is not None
-            firsts.setdefault(cls, []).append(r.first_admitted_at - r.workload.submit_time)
-    return {
-        "average_usage_percent": round(usage, 2),
-        "admitted_cpu_seconds": round(area, 1),
-        "work_cpu_seconds": round(work, 1),
-        "window_s": [start, end],
-        "mean_time_to_admission_s": {
-            cls: round(sum(v) / len(v), 2) for cls, v in sorted(waits.items())
-        },
-        "mean_first_admission_s": {
-            cls: round(sum(v) / len(v), 2) for cls, v in sorted(firsts.items())
-        },
-        "admitted_per_class": {cls: len(v) for cls, v in sorted(waits.items())},
-    }
+            spans[name].append([float(event["at"]), None])
+        elif (
+            event["event"] in ("finish", "preempt")
+            and spans.get(name)
+            and spans[name][-1][1] is None
+        ):
+            spans[name][-1][1] = float(event["at"])
+    observed = [
+        Observed(
+            cls=r.workload.labels.get(CLASS_LABEL, "?"),
+            cpu=r.workload.total_requests().get(CPU, 0) / 1000,
+            created=r.workload.submit_time,
+            admissions=[(float(a), b) for a, b in spans[name] if a is not None],
+            runtime=r.workload.duration or 0.0,
+        )
+        for name, r in result.records.items()
+    ]
+    return kueue_measures(observed, nominal_cpu)
 
 
 def measure_one(

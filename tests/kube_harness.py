@@ -75,9 +75,13 @@ def _free_port() -> int:
 class ControlPlane:
     """The running processes, a kubeconfig and an admin API client."""
 
-    def __init__(self, bins: Path, workdir: Path) -> None:
+    def __init__(
+        self, bins: Path, workdir: Path, extra_args: dict[str, list[str]] | None = None
+    ) -> None:
         self.bins = bins
         self.dir = workdir
+        self.extra_args = extra_args or {}
+        """More flags per binary (a benchmark raises the clients' rate limits)."""
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.token = uuid.uuid4().hex
         self.operator_token = uuid.uuid4().hex
@@ -90,7 +94,10 @@ class ControlPlane:
     def _spawn(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
         log = open(self.dir / f"{name}.log", "wb")  # noqa: SIM115 - lives as long as the process
         proc = subprocess.Popen(
-            [str(self.bins / name), *args], stdout=log, stderr=subprocess.STDOUT, cwd=self.dir
+            [str(self.bins / name), *args, *self.extra_args.get(name, ())],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.dir,
         )
         self.procs.append((name, proc))
         return proc

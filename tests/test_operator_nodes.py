@@ -134,8 +134,8 @@ class RefusingCluster:
     def busy(self, now: float) -> bool:
         return False
 
-    def bind(self, admission: Admission, now: float) -> None:
-        raise AssertionError("nothing to admit")
+    def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
+        assert not admissions, "nothing to admit"
 
     def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
         raise AssertionError("nothing to evict")

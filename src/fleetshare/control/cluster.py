@@ -54,8 +54,9 @@ class Cluster(Protocol):
 
     # -- act -----------------------------------------------------------------------------------
 
-    def bind(self, admission: Admission, now: float) -> None:
-        """Start an admitted workload on the nodes of its assignment."""
+    def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
+        """Start one cycle's admitted workloads on the nodes of their assignments, in order
+        (a backend may write them concurrently; its own state follows their order)."""
         ...
 
     def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:

@@ -136,8 +136,7 @@ class ControlLoop:
             cluster.evict(
                 preemption.workload, preemption.by, preemption.reason, preemption.message, now
             )
-        for admission in result.admissions:
-            cluster.bind(admission, now)
+        cluster.bind_all(result.admissions, now)
         self.last_cycle = result
         cluster.report_pending(result, now)
 

@@ -36,6 +36,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -141,6 +142,8 @@ class KubeCluster:
         events: Events,
         *,
         may_act: Callable[[], bool] = lambda: True,
+        write_concurrency: int = 8,
+        pending_writes: int = 50,
     ) -> None:
         self.kube = kube
         self.store = store
@@ -160,6 +163,8 @@ class KubeCluster:
         self.warnings: list[str] = []
         self._order: dict[str, int] = {}
         self._parsed: dict[tuple[Any, ...], Any] = {}
+        self._parse_used: set[tuple[Any, ...]] = set()
+        self._owned: dict[Any, list[tuple[int, str, dict[str, Any]]]] = {}
         self._said: dict[str, str] = {}
         """Per workload, the gist of the pending reason last written."""
         self._problems: dict[str, str] = {}
@@ -172,6 +177,13 @@ class KubeCluster:
         self.changed = False
         """Set by :meth:`refresh` when the world moved (submission, finish, node change)."""
         self._signature: tuple[Any, ...] = ()
+        self.write_concurrency = write_concurrency
+        self._writers: ThreadPoolExecutor | None = None
+        self.pending_writes = pending_writes
+        """Pending-reason annotations written per reconcile at most."""
+        self._pending_budget = pending_writes
+        self._unsaid: dict[str, str] = {}
+        """Pending reasons not written yet, oldest first (the latest reason of each)."""
 
     # -- reading the objects ---------------------------------------------------------------------
 
@@ -180,6 +192,7 @@ class KubeCluster:
         self.engine, self.policy = engine, engine.policy
         self.blocked.clear()
         self.retry_soon = False
+        self._pending_budget = self.pending_writes
         self.nodes = tuple(
             sorted((node_from_object(o) for o in self.store.of("Node").values()),
                    key=lambda n: n.name)
@@ -204,6 +217,9 @@ class KubeCluster:
             if t is not None:
                 tracked[t.name] = t
         self.tracked = tracked
+        self._parsed = {k: v for k, v in self._parsed.items() if k in self._parse_used}
+        self._parse_used = set()
+        self._index_owners()
         self.pending = {n: t.workload for n, t in tracked.items() if t.phase == "pending"}
         self.running = {}
         for name, t in tracked.items():
@@ -259,9 +275,9 @@ class KubeCluster:
             self.events.post(obj, "Warning", "NotGoverned", message)
 
     def _parse(self, key: tuple[Any, ...], parse: Callable[[], Any]) -> Any:
+        """``parse()``, kept while the object is watched (entries unused by a refresh go)."""
+        self._parse_used.add(key)
         if key not in self._parsed:
-            if len(self._parsed) > 10_000:
-                self._parsed.clear()
             try:
                 self._parsed[key] = parse()
             except ManifestError as exc:
@@ -375,20 +391,36 @@ class KubeCluster:
 
     def _job_pods(self, t: Tracked) -> list[dict[str, Any]]:
         """The pods of a workload admitted by suspension: owned by it, or by an object it
-        owns (a JobSet's Jobs, a RayJob's RayCluster)."""
-        owners = {t.objects[0]["metadata"].get("uid")}
-        for kind in SUSPENDABLE.values():
-            for obj in self.store.of(kind.kind).values():
-                meta = obj["metadata"]
-                if meta.get("namespace") == t.namespace and any(
-                    o.get("uid") in owners for o in meta.get("ownerReferences") or ()
-                ):
-                    owners.add(meta.get("uid"))
-        return [
-            p for p in self.store.of("Pod").values()
-            if p["metadata"].get("namespace") == t.namespace
-            and any(o.get("uid") in owners for o in p["metadata"].get("ownerReferences") or ())
-        ]  # fmt: skip
+        owns (a JobSet's Jobs, a RayJob's RayCluster), in the store's order."""
+        found: list[tuple[int, dict[str, Any]]] = []
+        seen: set[Any] = set()
+        frontier = [t.objects[0]["metadata"].get("uid")]
+        while frontier:
+            uid = frontier.pop()
+            if uid in seen:
+                continue
+            seen.add(uid)
+            for position, kind, obj in self._owned.get(uid, ()):
+                if obj["metadata"].get("namespace") != t.namespace:
+                    continue
+                if kind == "Pod":
+                    found.append((position, obj))
+                else:
+                    frontier.append(obj["metadata"].get("uid"))
+        return [obj for _, obj in sorted(found, key=lambda pair: pair[0])]
+
+    def _index_owners(self) -> None:
+        """Per owner uid, the watched pods and suspendable objects it owns (read once per
+        refresh: looking them up per workload was quadratic)."""
+        owned: dict[Any, list[tuple[int, str, dict[str, Any]]]] = {}
+        position = 0
+        for kind in [*(k.kind for k in SUSPENDABLE.values()), "Pod"]:
+            for obj in self.store.of(kind).values():
+                position += 1
+                for ref in obj["metadata"].get("ownerReferences") or ():
+                    if ref.get("uid"):
+                        owned.setdefault(ref["uid"], []).append((position, kind, obj))
+        self._owned = owned
 
     def _flavor_of_nodes(self, placement: Sequence[tuple[str, int]]) -> str:
         assert self.engine is not None
@@ -449,42 +481,67 @@ class KubeCluster:
                 out.append({INSTANCE_TYPE_LABEL: label or flavor})
         return out
 
-    def bind(self, admission: Admission, now: float) -> None:
-        workload = admission.workload
-        t = self.tracked[workload.name]
-        if not self.may_act():
-            self.blocked.add(workload.name)
+    def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
+        """Admit one cycle's workloads: their admission writes (and Admitted Events) go out
+        concurrently, up to ``write_concurrency`` at a time (as Kueue's scheduler writes its
+        admissions asynchronously); the view is updated in the cycle's order once they are
+        answered. A failed write leaves its workload pending, retried at the next reconcile."""
+        if not admissions:
             return
-        admitted = Admitted(
-            admission.assignment.flavors,
-            admission.assignment.placement,
-            now,
-            workload.team,
-            {k: v for k, v in admission.borrowed.items() if v},
-        )
-        selectors = self._selectors_of(t, admitted)
+        if not self.may_act():
+            self.blocked.update(a.workload.name for a in admissions)
+            return
+        writes = []
+        for admission in admissions:
+            workload = admission.workload
+            admitted = Admitted(
+                admission.assignment.flavors,
+                admission.assignment.placement,
+                now,
+                workload.team,
+                {k: v for k, v in admission.borrowed.items() if v},
+            )
+            t = self.tracked[workload.name]
+            writes.append((admission, t, admitted, self._selectors_of(t, admitted)))
+        if len(writes) == 1 or self.write_concurrency <= 1:
+            errors = [self._write_admission(*w[1:]) for w in writes]
+        else:
+            if self._writers is None:
+                self._writers = ThreadPoolExecutor(self.write_concurrency, "admission-write")
+            errors = list(self._writers.map(lambda w: self._write_admission(*w[1:]), writes))
+        for (admission, t, admitted, _), error in zip(writes, errors, strict=True):
+            name = admission.workload.name
+            if error is not None:
+                log.info("admission of %s not written (%s): retried", name, error)
+                self.blocked.add(name)
+                self.retry_soon = True
+                continue
+            t.phase, t.admitted = "admitted", admitted
+            self.pending.pop(name, None)
+            self.running[name] = Running(admission.workload, admission.assignment, now)
+            self._said.pop(name, None)
+            log.info("admitted %s (team %s, flavor %s)", name, admitted.team,
+                     ",".join(dict.fromkeys(admitted.flavors)))  # fmt: skip
+
+    def _write_admission(
+        self, t: Tracked, admitted: Admitted, selectors: list[dict[str, str]]
+    ) -> KubeError | None:
+        """Write one admission and post its Event; the API's refusal, if any."""
         try:
             if t.kind in SUSPENDABLE:
                 self._admit_suspended(t, admitted, selectors)
             else:
                 self._ungate(t, admitted, selectors)
         except KubeError as exc:
-            log.info("admission of %s not written (%s): retried", workload.name, exc)
-            self.blocked.add(workload.name)
-            self.retry_soon = True
-            return
-        t.phase, t.admitted = "admitted", admitted
-        self.pending.pop(workload.name, None)
-        self.running[workload.name] = Running(workload, admission.assignment, now)
-        self._said.pop(workload.name, None)
+            return exc
         borrowed = ", ".join(f"{k}={v / 1000:g}" for k, v in sorted(admitted.borrowed.items()))
         flavors = ",".join(dict.fromkeys(admitted.flavors))
         self.events.post(
             t.objects[0], "Normal", "Admitted",
-            f"admitted by team {workload.team} on flavor {flavors}"
+            f"admitted by team {admitted.team} on flavor {flavors}"
             + (f", borrowing {borrowed}" if borrowed else ""),
         )  # fmt: skip
-        log.info("admitted %s (team %s, flavor %s)", workload.name, workload.team, flavors)
+        return None
 
     def _admit_suspended(
         self, t: Tracked, admitted: Admitted, selectors: list[dict[str, str]]
@@ -690,16 +747,24 @@ class KubeCluster:
         return bool((t.objects[0]["metadata"].get("annotations") or {}).get(PENDING_REASON))
 
     def report_pending(self, result: CycleResult, now: float) -> None:
+        """Queue each changed pending reason, then write what the reconcile's budget allows
+        (``pending_writes`` annotations, oldest first): with thousands waiting, the reasons
+        catch up over the next reconciles instead of holding admissions back (Kueue updates
+        the pending condition only of the queue heads it tried)."""
         if not self.may_act():
             return
         changed = result.pending_changed
-        names = changed if changed is not None else list(result.pending)
-        for name in names:
+        for name in changed if changed is not None else list(result.pending):
             pending = result.pending.get(name)
+            if pending is not None:
+                self._unsaid[name] = pending.reason
+        while self._unsaid and self._pending_budget > 0:
+            name = next(iter(self._unsaid))
+            reason = self._unsaid.pop(name)
             t = self.tracked.get(name)
-            if pending is None or t is None or name not in self.pending:
+            if t is None or name not in self.pending:
                 continue
-            gist = _gist(pending.reason)
+            gist = _gist(reason)
             obj = t.objects[0]
             said = self._said.get(name)
             if said is None:
@@ -707,7 +772,8 @@ class KubeCluster:
             if said == gist:
                 continue
             self._said[name] = gist
-            body = {"metadata": {"annotations": {PENDING_REASON: pending.reason[:1000]}}}
+            self._pending_budget -= 1
+            body = {"metadata": {"annotations": {PENDING_REASON: reason[:1000]}}}
             try:
                 out = self.kube.patch(_res(t), str(obj["metadata"]["name"]), body, t.namespace)
                 self.store.put(t.kind, out)

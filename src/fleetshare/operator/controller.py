@@ -65,6 +65,9 @@ class Settings:
     registration_timeout_seconds: float = 900.0
     """A NodeClaim whose node has not registered by then is deleted, its instance
     terminated (Karpenter: 15 minutes)."""
+    status_interval_seconds: float = 5.0
+    """A Team's status is written at most this often (a change sooner waits for the
+    interval's end; Kueue refreshes its queues' pending status every 5 s by default)."""
 
 
 def install_crds(kube: Kube, timeout: float = 30.0) -> None:
@@ -116,6 +119,8 @@ class Operator:
         self.autoscaler: Autoscaler | None = None
         self.metrics = OperatorMetrics()
         self._pools_key: tuple[Any, ...] | None = None
+        self._status_written: dict[str, float] = {}
+        """When each Team's status was last written (clock time)."""
         self.reconciles = 0
         self.ready = threading.Event()
         """Set once the first reconcile is done (tests wait on it)."""
@@ -230,7 +235,9 @@ class Operator:
             if cluster.changed:
                 self.loop.world_changed()
             self.loop.reconcile(now)
-            self._write_status(engine, now)
+            status_due = self._write_status(engine, now)
+            if status_due is not None:
+                next_in = min(next_in, max(0.05, status_due - now))
             if cluster.retry_soon or cluster.blocked:
                 next_in = min(next_in, s.retry_seconds)
             if cluster.wake_at is not None:
@@ -368,10 +375,14 @@ class Operator:
         except KubeError as exc:
             log.debug("policy status not written: %s", exc)
 
-    def _write_status(self, engine: Engine, now: float) -> None:
+    def _write_status(self, engine: Engine, now: float) -> float | None:
+        """Write each Team's status that changed, each at most every
+        ``status_interval_seconds``; when the next deferred write is due (None: none)."""
         cluster = self.cluster
         statuses = team_status(engine, cluster.nodes, list(cluster.running.values()),
                                list(cluster.pending.values()), now)  # fmt: skip
+        interval = self.settings.status_interval_seconds
+        due: float | None = None
         for (_, name), team in list(self.store.of("Team").items()):
             status = statuses.get(name)
             if status is None:
@@ -379,8 +390,14 @@ class Operator:
             old = team.get("status") or {}
             if all(old.get(k) == v for k, v in status.items()):
                 continue
+            last = self._status_written.get(name)
+            if last is not None and now < last + interval:
+                due = last + interval if due is None else min(due, last + interval)
+                continue
             try:
                 out = self.kube.patch(TEAMS, name, {"status": status}, sub="status")
                 self.store.put("Team", out)
+                self._status_written[name] = now
             except KubeError as exc:
                 log.debug("team status not written: %s", exc)
+        return due

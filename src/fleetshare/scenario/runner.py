@@ -18,7 +18,7 @@ import operator
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -415,6 +415,10 @@ class Runner:
 
     def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
         self._requeue(now, workload, by=by, reason=reason, message=message)
+
+    def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
+        for admission in admissions:
+            self.bind(admission, now)
 
     def bind(self, admission: Admission, now: float) -> None:
         wl = admission.workload

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import heapq
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,6 +185,10 @@ class EmbeddedCluster:
         return bool(self.pending or self.running)
 
     # -- ... and act ----------------------------------------------------------------------------
+
+    def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
+        for admission in admissions:
+            self.bind(admission, now)
 
     def bind(self, admission: Admission, now: float) -> None:
         workload = admission.workload

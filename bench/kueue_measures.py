@@ -1,0 +1,88 @@
+"""The numbers Kueue's scheduler benchmark reports, with the definitions of Kueue's recorder
+(``test/performance/scheduler/runner/recorder/recorder.go``), from one record per workload:
+shared by the simulator's benchmark (``simulate_speed.py``) and the one through the API
+server (``kueue_perf_api.py``).
+
+- **time to admission** of a workload: from its creation to its *last* admission (Kueue's
+  recorder overwrites ``TimeToAdmitMs`` each time Admitted turns true, so a re-admission
+  after a preemption counts); averaged per class. ``mean_first_admission_s`` keeps the first
+  admission beside it.
+- **average usage**: Σ over workloads of CPU x time admitted (from each admission to its
+  release: finish or preemption; Kueue: the ClusterQueues' ``status.flavorsUsage``), divided
+  by the window and the total nominal quota, in percent. The window runs from the first
+  creation to the last release.
+- **useful usage**: the same with each workload's running time instead of its admitted time
+  (Σ CPU x running time / window / nominal quota): the part of the admitted time that ran.
+- **mean time admitted** per class: the mean length of an admission (admitted to released;
+  those still admitted at the end left out): its running time plus whatever keeps the quota
+  held around it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """One workload as the benchmark saw it (times in seconds on one clock)."""
+
+    cls: str
+    """Kueue's workload class (small, medium, large)."""
+    cpu: float
+    created: float
+    admissions: Sequence[tuple[float, float | None]]
+    """(admitted at, released at) in order; released None: still admitted at the end."""
+    runtime: float = 0.0
+    """How long it runs once admitted (its share of the work)."""
+
+
+def kueue_measures(observed: Sequence[Observed], nominal_cpu: float) -> dict[str, Any]:
+    """Average usage and mean time to admission per class (see the module docstring)."""
+    if nominal_cpu <= 0:
+        raise ValueError(f"nominal_cpu must be positive; got {nominal_cpu}")
+    deltas: list[tuple[float, float]] = []
+    for w in observed:
+        for admitted, released in w.admissions:
+            deltas.append((admitted, w.cpu))
+            if released is not None:
+                deltas.append((released, -w.cpu))
+    deltas.sort()
+    start = min((w.created for w in observed), default=0.0)
+    end = max((t for t, _ in deltas), default=start)
+    area, level, last = 0.0, 0.0, start
+    for t, d in deltas:
+        area += level * (t - last)
+        level += d
+        last = t
+    usage = 100 * area / ((end - start) * nominal_cpu) if end > start else 0.0
+    waits: dict[str, list[float]] = {}
+    firsts: dict[str, list[float]] = {}
+    held: dict[str, list[float]] = {}
+    for w in observed:
+        for admitted, released in w.admissions:
+            if released is not None:
+                held.setdefault(w.cls, []).append(released - admitted)
+        if w.admissions:
+            waits.setdefault(w.cls, []).append(w.admissions[-1][0] - w.created)
+            firsts.setdefault(w.cls, []).append(w.admissions[0][0] - w.created)
+    work = sum(w.cpu * w.runtime for w in observed)
+    return {
+        "average_usage_percent": round(usage, 2),
+        "useful_usage_percent": round(100 * work / ((end - start) * nominal_cpu), 2)
+        if end > start
+        else 0.0,
+        "admitted_cpu_seconds": round(area, 1),
+        "work_cpu_seconds": round(work, 1),
+        "window_s": [start, end],
+        "mean_time_to_admission_s": {
+            cls: round(sum(v) / len(v), 2) for cls, v in sorted(waits.items())
+        },
+        "mean_first_admission_s": {
+            cls: round(sum(v) / len(v), 2) for cls, v in sorted(firsts.items())
+        },
+        "mean_time_admitted_s": {cls: round(sum(v) / len(v), 2) for cls, v in sorted(held.items())},
+        "admitted_per_class": {cls: len(v) for cls, v in sorted(waits.items())},
+    }

@@ -1,0 +1,568 @@
+"""Benchmark: Kueue's scheduler performance scenario through a real kube-apiserver, governed
+by the fleetshare operator.
+
+The scenario is Kueue's (``test/performance/scheduler``, ``configs/baseline/generator.yaml``;
+:mod:`fleetshare.traces.kueue_generator` builds the same for the simulator): 5 cohorts x 6
+ClusterQueues (20 CPU nominal, 100 CPU borrowing limit), 500 workloads per queue (350 small
+1-CPU 200 ms, 100 medium 5-CPU 500 ms, 50 large 20-CPU 1 s, arriving every 100 / 500 / 1200
+ms), 15,000 in all. Here:
+
+- the control plane is the test harness's (``tests/kube_harness.py``: etcd, kube-apiserver,
+  kube-scheduler, kube-controller-manager's Job controller), with the schedulers' and Job
+  controller's client limits raised and kube-apiserver's in-flight limits raised as Kueue's
+  runner raises them (800 / 400);
+- the policy is what ``fleetshare import kueue`` makes of Kueue's objects (the trace's), as
+  ClusterPolicy and Team objects; Nodes of the trace (5 x 120 CPU = the nominal quota);
+- each workload is a ``batch/v1`` Job, created suspended with Kueue's labels (queue name,
+  priority class, class, running time), one pod requesting the workload's CPU, at the
+  generator's arrival time (the k-th of a set at (k + 1) x its interval) by a pool of
+  creator threads with no client limit (Kueue's generator uses the runner's client);
+- the operator (:class:`~fleetshare.operator.controller.Operator`, in this process) admits
+  through a client limited like Kueue's controller's (``--qps`` 50, burst 100: minimalkueue's
+  ``kubeConfig.QPS = 50; Burst = 100``) or not at all (``--qps 0``);
+- a timed kubelet (the harness's fake kubelet, watching instead of listing) marks a bound pod
+  Running and, once the workload's running time has passed, Succeeded; the Job controller
+  then completes the Job. Kueue's runner instead marks the Workload Finished its running time
+  after admission: here the running time starts when the pod runs, so job controller,
+  scheduler and kubelet latency count as admitted time;
+- a recorder watches the Jobs: a workload is created when its POST returns, admitted each time
+  its Job turns unsuspended under the operator's admission annotation, released when it
+  completes or is suspended again. The measures are Kueue's (:mod:`kueue_measures`); wall is
+  from the first creation to the last completion.
+
+``--scale tenth`` runs 1 cohort x 3 queues (1,500 workloads, one 60-CPU node): each queue's
+load, quota and arrivals are Kueue's, the cluster a tenth.
+
+    PYTHONPATH=src .venv/bin/python bench/kueue_perf_api.py --scale tenth --qps 50
+    PYTHONPATH=src .venv/bin/python bench/kueue_perf_api.py --out bench/results/kueue_perf_api.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import heapq
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # tests.kube_harness
+
+from kueue_measures import Observed, kueue_measures  # noqa: E402
+from run_info import machine  # noqa: E402
+
+SCALES: dict[str, dict[str, int]] = {
+    "full": {"cohorts": 5, "queues_per_cohort": 6, "node_cpus": 120},
+    "tenth": {"cohorts": 1, "queues_per_cohort": 3, "node_cpus": 60},
+}
+KUEUE_PUBLISHED = {
+    "wall_s": 351,
+    "average_usage_percent": [55.9, 58.7],
+    "mean_time_to_admission_s": {"small": 215, "medium": 77, "large": 16.5},
+    "controller_client": {"qps": 50, "burst": 100},
+}
+TARGET = {"wall_s": 120.0, "average_usage_percent": 80.0}
+FAST_CLIENTS = {
+    "kube-scheduler": ["--kube-api-qps=1000", "--kube-api-burst=2000"],
+    "kube-controller-manager": [
+        "--kube-api-qps=1000",
+        "--kube-api-burst=2000",
+        "--concurrent-job-syncs=20",
+    ],
+    "kube-apiserver": ["--max-requests-inflight=800", "--max-mutating-requests-inflight=400"],
+}
+"""The other components must not be the bottleneck: Kueue's run has none of them."""
+IMAGE = "registry.example/kueue-perf:1"
+
+
+# -- the workloads as Jobs (pure) -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """One Job to create ``at`` seconds after the start."""
+
+    at: float
+    namespace: str
+    body: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return str(self.body["metadata"]["name"])
+
+
+def job_manifest(workload: Any) -> dict[str, Any]:
+    """The suspended ``batch/v1`` Job of one generator workload, with Kueue's labels."""
+    from fleetshare.manifests.parse import PRIORITY_LABEL
+    from fleetshare.model.resources import CPU
+    from fleetshare.traces.kueue_generator import CLASS_LABEL, QUEUE_LABEL, RUNNING_LABEL
+
+    namespace, name = workload.name.split("/", 1)
+    labels = workload.labels
+    millicpu = workload.total_requests()[CPU]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {
+                QUEUE_LABEL: labels[QUEUE_LABEL],
+                PRIORITY_LABEL: workload.priority_class,
+                CLASS_LABEL: labels[CLASS_LABEL],
+                RUNNING_LABEL: labels[RUNNING_LABEL],
+            },
+        },
+        "spec": {
+            "parallelism": 1,
+            "completions": 1,
+            "suspend": True,
+            "template": {
+                "metadata": {"labels": {RUNNING_LABEL: labels[RUNNING_LABEL]}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 0,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": IMAGE,
+                            "resources": {"requests": {"cpu": f"{millicpu}m"}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def arrivals(trace: Any) -> list[Arrival]:
+    """Every workload of the trace as a Job, in arrival order."""
+    out = []
+    for w in trace.workloads:
+        body = job_manifest(w)
+        out.append(Arrival(w.submit_time, body["metadata"]["namespace"], body))
+    return out
+
+
+def observed_of(
+    created: Mapping[str, float],
+    spans: Mapping[str, list[list[float | None]]],
+    classes: Mapping[str, tuple[str, float, float]],
+) -> list[Observed]:
+    """The recorder's times per Job (``ns/name``) as :class:`Observed` records;
+    ``classes`` gives each Job's (class, CPU, running time)."""
+    out = []
+    for key, (cls, cpu, runtime) in classes.items():
+        if key not in created:
+            continue
+        admissions = [(float(a), b) for a, b in spans.get(key, ()) if a is not None]
+        out.append(Observed(cls, cpu, created[key], admissions, runtime))
+    return out
+
+
+# -- the pieces that talk to the API server -----------------------------------------------------
+
+
+def throttled(kube: Any, qps: float, burst: int) -> Any:
+    """``kube`` with client-go's token bucket (``qps`` tokens a second, ``burst`` at most)
+    in front of every request, watches included; counts requests per verb and kind."""
+    from fleetshare.operator.kube import Kube
+
+    class Throttled(Kube):
+        def __init__(self) -> None:
+            super().__init__(kube.api)
+            self.lock = threading.Lock()
+            self.tokens = float(burst)
+            self.last = time.monotonic()
+            self.counts: Counter[str] = Counter()
+
+        def _send(self, method: str, path: str, **kw: Any) -> Any:
+            parts = path.strip("/").split("/")
+            what = parts[-1] if len(parts) % 2 == 1 else parts[-2]
+            if "namespaces" in parts and parts.index("namespaces") + 2 < len(parts):
+                what = parts[parts.index("namespaces") + 2]
+            watch = (kw.get("query") or {}).get("watch")
+            with self.lock:
+                self.counts[f"{'WATCH' if watch else method} {what}"] += 1
+            if qps > 0:
+                while True:
+                    with self.lock:
+                        now = time.monotonic()
+                        self.tokens = min(float(burst), self.tokens + (now - self.last) * qps)
+                        self.last = now
+                        if self.tokens >= 1:
+                            self.tokens -= 1
+                            break
+                        wait = (1 - self.tokens) / qps
+                    time.sleep(wait)
+            return super()._send(method, path, **kw)
+
+    return Throttled()
+
+
+class TimedKubelet:
+    """The harness's fake kubelet, watching pods instead of listing them: a bound pod is
+    marked Running and, its running time (label) later, Succeeded; a bound pod being deleted
+    is removed at once."""
+
+    def __init__(self, kubelet: Any, workers: int = 6) -> None:
+        from fleetshare.operator.kube import PODS
+        from fleetshare.operator.watch import Watcher
+
+        self.kubelet = kubelet
+        self.kube = kubelet.kube
+        self.inbox: queue.Queue[tuple[str, str, Any]] = queue.Queue()
+        self.stop_event = threading.Event()
+        self.watcher = Watcher(self.kube, PODS, self.inbox, self.stop_event)
+        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="kubelet")
+        self.started: set[tuple[str, str]] = set()
+        self.ran: dict[str, list[float]] = {}
+        """Per Job (``ns/name``): when its last pod was seen bound and when it was told to
+        succeed (monotonic)."""
+        self.due: list[tuple[float, str, str, dict[str, Any]]] = []
+        self.thread = threading.Thread(target=self._run, name="timed-kubelet", daemon=True)
+
+    def start(self) -> None:
+        self.watcher.start()
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout=5)
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    def _run(self) -> None:
+        from fleetshare.traces.kueue_generator import RUNNING_LABEL
+
+        while not self.stop_event.is_set():
+            wait = 0.05
+            now = time.monotonic()
+            while self.due and self.due[0][0] <= now:
+                _, _, _, pod = heapq.heappop(self.due)
+                self.ran.get(_job_of(pod), [0.0]).append(now)
+                self.pool.submit(self.kubelet._set_phase, pod, "Succeeded")
+            if self.due:
+                wait = min(wait, self.due[0][0] - now)
+            try:
+                what, _, payload = self.inbox.get(timeout=max(0.001, wait))
+            except queue.Empty:
+                continue
+            pods = payload[1] if what == "sync" else [payload[1]]
+            if what == "event" and payload[0] == "DELETED":
+                continue
+            for pod in pods:
+                meta, spec = pod["metadata"], pod.get("spec") or {}
+                phase = (pod.get("status") or {}).get("phase")
+                key = (meta["namespace"], meta["name"])
+                if not spec.get("nodeName"):
+                    continue
+                if meta.get("deletionTimestamp"):
+                    self.pool.submit(self._delete, key)
+                elif phase == "Pending" and key not in self.started:
+                    self.started.add(key)
+                    self.ran[_job_of(pod)] = [time.monotonic()]
+                    self.pool.submit(self.kubelet._set_phase, pod, "Running")
+                    ms = float((meta.get("labels") or {}).get(RUNNING_LABEL, 0))
+                    heapq.heappush(self.due, (time.monotonic() + ms / 1000, *key, pod))
+
+    def _delete(self, key: tuple[str, str]) -> None:
+        from fleetshare.operator.kube import PODS, KubeError
+
+        with contextlib.suppress(KubeError):
+            self.kube.delete(PODS, key[1], key[0], gracePeriodSeconds=0)
+
+
+def _job_of(pod: dict[str, Any]) -> str:
+    meta = pod["metadata"]
+    return f"{meta['namespace']}/{(meta.get('labels') or {}).get('job-name', '')}"
+
+
+def hops(
+    spans: Mapping[str, list[list[float | None]]], ran: Mapping[str, list[float]]
+) -> dict[str, float | None]:
+    """Mean seconds, over Jobs admitted once and finished, from the admission to the pod
+    bound, and from the pod told to succeed to the Job's release (all on one clock)."""
+    to_bound, to_release = [], []
+    for key, times in ran.items():
+        span = spans.get(key) or []
+        if len(span) != 1 or span[0][0] is None or span[0][1] is None or len(times) != 2:
+            continue
+        to_bound.append(times[0] - span[0][0])
+        to_release.append(span[0][1] - times[1])
+    return {"admitted_to_pod_bound_s": _mean(to_bound), "pod_done_to_released_s": _mean(to_release)}
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 2) if values else None
+
+
+@dataclass
+class Recorder:
+    """Watches the Jobs: when each was admitted and released (see the module docstring)."""
+
+    kube: Any
+    t0: float = 0.0
+    created: dict[str, float] = field(default_factory=dict)
+    spans: dict[str, list[list[float | None]]] = field(default_factory=dict)
+    phase: dict[str, str] = field(default_factory=dict)
+    finished: set[str] = field(default_factory=set)
+    last_finish: float = 0.0
+
+    def __post_init__(self) -> None:
+        from fleetshare.operator.kube import JOBS
+        from fleetshare.operator.watch import Watcher
+
+        self.inbox: queue.Queue[tuple[str, str, Any]] = queue.Queue()
+        self.stop_event = threading.Event()
+        self.lock = threading.Lock()
+        self.watcher = Watcher(self.kube, JOBS, self.inbox, self.stop_event)
+        self.thread = threading.Thread(target=self._run, name="recorder", daemon=True)
+
+    def start(self) -> None:
+        self.watcher.start()
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout=5)
+
+    def mark_created(self, key: str) -> None:
+        with self.lock:
+            self.created.setdefault(key, time.monotonic() - self.t0)
+
+    def _run(self) -> None:
+        from fleetshare.operator.objects import job_phase
+
+        while not self.stop_event.is_set():
+            try:
+                what, _, payload = self.inbox.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            now = time.monotonic() - self.t0
+            jobs = payload[1] if what == "sync" else [payload[1]]
+            for job in jobs:
+                meta = job["metadata"]
+                key = f"{meta['namespace']}/{meta['name']}"
+                new = "finished" if payload[0] == "DELETED" else job_phase(job)
+                old = self.phase.get(key, "pending")
+                if new == old:
+                    continue
+                self.phase[key] = new
+                spans = self.spans.setdefault(key, [])
+                if new == "admitted":
+                    spans.append([now, None])
+                elif old == "admitted" and spans:
+                    spans[-1][1] = now
+                if new == "finished":
+                    self.finished.add(key)
+                    self.last_finish = max(self.last_finish, now)
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+def run(scale: str, qps: float, burst: int, creators: int, timeout: float) -> dict[str, Any]:
+    """Start the control plane, apply the scenario, measure (see the module docstring)."""
+    from tests.kube_harness import ControlPlane, Harness, apply_policy, bin_dir
+
+    from fleetshare.model.resources import CPU
+    from fleetshare.operator.controller import Operator, Settings, install_crds
+    from fleetshare.operator.kube import JOBS, KubeError
+    from fleetshare.traces.kueue_generator import CLASS_LABEL
+    from fleetshare.traces.kueue_generator import load as load_kueue
+
+    trace = load_kueue(**SCALES[scale])
+    jobs = arrivals(trace)
+    classes = {
+        w.name: (w.labels[CLASS_LABEL], w.total_requests()[CPU] / 1000, w.duration or 0.0)
+        for w in trace.workloads
+    }
+    bins = bin_dir()
+    if bins is None:
+        raise SystemExit("kube binaries not built: run `make kube-bins` (tools/kube/build.sh)")
+    workdir = Path(tempfile.mkdtemp(prefix="fleetshare-kueue-perf-"))
+    plane = ControlPlane(bins, workdir, extra_args=FAST_CLIENTS)
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    t_start = time.monotonic()
+    try:
+        plane.start()
+        harness = Harness(plane)
+        started_s = time.monotonic() - t_start
+        install_crds(harness.kube)
+        apply_policy(harness, trace.load_policy())
+        for ns in sorted({a.namespace for a in jobs}):
+            harness.ensure_namespace(ns)
+        for node in trace.nodes:
+            harness.add_node(node.name, {"cpu": str(node.allocatable[CPU] // 1000),
+                                         "memory": "1Ti", "pods": "10000"})  # fmt: skip
+        kubelet = TimedKubelet(harness.kubelet)
+        kubelet.start()
+        op_kube = throttled(plane.client(), qps, burst)
+        operator = Operator(op_kube, Settings(leader_elect=False, install_crds=False))
+        # Events through a client of their own, limited alike: controller-runtime's event
+        # recorder has its own clientset, so Kueue's events do not spend its 50 QPS either
+        operator.events.kube = throttled(plane.client(), qps, burst)
+        stop = threading.Event()
+        op_thread = threading.Thread(target=operator.run, args=(stop,), daemon=True)
+        op_thread.start()
+        if not operator.ready.wait(120):
+            raise RuntimeError("the operator did not reconcile within 120 s")
+        setup_requests = sum(op_kube.counts.values())
+        recorder = Recorder(plane.client())
+        recorder.start()
+        create_kube = plane.client()
+        errors: list[str] = []
+
+        def create(a: Arrival) -> None:
+            delay = a.at - (time.monotonic() - recorder.t0)
+            if delay > 0:
+                time.sleep(delay)
+            try:
+                create_kube.create(JOBS, a.body, a.namespace)
+            except KubeError as exc:
+                errors.append(f"{a.namespace}/{a.name}: {exc}")
+                return
+            recorder.mark_created(f"{a.namespace}/{a.name}")
+
+        reconciles0 = operator.reconciles
+        recorder.t0 = time.monotonic()
+        with ThreadPoolExecutor(creators, thread_name_prefix="creator") as pool:
+            for a in jobs:  # in arrival order: each thread sleeps until its Job is due
+                pool.submit(create, a)
+            created_s = None
+            deadline = recorder.t0 + timeout
+            while time.monotonic() < deadline and len(recorder.finished) < len(jobs):
+                time.sleep(0.5)
+                if created_s is None and len(recorder.created) + len(errors) >= len(jobs):
+                    created_s = time.monotonic() - recorder.t0
+        done = len(recorder.finished)
+        stop.set()
+        op_thread.join(timeout=15)
+        recorder.stop()
+        kubelet.stop()
+        with recorder.lock:
+            observed = observed_of(recorder.created, recorder.spans, classes)
+        measures = kueue_measures(observed, float(trace.facts["nominal_cpu"]))
+        ran = {k: [t - recorder.t0 for t in v] for k, v in kubelet.ran.items()}
+        latency = hops(recorder.spans, ran)
+        first = min(recorder.created.values(), default=0.0)
+        counts = op_kube.counts
+        return {
+            "scale": scale,
+            "scenario": {
+                **SCALES[scale],
+                "workloads": len(jobs),
+                "nodes": len(trace.nodes),
+                "nominal_cpu": trace.facts["nominal_cpu"],
+            },
+            "operator_client": {"qps": qps, "burst": burst} if qps > 0 else "unthrottled",
+            "creators": creators,
+            "control_plane_start_s": round(started_s, 1),
+            "finished": done,
+            "create_errors": len(errors),
+            "create_error_sample": errors[:3],
+            "all_created_s": None if created_s is None else round(created_s, 1),
+            "wall_s": round(recorder.last_finish - first, 1) if done == len(jobs) else None,
+            "timed_out": done < len(jobs),
+            "operator_reconciles": operator.reconciles - reconciles0,
+            "operator_requests": sum(counts.values()) - setup_requests,
+            "operator_requests_by_kind": dict(counts.most_common(12)),
+            "event_requests": sum(operator.events.kube.counts.values()),
+            "load_average_before": load_before,
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+            "kueue": measures,
+            "pipeline_latency": latency,
+        }
+    finally:
+        plane.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", choices=sorted(SCALES), action="append",
+                        help="scenario size (repeatable; default: full)")  # fmt: skip
+    parser.add_argument(
+        "--qps",
+        type=float,
+        action="append",
+        help="the operator's client limit (repeatable; 0: unthrottled; default: 50 and 0)",
+    )
+    parser.add_argument("--burst", type=int, default=100, help="the operator client's burst")
+    parser.add_argument("--creators", type=int, default=16, help="creating threads")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
+    parser.add_argument("--out", type=Path, help="write the JSON report here")
+    parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.one:  # one run, in this process
+        row = run(args.scale[0], args.qps[0], args.burst, args.creators, args.timeout)
+        print(json.dumps(row))
+        return 0
+    rows = []
+    for scale in args.scale or ["full"]:
+        for qps in args.qps if args.qps is not None else [50.0, 0.0]:
+            row = run_sub(scale, qps, args)
+            rows.append(row)
+            if "error" in row:
+                print(f"{scale} qps={qps:g}: {row['error'][-500:]}", file=sys.stderr)
+                continue
+            if args.out:  # after each run: a later one may not finish
+                write(args.out, rows)
+            k = row["kueue"]
+            waits = ", ".join(f"{c} {v:g} s" for c, v in k["mean_time_to_admission_s"].items())
+            print(
+                f"{scale} qps={qps:g}: wall {row['wall_s']} s, {row['finished']:,} finished, "
+                f"usage {k['average_usage_percent']:.1f}%, time to admission {waits}, "
+                f"{row['operator_requests']:,} operator requests",
+                file=sys.stderr,
+            )
+    if args.out:
+        write(args.out, rows)
+    else:
+        print(json.dumps(report(rows), indent=2))
+    return 0
+
+
+def run_sub(scale: str, qps: float, args: argparse.Namespace) -> dict[str, Any]:
+    """One run in a fresh process (nothing of one run's threads survives into the next)."""
+    cmd = [sys.executable, __file__, "--one", "--scale", scale, "--qps", str(qps),
+           "--burst", str(args.burst), "--creators", str(args.creators),
+           "--timeout", str(args.timeout)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 600)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        return {"scale": scale, "qps": qps, "error": proc.stderr.strip()[-3000:]}
+    return dict(json.loads(lines[-1]))
+
+
+def report(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "benchmark": "kueue_perf_api",
+        "machine": machine(),
+        "kueue_published": KUEUE_PUBLISHED,
+        "target": TARGET,
+        "results": rows,
+    }
+
+
+def write(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report(rows), indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""bench/kueue_perf_api.py's pieces without an API server: the Jobs it creates, and Kueue's
+measures (bench/kueue_measures.py) on a hand-built case."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from fleetshare.model.resources import CPU
+from fleetshare.operator.objects import governed, job_phase, parse_job
+from fleetshare.traces.kueue_generator import load
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def _module(name: str) -> ModuleType:
+    if str(BENCH) not in sys.path:  # as when run as a script: its helpers beside it
+        sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    return _module("kueue_perf_api")
+
+
+@pytest.fixture(scope="module")
+def measures() -> ModuleType:
+    return _module("kueue_measures")
+
+
+def test_jobs_are_the_generator_workloads_with_kueue_labels(bench: ModuleType) -> None:
+    trace = load(cohorts=1, queues_per_cohort=1, node_cpus=20)
+    jobs = bench.arrivals(trace)
+    assert len(jobs) == len(trace.workloads) == 500
+    assert [a.at for a in jobs] == sorted(a.at for a in jobs)
+    by_name = {f"{a.namespace}/{a.name}": a for a in jobs}
+    large = by_name["cq-0-0-cohort-0/large-2-0-0"]
+    assert large.at == pytest.approx(1.2)  # the first of its set, one interval in
+    labels = large.body["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/queue-name"] == "cq-0-0-cohort-0"
+    assert labels["kueue.x-k8s.io/priority-class"] == "priority-200"
+    assert labels["kueue.x-k8s.io/performance-scheduler-running-ms"] == "1000"
+    # the operator governs it, waits for it (suspended) and reads one 20-CPU pod
+    assert governed(large.body)
+    assert job_phase(large.body) == "pending"
+    parsed = parse_job(large.body)
+    assert parsed.queue == "cq-0-0-cohort-0/cq-0-0-cohort-0"  # namespace/LocalQueue
+    assert parsed.priority_class == "priority-200"
+    assert [(ps.count, ps.requests[CPU]) for ps in parsed.podsets] == [(1, 20_000)]
+    small = by_name["cq-0-0-cohort-0/small-0-349-0"]
+    assert small.at == pytest.approx(35.0)
+    assert small.body["spec"]["template"]["spec"]["containers"][0]["resources"] == {
+        "requests": {"cpu": "1000m"}
+    }
+
+
+def test_kueue_measures_on_a_hand_built_run(measures: ModuleType) -> None:
+    """Nominal quota 2 CPU. A (small, 1 CPU) created at 0, admitted 1 -> 3. B (large, 2 CPU)
+    created at 1, admitted 2, preempted 2.5, admitted again 3 -> 4. CPU admitted: 1 over
+    [1, 2], 3 over [2, 2.5], 1 over [2.5, 3], 2 over [3, 4]: 5 CPU-s over a 4 s window of
+    2 CPU = 62.5%. Time to admission: A 1 s; B 2 s to its last admission, 1 s to its first."""
+    observed = [
+        measures.Observed("small", 1.0, 0.0, [(1.0, 3.0)], runtime=2.0),
+        measures.Observed("large", 2.0, 1.0, [(2.0, 2.5), (3.0, 4.0)], runtime=1.0),
+    ]
+    out = measures.kueue_measures(observed, 2.0)
+    assert out["average_usage_percent"] == 62.5
+    assert out["admitted_cpu_seconds"] == 5.0
+    assert out["work_cpu_seconds"] == 4.0
+    assert out["window_s"] == [0.0, 4.0]
+    assert out["mean_time_to_admission_s"] == {"large": 2.0, "small": 1.0}
+    assert out["mean_first_admission_s"] == {"large": 1.0, "small": 1.0}
+    assert out["admitted_per_class"] == {"large": 1, "small": 1}
+    assert out["useful_usage_percent"] == 50.0  # 4 CPU-s of work over 8
+    assert out["mean_time_admitted_s"] == {"large": 0.75, "small": 2.0}
+
+
+def test_a_workload_never_admitted_counts_in_the_window_only(measures: ModuleType) -> None:
+    observed = [
+        measures.Observed("small", 1.0, 0.0, [(0.0, 2.0)]),
+        measures.Observed("medium", 5.0, 1.0, []),
+    ]
+    out = measures.kueue_measures(observed, 1.0)
+    assert out["average_usage_percent"] == 100.0
+    assert "medium" not in out["mean_time_to_admission_s"]
+    with pytest.raises(ValueError, match="nominal_cpu"):
+        measures.kueue_measures(observed, 0.0)
+
+
+def test_recorded_times_become_observed_records(bench: ModuleType) -> None:
+    classes = {"ns/a": ("small", 1.0, 0.2), "ns/b": ("large", 20.0, 1.0)}
+    out = bench.observed_of({"ns/a": 0.5}, {"ns/a": [[1.0, 1.5]]}, classes)
+    assert len(out) == 1  # b was never created
+    assert (out[0].cls, out[0].cpu, out[0].created) == ("small", 1.0, 0.5)
+    assert list(out[0].admissions) == [(1.0, 1.5)]
+
+
+def test_pipeline_hops_from_admission_to_pod_and_from_pod_to_release(bench: ModuleType) -> None:
+    spans = {"ns/a": [[1.0, 4.0]], "ns/b": [[2.0, 5.5]], "ns/c": [[1.0, 2.0], [3.0, None]]}
+    ran = {"ns/a": [1.5, 3.0], "ns/b": [3.0, 4.5], "ns/c": [1.2, 1.9]}  # c was preempted
+    assert bench.hops(spans, ran) == {"admitted_to_pod_bound_s": 0.75,
+                                      "pod_done_to_released_s": 1.0}  # fmt: skip
