@@ -68,6 +68,7 @@ def test_migrations_make_the_schema_of_the_tables(
         ]
         tables.metadata.create_all(engine, tables=legacy)
         with engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE nodes DROP COLUMN draining")  # added by 0003
             conn.execute(tables.meta.insert(), [{"key": "epoch", "value": "12.5"}])
             conn.execute(tables.meta.insert(), [{"key": "schema_version", "value": "1"}])
         engine.dispose()

@@ -21,10 +21,10 @@ def upgrade() -> None:
         sa.Column("document", sa.JSON, nullable=False),
         sa.Column("author", sa.String(128), nullable=False),
     )
-    with op.batch_alter_table("nodes") as batch:
-        batch.add_column(
-            sa.Column("draining", sa.Boolean, nullable=False, server_default=sa.false())
-        )
+    # a constant default: SQLite adds it in place (no table copy)
+    op.add_column(
+        "nodes", sa.Column("draining", sa.Boolean, nullable=False, server_default=sa.false())
+    )
 
 
 def downgrade() -> None:
