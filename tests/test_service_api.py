@@ -583,4 +583,4 @@ def test_cordon_uncordon_and_drain_are_admin_only(
         for name in names:
             admin.post(f"/api/v1/nodes/{name}/uncordon").raise_for_status()
     wait_for(lambda: admitted(team_a, "c1") and admitted(team_a, "c2"))
-    assert not any(_node(admin, n)["cordoned"] for n in names)
+    wait_for(lambda: not any(_node(admin, n)["cordoned"] for n in names))
