@@ -17,6 +17,7 @@ from fleetshare.autoscaling.nodepool import NodePool, PoolSet
 from fleetshare.model.catalog import load_catalog
 from fleetshare.scenario.loader import ScenarioError, load_scenario_data
 from fleetshare.scenario.schema import WorkloadSpec
+from fleetshare.service import nodepools
 from fleetshare.service import store as tables
 from fleetshare.service.auth import Principal
 from fleetshare.service.config import load_config
@@ -432,3 +433,24 @@ def test_a_drain_on_the_running_loop(tmp_path: Path) -> None:
     assert plane.view.running["a1"].assignment.placement[0][0][0] != node
     assert not next(n for n in plane.view.nodes if n.name == node).schedulable
     plane.close()
+
+
+def test_pool_status_counts_its_nodes_against_its_limits() -> None:
+    """Two nodes of gpu (4 and 8 GPUs, 16 and 32 cores) and one of another pool: gpu holds
+    2 nodes, 12 GPUs and 48 cores against limits of 3 nodes and 16 GPUs; cpu-pool has none."""
+    pools = _pools(
+        {"name": "gpu", "limits": {"nodes": 3, "nvidia.com/gpu": 16}},
+        {"name": "cpu-pool", "limits": {"cpu": "500m"}},
+    )
+    members = [
+        ("gpu", {"nvidia.com/gpu": 4000, "cpu": 16000}),
+        ("other", {"cpu": 8000}),
+        ("gpu", {"nvidia.com/gpu": 8000, "cpu": 32000}),
+    ]
+    gpu, cpu = nodepools.status(pools, members)
+    assert (gpu.nodes, gpu.used, gpu.limits) == (
+        2,
+        {"cpu": 48, "nodes": 2, "nvidia.com/gpu": 12},
+        {"nodes": 3, "nvidia.com/gpu": 16},
+    )
+    assert (cpu.nodes, cpu.used, cpu.limits) == (0, {"nodes": 0}, {"cpu": 0.5})
