@@ -12,7 +12,8 @@ cleanly or, on the same host, when its process is gone.
 
 The log is the inbox. API threads never touch the loop's state: they commit a change and wake
 the loop. The leader's loop reads what was committed from the event log (``submit``,
-``cancel`` and ``policy`` events after its cursor, in id order), whichever replica committed it.
+``cancel``, ``policy`` and ``nodepools`` events and an admin's ``cordon``, ``uncordon`` and
+``drain`` after its cursor, in id order), whichever replica committed it.
 Writers are serialized (``Store.write``), so ids are in commit order and the cursor never skips
 an event that commits late. The loop thread sleeps until woken, its next timer (a finish, a node
 becoming Ready, a guard expiring) is due, or ``poll_interval`` passes (for other replicas'
@@ -22,21 +23,24 @@ still ours), and publishes an immutable :class:`View` that the API reads for tea
 and metrics.
 
 Transactions. A submission is one transaction (the workload row and its ``submit`` event),
-group-committed with the submissions that arrive meanwhile; a cancellation and a policy change
-are one each (with the event, and for a policy its audit row). The loop's writes are guarded by
+group-committed with the submissions that arrive meanwhile; a cancellation, a policy change, a
+change of the node pools and a node operation are one each (with the event; all but a
+cancellation with an audit row). The loop's writes are guarded by
 the state they expect (admit only a ``pending`` row, preempt or finish only an ``admitted``
 one), so a cancellation committed meanwhile always wins; the loop drops the workload when it
 reads the ``cancel`` event.
 
 Taking over (a restart is the same). The store is the truth: the latest policy version, the
-nodes (the config's nodes again, and the joined nodes the autoscaler had launched for a pool
-still configured: the simulated cloud and the autoscaler take their instances back), and every
-pending and admitted workload in submit order,
+node pools in force (the latest set through the API, else the config's), the nodes (the
+config's nodes again, cordoned if an admin cordoned them, and the joined nodes the autoscaler
+had launched for a pool in force: the simulated cloud and the autoscaler take their instances
+back), and every pending and admitted workload in submit order,
 read in the transaction that fences the new term and sets the cursor to the last event.
 Admitted workloads are put back on their nodes with their admission time, so they finish when
 they would have (time kept running while no loop ran); none is admitted again; work whose node
-is gone is requeued with reason ``node-removed``. Loop time is seconds since the store's
-epoch, so times written before keep their meaning.
+is gone is requeued with reason ``node-removed``, work on a node being drained with
+``node-drained`` (a drain committed just before a crash is carried out after it). Loop time
+is seconds since the store's epoch, so times written before keep their meaning.
 """
 
 from __future__ import annotations
