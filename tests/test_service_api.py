@@ -110,6 +110,10 @@ def test_openapi_lists_the_endpoints(server: Server) -> None:
         "/api/v1/workloads/{name}",
         "/api/v1/workloads/{name}/explain",
         "/api/v1/nodes",
+        "/api/v1/nodes/{name}/cordon",
+        "/api/v1/nodes/{name}/uncordon",
+        "/api/v1/nodes/{name}/drain",
+        "/api/v1/nodepools",
         "/api/v1/events",
         "/metrics",
     } <= paths
@@ -127,6 +131,11 @@ ENDPOINTS = [
     ("DELETE", "/api/v1/workloads/x"),
     ("GET", "/api/v1/workloads/x/explain"),
     ("GET", "/api/v1/nodes"),
+    ("POST", "/api/v1/nodes/g5.8xlarge-0/cordon"),
+    ("POST", "/api/v1/nodes/g5.8xlarge-0/uncordon"),
+    ("POST", "/api/v1/nodes/g5.8xlarge-0/drain"),
+    ("GET", "/api/v1/nodepools"),
+    ("PUT", "/api/v1/nodepools"),
     ("GET", "/api/v1/events"),
     ("GET", "/metrics"),
 ]
@@ -478,3 +487,100 @@ def test_a_policy_may_not_drop_a_team_with_work(admin: httpx.Client, team_b: htt
     only_a = {**policy["policy"], "teams": policy["policy"]["teams"][:1]}
     response = admin.put("/api/v1/policy", json={"policy": only_a})
     assert response.status_code == 409 and "team-b" in response.json()["detail"]
+
+
+# -- node pools and node operations ---------------------------------------------------------------
+
+POOL = {"name": "spare", "instance_types": ["ml.g5.8xlarge"], "limits": {"nodes": 2, "cpu": 64}}
+
+
+def test_node_pools_read_by_all_set_by_admins(
+    server: Server, admin: httpx.Client, team_a: httpx.Client, viewer: httpx.Client
+) -> None:
+    before = team_a.get("/api/v1/nodepools").json()  # the default config has none
+    assert before == {
+        "source": "config", "version": None, "created_at": None, "author": None, "pools": []
+    }  # fmt: skip
+    for client in (team_a, viewer):
+        assert client.put("/api/v1/nodepools", json={"pools": [POOL]}).status_code == 403
+    try:
+        response = admin.put("/api/v1/nodepools", json={"pools": [POOL]})
+        assert response.status_code == 200, response.text
+        out = response.json()
+        assert out["source"] == "api" and out["author"] and out["version"]
+        (pool,) = out["pools"]
+        assert pool["spec"] == {k: v for k, v in POOL.items() if k != "name"} | {"name": "spare"}
+        assert pool["nodes"] == 0 and pool["used"] == {"nodes": 0}
+        assert pool["limits"] == {"nodes": 2, "cpu": 64}
+        assert team_a.get("/api/v1/nodepools").json() == out
+        store = Store(server.db)
+        with store.read() as conn:
+            audit = conn.execute(
+                select(tables.audit_log).order_by(tables.audit_log.c.id.desc()).limit(1)
+            ).one()
+        store.close()
+        assert audit.action == "nodepools-set" and "admin" in audit.actor
+        assert audit.details == {"version": out["version"], "pools": ["spare"]}
+    finally:
+        admin.put("/api/v1/nodepools", json={"pools": []}).raise_for_status()
+    assert admin.get("/api/v1/nodepools").json()["pools"] == []
+
+
+def test_invalid_node_pools_are_422_naming_the_field(admin: httpx.Client) -> None:
+    version = admin.get("/api/v1/nodepools").json()["version"]
+    bad = [
+        ({"pools": [{**POOL, "instance_types": ["ml.g5.8xlarg"]}]},
+         ["body", "pools", 0, "instance_types[0]"], "did you mean"),
+        ({"pools": [{**POOL, "zones": ["mars-1a"]}]}, ["body", "pools", 0, "zones"], "mars-1a"),
+        ({"pools": [{**POOL, "limits": {"cpu": "lots"}}]}, ["body", "pools", 0, "limits"], ""),
+        ({"pools": [{**POOL, "weight": 101}]}, ["body", "pools", 0, "weight"], ""),
+        ({"pools": [POOL, POOL]}, ["body"], "unique"),
+        ({"pools": [{**POOL, "colour": "red"}]}, ["body", "pools", 0, "colour"], ""),
+    ]  # fmt: skip
+    for body, loc, words in bad:
+        response = admin.put("/api/v1/nodepools", json=body)
+        assert response.status_code == 422, (body, response.text)
+        detail = response.json()["detail"]
+        assert any(d["loc"][: len(loc)] == loc and words in d["msg"] for d in detail), detail
+    assert admin.get("/api/v1/nodepools").json()["version"] == version  # nothing stored
+
+
+def _node(client: httpx.Client, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = next(n for n in client.get("/api/v1/nodes").json() if n["name"] == name)
+    return found
+
+
+def test_cordon_uncordon_and_drain_are_admin_only(
+    admin: httpx.Client, team_a: httpx.Client, viewer: httpx.Client
+) -> None:
+    """Three nodes cordoned: of two jobs one runs (on the fourth) and one waits; a drain of
+    the fourth requeues its job; an uncordon lets both run again."""
+    names = [f"g5.8xlarge-{i}" for i in range(4)]
+    for client in (team_a, viewer):
+        assert client.post(f"/api/v1/nodes/{names[0]}/cordon").status_code == 403
+    assert admin.post("/api/v1/nodes/no-such-node/cordon").status_code == 404
+    try:
+        for name in names[:3]:
+            response = admin.post(f"/api/v1/nodes/{name}/cordon")
+            assert response.json() == {"node": name, "action": "cordon", "cordoned": True}
+        wait_for(lambda: all(_node(team_a, n)["cordoned"] for n in names[:3]))
+        assert not any(_node(team_a, n)["schedulable"] for n in names[:3])
+        team_a.post("/api/v1/workloads", json=job("c1", "team-a", duration=3600))
+        team_a.post("/api/v1/workloads", json=job("c2", "team-a", duration=3600))
+        wait_for(lambda: admitted(team_a, "c1"))
+        assert team_a.get("/api/v1/workloads/c1").json()["nodes"] == [names[3]]
+        explained = wait_for(lambda: team_a.get("/api/v1/workloads/c2/explain").json()["reason"])
+        assert state_of(team_a, "c2") == "pending", explained
+
+        assert admin.post(f"/api/v1/nodes/{names[3]}/drain").json()["cordoned"] is True
+        wait_for(lambda: team_a.get("/api/v1/workloads/c1").json()["preemptions"] == 1)
+        assert state_of(team_a, "c1") == "pending"
+        events = admin.get("/api/v1/events", params={"limit": 1000}).json()["items"]
+        drains = [e for e in events if e["kind"] == "preempt" and e["workload"] == "c1"]
+        assert drains[-1]["details"]["reason"] == "node-drained"
+        assert any(e["kind"] == "drain" and e["details"]["node"] == names[3] for e in events)
+    finally:
+        for name in names:
+            admin.post(f"/api/v1/nodes/{name}/uncordon").raise_for_status()
+    wait_for(lambda: admitted(team_a, "c1") and admitted(team_a, "c2"))
+    wait_for(lambda: not any(_node(admin, n)["cordoned"] for n in names))

@@ -116,3 +116,42 @@ def test_client_errors_are_one_line(server: Server) -> None:
     assert result.stderr.strip() == "error: 401: missing or invalid bearer token"
     result = runner.invoke(app, ["nodes", "--server", "http://127.0.0.1:9", "--token", team_a])
     assert result.exit_code == 1 and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_node_pools_and_node_operations(server: Server, tmp_path: Path) -> None:
+    admin = token(server, "admin")
+    team_a = token(server, "team:team-a")
+    common = ["--server", server.url]
+    pools = tmp_path / "pools.yaml"
+    pools.write_text(
+        "pools:\n  - {name: spare, instance_types: [ml.g5.8xlarge], limits: {nodes: 3}}\n"
+    )
+    refused = runner.invoke(app, ["nodepools", "apply", str(pools), *common, "--token", team_a])
+    assert refused.exit_code == 1 and "403" in refused.stderr
+    applied = runner.invoke(app, ["nodepools", "apply", str(pools), *common, "--token", admin])
+    assert applied.exit_code == 0, applied.output
+    assert "spare" in applied.stdout and "nodes=3" in applied.stdout
+    listed = runner.invoke(app, ["nodepools", "list", *common, "--token", team_a, "--json"])
+    out = json.loads(listed.stdout)
+    assert out["source"] == "api" and [p["name"] for p in out["pools"]] == ["spare"]
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("- {name: spare, instance_types: [ml.g5.8xlarg]}\n")
+    bad = runner.invoke(app, ["nodepools", "apply", str(typo), *common, "--token", admin])
+    assert bad.exit_code == 1
+    assert bad.stderr.strip().startswith("error: 422: pools.0.instance_types[0]: unknown")
+
+    cordon = ["nodes", "cordon", "g5.8xlarge-1", *common, "--token", admin, "--json"]
+    assert json.loads(runner.invoke(app, cordon).stdout)["cordoned"] is True
+
+    def row() -> str:
+        table = runner.invoke(app, ["nodes", *common, "--token", team_a]).stdout
+        return next(line for line in table.splitlines() if "g5.8xlarge-1" in line)
+
+    wait_for(lambda: "cordoned" in row())
+    uncordon = runner.invoke(app, ["nodes", "uncordon", "g5.8xlarge-1", *common, "--token", admin])
+    assert uncordon.exit_code == 0 and "uncordon g5.8xlarge-1" in uncordon.stdout
+    wait_for(lambda: "cordoned" not in row())
+    empty = tmp_path / "none.yaml"
+    empty.write_text("pools: []\n")
+    cleared = runner.invoke(app, ["nodepools", "apply", str(empty), *common, "--token", admin])
+    assert cleared.exit_code == 0, cleared.output

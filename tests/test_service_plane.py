@@ -10,16 +10,19 @@ from typing import Any
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import ValidationError
 from sqlalchemy import select
 
+from fleetshare.autoscaling.nodepool import NodePool, PoolSet
 from fleetshare.model.catalog import load_catalog
 from fleetshare.scenario.loader import ScenarioError, load_scenario_data
 from fleetshare.scenario.schema import WorkloadSpec
+from fleetshare.service import nodepools
 from fleetshare.service import store as tables
 from fleetshare.service.auth import Principal
 from fleetshare.service.config import load_config
 from fleetshare.service.metrics import ServiceMetrics
-from fleetshare.service.plane import ControlPlane, Forbidden
+from fleetshare.service.plane import ControlPlane, Forbidden, NotFound, PoolProblems
 from fleetshare.service.store import Store
 
 ADMIN = Principal(1, "admin")
@@ -296,3 +299,158 @@ def test_restart_takes_back_autoscaled_nodes_and_their_work(tmp_path: Path) -> N
         ).all()
     assert [tuple(r) for r in rows] == [(node, "its node pool 'gpu' is not in the config any more")]
     third.close()
+
+
+# -- node pools and an admin's node operations ---------------------------------------------------
+
+GPU_POOL: dict[str, Any] = {"name": "gpu", "families": ["g5"], "limits": {"nodes": 2}}
+
+
+def _pools(*specs: dict[str, Any]) -> list[NodePool]:
+    return PoolSet.model_validate({"pools": list(specs)}).pools
+
+
+def _audit(plane: ControlPlane) -> list[tuple[str, str, Any]]:
+    with plane.store.read() as conn:
+        rows = conn.execute(select(tables.audit_log).order_by(tables.audit_log.c.id)).all()
+    return [(r.action, r.actor, r.details) for r in rows]
+
+
+def test_node_pools_set_live_are_stored_and_win_over_the_config(tmp_path: Path) -> None:
+    """A config without pools: pools set by an admin give the loop an autoscaler at once
+    (work waiting for a GPU gets a node), are audited, and after a restart the stored pools
+    are in force, with the node launched under them taken back."""
+    no_pools = {k: v for k, v in AUTOSCALED.items() if k != "node_pools"}
+    plane = plane_for(tmp_path, no_pools)
+    assert plane.autoscaler is None and plane.pools_in_force() == (None, [])
+    submit(plane, "train", "research")
+    plane.step()
+    assert "train" in plane.view.pending  # no node, no pool
+    with pytest.raises(Forbidden):
+        plane.set_pools(_pools(GPU_POOL), Principal(2, "viewer"))
+    version = plane.set_pools(_pools(GPU_POOL), ADMIN)
+    _run_until_admitted(plane, "train")
+    node = plane.view.running["train"].assignment.placement[0][0][0]
+    assert plane.view.node_info[node].pool == "gpu"
+    row, pools = plane.pools_in_force()
+    assert row is not None and row.id == version and pools == _pools(GPU_POOL)
+    assert ("nodepools-set", ADMIN.actor, {"version": version, "pools": ["gpu"]}) in _audit(plane)
+    plane.close()
+
+    again = plane_for(tmp_path, no_pools)  # the config still has none: the store's win
+    assert again.node_pools == _pools(GPU_POOL)
+    assert again.autoscaler is not None and again.autoscaler.manages(node)
+    assert set(again.backend.running) == {"train"}
+    again.close()
+
+
+def test_node_pools_are_checked_naming_the_field(tmp_path: Path) -> None:
+    plane = plane_for(tmp_path, AUTOSCALED)
+    typo = {"name": "gpu", "instance_types": ["g5.2xlarge", "g5.4xlarg"], "zones": ["mars-1a"]}
+    with pytest.raises(PoolProblems) as caught:
+        plane.set_pools(_pools(typo), ADMIN)
+    found = {tuple(loc): why for loc, why in caught.value.problems}
+    assert set(found) == {("body", "pools", 0, "instance_types[1]"), ("body", "pools", 0, "zones")}
+    assert "g5.4xlarge" in found["body", "pools", 0, "instance_types[1]"]  # did you mean
+    assert "mars-1a" in found["body", "pools", 0, "zones"]
+    assert plane.pools_in_force()[0] is None  # nothing stored
+    with pytest.raises(ValidationError, match="budget nodes"):
+        _pools({"name": "gpu", "disruption": {"budgets": [{"nodes": "ten"}]}})
+    plane.close()
+
+
+def test_a_cordoned_node_takes_no_new_work_and_stays_cordoned(tmp_path: Path) -> None:
+    plane = plane_for(tmp_path)
+    first, second = sorted(plane.backend.nodes)
+    with pytest.raises(Forbidden):
+        plane.node_action(first, "cordon", Principal(2, "team:team-a"))
+    with pytest.raises(NotFound):
+        plane.node_action("no-such-node", "cordon", ADMIN)
+    assert plane.node_action(first, "cordon", ADMIN) is True
+    submit(plane, "a1", "team-a")
+    submit(plane, "b1", "team-b")
+    plane.step()
+    assert not next(n for n in plane.view.nodes if n.name == first).schedulable
+    on = {n: r.assignment.placement[0][0][0] for n, r in plane.view.running.items()}
+    assert list(on.values()) == [second]  # one fits on the other node; the other waits
+    assert len(plane.view.pending) == 1
+    plane.close()
+
+    again = plane_for(tmp_path)  # a restart: still cordoned
+    assert again.backend.nodes[first].unschedulable
+    assert not again.backend.nodes[second].unschedulable
+    assert again.node_action(first, "uncordon", ADMIN) is False
+    again.step()
+    assert len(again.view.running) == 2 and not again.view.pending
+    actions = [a for a, _, _ in _audit(again) if a.startswith("node-")]
+    assert actions == ["node-cordon", "node-uncordon"]
+    with again.store.read() as conn:
+        kinds = conn.execute(
+            select(tables.events.c.kind, tables.events.c.details).where(
+                tables.events.c.kind.in_(["cordon", "uncordon"])
+            )
+        ).all()
+    assert [(k, d["node"]) for k, d in kinds] == [("cordon", first), ("uncordon", first)]
+    again.close()
+
+
+def test_a_drain_requeues_the_work_even_across_a_crash(tmp_path: Path) -> None:
+    """A drain committed and acknowledged, the process killed before the loop applied it:
+    after the restart the node is cordoned and its work requeued (then admitted elsewhere)."""
+    plane = plane_for(tmp_path)
+    submit(plane, "a1", "team-a", duration=3600)
+    plane.step()
+    node = plane.view.running["a1"].assignment.placement[0][0][0]
+    assert plane.node_action(node, "drain", ADMIN) is True
+    plane.lease.release()  # the loop never stepped again: as after kill -9
+    plane.store.close()
+
+    again = plane_for(tmp_path)
+    assert again.backend.nodes[node].unschedulable
+    assert "a1" in again.backend.pending
+    again.step()
+    other = again.view.running["a1"].assignment.placement[0][0][0]
+    assert other != node
+    with again.store.read() as conn:
+        row = conn.execute(
+            select(tables.workloads.c.preemptions).where(tables.workloads.c.name == "a1")
+        ).one()
+        reasons = conn.execute(
+            select(tables.events.c.details).where(tables.events.c.kind == "preempt")
+        ).scalars()
+        assert [d["reason"] for d in reasons] == ["node-drained"]
+    assert row.preemptions == 1
+    again.close()
+
+
+def test_a_drain_on_the_running_loop(tmp_path: Path) -> None:
+    plane = plane_for(tmp_path)
+    submit(plane, "a1", "team-a", duration=3600)
+    plane.step()
+    node = plane.view.running["a1"].assignment.placement[0][0][0]
+    plane.node_action(node, "drain", ADMIN)
+    plane.step()
+    assert plane.view.running["a1"].assignment.placement[0][0][0] != node
+    assert not next(n for n in plane.view.nodes if n.name == node).schedulable
+    plane.close()
+
+
+def test_pool_status_counts_its_nodes_against_its_limits() -> None:
+    """Two nodes of gpu (4 and 8 GPUs, 16 and 32 cores) and one of another pool: gpu holds
+    2 nodes, 12 GPUs and 48 cores against limits of 3 nodes and 16 GPUs; cpu-pool has none."""
+    pools = _pools(
+        {"name": "gpu", "limits": {"nodes": 3, "nvidia.com/gpu": 16}},
+        {"name": "cpu-pool", "limits": {"cpu": "500m"}},
+    )
+    members = [
+        ("gpu", {"nvidia.com/gpu": 4000, "cpu": 16000}),
+        ("other", {"cpu": 8000}),
+        ("gpu", {"nvidia.com/gpu": 8000, "cpu": 32000}),
+    ]
+    gpu, cpu = nodepools.status(pools, members)
+    assert (gpu.nodes, gpu.used, gpu.limits) == (
+        2,
+        {"cpu": 48, "nodes": 2, "nvidia.com/gpu": 12},
+        {"nodes": 3, "nvidia.com/gpu": 16},
+    )
+    assert (cpu.nodes, cpu.used, cpu.limits) == (0, {"nodes": 0}, {"cpu": 0.5})

@@ -15,6 +15,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine
 
+from fleetshare.autoscaling.nodepool import PoolSet
 from fleetshare.scenario.loader import load_scenario_data
 from fleetshare.scenario.schema import WorkloadSpec
 from fleetshare.service import store as tables
@@ -50,7 +51,7 @@ def test_migrations_make_the_schema_of_the_tables(
     store = Store(db)
     epoch = store.create()
     assert store.create() == epoch
-    assert store.schema_revision() == "0002"
+    assert store.schema_revision() == "0003"
     engine = create_engine(engine_url(db))
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), tables.metadata)
@@ -61,15 +62,20 @@ def test_migrations_make_the_schema_of_the_tables(
     if database == "sqlite":  # a store made by the first release: create_all, no alembic table
         old = tmp_path / "old.db"
         engine = create_engine(f"sqlite:///{old}")
-        legacy = [t for name, t in tables.metadata.tables.items() if name != "leases"]
+        legacy = [
+            t
+            for name, t in tables.metadata.tables.items()
+            if name not in ("leases", "nodepool_versions")
+        ]
         tables.metadata.create_all(engine, tables=legacy)
         with engine.begin() as conn:
+            conn.exec_driver_sql("ALTER TABLE nodes DROP COLUMN draining")  # added by 0003
             conn.execute(tables.meta.insert(), [{"key": "epoch", "value": "12.5"}])
             conn.execute(tables.meta.insert(), [{"key": "schema_version", "value": "1"}])
         engine.dispose()
         again = Store(f"sqlite:///{old}")
         assert again.create() == 12.5
-        assert again.schema_revision() == "0002"
+        assert again.schema_revision() == "0003"
         again.close()
 
 
@@ -108,6 +114,28 @@ def test_a_follower_writes_the_leader_decides_and_a_dead_leader_is_replaced(
     rows = _rows(Store(db))
     assert rows["late"].state == "pending" or rows["late"].state == "admitted"
     assert rows["after-failover"].state == "admitted"
+
+
+def test_a_followers_node_operations_reach_the_leader(tmp_path: Path) -> None:
+    """A cordon and node pools committed through a follower: the leader's loop applies them
+    from the log, and the follower shows them from the store."""
+    db = f"sqlite:///{tmp_path / 'fs.db'}"
+    leader = _plane(db)
+    follower = _plane(db)
+    try:
+        node = sorted(leader.backend.nodes)[0]
+        follower.node_action(node, "cordon", ADMIN)
+        pools = PoolSet.model_validate({"pools": [{"name": "gpu", "families": ["g5"]}]}).pools
+        follower.set_pools(pools, ADMIN)
+        leader.step()
+        assert leader.backend.nodes[node].unschedulable
+        assert leader.node_pools == pools and leader.autoscaler is not None
+        follower._refresh_follower()
+        assert not next(n for n in follower.view.nodes if n.name == node).schedulable
+        assert follower.pools_in_force()[1] == pools
+    finally:
+        follower.close()
+        leader.close()
 
 
 def test_a_dead_local_holder_is_recognised() -> None:

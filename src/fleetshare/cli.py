@@ -726,6 +726,15 @@ team_app = typer.Typer(help="Teams of a fleetshare service (over HTTP).", no_arg
 app.add_typer(team_app, name="team")
 job_app = typer.Typer(help="Workloads of a fleetshare service (over HTTP).", no_args_is_help=True)
 app.add_typer(job_app, name="job")
+nodes_app = typer.Typer(
+    help="Nodes of a fleetshare service (over HTTP; no subcommand: list them).",
+    invoke_without_command=True,
+)
+app.add_typer(nodes_app, name="nodes")
+nodepools_app = typer.Typer(
+    help="Node pools of a fleetshare service (over HTTP).", no_args_is_help=True
+)
+app.add_typer(nodepools_app, name="nodepools")
 
 DbOption = Annotated[
     str | None,
@@ -1057,11 +1066,23 @@ def job_explain(
         console.print(f"  on {', '.join(out['nodes'])} ({', '.join(out['flavors'])})")
 
 
-@app.command("nodes")
+@nodes_app.callback()
 def nodes_command(
+    ctx: typer.Context,
+    server: ServerOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A fleetshare service's nodes (over HTTP): listed without a subcommand."""
+    if ctx.invoked_subcommand is None:
+        nodes_list(server, token, as_json)
+
+
+@nodes_app.command("list")
+def nodes_list(
     server: ServerOption = None, token: TokenOption = None, as_json: JsonOption = False
 ) -> None:
-    """A fleetshare service's nodes (over HTTP)."""
+    """The nodes, their state and price, and the work on each."""
     items = _call(server, token, lambda c: c.nodes())
     if as_json:
         print(json.dumps(items, indent=2))
@@ -1071,17 +1092,124 @@ def nodes_command(
         table.add_column(column)
     for n in items:
         price = n["price_per_hour"]
+        state = "cordoned" if n["cordoned"] else ("yes" if n["schedulable"] else "no")
         table.add_row(
             n["name"],
             n["instance_type"] or "",
             n["zone"] or "",
             n["capacity_type"],
             n["source"] + (f" ({n['pool']})" if n["pool"] else ""),
-            "yes" if n["schedulable"] else ("cordoned" if n["ready"] else "no"),
+            state,
             "" if price is None else f"{price:.3f}",
             ", ".join(n["workloads"]),
         )
     Console().print(table)
+
+
+def _node_action(
+    action: str, name: str, server: str | None, token: str | None, as_json: bool
+) -> None:
+    out = _call(server, token, lambda c: c.node_action(name, action))
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return
+    Console().print(f"{action} {out['node']}: sent (the loop applies it at once)", highlight=False)
+
+
+@nodes_app.command("cordon")
+def nodes_cordon(
+    name: Annotated[str, typer.Argument(help="node name")],
+    server: ServerOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """No new work on NODE (admin); what runs there stays."""
+    _node_action("cordon", name, server, token, as_json)
+
+
+@nodes_app.command("uncordon")
+def nodes_uncordon(
+    name: Annotated[str, typer.Argument(help="node name")],
+    server: ServerOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """NODE takes work again (admin)."""
+    _node_action("uncordon", name, server, token, as_json)
+
+
+@nodes_app.command("drain")
+def nodes_drain(
+    name: Annotated[str, typer.Argument(help="node name")],
+    server: ServerOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Cordon NODE and requeue its work (admin)."""
+    _node_action("drain", name, server, token, as_json)
+
+
+def _print_pools(out: dict[str, Any]) -> None:
+    console = Console()
+    where = "the config file" if out["source"] == "config" else f"version {out['version']}"
+    by = f" by {out['author']} at {(out['created_at'] or '')[:19]}" if out["author"] else ""
+    console.print(f"node pools of {where}{by}", highlight=False)
+    table = Table()
+    for column in ("pool", "instance types", "capacity", "nodes", "used", "limits"):
+        table.add_column(column)
+    for p in out["pools"]:
+        spec = p["spec"]
+        kinds = spec.get("instance_types") or spec.get("families") or spec.get("gpu_models")
+        table.add_row(
+            p["name"],
+            ", ".join(kinds) if kinds else "any",
+            ", ".join(spec.get("capacity_types", ["on-demand"])),
+            str(p["nodes"]),
+            _amounts({k: v for k, v in p["used"].items() if k != "nodes"}),
+            _amounts(p["limits"]),
+        )
+    console.print(table)
+
+
+@nodepools_app.command("list")
+def nodepools_list(
+    server: ServerOption = None, token: TokenOption = None, as_json: JsonOption = False
+) -> None:
+    """The node pools in force, each with its nodes and what they hold against its limits."""
+    out = _call(server, token, lambda c: c.nodepools())
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return
+    _print_pools(out)
+
+
+@nodepools_app.command("apply")
+def nodepools_apply(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="FILE", help="every node pool: {pools: [...]}, a list, or one pool (YAML/JSON)"
+        ),
+    ],
+    server: ServerOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Replace every node pool of the service with FILE's (admin; pools left out launch no
+    more). From then on these win over the config file's, also after a restart."""
+    from fleetshare.service.client import pools_of
+
+    try:
+        pools = pools_of(parse_yaml(read_text(path), str(path)))
+    except InputError as exc:
+        _fail(str(exc))
+    except ValueError as exc:
+        _fail(f"{path}: {exc}")
+    out = _call(server, token, lambda c: c.set_nodepools(pools))
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return
+    _print_pools(out)
 
 
 @app.command("events")

@@ -45,6 +45,16 @@ class Budget(_Strict):
     schedule: str | None = Field(default=None, description="cron: when the window opens")
     duration_seconds: float | None = Field(default=None, gt=0)
 
+    @model_validator(mode="after")
+    def _check(self) -> Budget:
+        from fleetshare.autoscaling.budgets import budget_limit
+        from fleetshare.autoscaling.cron import is_valid
+
+        budget_limit(self, 0)  # a malformed count or percentage raises ValueError here
+        if self.schedule is not None and not is_valid(self.schedule):
+            raise ValueError(f"schedule {self.schedule!r} is not a valid cron expression")
+        return self
+
 
 class Disruption(_Strict):
     """When the autoscaler may remove or replace this pool's nodes."""
@@ -216,6 +226,11 @@ def pool_problems(pool: NodePool, catalog: Catalog) -> list[tuple[str, str]]:
             )
         )
     return out
+
+
+def unknown_zones(pool: NodePool, zones: Iterable[str]) -> list[str]:
+    """The zones ``pool`` names that the cloud does not have (sorted)."""
+    return sorted(set(pool.zones) - set(zones))
 
 
 class PoolSet(_Strict):

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AliasChoices, Field, StrictInt, model_validator
 
-from fleetshare.autoscaling.nodepool import NodePool
+from fleetshare.autoscaling.nodepool import NodePool, unknown_zones
 from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec, DoNotDisruptSpec, PdbSpec
 from fleetshare.inference.spec import ServiceSpec
 from fleetshare.inputs import MAX_TOTAL_NODES, MAX_TOTAL_PODS, Count, StrictModel
@@ -317,7 +317,7 @@ class ScenarioSpec(_Strict):
             )
         zones = set(self.cloud.zones)
         for pool in self.node_pools:
-            unknown = sorted(set(pool.zones) - zones)
+            unknown = unknown_zones(pool, zones)
             if unknown:
                 raise ValueError(
                     f"node pool {pool.name} names zones {unknown} the cloud does not have "

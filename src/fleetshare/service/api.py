@@ -32,8 +32,8 @@ from fleetshare.model.quantity import to_number
 from fleetshare.policy.schema import Policy, PolicyError, load_policy
 from fleetshare.scenario.report import team_usage
 from fleetshare.scenario.schema import WorkloadSpec
+from fleetshare.service import api_nodes, whatif
 from fleetshare.service import store as tables
-from fleetshare.service import whatif
 from fleetshare.service.auth import Principal, TokenCache, authenticate
 from fleetshare.service.limits import BodyLimits
 from fleetshare.service.metrics import CONTENT_TYPE, ServiceMetrics
@@ -43,6 +43,7 @@ from fleetshare.service.plane import (
     Forbidden,
     Invalid,
     NotFound,
+    PoolProblems,
     ServiceError,
     View,
 )
@@ -142,6 +143,7 @@ class NodeOut(BaseModel):
     allocatable: dict[str, float]
     ready: bool
     schedulable: bool
+    cordoned: bool = Field(description="an admin cordoned it: it takes no new work")
     price_per_hour: float | None
     workloads: list[str]
 
@@ -415,6 +417,9 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
         detail = [{"loc": loc, "msg": msg, "type": "submission"} for loc, msg in exc.problems]
         return JSONResponse({"detail": detail}, status_code=422)
 
+    app.add_exception_handler(PoolProblems, api_nodes.pool_problems)
+    app.include_router(api_nodes.router(plane, principal))
+
     @app.exception_handler(_PolicyProblems)
     async def _policy_problems(_: Request, exc: _PolicyProblems) -> JSONResponse:
         detail = [
@@ -650,6 +655,7 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
                     allocatable={k: to_number(v) for k, v in sorted(node.allocatable.items())},
                     ready=node.ready,
                     schedulable=node.schedulable,
+                    cordoned=node.unschedulable,
                     price_per_hour=info.price_per_hour if info else None,
                     workloads=sorted(on.get(node.name, [])),
                 )

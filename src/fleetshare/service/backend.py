@@ -160,6 +160,14 @@ class EmbeddedCluster:
         if log:
             self.changes.append(Change("node-join", now, {"node": node.name}))
 
+    def cordon(self, name: str, on: bool = True) -> None:
+        """An admin cordoned (``on``) or uncordoned a node: a cordoned node takes no new work
+        (it is not schedulable); what runs there stays. An unknown node is ignored (it left
+        meanwhile)."""
+        node = self.nodes.get(name)
+        if node is not None and node.unschedulable != on:
+            self.nodes[name] = node.with_state(unschedulable=on)
+
     # -- the Cluster protocol: observe -----------------------------------------------------------
 
     def node_list(self) -> tuple[Node, ...]:

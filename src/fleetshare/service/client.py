@@ -100,6 +100,20 @@ class Client:
         result: list[dict[str, Any]] = self.request("GET", "/api/v1/nodes")
         return result
 
+    def node_action(self, name: str, action: str) -> dict[str, Any]:
+        """``cordon``, ``uncordon`` or ``drain`` a node (admin)."""
+        result: dict[str, Any] = self.request("POST", f"/api/v1/nodes/{_quote(name)}/{action}")
+        return result
+
+    def nodepools(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", "/api/v1/nodepools")
+        return result
+
+    def set_nodepools(self, pools: list[Any]) -> dict[str, Any]:
+        """Replace every node pool (admin)."""
+        result: dict[str, Any] = self.request("PUT", "/api/v1/nodepools", json={"pools": pools})
+        return result
+
     def events(self, after: int = 0, limit: int = 500) -> dict[str, Any]:
         result: dict[str, Any] = self.request(
             "GET", "/api/v1/events", params={"after": after, "limit": limit}
@@ -213,6 +227,18 @@ def split_submissions(docs: list[Any]) -> list[Any]:
     if not out:
         raise ValueError("holds no workload")
     return out
+
+
+def pools_of(doc: Any) -> list[Any]:
+    """The node pools of a file's document: ``{pools: [...]}``, a list of pools, or one pool
+    (a mapping with a ``name``). ValueError says what it is instead."""
+    if isinstance(doc, dict) and isinstance(doc.get("pools"), list):
+        return list(doc["pools"])
+    if isinstance(doc, list):
+        return doc
+    if isinstance(doc, dict) and "name" in doc:
+        return [doc]
+    raise ValueError("give {pools: [...]}, a list of node pools, or one node pool")
 
 
 def _quote(name: str) -> str:

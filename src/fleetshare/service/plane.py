@@ -12,7 +12,8 @@ cleanly or, on the same host, when its process is gone.
 
 The log is the inbox. API threads never touch the loop's state: they commit a change and wake
 the loop. The leader's loop reads what was committed from the event log (``submit``,
-``cancel`` and ``policy`` events after its cursor, in id order), whichever replica committed it.
+``cancel``, ``policy`` and ``nodepools`` events and an admin's ``cordon``, ``uncordon`` and
+``drain`` after its cursor, in id order), whichever replica committed it.
 Writers are serialized (``Store.write``), so ids are in commit order and the cursor never skips
 an event that commits late. The loop thread sleeps until woken, its next timer (a finish, a node
 becoming Ready, a guard expiring) is due, or ``poll_interval`` passes (for other replicas'
@@ -22,21 +23,24 @@ still ours), and publishes an immutable :class:`View` that the API reads for tea
 and metrics.
 
 Transactions. A submission is one transaction (the workload row and its ``submit`` event),
-group-committed with the submissions that arrive meanwhile; a cancellation and a policy change
-are one each (with the event, and for a policy its audit row). The loop's writes are guarded by
+group-committed with the submissions that arrive meanwhile; a cancellation, a policy change, a
+change of the node pools and a node operation are one each (with the event; all but a
+cancellation with an audit row). The loop's writes are guarded by
 the state they expect (admit only a ``pending`` row, preempt or finish only an ``admitted``
 one), so a cancellation committed meanwhile always wins; the loop drops the workload when it
 reads the ``cancel`` event.
 
 Taking over (a restart is the same). The store is the truth: the latest policy version, the
-nodes (the config's nodes again, and the joined nodes the autoscaler had launched for a pool
-still configured: the simulated cloud and the autoscaler take their instances back), and every
-pending and admitted workload in submit order,
+node pools in force (the latest set through the API, else the config's), the nodes (the
+config's nodes again, cordoned if an admin cordoned them, and the joined nodes the autoscaler
+had launched for a pool in force: the simulated cloud and the autoscaler take their instances
+back), and every pending and admitted workload in submit order,
 read in the transaction that fences the new term and sets the cursor to the last event.
 Admitted workloads are put back on their nodes with their admission time, so they finish when
 they would have (time kept running while no loop ran); none is admitted again; work whose node
-is gone is requeued with reason ``node-removed``. Loop time is seconds since the store's
-epoch, so times written before keep their meaning.
+is gone is requeued with reason ``node-removed``, work on a node being drained with
+``node-drained`` (a drain committed just before a crash is carried out after it). Loop time
+is seconds since the store's epoch, so times written before keep their meaning.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, cast, get_args
@@ -52,6 +56,7 @@ from typing import Any, cast, get_args
 from sqlalchemy import JSON, Connection, Float, Integer, bindparam, func, select
 
 from fleetshare.autoscaling.cloud import CapacityType, Instance
+from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.simulated_cloud import SimulatedCloud
 from fleetshare.control.autoscaler import Autoscaler
 from fleetshare.control.clock import WallClock
@@ -64,6 +69,7 @@ from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import Policy, load_policy
 from fleetshare.scenario.loader import Scenario, ScenarioError, build_workload
 from fleetshare.scenario.schema import WorkloadSpec
+from fleetshare.service import nodepools
 from fleetshare.service import store as tables
 from fleetshare.service.auth import Principal
 from fleetshare.service.backend import (
@@ -96,7 +102,11 @@ process (the GIL), while the admission lag stays a gap plus a reconcile or two (
 the cap gave a p99 lag of 1.4 s at 5,000 workloads; 0.1 s gives 0.6 s)."""
 TAIL_BATCH = 5000
 """Events read from the log per step at most."""
-API_EVENTS = ("submit", "cancel", "policy")
+NODE_ACTIONS = ("cordon", "uncordon", "drain")
+"""An admin's node operations (each an event kind, ``{"node", "by"}``)."""
+DRAINED = "node-drained"
+"""The eviction reason of work requeued by a drain."""
+API_EVENTS = ("submit", "cancel", "policy", nodepools.POOLS_EVENT, *NODE_ACTIONS)
 """The events the leader's loop acts on (the others it wrote itself)."""
 _CHUNK = 500
 _ROW_CHANGES = ("admit", "preempt", "finish")
@@ -216,6 +226,10 @@ class ControlPlane:
         self.on_step: Callable[[float], None] | None = None
         """Called with each reconcile's duration in seconds (metrics)."""
         self.policy: Policy = config.policy
+        self.node_pools: list[NodePool] = list(config.spec.node_pools)
+        """The node pools in force: the store's latest version once one was set, else the
+        config's."""
+        self._pools_version = 0
         self.view: View
         if self.lease.try_acquire():
             self._take_over()
@@ -264,23 +278,15 @@ class ControlPlane:
         now = self.clock.now()
         at = self.unix(now)
         backend = self.backend
-        spec = self.config.spec
-        if spec.node_pools:
-            self.cloud = SimulatedCloud(spec.cloud.config(self.catalog))
-            settings = spec.autoscaler.model_copy(
-                update={"clock_start": datetime.fromtimestamp(self.epoch, UTC)}
-            )
-            self.autoscaler = Autoscaler(
-                spec.node_pools,
-                self.cloud,
-                self.catalog,
-                settings,
-                pdbs=spec.pdbs,
-                do_not_disrupt=spec.do_not_disrupt,
-            )
+        self.cloud = self.autoscaler = None
         with self.store.write() as conn:
             if not self.lease.check(conn):
                 raise LeaseLost("the lease went to another replica before the loop started")
+            stored = nodepools.latest(conn)
+            if stored is not None:
+                self.node_pools = nodepools.from_document(stored.document)
+                self._pools_version = stored.id
+            self._use_pools(self.node_pools)
             row = conn.execute(
                 select(tables.policy_versions.c.id, tables.policy_versions.c.document)
                 .order_by(tables.policy_versions.c.id.desc())
@@ -292,7 +298,7 @@ class ControlPlane:
             else:
                 policy = load_policy(row.document, "stored policy")
                 version = row.id
-            self._restore_nodes(conn, now)
+            draining = self._restore_nodes(conn, now)
             rows = conn.execute(
                 select(tables.workloads)
                 .where(tables.workloads.c.state.in_(ACTIVE))
@@ -313,10 +319,39 @@ class ControlPlane:
             gone.update(n for ps in assignment.placement for n, _ in ps if n not in backend.nodes)
         for name in sorted(gone):
             backend.evict_from(name, "node-removed", "the node is gone after a restart", now)
+        for name in draining:  # a drain committed before the crash may not have been applied
+            if name in backend.nodes:
+                backend.evict_from(name, DRAINED, "the node is being drained", now)
         return policy
 
-    def _restore_nodes(self, conn: Connection, now: float) -> None:
-        """The config's nodes join (again); stored nodes that are not among them leave."""
+    def _use_pools(self, pools: list[NodePool]) -> None:
+        """Decide with ``pools`` from now on: the autoscaler's (its ``set_pools``), or, the
+        first time there are pools, a new autoscaler on the simulated cloud."""
+        self.node_pools = pools
+        if self.autoscaler is not None:
+            self.autoscaler.set_pools(pools)
+            return
+        if not pools:
+            return
+        spec = self.config.spec
+        self.cloud = SimulatedCloud(spec.cloud.config(self.catalog))
+        settings = spec.autoscaler.model_copy(
+            update={"clock_start": datetime.fromtimestamp(self.epoch, UTC)}
+        )
+        self.autoscaler = Autoscaler(
+            pools,
+            self.cloud,
+            self.catalog,
+            settings,
+            pdbs=spec.pdbs,
+            do_not_disrupt=spec.do_not_disrupt,
+        )
+        if self.loop is not None:
+            self.loop.autoscaler = self.autoscaler
+
+    def _restore_nodes(self, conn: Connection, now: float) -> list[str]:
+        """The config's nodes join (again), cordoned if an admin cordoned them; stored nodes
+        that are not among them leave. The nodes being drained, in name order."""
         at = self.unix(now)
         nodes_t = tables.nodes
         stored = {
@@ -326,6 +361,9 @@ class ControlPlane:
         for node in self.config.nodes:
             item = self.catalog.get(node.instance_type) if node.instance_type else None
             info = NodeInfo("config", price_per_hour=item.price_per_hour if item else None)
+            row = stored.get(node.name)
+            if row is not None and row.unschedulable:
+                node = node.with_state(unschedulable=True)
             self.backend.add_node(node, info, now, log=False)
             if node.name not in stored:
                 self._upsert_node(conn, node, info, at)
@@ -344,6 +382,7 @@ class ControlPlane:
             self._event(
                 conn, at, "node", None, None, {"action": "leave", "node": name, "reason": why}
             )
+        return sorted(n for n, r in stored.items() if r.draining and n in self.backend.nodes)
 
     def _adopt(self, row: Mapping[Any, Any], now: float) -> bool:
         """An autoscaled node of a pool still configured joins again, its instance taken
@@ -517,6 +556,12 @@ class ControlPlane:
                     backend.cancel(payload)
                 elif action == "policy":
                     loop.set_engine(self._engine(payload))
+                elif action == nodepools.POOLS_EVENT:
+                    self._use_pools(payload)
+                else:  # a node action
+                    backend.cordon(payload, action != "uncordon")
+                    if action == "drain":
+                        backend.evict_from(payload, DRAINED, "the node is being drained", now)
             for at, timer, item in backend.due(now):
                 acted = True
                 if timer == FINISH:
@@ -569,16 +614,8 @@ class ControlPlane:
                 if rest:
                     for r in conn.execute(select(w).where(w.c.name.in_(rest))):
                         found[r.name] = r
-            versions = [r.details.get("version") for r in rows if r.kind == "policy"]
-            documents = dict(
-                conn.execute(
-                    select(tables.policy_versions.c.id, tables.policy_versions.c.document).where(
-                        tables.policy_versions.c.id.in_([v for v in versions if v])
-                    )
-                ).all()
-                if versions
-                else []
-            )
+            documents = _documents(conn, tables.policy_versions, rows, "policy")
+            pool_documents = _documents(conn, tables.nodepool_versions, rows, nodepools.POOLS_EVENT)
         self._cursor = rows[-1].id if len(rows) == TAIL_BATCH else top
         out: list[tuple[str, Any]] = []
         backend = self.backend
@@ -595,6 +632,16 @@ class ControlPlane:
                 out.append(("submit", workload))
             elif r.kind == "cancel":
                 out.append(("cancel", r.workload))
+            elif r.kind in NODE_ACTIONS:
+                out.append((r.kind, r.details["node"]))
+            elif r.kind == nodepools.POOLS_EVENT:
+                version = r.details.get("version")
+                if version is None or version <= self._pools_version:
+                    continue
+                if version not in pool_documents:
+                    continue
+                self._pools_version = version
+                out.append((r.kind, nodepools.from_document(pool_documents[version])))
             else:
                 version = r.details.get("version")
                 if version is None or version <= self._policy_version or version not in documents:
@@ -826,7 +873,7 @@ class ControlPlane:
 
     def _upsert_node(self, conn: Connection, node: Node, info: NodeInfo, at: float) -> None:
         row = node_row(node, info)
-        values = {**row, "joined_at": at, "left_at": None, "leave_reason": None}
+        values = {**row, "joined_at": at, "left_at": None, "leave_reason": None, "draining": False}
         t = tables.nodes
         if not conn.execute(t.update().where(t.c.name == node.name).values(values)).rowcount:
             conn.execute(t.insert().values(values))
@@ -1027,6 +1074,76 @@ class ControlPlane:
         self.policy = policy
         self._wakeup.set()
         return version
+
+    def pools_in_force(self) -> tuple[Any, list[NodePool]]:
+        """The stored version in force (None: the config's pools) and its pools, read from
+        the store (a follower's too)."""
+        with self.store.read() as conn:
+            row = nodepools.latest(conn)
+        if row is None:
+            return None, list(self.config.spec.node_pools)
+        return row, nodepools.from_document(row.document)
+
+    def set_pools(self, pools: list[NodePool], principal: Principal) -> int:
+        """Commit the node pools (checked against the catalog and the cloud; a new version,
+        audited) and wake the loop; the version. Raises :class:`Forbidden`, or
+        :class:`PoolProblems` naming each bad field."""
+        if not principal.admin:
+            raise Forbidden("only an admin token may change the node pools")
+        found = nodepools.problems(pools, self.catalog, self.config.spec.cloud.zones)
+        if found:
+            raise PoolProblems(found)
+        with self.store.write() as conn:
+            version = nodepools.save(conn, pools, principal.actor, self.unix(self.clock.now()))
+        self._wakeup.set()
+        return version
+
+    def node_action(self, name: str, action: str, principal: Principal) -> bool:
+        """Commit an admin's ``cordon`` (no new work on the node), ``uncordon`` or ``drain``
+        (cordon, and its work is requeued) of a node in the cluster, audited, and wake the
+        loop, which applies it; whether the node is cordoned now."""
+        if not principal.admin:
+            raise Forbidden("only an admin token may cordon, uncordon or drain nodes")
+        n = tables.nodes
+        cordoned = action != "uncordon"
+        with self.store.write() as conn:
+            row = conn.execute(
+                select(n.c.draining).where(n.c.name == name, n.c.left_at.is_(None))
+            ).first()
+            if row is None:
+                raise NotFound(f"no node {name!r}")
+            draining = action == "drain" or (action == "cordon" and bool(row.draining))
+            conn.execute(
+                n.update().where(n.c.name == name).values(unschedulable=cordoned, draining=draining)
+            )
+            at = self.unix(self.clock.now())
+            conn.execute(
+                tables.audit_log.insert().values(
+                    at=at, actor=principal.actor, action=f"node-{action}", details={"node": name}
+                )
+            )
+            self._event(conn, at, action, None, None, {"node": name, "by": principal.actor})
+        self._wakeup.set()
+        return cordoned
+
+
+class PoolProblems(ServiceError):
+    """Node pools refused: ``problems`` is ``(loc, why)`` per bad field."""
+
+    status = 422
+
+    def __init__(self, problems: list[tuple[list[str | int], str]]) -> None:
+        super().__init__("; ".join(why for _, why in problems))
+        self.problems = problems
+
+
+def _documents(conn: Connection, table: Any, rows: Sequence[Any], kind: str) -> dict[int, Any]:
+    """The documents of the versions that ``kind`` events among ``rows`` name."""
+    versions = [v for r in rows if r.kind == kind and (v := r.details.get("version"))]
+    if not versions:
+        return {}
+    query = select(table.c.id, table.c.document).where(table.c.id.in_(versions))
+    return {int(i): d for i, d in conn.execute(query).all()}
 
 
 @dataclass(eq=False)

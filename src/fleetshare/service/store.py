@@ -1,11 +1,12 @@
 """The service's durable state: SQLAlchemy 2 Core tables, SQLite by default, PostgreSQL when
 given a ``postgresql://`` URL (driver psycopg 3).
 
-Tables: ``meta`` (the epoch), ``policy_versions``, ``workloads``, ``nodes``, ``events``
-(append-only), ``api_tokens`` (sha256 hashes only), ``audit_log`` (policy changes) and
-``leases`` (which replica runs the control loop). Times are Unix seconds (UTC); the control
-loop's time is ``unix - epoch``. The schema is Alembic's (``service/migrations``):
-:meth:`Store.create` runs ``upgrade head`` on every start, for SQLite and PostgreSQL alike.
+Tables: ``meta`` (the epoch), ``policy_versions``, ``nodepool_versions``, ``workloads``,
+``nodes``, ``events`` (append-only), ``api_tokens`` (sha256 hashes only), ``audit_log`` (policy,
+node pool and node changes by admins) and ``leases`` (which replica runs the control loop).
+Times are Unix seconds (UTC); the control loop's time is ``unix - epoch``. The schema is
+Alembic's (``service/migrations``): :meth:`Store.create` runs ``upgrade head`` on every start,
+for SQLite and PostgreSQL alike.
 
 **One writer at a time.** Every write transaction is serialized with every other, on both
 databases: SQLite's ``BEGIN IMMEDIATE``, PostgreSQL's ``pg_advisory_xact_lock`` taken as the
@@ -48,6 +49,7 @@ from sqlalchemy import (
     Text,
     create_engine,
     event,
+    false,
     inspect,
     select,
 )
@@ -77,6 +79,16 @@ policy_versions = Table(
     # The policy in fleetshare's format (what the engine runs).
     Column("original", JSON),
     # What was sent, when it was another format (Kueue YAML, HyperPod JSON).
+    Column("author", String(128), nullable=False),
+)
+
+nodepool_versions = Table(
+    "nodepool_versions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("created_at", Float, nullable=False),
+    Column("document", JSON, nullable=False),
+    # Every node pool in fleetshare's NodePool format: {"pools": [...]}.
     Column("author", String(128), nullable=False),
 )
 
@@ -122,6 +134,9 @@ nodes = Table(
     Column("taints", JSON, nullable=False),
     Column("ready", Boolean, nullable=False),
     Column("unschedulable", Boolean, nullable=False),
+    # Cordoned (by an admin, through the API).
+    Column("draining", Boolean, nullable=False, server_default=false()),
+    # An admin drained it: its work is requeued (again after a restart) until uncordoned.
     Column("healthy", Boolean, nullable=False),
     Column("price_per_hour", Float),
     Column("instance", JSON),

@@ -4,7 +4,7 @@ in force and under a proposed one, compared.
 Both runs start from the same moment, *now*, on a virtual clock:
 
 - **the cluster now**: the nodes the loop sees (autoscaled ones included, as fixed nodes),
-  and, when the config has node pools, its autoscaler over them;
+  and, when there are node pools (the ones in force), the autoscaler over them;
 - **running work** stays where it runs, admitted at 0 (its admission time kept relative to
   now, so preemption guards such as a minimum run time still hold), and finishes when it
   would (its declared duration from its admission; none: it runs through the horizon);
@@ -211,6 +211,7 @@ def _scenario(plane: ControlPlane, policy: Policy, work: list[Workload], hours: 
             "workloads": [],
             "manifests": [],
             "policy_changes": [],
+            "node_pools": plane.pools_in_force()[1],
             "until": hours * 3600,
         }
     )

@@ -298,7 +298,7 @@ function renderNodes(cluster, nodes) {
         el("td", {}, n.instance_type || ""),
         el("td", {}, n.zone || ""),
         el("td", {}, n.capacity_type + (n.pool ? ` (${n.pool})` : "")),
-        el("td", {}, n.schedulable ? "ready" : n.ready ? "cordoned" : "not ready"),
+        el("td", {}, n.cordoned ? "cordoned" : n.schedulable ? "ready" : "not ready"),
         el("td", { class: "num" }, n.price_per_hour === null ? "" : n.price_per_hour.toFixed(3)),
         el("td", {}, n.workloads.join(", ")),
       ),
