@@ -131,8 +131,14 @@ def test_pending_gang_provisions_nodes_and_scales_back_to_zero(kube: Harness, ns
 
         kube.kubelet.finish_job(ns, "train")
         wait_for("nodes removed", lambda: not claims(kube, "gpu"), timeout=40)
-        assert not [n for n in kube.kube.list(NODES)[0] if n["metadata"]["name"] in names]
-        assert cloud.instances() == []
+        # the claim goes first, the Node and the instance in the same turn or the next
+        wait_for(
+            "nodes and instances gone",
+            lambda: (
+                not [n for n in kube.kube.list(NODES)[0] if n["metadata"]["name"] in names]
+                and cloud.instances() == []
+            ),
+        )
         wait_for("pool status at zero",
                  lambda: kube.kube.get(NODE_POOLS, "gpu")["status"]["nodes"] == 0)  # fmt: skip
     finally:
