@@ -304,6 +304,27 @@ def _pods_on(running: Mapping[str, Running]) -> dict[str, list[Running]]:
     return out
 
 
+def _take_placed(
+    rooms: dict[str, dict[str, int]], running: Iterable[Running]
+) -> list[tuple[PodSet, int, str]]:
+    """Take what running work's pods request from the room of the nodes they run on (node
+    name -> free amounts, changed in place); the (pod set, pods, node) placed on nodes not in
+    ``rooms``, in the order met."""
+    elsewhere: list[tuple[PodSet, int, str]] = []
+    for entry in running:
+        for podset, placement in zip(
+            entry.workload.podsets, entry.assignment.placement, strict=True
+        ):
+            for node, count in placement:
+                room = rooms.get(node)
+                if room is None:
+                    elsewhere.append((podset, count, node))
+                    continue
+                for resource, value in podset.requests.items():
+                    room[resource] = room.get(resource, 0) - value * count
+    return elsewhere
+
+
 class Autoscaler:
     """Karpenter-style provisioning and disruption against a (simulated) cloud."""
 
@@ -628,15 +649,7 @@ class Autoscaler:
         for): demand that fits there needs no new node."""
         out: list[Room] = []
         room = {n.name: dict(n.allocatable) for n in snapshot.nodes if n.schedulable}
-        for entry in snapshot.running:
-            for podset, placement in zip(
-                entry.workload.podsets, entry.assignment.placement, strict=True
-            ):
-                for node, count in placement:
-                    free = room.get(node)
-                    if free is not None:
-                        for resource, value in podset.requests.items():
-                            free[resource] = free.get(resource, 0) - value * count
+        _take_placed(room, snapshot.running)
         out = [Room.of(n, room[n.name]) for n in snapshot.nodes if n.name in room]
         launching = [Room.of(m.node) for m in self.live() if not m.joined]
         pending = {wl.name: wl for wl in snapshot.pending}
@@ -1108,20 +1121,10 @@ class Autoscaler:
         gone = removing | {name}
         free = [Room.of(m.node) for m in self.live() if m.name not in gone]
         rooms = {room.name: room.free for room in free}
-        moved: list[tuple[PodSet, int]] = []
-        for entry in self._last_running.values():
-            for podset, placement in zip(
-                entry.workload.podsets, entry.assignment.placement, strict=True
-            ):
-                for node, count in placement:
-                    room = rooms.get(node)
-                    if room is not None:
-                        for resource, value in podset.requests.items():
-                            room[resource] = room.get(resource, 0) - value * count
-                    elif node in gone:
-                        moved.append((podset, count))
-        for podset, count in moved:
-            _first_fit(podset, podset.node_selector, count, free)
+        elsewhere = _take_placed(rooms, self._last_running.values())
+        for podset, count, node in elsewhere:
+            if node in gone:  # the pods on the nodes removed move into the room left
+                _first_fit(podset, podset.node_selector, count, free)
         return not self._headroom_shapes(free)
 
     def _emptiness(
