@@ -264,3 +264,19 @@ def load_json(path: Path, source: str | None = None) -> Any:
     """A JSON file, read and checked."""
     name = source or str(path)
     return parse_json(read_text(path, name), name)
+
+
+def value_kind(value: Any, mapping: str = "a mapping") -> str:
+    """What a reader of YAML or JSON calls ``value``'s type, for messages: null, the boolean
+    true, the number 3, the string 'x', a list, or ``mapping`` (JSON says "an object")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the string {value[:40]!r}"
+    if isinstance(value, list):
+        return "a list"
+    return mapping if isinstance(value, dict) else type(value).__name__

@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from fleetshare.inputs import MAX_COUNT, InputError, parse_json
+from fleetshare.inputs import MAX_COUNT, InputError, parse_json, value_kind
 from fleetshare.model.catalog import (
     InstanceType,
     UnknownInstanceTypeError,
@@ -189,7 +189,7 @@ def _collect(data: Any, path: str, sources: _Sources, report: ImportReport) -> N
         for index, item in enumerate(data):
             _collect(item, f"{path}[{index}]", sources, report)
     elif not isinstance(data, dict):
-        report.problem(path or "(top level)", f"expected a JSON object, got {_json_type(data)}")
+        report.problem(path or "(top level)", f"expected a JSON object, got {_json_kind(data)}")
     elif any(key in data for key in _QUOTA_FIELDS):
         sources.quotas.append((path, data))
     elif any(key in data for key in (*_BUNDLE_QUOTAS, "ClusterSchedulerConfig")):
@@ -227,17 +227,9 @@ def _collect_bundle(
 # --- value helpers -----------------------------------------------------------------------------
 
 
-def _json_type(value: Any) -> str:
-    """What a JSON reader calls ``value``'s type: null, a boolean, a number, ..."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"the boolean {str(value).lower()}"
-    if isinstance(value, int | float):
-        return f"the number {value!r}"
-    if isinstance(value, str):
-        return f"the string {value[:40]!r}"
-    return "a list" if isinstance(value, list) else type(value).__name__
+def _json_kind(value: Any) -> str:
+    """What a JSON reader calls ``value``'s type (:func:`fleetshare.inputs.value_kind`)."""
+    return value_kind(value, "an object")
 
 
 def _unknown_fields(
@@ -255,7 +247,7 @@ def _object(value: Any, path: str, report: ImportReport) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        report.problem(path, f"expected a JSON object, got {_json_type(value)}")
+        report.problem(path, f"expected a JSON object, got {_json_kind(value)}")
         return {}
     return value
 
@@ -478,7 +470,7 @@ def _quota(value: Any, path: str, report: ImportReport) -> list[QuotaEntry]:
 def _amounts(value: Any, path: str, report: ImportReport) -> _Amounts | None:
     """A ComputeQuotaResourceConfig: InstanceType plus Count, or any of the finer amounts."""
     if not isinstance(value, dict):
-        report.problem(path, f"expected a JSON object, got {_json_type(value)}")
+        report.problem(path, f"expected a JSON object, got {_json_kind(value)}")
         return None
     item = value
     _unknown_fields(item, path, ("InstanceType", *_AMOUNTS), report)

@@ -53,7 +53,7 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from fleetshare.inputs import InputError, parse_yaml_all
+from fleetshare.inputs import InputError, parse_yaml_all, value_kind
 from fleetshare.model.quantity import MILLI, QuantityError, parse_quantity
 from fleetshare.policy.import_report import ImportReport
 from fleetshare.policy.schema import (
@@ -336,7 +336,7 @@ def _mapping(value: Any, where: str, report: ImportReport) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        report.problem(where, f"expected a mapping, got {_yaml_type(value)}")
+        report.problem(where, f"expected a mapping, got {value_kind(value)}")
         return {}
     return value
 
@@ -346,7 +346,7 @@ def _list(value: Any, where: str, report: ImportReport) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
-        report.problem(where, f"expected a list, got {_yaml_type(value)}")
+        report.problem(where, f"expected a list, got {value_kind(value)}")
         return []
     return value
 
@@ -961,16 +961,3 @@ def _cluster_note(fair_share: bool, configured: bool) -> str:
         f"cluster: fair_share {'on' if fair_share else 'off'} ({source}); idle_resource_sharing "
         "off (in Kueue only quota that queues lend is borrowable)"
     )
-
-
-def _yaml_type(value: Any) -> str:
-    """What YAML calls ``value``'s type: null, a boolean, a number, a string, ..."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"the boolean {str(value).lower()}"
-    if isinstance(value, int | float):
-        return f"the number {value!r}"
-    if isinstance(value, str):
-        return f"the string {value[:40]!r}"
-    return {"list": "a list", "dict": "a mapping"}.get(type(value).__name__, type(value).__name__)
