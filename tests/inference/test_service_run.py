@@ -74,6 +74,15 @@ def test_reactive_replica_waits_for_node_launch_pull_and_load(tmp_path: Path) ->
         assert serving - placed == 140  # image pull + model load on a new node
 
 
+def test_a_preloaded_pool_skips_the_pull_on_a_new_node(tmp_path: Path) -> None:
+    startup = {"image_pull_seconds": 100, "model_load_seconds": 40, "preloaded_pools": ["gpu"]}
+    late = _late(_run(tmp_path, "reactive", startup=startup))
+    assert len(late) == 2
+    for wanted, placed, serving in late:
+        assert placed - wanted >= 90  # the node launch is still there
+        assert serving - placed == 40  # the model load only: the image came with the node
+
+
 def test_placeholders_give_way_and_their_node_has_the_image(tmp_path: Path) -> None:
     run = _run(tmp_path, "headroom", headroom={"pods": 2})
     late = _late(run)
@@ -139,4 +148,10 @@ def test_bad_service_fields_are_named(tmp_path: Path) -> None:
     data = _scenario(tmp_path, traffic={"csv": {"csv": "missing.csv"}})
     scenario = load_scenario_data(data, tmp_path)
     with pytest.raises(ScenarioError, match=r"services\[0\]\(chat\)\.traffic"):
+        build_services(scenario, tmp_path)
+    data = _scenario(tmp_path, startup={"preloaded_pools": ["gpu", "cpu"]})
+    scenario = load_scenario_data(data, tmp_path)
+    with pytest.raises(
+        ScenarioError, match=r"services\[0\]\(chat\)\.startup\.preloaded_pools\[1\]: no node pool"
+    ):
         build_services(scenario, tmp_path)

@@ -63,13 +63,27 @@ class Behavior(StrictModel):
     scale_down: ScalingRules = Field(default_factory=default_scale_down)
 
 
+class PrometheusQuery(StrictModel):
+    """Where a live scaler reads a trigger (KEDA's ``prometheus`` scaler): a PromQL instant
+    query against the Prometheus HTTP API at ``server_address``, whose result must be a
+    scalar or a vector of one element. An empty vector reads 0 while ``ignore_null_values``
+    (KEDA's default), else it is an error."""
+
+    server_address: str = Field(pattern=r"^https?://\S+$", description="http(s)://host:port")
+    query: str = Field(min_length=1)
+    ignore_null_values: bool = True
+    timeout_seconds: float = Field(default=5, gt=0, le=300)
+
+
 class Trigger(StrictModel):
     """One metric and its target per replica (KEDA trigger / HPA metric with AverageValue);
-    the service is active while some trigger's value is above its ``activation``."""
+    the service is active while some trigger's value is above its ``activation``. A live
+    scaler reads it from ``prometheus``; the simulator computes it from the traffic."""
 
     metric: Metric
     target: float = Field(gt=0, description="per replica")
     activation: float = Field(default=0, ge=0)
+    prometheus: PrometheusQuery | None = None
 
 
 class ScalerSpec(StrictModel):
@@ -156,10 +170,16 @@ class ReplicaSpec(StrictModel):
 
 class StartupSpec(StrictModel):
     """From a replica placed on a node to it serving: the image pull (skipped where the node
-    already pulled the service's image) and the model load."""
+    already pulled the service's image, or boots with it preloaded) and the model load."""
 
     image_pull_seconds: float = Field(default=60, ge=0, le=7200)
     model_load_seconds: float = Field(default=60, ge=0, le=7200)
+    preloaded_pools: list[str] = Field(
+        default_factory=list,
+        description="node pools whose nodes boot with the service's image already in the "
+        "container store (a secondary boot disk or disk snapshot built from it, e.g. GKE's "
+        "secondary boot disks): a pod placed on one skips the pull",
+    )
 
 
 class HeadroomSpec(StrictModel):

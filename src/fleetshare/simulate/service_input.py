@@ -22,7 +22,7 @@ from fleetshare.traces.request_rates import from_csv, from_dlrm
 def build_services(scenario: Scenario, base: Path) -> list[Service]:
     """Every service of the scenario; errors name ``services[i](name).field``."""
     return [
-        _build(spec, scenario.policy, base, f"services[{i}]({spec.name})")
+        _build(spec, scenario, base, f"services[{i}]({spec.name})")
         for i, spec in enumerate(scenario.spec.services)
     ]
 
@@ -48,7 +48,8 @@ def _traffic(spec: ServiceSpec, base: Path, where: str) -> tuple[Traffic, tuple[
         raise ScenarioError(f"{where}.traffic: {exc}") from None
 
 
-def _build(spec: ServiceSpec, policy: Policy, base: Path, where: str) -> Service:
+def _build(spec: ServiceSpec, scenario: Scenario, base: Path, where: str) -> Service:
+    policy = scenario.policy
     if spec.team not in {t.name for t in policy.teams}:
         raise ScenarioError(f"{where}.team: unknown team {spec.team!r}")
     notes: list[str] = []
@@ -97,6 +98,12 @@ def _build(spec: ServiceSpec, policy: Policy, base: Path, where: str) -> Service
             )
     if spec.forecast is not None and not any(t.metric == "rps" for t in scaler.triggers):
         raise ScenarioError(f"{where}.forecast: needs an rps trigger to size replicas by")
+    pools = {p.name for p in scenario.spec.node_pools}
+    for i, pool in enumerate(spec.startup.preloaded_pools):
+        if pool not in pools:
+            raise ScenarioError(
+                f"{where}.startup.preloaded_pools[{i}]: no node pool named {pool!r}"
+            )
     traffic, traffic_notes = _traffic(spec, base, where)
     return Service(
         name=spec.name,

@@ -7,7 +7,8 @@ preempts training within the team; placeholders, of the lowest class, are preemp
 replica). Its way to serving: wanted (the scaler asks for it: submitted) -> admitted on a node
 (at once where there is room, else when the autoscaler's node joins: the node launch) ->
 image pulled (skipped where the node already ran a pod of the service's image, replica or
-placeholder) -> model loaded -> serving, until deleted (scale-down) or evicted.
+placeholder, or is of a pool in ``startup.preloaded_pools``) -> model loaded -> serving,
+until deleted (scale-down) or evicted.
 Scale-down deletes replicas as a ReplicaSet does: not yet placed first, then not yet
 serving, then serving, newest first in each.
 """
@@ -255,11 +256,18 @@ class ServiceRunner(Runner):
         node = admission.assignment.placement[0][0][0]
         images = self._images.setdefault(node, {})
         startup = state.service.startup
-        pulled = images.setdefault(state.service.name, now + startup.image_pull_seconds)
+        pull = 0.0 if self._preloaded(node, startup.preloaded_pools) else startup.image_pull_seconds
+        pulled = images.setdefault(state.service.name, now + pull)
         pod.node, pod.admitted_at = node, now
         pod.ready_at = max(now, pulled) + startup.model_load_seconds
         if not pod.placeholder:
             pod.starts.append((pod.since, now, pod.ready_at))
+
+    def _preloaded(self, node: str, pools: list[str]) -> bool:
+        """True when ``node`` is an autoscaler's node of one of ``pools`` (it booted with the
+        service's image preloaded)."""
+        managed = self.autoscaler.nodes.get(node) if self.autoscaler is not None else None
+        return managed is not None and managed.pool in pools
 
     def _requeue(self, now: float, wl: Workload, by: str, reason: str, message: str = "") -> None:
         super()._requeue(now, wl, by, reason, message)
