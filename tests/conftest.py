@@ -122,8 +122,8 @@ def postgresql() -> Iterator[PostgresServer]:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """The fuzz tests' input count; and, loudly, real servers that could not run: PostgreSQL,
-    or the browser tests' chromium, chromedriver or selenium (a skipped real-part test must
-    not pass unnoticed)."""
+    Prometheus, or the browser tests' chromium, chromedriver or selenium (a skipped real-part
+    test must not pass unnoticed)."""
     _fuzz_summary(terminalreporter, config)
     if _PG_SKIPPED:
         terminalreporter.write_sep(
@@ -135,6 +135,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else ""
         if "BROWSER TESTS SKIPPED" in str(text):
             reasons.add(str(text).removeprefix("Skipped: "))
+        if "PROMETHEUS TESTS SKIPPED" in str(text):
+            terminalreporter.write_sep("!", str(text).removeprefix("Skipped: "), yellow=True)
     if reasons:
         terminalreporter.write_sep("!", "BROWSER TESTS SKIPPED", red=True, bold=True)
         for reason in sorted(reasons):

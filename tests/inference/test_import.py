@@ -43,6 +43,30 @@ def test_keda_scaled_object() -> None:
     assert chat.pod.priority_class == "inference"
     assert dict(chat.pod.node_selector) == {"karpenter.k8s.aws/instance-family": "g5"}
     assert any("spec.replicas" in n for n in chat.notes)
+    first, waiting = (t.prometheus for t in s.triggers)
+    assert first is not None and waiting is not None  # what a live scaler queries
+    assert first.server_address == "http://prometheus.monitoring:9090"
+    assert first.query == 'sum(rate(vllm_request_success_total{service="chat"}[1m]))'
+    assert first.ignore_null_values and not waiting.ignore_null_values
+
+
+def test_prometheus_trigger_needs_server_and_query() -> None:
+    deployment, keda = _fixture_objects("keda-chat.yaml")
+    del keda["spec"]["triggers"][0]["metadata"]["serverAddress"]
+    with pytest.raises(ManifestError, match=r"triggers\[0\]\.metadata\.serverAddress: is required"):
+        import_scalers(_docs(deployment, keda))
+    deployment, keda = _fixture_objects("keda-chat.yaml")
+    keda["spec"]["triggers"][0]["metadata"]["serverAddress"] = "prometheus:9090"
+    with pytest.raises(ManifestError, match=r"metadata\.serverAddress: an http\(s\) URL"):
+        import_scalers(_docs(deployment, keda))
+    deployment, keda = _fixture_objects("keda-chat.yaml")
+    keda["spec"]["triggers"][0]["metadata"]["ignoreNullValues"] = "maybe"
+    with pytest.raises(ManifestError, match=r"metadata\.ignoreNullValues: true or false"):
+        import_scalers(_docs(deployment, keda))
+    deployment, keda = _fixture_objects("keda-chat.yaml")
+    keda["spec"]["triggers"][0]["metadata"]["customHeaders"] = "X-Tenant=a"
+    (chat,) = import_scalers(_docs(deployment, keda))
+    assert any("customHeaders: not sent" in n for n in chat.notes)
 
 
 def test_hpa_v2() -> None:

@@ -276,7 +276,10 @@ def _keda(
             activation = _number(
                 fields, meta[activation_key], join(join(path, "metadata"), activation_key)
             )
-        triggers.append({"metric": metric, "target": target, "activation": activation})
+        entry: dict[str, Any] = {"metric": metric, "target": target, "activation": activation}
+        if kind == "prometheus":
+            entry["prometheus"] = _prometheus(fields, meta, join(path, "metadata"), notes)
+        triggers.append(entry)
     if not triggers:
         raise fields.error(
             "spec.triggers", "needs a trigger besides cron (the scaler follows traffic)"
@@ -298,6 +301,34 @@ def _keda(
         "behavior": behavior,
     }
     return _scaler(fields, data), tuple(floors), notes
+
+
+PROMETHEUS_NOT_MODELLED = (
+    "namespace",
+    "customHeaders",
+    "queryParameters",
+    "unsafeSsl",
+    "authModes",
+    "cortexOrgID",
+)
+"""KEDA prometheus metadata a live scaler does not send (noted on import)."""
+
+
+def _prometheus(
+    fields: Fields, meta: dict[str, Any], path: str, notes: list[str]
+) -> dict[str, Any]:
+    """KEDA's prometheus trigger metadata as the trigger's query (``PrometheusQuery``)."""
+    server = fields.text(meta.get("serverAddress"), join(path, "serverAddress"), required=True)
+    query = fields.text(meta.get("query"), join(path, "query"), required=True)
+    ignore = str(meta.get("ignoreNullValues", "true")).strip().lower()
+    if ignore not in ("true", "false"):
+        raise fields.error(join(path, "ignoreNullValues"), f"true or false, got {ignore!r}")
+    if not server or not server.startswith(("http://", "https://")):
+        raise fields.error(join(path, "serverAddress"), f"an http(s) URL, got {server!r}")
+    for key in PROMETHEUS_NOT_MODELLED:
+        if meta.get(key) is not None:
+            notes.append(f"{fields.where}: {join(path, key)}: not sent by the live scaler")
+    return {"server_address": server, "query": query, "ignore_null_values": ignore == "true"}
 
 
 def _cron(fields: Fields, meta: dict[str, Any], path: str) -> FloorSpec:

@@ -1,0 +1,56 @@
+"""A service's scaler outside the simulator: each tick reads its triggers from their sources
+(Prometheus queries) and decides the replicas with the same rules the simulator uses
+(:func:`fleetshare.inference.scaler.decide`). The caller passes ``now`` and acts on the
+decision (creates or deletes replicas)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import httpx
+
+from fleetshare.inference.prometheus import MetricSource, PrometheusSource
+from fleetshare.inference.scaler import Decision, Reading, ScalerState, decide
+from fleetshare.inference.spec import ScalerSpec
+
+
+def prometheus_sources(spec: ScalerSpec, client: httpx.Client | None = None) -> list[MetricSource]:
+    """One Prometheus source per trigger; every trigger must name its query."""
+    sources: list[MetricSource] = []
+    for i, trigger in enumerate(spec.triggers):
+        if trigger.prometheus is None:
+            raise ValueError(
+                f"triggers[{i}].prometheus: a live scaler reads each trigger from a query"
+            )
+        sources.append(PrometheusSource(trigger.prometheus, client))
+    return sources
+
+
+class LiveScaler:
+    """A scaler and where its triggers come from; ``tick`` is one polling interval's turn."""
+
+    def __init__(self, spec: ScalerSpec, sources: Sequence[MetricSource]) -> None:
+        if len(sources) != len(spec.triggers):
+            raise ValueError(f"{len(spec.triggers)} triggers but {len(sources)} sources")
+        self.spec = spec
+        self.sources = list(sources)
+        self.state = ScalerState()
+
+    def readings(self) -> list[Reading]:
+        """Every trigger's current value against its target (raises ``MetricError``)."""
+        return [
+            Reading(source.read(), t.target, t.activation)
+            for t, source in zip(self.spec.triggers, self.sources, strict=True)
+        ]
+
+    def tick(self, now: float, current: int | None = None) -> Decision:
+        """The replicas wanted at ``now``. ``current``: the replicas that exist, when they
+        differ from the last decision (someone else scaled). A failed read raises
+        ``MetricError`` and leaves the state as it was (KEDA keeps the replicas)."""
+        got = self.readings()
+        state = self.state
+        if current is not None and current != state.replicas:
+            state = ScalerState(current, state.proposals, state.events, state.last_active)
+        decision = decide(self.spec, state, now, got)
+        self.state = decision.state
+        return decision
