@@ -13,7 +13,7 @@ from fleetshare.scenario.report import to_json
 from fleetshare.scenario.runner import run_scenario
 from fleetshare.scenario.schema import ScenarioSpec
 from fleetshare.traces.common import data_root
-from tests import postgres
+from tests import postgres, prometheus_server
 from tests.postgres import PostgresServer
 
 TRACE_DATA = data_root()
@@ -98,6 +98,19 @@ def ns(kube: Any, request: pytest.FixtureRequest) -> Iterator[str]:
     for job in kube.kube.list(JOBS, name)[0]:
         kube.kube.delete(JOBS, job["metadata"]["name"], name, propagationPolicy="Background")
     assert not kube.kubelet.errors, kube.kubelet.errors[-3:]
+
+
+# -- Prometheus (a real server, started per test when installed) -------------------------------
+
+
+@pytest.fixture
+def prometheus(tmp_path: Path) -> Iterator[tuple[str, prometheus_server.Counter]]:
+    """A Prometheus on loopback scraping a counter the test controls
+    (``tests/prometheus_server.py``); skipped, loudly, where the binary is missing."""
+    if prometheus_server.binary() is None:
+        pytest.skip(prometheus_server.SKIPPED)
+    with prometheus_server.running(tmp_path) as running:
+        yield running
 
 
 # -- PostgreSQL (a real server, started once per session when installed) -----------------------

@@ -115,6 +115,7 @@ def test_openapi_lists_the_endpoints(server: Server) -> None:
         "/api/v1/nodes/{name}/drain",
         "/api/v1/nodepools",
         "/api/v1/events",
+        "/api/v1/services",
         "/metrics",
     } <= paths
     assert "HTTPBearer" in spec["components"]["securitySchemes"]
@@ -137,6 +138,8 @@ ENDPOINTS = [
     ("GET", "/api/v1/nodepools"),
     ("PUT", "/api/v1/nodepools"),
     ("GET", "/api/v1/events"),
+    ("GET", "/api/v1/services"),
+    ("POST", "/api/v1/services"),
     ("GET", "/metrics"),
 ]
 

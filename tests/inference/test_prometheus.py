@@ -4,14 +4,7 @@ controls, whose rate drives the replicas."""
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,6 +13,7 @@ import pytest
 from fleetshare.inference.live import LiveScaler, prometheus_sources
 from fleetshare.inference.prometheus import MetricError, PrometheusSource, value_of
 from fleetshare.inference.spec import PrometheusQuery, ScalerSpec
+from tests.prometheus_server import Counter
 
 QUERY = PrometheusQuery(server_address="http://prom:9090", query="sum(rate(x[1m]))")
 
@@ -85,102 +79,7 @@ def test_every_trigger_of_a_live_scaler_needs_a_query() -> None:
         prometheus_sources(spec)
 
 
-# -- a real Prometheus ------------------------------------------------------------------------
-
-
-class Counter:
-    """A request counter whose rate the test sets; its value is the integral of the rate."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.total, self.rate, self.since = 0.0, 0.0, time.monotonic()
-
-    def value(self) -> float:
-        with self.lock:
-            now = time.monotonic()
-            self.total += self.rate * (now - self.since)
-            self.since = now
-            return self.total
-
-    def set_rate(self, rate: float) -> None:
-        self.value()
-        with self.lock:
-            self.rate = rate
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def prometheus(tmp_path: Path) -> Iterator[tuple[str, Counter]]:
-    """Prometheus on loopback scraping this test's counter every second; skipped, loudly,
-    where the binary is missing."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.skip(
-            "PROMETHEUS TESTS SKIPPED: no prometheus binary (Debian: apt-get install -y "
-            "prometheus; .ci/run does)"
-        )
-    counter = Counter()
-
-    class Metrics(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = (
-                f"# TYPE chat_requests_total counter\nchat_requests_total {counter.value():.3f}\n"
-            ).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    exporter = ThreadingHTTPServer(("127.0.0.1", 0), Metrics)
-    threading.Thread(target=exporter.serve_forever, daemon=True).start()
-    port = _free_port()
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        "scrape_configs:\n"
-        "  - job_name: chat\n"
-        f"    static_configs: [{{targets: ['127.0.0.1:{exporter.server_address[1]}']}}]\n"
-    )
-    log = (tmp_path / "prometheus.log").open("w")
-    process = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={config}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    address = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{address}/-/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"prometheus did not start: {(tmp_path / 'prometheus.log').read_text()[-800:]}"
-                )
-            time.sleep(0.2)
-        yield address, counter
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        exporter.shutdown()
-        log.close()
+# -- a real Prometheus (the fixture: tests/prometheus_server.py) --------------------------
 
 
 def _settle(scaler: LiveScaler, expected: float) -> float:
@@ -218,14 +117,14 @@ def test_a_prometheus_rate_drives_the_replicas(prometheus: tuple[str, Counter]) 
         }
     )
     scaler = LiveScaler(spec, prometheus_sources(spec))
-    counter.set_rate(20)
-    _settle(scaler, 20)
+    counter.set_rate(17.5)  # rates mid-way between replica counts: a scrape's jitter moves none
+    _settle(scaler, 17.5)
     assert scaler.tick(0).replicas == 1  # from zero: the minimum first (KEDA)
-    assert scaler.tick(15).replicas == 3  # ceil(20 / 7)
-    counter.set_rate(70)
-    _settle(scaler, 70)
+    assert scaler.tick(15).replicas == 3  # ceil(17.5 / 7)
+    counter.set_rate(66.5)
+    _settle(scaler, 66.5)
     decision = scaler.tick(30)
-    assert decision.replicas == 7  # ceil(70 / 7) = 10, but at most +4 pods per 15 s from 3
+    assert decision.replicas == 7  # ceil(66.5 / 7) = 10, but at most +4 pods per 15 s from 3
     assert "rate-limited" in decision.why
     assert scaler.tick(45).replicas == 10
     strict = PrometheusQuery(

@@ -32,10 +32,11 @@ from fleetshare.model.quantity import to_number
 from fleetshare.policy.schema import Policy, PolicyError, load_policy
 from fleetshare.scenario.report import team_usage
 from fleetshare.scenario.schema import WorkloadSpec
-from fleetshare.service import api_nodes, whatif
+from fleetshare.service import api_nodes, api_services, whatif
 from fleetshare.service import store as tables
 from fleetshare.service.auth import Principal, TokenCache, authenticate
 from fleetshare.service.limits import BodyLimits
+from fleetshare.service.live_services import LiveServices
 from fleetshare.service.metrics import CONTENT_TYPE, ServiceMetrics
 from fleetshare.service.plane import (
     Conflict,
@@ -339,14 +340,17 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
     """The API over ``plane``; with ``start_loop`` the loop thread runs while the app does."""
     store = plane.store
     metrics = ServiceMetrics(plane)
+    services = LiveServices(plane)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if start_loop:
             plane.start()
+            services.start()
         try:
             yield
         finally:
+            services.stop()
             plane.stop()
 
     app = FastAPI(
@@ -419,6 +423,7 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
 
     app.add_exception_handler(PoolProblems, api_nodes.pool_problems)
     app.include_router(api_nodes.router(plane, principal))
+    app.include_router(api_services.router(services, principal))
 
     @app.exception_handler(_PolicyProblems)
     async def _policy_problems(_: Request, exc: _PolicyProblems) -> JSONResponse:
