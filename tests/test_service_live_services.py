@@ -93,6 +93,8 @@ def test_registration_is_checked(
     response = client.post("/api/v1/services", json=bad)
     assert response.status_code == 422
     assert "scaler.triggers[0].prometheus" in response.text
+    response = client.post("/api/v1/services", json={**_spec(address), "priority": "urgent"})
+    assert response.status_code == 422 and "priority" in response.text
     response = client.post("/api/v1/services", json={**_spec(address), "team": "team-b"})
     assert response.status_code == 403
     viewer = {"Authorization": f"Bearer {tokens['viewer']}"}

@@ -32,7 +32,14 @@ from fleetshare.inputs import StrictModel
 from fleetshare.scenario.schema import WorkloadSpec
 from fleetshare.service import store as tables
 from fleetshare.service.auth import Principal
-from fleetshare.service.plane import ACTIVE, Conflict, ControlPlane, Forbidden, Invalid
+from fleetshare.service.plane import (
+    ACTIVE,
+    Conflict,
+    ControlPlane,
+    Forbidden,
+    Invalid,
+    ServiceError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +108,10 @@ class LiveServices:
             )
         if spec.team not in {t.name for t in self.plane.policy.teams}:
             raise Invalid(f"team: unknown team {spec.team!r}")
+        try:
+            self.plane.policy.priority_of(spec.priority)
+        except KeyError as exc:
+            raise Invalid(f"priority: {exc.args[0]}") from None
         with self.lock:
             if spec.name in self.services:
                 raise Conflict(f"a service named {spec.name!r} exists already")
@@ -132,16 +143,19 @@ class LiveServices:
             service.last = {**service.last, "error": str(exc), "error_at": now}
             return
         service.last = {"wanted": decision.replicas, "why": decision.why, "at": now, "error": None}
-        for _ in range(decision.replicas - len(service.replicas)):
-            service.serial += 1
-            name = f"{service.spec.name}-r{service.serial}"
-            self.plane.submit(self._replica(service.spec, name), service.principal)
-            service.replicas.append(name)
-        surplus = len(service.replicas) - decision.replicas
-        if surplus > 0:
-            for name in self._deletion_order(service.replicas)[:surplus]:
-                self.plane.cancel(name, service.principal)
-                service.replicas.remove(name)
+        try:
+            for _ in range(decision.replicas - len(service.replicas)):
+                service.serial += 1
+                name = f"{service.spec.name}-r{service.serial}"
+                self.plane.submit(self._replica(service.spec, name), service.principal)
+                service.replicas.append(name)
+            surplus = len(service.replicas) - decision.replicas
+            if surplus > 0:
+                for name in self._deletion_order(service.replicas)[:surplus]:
+                    self.plane.cancel(name, service.principal)
+                    service.replicas.remove(name)
+        except ServiceError as exc:  # e.g. the token was revoked, the store refused
+            service.last = {**service.last, "error": f"{type(exc).__name__}: {exc.message}"}
 
     @staticmethod
     def _replica(spec: LiveServiceSpec, name: str) -> WorkloadSpec:
