@@ -18,8 +18,16 @@ def bound(u: float, prices: list[float], size: float = 1.0, demand: float = 10.0
     fit = np.floor(CAP[:, 0] / size)[None, :]
     v = np.array([[[p], [p]] for p in prices])
     value, _ = covering_dual_bound(
-        OBJ, CAP, np.array([[size]]), fit, np.array([demand]), np.array([u]), NO_ROWS, NONE,
-        NONE, v,
+        OBJ,
+        CAP,
+        np.array([[size]]),
+        fit,
+        np.array([demand]),
+        np.array([u]),
+        NO_ROWS,
+        NONE,
+        NONE,
+        v,
     )
     return value
 

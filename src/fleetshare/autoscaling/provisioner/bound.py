@@ -56,7 +56,6 @@ def lower_bound(
     return best
 
 
-
 def covering_dual_bound(
     obj: np.ndarray,
     cap: np.ndarray,

@@ -89,11 +89,12 @@ class FluidSolution(NamedTuple):
 def _group_fit(p: Problem, rep: np.ndarray, g_cap: np.ndarray) -> np.ndarray:
     """G x J: how many pods of each group one node of each candidate holds (a capped group at
     most the sum of its classes' caps; 0: the group may not use the candidate)."""
-    fit = p.fit[rep].astype(float)
-    fit = np.where((g_cap[:, None] > 0) & (fit > 0), g_cap[:, None], fit)  # caps summed
     res_fit = np.floor_divide(p.cap[None, :, :], np.maximum(p.size[rep][:, None, :], 1))
     res_fit = np.where(p.size[rep][:, None, :] > 0, res_fit, np.iinfo(np.int64).max).min(axis=2)
-    return np.asarray(np.where(fit > 0, np.minimum(fit, res_fit), 0))
+    # not the representative's own fit: an uncapped class's is cut at its demand, and the
+    # group's other classes may put more on one node
+    cut = np.where(g_cap[:, None] > 0, np.minimum(res_fit, g_cap[:, None]), res_fit)
+    return np.asarray(np.where(p.fit[rep] > 0, cut, 0).astype(float))
 
 
 def fluid_lp(
@@ -172,7 +173,9 @@ def fluid_lp(
     v_keep = np.zeros_like(p.cap, dtype=float)
     v_keep[keep] = np.maximum(dual[G:base], 0).reshape(K, R)
     prices = np.stack([v_keep] + [np.broadcast_to(lam * a, p.cap.shape) for a in PRICE_SCALES])
-    node_rows = np.array([p.allowed_rows[u] for u in sorted(need)], float).reshape(len(need), len(p.obj))
+    node_rows = np.array([p.allowed_rows[u] for u in sorted(need)], float).reshape(
+        len(need), len(p.obj)
+    )
     bound, ratio = covering_dual_bound(
         p.obj,
         p.cap.astype(float),

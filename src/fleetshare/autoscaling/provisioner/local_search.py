@@ -43,7 +43,7 @@ def improve(p: Problem, pack: Packing, budget: PlanBudget, net: SafetyNet) -> in
             ok = _node_allowed(p, pack, n) & (p.obj < p.obj[cur] - 1e-12)
             if len(L):
                 ok &= ((pack.head + L[:, cur])[:, None] + 1e-9 >= L).all(axis=0)
-            for j in _targets(p, pack, n, ok, budget.search_targets) + [-1]:
+            for j in [*_targets(p, pack, n, ok, budget.search_targets), -1]:
                 if _shrink(p, pack, n, j, norm, closed):
                     if j >= 0:
                         if len(L):
