@@ -27,6 +27,10 @@ class PlanBudget:
     their price added (they lower the LP, and without them the bound is scaled down)."""
     fluid_passes: int = 4
     """Fluid plan: LP solves, each for the pods the whole nodes taken so far leave."""
+    fluid_variants: tuple[tuple[float, int, int], ...] = ((0.06, 10, 100), (0.15, 4, 200))
+    """Fluid plan: further plans, as (``fluid_slack``, ``fluid_passes``, ``fluid_candidates``),
+    made in turn while the best so far is more than ``target_gap`` above the bound (rounding
+    whole nodes is sensitive to the candidate set; the cheapest plan is kept)."""
     search_passes: int = 50
     """Local search: passes over the nodes per run (a run also ends at a pass that finds no
     improvement)."""

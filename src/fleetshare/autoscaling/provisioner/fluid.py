@@ -86,14 +86,15 @@ class FluidSolution(NamedTuple):
     """Per candidate, its worth at the duals over its price (above 1: may lower the LP)."""
 
 
-def _group_fit(p: Problem, rep: np.ndarray, g_cap: np.ndarray) -> np.ndarray:
+def _group_fit(p: Problem, rep: np.ndarray, g_cap: np.ndarray, g_demand: np.ndarray) -> np.ndarray:
     """G x J: how many pods of each group one node of each candidate holds (a capped group at
-    most the sum of its classes' caps; 0: the group may not use the candidate)."""
+    most the sum of its classes' caps, another at most its demand; 0: the group may not use
+    the candidate)."""
     res_fit = np.floor_divide(p.cap[None, :, :], np.maximum(p.size[rep][:, None, :], 1))
     res_fit = np.where(p.size[rep][:, None, :] > 0, res_fit, np.iinfo(np.int64).max).min(axis=2)
-    # not the representative's own fit: an uncapped class's is cut at its demand, and the
-    # group's other classes may put more on one node
-    cut = np.where(g_cap[:, None] > 0, np.minimum(res_fit, g_cap[:, None]), res_fit)
+    # not the representative's own fit (cut at its own demand): a node holds at most the
+    # group's summed caps, or when uncapped its whole demand
+    cut = np.minimum(res_fit, np.where(g_cap > 0, g_cap, g_demand)[:, None])
     return np.asarray(np.where(p.fit[rep] > 0, cut, 0).astype(float))
 
 
@@ -115,7 +116,7 @@ def fluid_lp(
     g_demand = np.bincount(group[members], weights=demand[members], minlength=G)
     capped_c = members & (p.upper < demand)
     g_cap = np.bincount(group[capped_c], weights=p.upper[capped_c], minlength=G)
-    fit_all = _group_fit(p, rep, g_cap)
+    fit_all = _group_fit(p, rep, g_cap, g_demand)
     fit = fit_all[:, keep]  # G x K
     gs, ks = np.nonzero(fit > 0)
     n = len(gs)

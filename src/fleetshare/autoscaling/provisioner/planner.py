@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -150,12 +151,23 @@ def plan_nodes(
     plans: list[tuple[str, Packing]] = []
     costs: dict[str, float] = {}
     fluid, fluid_bound = fluid_packing(p, lam, budget, net)
+    near = max(bound, fluid_bound)  # what "close to the bound" means for the choices below
     if fluid is not None:
         plans.append(("fluid", greedy(p, "pod", start=fluid)))
         costs["cost_fluid"] = _score(p, plans[-1][1])
+        # more fluid plans, other candidate sets and passes, while the best is not close
+        for i, (slack, passes, most) in enumerate(budget.fluid_variants):
+            if _gap(p, plans[0][1], near) <= target_gap or net.fired():
+                break
+            other = replace(budget, fluid_slack=slack, fluid_passes=passes, fluid_candidates=most)
+            alt, _ = fluid_packing(p, lam, other, net)
+            if alt is not None:
+                pack = greedy(p, "pod", start=alt)
+                costs[f"cost_fluid_{i + 1}"] = _score(p, pack)
+                if _score(p, pack) < _score(p, plans[0][1]) - 1e-9:
+                    plans[0] = ("fluid", pack)
     lap("fluid_s")
     small = p.n_classes * len(p.candidates) <= SMALL_PROBLEM
-    near = max(bound, fluid_bound)  # what "close to the bound" means for the choices below
     if not plans or small or _gap(p, plans[0][1], near) > target_gap:
         for i, rule in enumerate(("pod", "big", "spread", "balance")):
             plans.append(("greedy", greedy(p, rule)))
