@@ -9,10 +9,14 @@ at least ``ceil(demand / upper)`` nodes where they may run. Classes of the same 
 candidates and cappedness are one group (capped deployments of one size together, their caps
 summed), so the LP stays small. Node capacity is seen in aggregate, which is close when pods
 are small against nodes, so the LP runs over the candidates near the resource prices'
-frontier (:func:`frontier`). Each pass takes the whole nodes of the solution (rounded down)
-with their share of its pods, packs them evenly (capped classes first), puts the pods still
-needed into the room left, and solves again for the rest. What is left after the passes is
-the caller's to fill (the greedy), which also right-sizes every node.
+frontier (:func:`frontier`); candidates its duals value above their price then join and it is
+solved again (``fluid_pricing`` times at most). Its duals give a proven lower bound on every
+plan (:func:`~fleetshare.autoscaling.provisioner.bound.covering_dual_bound`, checked over all
+candidates). Each pass takes the whole nodes of the solution (rounded down) with their share
+of its pods, packs them evenly (capped classes first), puts the pods still needed into the
+room left, and solves again for the rest, over the candidates the first solve used and each
+class's cheapest. What is left after the passes is the caller's to fill (the greedy), which
+also right-sizes every node.
 """
 
 from __future__ import annotations

@@ -118,7 +118,8 @@ def plan_nodes(
     account; ``running_instances``: the instances that exist now (their usage counts against
     those limits). ``pool_usage``: per pool, what its existing nodes already use of its limits
     (milli-units; ``nodes`` as a count). ``target_gap``: when the fluid plan is already this
-    close to the lower bound, the four greedy plans are skipped; column generation and the
+    close to the lower bound, no further fluid plans are made (``PlanBudget.fluid_variants``)
+    and the four greedy plans are skipped; column generation and the
     MILP run on small problems, and on others only without a fluid plan when the best plan is
     not this close. ``budget``: how
     much search each phase may do (:class:`PlanBudget`); the plan depends only on the input and
