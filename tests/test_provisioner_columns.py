@@ -1,5 +1,6 @@
 """Column generation's pieces on the mixed batch: LP pricing bounds every knapsack and its
-patterns fit; LP rounding gives nodes that fit and never more pods than asked for."""
+patterns fit; LP rounding gives nodes that fit and never more pods than asked for; the local
+search's move targets are cheaper candidates the node's pods may use."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from fleetshare.autoscaling.provisioner.columns import (
     column_generation,
     round_columns,
 )
+from fleetshare.autoscaling.provisioner.greedy import greedy
+from fleetshare.autoscaling.provisioner.local_search import _node_allowed, _targets
 from fleetshare.autoscaling.provisioner.problem import Problem, build_problem
 from fleetshare.autoscaling.provisioner.result import Plan
 from tests.test_provisioner_determinism import mixed_batch
@@ -56,3 +59,18 @@ def test_lp_rounding_fits_and_never_plans_more_pods_than_asked() -> None:
     assert (pack.counts[: pack.n] <= p.fit[:, pack.cand[: pack.n]].T).all()
     assert (pack.covered() <= p.demand).all()
     assert (pack.counts[: pack.n].sum(axis=1) > 0).all()  # no empty node is opened
+
+
+def test_local_search_targets_are_cheaper_allowed_and_the_next_cheaper_first() -> None:
+    p = problem()
+    pack = greedy(p, "pod")
+    for n in range(pack.n):
+        cur = int(pack.cand[n])
+        ok = _node_allowed(p, pack, n) & (p.obj < p.obj[cur] - 1e-12)
+        got = _targets(p, pack, n, ok, 3)
+        assert len(got) == min(3, int(ok.sum())) and len(set(got)) == len(got)
+        assert all(ok[j] for j in got)
+        if got:  # the next cheaper candidate, then by how far the node's pods overflow them
+            assert p.obj[got[0]] == p.obj[ok].max()
+            short = [float((np.maximum(pack.used[n] - p.cap[j], 0) / p.capref).sum()) for j in got]
+            assert short[1:] == sorted(short[1:])

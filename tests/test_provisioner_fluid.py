@@ -71,3 +71,6 @@ def test_the_fluid_plan_fits_and_is_never_dearer_than_the_plain_path() -> None:
     check(plain, shapes)
     assert fluid.hourly_cost <= plain.hourly_cost + 1e-9
     assert fluid.lower_bound <= fluid.hourly_cost
+    # the fluid LP's bound holds for both plans and is at least the resource prices' bound
+    assert fluid.stats["resource_bound"] <= fluid.stats["fluid_bound"] + 1e-9
+    assert fluid.stats["fluid_bound"] <= min(fluid.hourly_cost, plain.hourly_cost) + 1e-9

@@ -9,10 +9,15 @@ reservation. Limits (node pools, account quotas, reservations: ``account_limits.
 
 - ``candidates``: candidates per pool and offering, compatibility, launched nodes' labels;
 - ``problem``: the item x candidate problem in arrays, classes, dominated candidates dropped;
+- ``fluid``: the fluid plan (the compact LP, taken in whole nodes pass by pass; more fluid
+  plans from other candidate sets while the best is not within ``target_gap``) and its
+  proven lower bound;
 - ``greedy``: four greedy plans (cheapest per pod, first fit and even spread by capacity per
   dollar, constrained first), every node right-sized (``packing``);
-- ``local_search``: move a node to a cheaper candidate, or empty it, when its pods find room;
-- ``bound``: a lower bound from resource prices, and from column-generation duals;
+- ``local_search``: move a node to a cheaper candidate (up to ``search_targets`` of them), or
+  empty it, when its pods find room;
+- ``bound``: lower bounds from resource prices, from the fluid LP's duals (checked over every
+  candidate) and from column-generation duals;
 - ``columns``: column generation (master LP with HiGHS, knapsack pricing: greedy, then one
   block LP), LP rounding and a MILP over the columns, whose plans compete with the greedy one;
 - ``topology_check``: zone spreads trimmed to skew 1, gangs not placed in full removed;

@@ -54,3 +54,38 @@ def lower_bound(
         bound = z / theta - float((ymax[lag] * excess[lag]).sum())
         best = max(best, bound)
     return best
+
+
+def covering_dual_bound(
+    obj: np.ndarray,
+    cap: np.ndarray,
+    size: np.ndarray,
+    fit: np.ndarray,
+    demand: np.ndarray,
+    u: np.ndarray,
+    node_rows: np.ndarray,
+    node_need: np.ndarray,
+    nu: np.ndarray,
+    prices: np.ndarray,
+) -> tuple[float, np.ndarray]:
+    """A lower bound on every plan that covers ``demand``, from covering duals ``u`` (one per
+    group of pods of size ``size[g]``) and node-count duals ``nu`` (rows ``node_rows[i]``: at
+    least ``node_need[i]`` nodes among those candidates); and per candidate, what its node is
+    worth at those duals over its price (above 1: the duals undervalue it).
+
+    The relaxation: ``x[g, j]`` pods of group g on ``y[j]`` nodes of candidate j, every group
+    covered, ``sum_g size[g] x[g, j] <= cap[j] y[j]``, ``x[g, j] <= fit[g, j] y[j]`` (0: g may
+    not use j) and the node-count rows; every plan is feasible for it. Its dual needs, per
+    candidate j, capacity prices ``v`` with ``cap[j]·v + sum_g fit[g, j] max(0, u[g] -
+    size[g]·v) + sum_{i: j in row i} nu[i] <= obj[j]``. Each candidate takes the best of the
+    ``prices`` (P x J x R) on offer; where none satisfies it, ``u`` and ``nu`` are scaled down
+    by the worst ratio (Farley), so the bound holds whatever duals are passed in."""
+    if not len(u) or not len(obj):
+        return 0.0, np.zeros(len(obj))
+    best = np.full(len(obj), np.inf)
+    for v in prices:  # J x R
+        over = np.maximum(u[:, None] - size @ v.T, 0.0)  # G x J
+        best = np.minimum(best, (cap * v).sum(axis=1) + (fit * over).sum(axis=0))
+    ratio = (best + (nu @ node_rows if len(nu) else 0.0)) / obj
+    theta = max(1.0, float(ratio.max()))
+    return float((demand @ u + node_need @ nu) / theta), ratio

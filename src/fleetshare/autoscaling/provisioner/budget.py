@@ -22,11 +22,21 @@ class PlanBudget:
     fluid_candidates: int = 100
     """Fluid plan: made only when at most this many candidates are within ``fluid_slack`` of
     the frontier (more: prices nearly proportional to size, where the greedy plans do)."""
+    fluid_pricing: int = 3
+    """Fluid plan: re-solves of the first LP, each with the candidates its duals value above
+    their price added (they lower the LP, and without them the bound is scaled down)."""
     fluid_passes: int = 4
     """Fluid plan: LP solves, each for the pods the whole nodes taken so far leave."""
+    fluid_variants: tuple[tuple[float, int, int], ...] = ((0.06, 10, 100), (0.15, 4, 200))
+    """Fluid plan: further plans, as (``fluid_slack``, ``fluid_passes``, ``fluid_candidates``),
+    made in turn while the best so far is more than ``target_gap`` above the bound (rounding
+    whole nodes is sensitive to the candidate set; the cheapest plan is kept)."""
     search_passes: int = 50
     """Local search: passes over the nodes per run (a run also ends at a pass that finds no
     improvement)."""
+    search_targets: int = 3
+    """Local search: cheaper candidates tried per node (the next cheaper one, then those its
+    pods overflow least), before emptying it."""
     search_moves: int = 100_000
     """Local search: node moves tried per run (to a cheaper candidate, or emptying it)."""
     cg_rounds: int = 50

@@ -9,17 +9,24 @@ at least ``ceil(demand / upper)`` nodes where they may run. Classes of the same 
 candidates and cappedness are one group (capped deployments of one size together, their caps
 summed), so the LP stays small. Node capacity is seen in aggregate, which is close when pods
 are small against nodes, so the LP runs over the candidates near the resource prices'
-frontier (:func:`frontier`). Each pass takes the whole nodes of the solution (rounded down)
-with their share of its pods, packs them evenly (capped classes first), puts the pods still
-needed into the room left, and solves again for the rest. What is left after the passes is
-the caller's to fill (the greedy), which also right-sizes every node.
+frontier (:func:`frontier`); candidates its duals value above their price then join and it is
+solved again (``fluid_pricing`` times at most). Its duals give a proven lower bound on every
+plan (:func:`~fleetshare.autoscaling.provisioner.bound.covering_dual_bound`, checked over all
+candidates). Each pass takes the whole nodes of the solution (rounded down) with their share
+of its pods, packs them evenly (capped classes first), puts the pods still needed into the
+room left, and solves again for the rest, over the candidates the first solve used and each
+class's cheapest. What is left after the passes is the caller's to fill (the greedy), which
+also right-sizes every node.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import scipy.sparse as sp
 
+from fleetshare.autoscaling.provisioner.bound import covering_dual_bound
 from fleetshare.autoscaling.provisioner.budget import PlanBudget, SafetyNet
 from fleetshare.autoscaling.provisioner.greedy import even_shares, fill
 from fleetshare.autoscaling.provisioner.packing import Packing
@@ -29,6 +36,13 @@ from fleetshare.autoscaling.provisioner.solver import lp
 FEW = 8
 """Pairs where a node holds at most this many of the class get a per-node row (the floor
 matters there; elsewhere aggregate capacity is close enough)."""
+
+RATIO_TOL = 1e-6
+"""A candidate joins the fluid LP when the duals value its node this much above its price."""
+
+PRICE_SCALES = (0.9, 1.0, 1.02, 1.05, 1.1, 1.2)
+"""Capacity prices the fluid bound tries for every candidate: the resource prices times these
+(the best per candidate counts)."""
 
 
 def frontier(p: Problem, lam: np.ndarray, slack: float, most: int) -> np.ndarray | None:
@@ -40,10 +54,15 @@ def frontier(p: Problem, lam: np.ndarray, slack: float, most: int) -> np.ndarray
     near = over <= slack + 1e-12
     if near.sum() > most:
         return None
+    near[_cheapest(p)] = True
+    return np.flatnonzero(near)
+
+
+def _cheapest(p: Problem) -> np.ndarray:
+    """Every class's cheapest candidate per pod (ties: the lower index)."""
     per_pod = np.where(p.fit > 0, p.obj[None, :] / np.maximum(p.fit, 1), np.inf)
     cheapest = np.argmin(per_pod, axis=1)
-    near[cheapest[np.isfinite(per_pod.min(axis=1))]] = True
-    return np.flatnonzero(near)
+    return np.unique(cheapest[np.isfinite(per_pod.min(axis=1))])
 
 
 def _groups(p: Problem, demand: np.ndarray) -> tuple[np.ndarray, int]:
@@ -58,11 +77,37 @@ def _groups(p: Problem, demand: np.ndarray) -> tuple[np.ndarray, int]:
     return group, len(key)
 
 
+class FluidSolution(NamedTuple):
+    """One fluid LP solve: nodes per candidate of ``keep`` (K), pods per candidate and class
+    (K x C), and a proven lower bound on every plan for the demand solved
+    (:func:`~fleetshare.autoscaling.provisioner.bound.covering_dual_bound` over all
+    candidates, from this solve's duals)."""
+
+    y: np.ndarray
+    pods: np.ndarray
+    bound: float
+    ratio: np.ndarray
+    """Per candidate, its worth at the duals over its price (above 1: may lower the LP)."""
+
+
+def _group_fit(p: Problem, rep: np.ndarray, g_cap: np.ndarray, g_demand: np.ndarray) -> np.ndarray:
+    """G x J: how many pods of each group one node of each candidate holds (a capped group at
+    most the sum of its classes' caps, another at most its demand; 0: the group may not use
+    the candidate)."""
+    res_fit = np.floor_divide(p.cap[None, :, :], np.maximum(p.size[rep][:, None, :], 1))
+    res_fit = np.where(p.size[rep][:, None, :] > 0, res_fit, np.iinfo(np.int64).max).min(axis=2)
+    # not the representative's own fit (cut at its own demand): a node holds at most the
+    # group's summed caps, or when uncapped its whole demand
+    cut = np.minimum(res_fit, np.where(g_cap > 0, g_cap, g_demand)[:, None])
+    return np.asarray(np.where(p.fit[rep] > 0, cut, 0).astype(float))
+
+
 def fluid_lp(
-    p: Problem, keep: np.ndarray, demand: np.ndarray, head: np.ndarray
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """The fluid LP over candidates ``keep`` for ``demand`` within limit ``head``room: nodes
-    per candidate (K) and pods per class and candidate (K x C), or None without a solution.
+    p: Problem, keep: np.ndarray, demand: np.ndarray, head: np.ndarray, lam: np.ndarray
+) -> FluidSolution | None:
+    """The fluid LP over candidates ``keep`` for ``demand`` within limit ``head``room, or
+    None without a solution; ``lam`` (resource prices) is one of the capacity prices the
+    bound tries.
 
     Classes are merged into groups (:func:`_groups`); a capped group holds at most the sum of
     its classes' caps per node, and a group's pods on a candidate go back to its classes in
@@ -75,11 +120,8 @@ def fluid_lp(
     g_demand = np.bincount(group[members], weights=demand[members], minlength=G)
     capped_c = members & (p.upper < demand)
     g_cap = np.bincount(group[capped_c], weights=p.upper[capped_c], minlength=G)
-    fit = p.fit[rep][:, keep].astype(float)  # G x K
-    fit = np.where((g_cap[:, None] > 0) & (fit > 0), g_cap[:, None], fit)  # caps summed
-    res_fit = np.floor_divide(p.cap[keep][None, :, :], np.maximum(p.size[rep][:, None, :], 1))
-    res_fit = np.where(p.size[rep][:, None, :] > 0, res_fit, np.iinfo(np.int64).max).min(axis=2)
-    fit = np.where(fit > 0, np.minimum(fit, res_fit), 0)
+    fit_all = _group_fit(p, rep, g_cap, g_demand)
+    fit = fit_all[:, keep]  # G x K
     gs, ks = np.nonzero(fit > 0)
     n = len(gs)
     x = K + np.arange(n)
@@ -130,7 +172,28 @@ def fluid_lp(
     g_pods[ks, gs] = sol[K:]
     share = np.where(members, demand / np.maximum(g_demand[np.maximum(group, 0)], 1), 0)
     pods = g_pods[:, np.maximum(group, 0)] * share[None, :]
-    return sol[:K], pods
+    # the bound: the covering and node-count duals, capacity priced for every candidate at
+    # the resource prices (scaled) or, for the candidates solved, at this LP's own duals
+    dual = -np.asarray(res.ineqlin.marginals)
+    v_keep = np.zeros_like(p.cap, dtype=float)
+    v_keep[keep] = np.maximum(dual[G:base], 0).reshape(K, R)
+    prices = np.stack([v_keep] + [np.broadcast_to(lam * a, p.cap.shape) for a in PRICE_SCALES])
+    node_rows = np.array([p.allowed_rows[u] for u in sorted(need)], float).reshape(
+        len(need), len(p.obj)
+    )
+    bound, ratio = covering_dual_bound(
+        p.obj,
+        p.cap.astype(float),
+        p.size[rep].astype(float),
+        fit_all,
+        g_demand,
+        np.maximum(dual[:G], 0),
+        node_rows,
+        np.array([need[u] for u in sorted(need)], float),
+        np.maximum(dual[base : base + len(need)], 0),
+        prices,
+    )
+    return FluidSolution(sol[:K], pods, bound, ratio)
 
 
 def _pack(p: Problem, pack: Packing, j: int, count: int, take: np.ndarray) -> np.ndarray:
@@ -157,26 +220,40 @@ def _pack(p: Problem, pack: Packing, j: int, count: int, take: np.ndarray) -> np
 
 def fluid_packing(
     p: Problem, lam: np.ndarray, budget: PlanBudget, net: SafetyNet
-) -> Packing | None:
+) -> tuple[Packing | None, float]:
     """Nodes and pods from the fluid LP (see the module docstring) within ``budget``
-    (``fluid_passes`` LP solves over the candidates within ``fluid_slack`` of the frontier);
-    None when the first solve fails, there are no passes, or more than ``fluid_candidates``
-    candidates are that close (:func:`frontier`). Pods may
-    be left uncovered (the caller fills them in)."""
+    (``fluid_passes`` LP solves over the candidates within ``fluid_slack`` of the frontier),
+    and the first solve's lower bound on plans that cover every pod (0 without one). The
+    packing is None when the first solve fails, there are no passes, or more than
+    ``fluid_candidates`` candidates are that close (:func:`frontier`). Pods may be left
+    uncovered (the caller fills them in)."""
     if budget.fluid_passes <= 0:
-        return None
+        return None, 0.0
     keep = frontier(p, lam, budget.fluid_slack, budget.fluid_candidates)
     if keep is None:
-        return None
+        return None, 0.0
     pack = Packing(p)
     need = p.demand.copy()
-    for _ in range(budget.fluid_passes):
+    bound = 0.0
+    for i in range(budget.fluid_passes):
         if net.fired():
             break
-        solved = fluid_lp(p, keep, need, pack.head)
+        solved = fluid_lp(p, keep, need, pack.head, lam)
+        for _ in range(budget.fluid_pricing if i == 0 else 0):
+            # candidates the duals value above their price join, and the LP is solved again
+            if solved is None or net.fired():
+                break
+            joins = np.flatnonzero(solved.ratio > 1 + RATIO_TOL)
+            joins = joins[~np.isin(joins, keep)]
+            if not len(joins):
+                break
+            keep = np.union1d(keep, joins)
+            solved = fluid_lp(p, keep, need, pack.head, lam)
         if solved is None:
-            return None if pack.n == 0 else pack
-        y, pods = solved
+            return (None if pack.n == 0 else pack), bound
+        y, pods = solved.y, solved.pods
+        if i == 0:
+            bound = solved.bound
         whole = np.floor(y + 1e-6).astype(np.int64)
         if not whole.any():  # only fractions left: the largest becomes one node
             whole[int(np.argmax(y))] = 1
@@ -188,7 +265,9 @@ def fluid_packing(
             want = np.minimum(take[k], need)
             need -= _pack(p, pack, int(keep[k]), int(whole[k]), want)
         fill(p, pack, need, "spread", open_new=False)  # what fits in the room left
+        if i == 0:  # later passes: the candidates this solve used, and each class's cheapest
+            keep = np.union1d(keep[y > 1e-9], _cheapest(p))
         if not need.any():
             break
     pack.compact()
-    return pack
+    return pack, bound

@@ -43,8 +43,7 @@ def improve(p: Problem, pack: Packing, budget: PlanBudget, net: SafetyNet) -> in
             ok = _node_allowed(p, pack, n) & (p.obj < p.obj[cur] - 1e-12)
             if len(L):
                 ok &= ((pack.head + L[:, cur])[:, None] + 1e-9 >= L).all(axis=0)
-            target = int(np.argmax(np.where(ok, p.obj, -np.inf))) if ok.any() else -1
-            for j in ([target] if target >= 0 else []) + [-1]:
+            for j in [*_targets(p, pack, n, ok, budget.search_targets), -1]:
                 if _shrink(p, pack, n, j, norm, closed):
                     if j >= 0:
                         if len(L):
@@ -57,6 +56,20 @@ def improve(p: Problem, pack: Packing, budget: PlanBudget, net: SafetyNet) -> in
         if not improved:
             break
     return tried
+
+
+def _targets(p: Problem, pack: Packing, n: int, ok: np.ndarray, most: int) -> list[int]:
+    """Cheaper candidates node ``n`` may move to, at most ``most``: the next cheaper one, then
+    those its pods overflow least (summed over resources, relative to the largest capacity;
+    ties: the dearer, then the lower index)."""
+    idx = np.flatnonzero(ok)
+    if not len(idx) or most <= 0:
+        return []
+    nxt = int(idx[np.argmax(p.obj[idx])])
+    short = (np.maximum(pack.used[n][None, :] - p.cap[idx], 0) / p.capref).sum(axis=1)
+    order = idx[np.lexsort((idx, -p.obj[idx], short))]
+    out = [nxt] + [int(j) for j in order if j != nxt]
+    return out[:most]
 
 
 def _shrink(
@@ -82,20 +95,22 @@ def _shrink(
     gain = (sizes[:, short] / np.maximum(deficit0[short], 1)).sum(axis=1)
     orders = [np.argsort(cost / np.maximum(gain, 1e-12), kind="stable")]
     orders.append(np.argsort(norm[present].sum(axis=1), kind="stable"))
+    size_of = sizes.tolist()  # plain ints: this loop runs per class on the node
+    count_of = pack.counts[n, present].tolist()
     for order in orders:
-        deficit = deficit0.copy()
+        deficit = deficit0.tolist()
         evict: dict[int, int] = {}
-        for c in present[order].tolist():
-            if (deficit <= 0).all():
+        for i in order.tolist():
+            if all(d <= 0 for d in deficit):
                 break
-            size = p.size[c]
-            useful = (deficit > 0) & (size > 0)
-            if not useful.any():
+            size = size_of[i]
+            ks = [-(-d // s) for d, s in zip(deficit, size, strict=True) if d > 0 and s > 0]
+            if not ks:
                 continue
-            k = min(int(np.max(-(-deficit[useful] // size[useful]))), int(pack.counts[n, c]))
-            evict[c] = k
-            deficit = deficit - k * size
-        if (deficit <= 0).all() and _rehome(p, pack, n, evict, closed, norm):
+            k = min(max(ks), count_of[i])
+            evict[int(present[i])] = k
+            deficit = [d - k * s for d, s in zip(deficit, size, strict=True)]
+        if all(d <= 0 for d in deficit) and _rehome(p, pack, n, evict, closed, norm):
             return True
     return False
 
@@ -112,7 +127,9 @@ def _rehome(
     moves: list[tuple[int, np.ndarray]] = []
     others = ~closed[: pack.n]
     others[n] = False
-    for c, k in sorted(evict.items(), key=lambda ck: -norm[ck[0]].sum()):
+    weight = norm[list(evict)].sum(axis=1).tolist() if evict else []
+    by_weight = sorted(zip(evict.items(), weight, strict=True), key=lambda cw: -cw[1])
+    for (c, k), _ in by_weight:
         size = p.size[c]
         nz = size > 0
         cand = pack.cand[: pack.n]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -117,7 +118,8 @@ def plan_nodes(
     account; ``running_instances``: the instances that exist now (their usage counts against
     those limits). ``pool_usage``: per pool, what its existing nodes already use of its limits
     (milli-units; ``nodes`` as a count). ``target_gap``: when the fluid plan is already this
-    close to the lower bound, the four greedy plans are skipped; column generation and the
+    close to the lower bound, no further fluid plans are made (``PlanBudget.fluid_variants``)
+    and the four greedy plans are skipped; column generation and the
     MILP run on small problems, and on others only without a fluid plan when the best plan is
     not this close. ``budget``: how
     much search each phase may do (:class:`PlanBudget`); the plan depends only on the input and
@@ -149,13 +151,25 @@ def plan_nodes(
     bound = res_bound
     plans: list[tuple[str, Packing]] = []
     costs: dict[str, float] = {}
-    fluid = fluid_packing(p, lam, budget, net)
+    fluid, fluid_bound = fluid_packing(p, lam, budget, net)
+    near = max(bound, fluid_bound)  # what "close to the bound" means for the choices below
     if fluid is not None:
         plans.append(("fluid", greedy(p, "pod", start=fluid)))
         costs["cost_fluid"] = _score(p, plans[-1][1])
+        # more fluid plans, other candidate sets and passes, while the best is not close
+        for i, (slack, passes, most) in enumerate(budget.fluid_variants):
+            if _gap(p, plans[0][1], near) <= target_gap or net.fired():
+                break
+            other = replace(budget, fluid_slack=slack, fluid_passes=passes, fluid_candidates=most)
+            alt, _ = fluid_packing(p, lam, other, net)
+            if alt is not None:
+                pack = greedy(p, "pod", start=alt)
+                costs[f"cost_fluid_{i + 1}"] = _score(p, pack)
+                if _score(p, pack) < _score(p, plans[0][1]) - 1e-9:
+                    plans[0] = ("fluid", pack)
     lap("fluid_s")
     small = p.n_classes * len(p.candidates) <= SMALL_PROBLEM
-    if not plans or small or _gap(p, plans[0][1], bound) > target_gap:
+    if not plans or small or _gap(p, plans[0][1], near) > target_gap:
         for i, rule in enumerate(("pod", "big", "spread", "balance")):
             plans.append(("greedy", greedy(p, rule)))
             costs[f"cost_greedy_{i}"] = _score(p, plans[-1][1])
@@ -177,7 +191,7 @@ def plan_nodes(
     cols = Columns()
     # column generation for small problems, or when there is no fluid plan and the greedy one
     # is not close (on large ones the fluid plan is closer than LP rounding, and faster)
-    if (small or (fluid is None and _gap(p, best, bound) > target_gap)) and not net.fired():
+    if (small or (fluid is None and _gap(p, best, near) > target_gap)) and not net.fired():
         for _, pack in plans:
             for n in range(pack.n):
                 cols.add(int(pack.cand[n]), pack.counts[n])
@@ -213,6 +227,8 @@ def plan_nodes(
     ymax = np.minimum(most_nodes(p), float(p.demand.sum()))
     nudge = float((token * np.where(token > 0, ymax, 0)).sum())
     uncovered = float(np.maximum(p.demand - best.covered(), 0).sum())
+    if uncovered == 0:  # the fluid LP's bound holds for plans that cover every pod
+        bound = max(bound, fluid_bound)
     plan.lower_bound = max(0.0, bound - p.penalty * uncovered - nudge)
     plan.bound_is_proven = uncovered == 0 and plan.lower_bound > 0
     plan.stats = {
@@ -224,6 +240,7 @@ def plan_nodes(
         "lp_value": relax.value,
         "lp_converged": float(relax.exact),
         "resource_bound": res_bound,
+        "fluid_bound": fluid_bound,
         **work,
         **costs,
         "time_limit_hit": float(net.hit),

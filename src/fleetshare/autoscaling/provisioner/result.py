@@ -37,6 +37,8 @@ class Plan:
     launches: list[Launch] = field(default_factory=list)
     hourly_cost: float = 0.0
     lower_bound: float = 0.0
+    """No plan for these pods costs less: the best of the resource prices' bound, the fluid
+    LP's dual bound (when every pod is planned) and column generation's (Farley) bound."""
     bound_is_proven: bool = False
     method: str = "none"
     """Which plan won: ``greedy``, ``lp-rounding`` or ``milp`` (``none``: nothing to plan);
