@@ -293,10 +293,15 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     token = create_token(store, "admin")[1]
     # one after the other: the first takes the lease (runs the loop), the others follow
     servers = [start_server(db, workdir, args.nodes) for _ in range(args.replicas)]
-    urls = [url for _, url in servers]
-    url = urls[0]
+    url = servers[0][1]
+    # with --loop-alone the leader (the first) serves no submissions: its process runs the loop
+    urls = [u for _, u in servers[1 if args.loop_alone else 0 :]]
     pids = [process.pid for process, _ in servers]
-    result: dict[str, Any] = {"nodes": args.nodes, "replicas": args.replicas}
+    result: dict[str, Any] = {
+        "nodes": args.nodes,
+        "replicas": args.replicas,
+        "loop_alone": args.loop_alone,
+    }
     try:
         client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"})
         growth = []
@@ -414,11 +419,19 @@ def main() -> None:
         help="fleetshare serve processes on the one store: the first runs the loop, the "
         "client processes are spread over all",
     )
+    parser.add_argument(
+        "--loop-alone",
+        action="store_true",
+        help="with --replicas 2 or more: the clients submit to the followers only, so the "
+        "leader's process runs the control loop and serves nothing but /metrics",
+    )
     parser.add_argument("--procs", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if args.loop_alone and args.replicas < 2:
+        parser.error("--loop-alone needs --replicas 2 or more")
 
     from tests import postgres
 
