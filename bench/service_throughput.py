@@ -4,7 +4,8 @@ For each store (SQLite; PostgreSQL when installed, started here with its default
 settings: ``fsync`` and ``synchronous_commit`` on) this starts ``fleetshare serve`` on a
 cluster of ``--nodes`` m5.8xlarge nodes shared by ten teams (with ``--replicas N``, N
 processes on the one store: the first runs the loop, the others serve and write, and the
-client processes are spread over them), then:
+client processes are spread over them; with ``--loop-alone`` too, over the others only, so the
+loop has a process of its own), then:
 
 1. **fill**: submits ``--active`` workloads (1 CPU, 2 GiB, no duration: they keep running) in
    steps of ``--step``, waits after each step until all are admitted, and records the loop's
@@ -19,7 +20,8 @@ client processes are spread over them), then:
    server) of every workload submitted in the burst; the server processes' CPU time per
    acknowledged submission.
 
-``python bench/service_throughput.py --out bench/results/service_throughput.json``
+``python bench/service_throughput.py --out bench/results/service_throughput.json``;
+``... --replicas 2 --loop-alone --out bench/results/service_throughput_loop_alone.json``
 """
 
 from __future__ import annotations
