@@ -378,18 +378,11 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
 
     tokens = TokenCache(store)
 
-    async def authenticated(header: str | None) -> Principal | None:
-        """The principal of an ``Authorization`` header (cached, else read from the store)."""
-        found = tokens.cached(header)
-        if found is None:
-            found = await run_in_threadpool(tokens.authenticate, header)
-        return found
-
     async def principal(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> Principal:
         header = f"Bearer {credentials.credentials}" if credentials is not None else None
-        found = await authenticated(header)
+        found = await tokens.principal(header)
         if found is None:
             raise _Unauthorized()
         return found
@@ -591,7 +584,7 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
     app.add_middleware(
         Shortcut,
         path="/api/v1/workloads",
-        principal=authenticated,
+        principal=tokens.principal,
         handler=shortcut,
         max_bytes=INLINE_BODY_BYTES,
     )
