@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint typecheck bench format clean kube-bins helm-bin
+.PHONY: venv demo test lint typecheck bench bench-service format clean kube-bins helm-bin
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -62,8 +62,15 @@ bench: $(STAMP)
 	$(BIN)/python bench/simulate_speed.py --variant trace --variant static --variant idle50 \
 		--variant borrow-quota --variant fair-share --variant no-fair-share \
 		--out bench/results/simulate_speed.json
-	$(BIN)/python bench/service_throughput.py --out bench/results/service_throughput.json
+	$(MAKE) bench-service
 	$(BIN)/python bench/forecast_philly.py --out bench/results/forecast_philly.json
+
+# the service under load (issue 15's targets), SQLite and PostgreSQL: one process, then the
+# loop in a process of its own (a second replica takes the submissions)
+bench-service: $(STAMP)
+	$(BIN)/python bench/service_throughput.py --out bench/results/service_throughput.json
+	$(BIN)/python bench/service_throughput.py --replicas 2 --loop-alone \
+		--out bench/results/service_throughput_loop_alone.json
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests bench scripts

@@ -4,7 +4,8 @@ For each store (SQLite; PostgreSQL when installed, started here with its default
 settings: ``fsync`` and ``synchronous_commit`` on) this starts ``fleetshare serve`` on a
 cluster of ``--nodes`` m5.8xlarge nodes shared by ten teams (with ``--replicas N``, N
 processes on the one store: the first runs the loop, the others serve and write, and the
-client processes are spread over them), then:
+client processes are spread over them; with ``--loop-alone`` too, over the others only, so the
+loop has a process of its own), then:
 
 1. **fill**: submits ``--active`` workloads (1 CPU, 2 GiB, no duration: they keep running) in
    steps of ``--step``, waits after each step until all are admitted, and records the loop's
@@ -19,7 +20,8 @@ client processes are spread over them), then:
    server) of every workload submitted in the burst; the server processes' CPU time per
    acknowledged submission.
 
-``python bench/service_throughput.py --out bench/results/service_throughput.json``
+``python bench/service_throughput.py --out bench/results/service_throughput.json``;
+``... --replicas 2 --loop-alone --out bench/results/service_throughput_loop_alone.json``
 """
 
 from __future__ import annotations
@@ -293,10 +295,15 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     token = create_token(store, "admin")[1]
     # one after the other: the first takes the lease (runs the loop), the others follow
     servers = [start_server(db, workdir, args.nodes) for _ in range(args.replicas)]
-    urls = [url for _, url in servers]
-    url = urls[0]
+    url = servers[0][1]
+    # with --loop-alone the leader (the first) serves no submissions: its process runs the loop
+    urls = [u for _, u in servers[1 if args.loop_alone else 0 :]]
     pids = [process.pid for process, _ in servers]
-    result: dict[str, Any] = {"nodes": args.nodes, "replicas": args.replicas}
+    result: dict[str, Any] = {
+        "nodes": args.nodes,
+        "replicas": args.replicas,
+        "loop_alone": args.loop_alone,
+    }
     try:
         client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"})
         growth = []
@@ -414,11 +421,19 @@ def main() -> None:
         help="fleetshare serve processes on the one store: the first runs the loop, the "
         "client processes are spread over all",
     )
+    parser.add_argument(
+        "--loop-alone",
+        action="store_true",
+        help="with --replicas 2 or more: the clients submit to the followers only, so the "
+        "leader's process runs the control loop and serves nothing but /metrics",
+    )
     parser.add_argument("--procs", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    if args.loop_alone and args.replicas < 2:
+        parser.error("--loop-alone needs --replicas 2 or more")
 
     from tests import postgres
 

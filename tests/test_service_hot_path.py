@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from fleetshare.service.auth import TokenCache, create_token, revoke_token
+from fleetshare.service import auth
+from fleetshare.service.auth import Principal, TokenCache, create_token, revoke_token
 from fleetshare.service.group_commit import GroupCommit
 from fleetshare.service.store import Store
 
@@ -49,6 +51,38 @@ def test_a_valid_token_is_read_once_and_a_revoked_one_refused_after_the_bound(
     assert cache.cached(header) is None
     assert cache.authenticate(header) is None
     assert cache.cached(header) is None  # and it stays refused
+
+
+def test_a_token_leaving_the_cache_is_read_once_for_all_the_requests_that_bring_it(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = _Clock()
+    cache = TokenCache(store, seconds=1.0, clock=clock)
+    _, token = create_token(store, "team:team-a")
+    header = f"Bearer {token}"
+    reads: list[str] = []
+    lookup = auth._lookup
+
+    def counted(s: Store, token_hash: str) -> Principal | None:
+        reads.append(token_hash)
+        time.sleep(0.05)  # the other requests arrive while the store is read
+        return lookup(s, token_hash)
+
+    monkeypatch.setattr(auth, "_lookup", counted)
+
+    async def requests(headers: list[str | None]) -> list[Principal | None]:
+        return await asyncio.gather(*(cache.principal(h) for h in headers))
+
+    found = asyncio.run(requests([header] * 20 + ["Bearer fs_unknown"] * 5 + [None]))
+    assert found[:20] == [found[0]] * 20 and found[0] is not None
+    assert found[20:] == [None] * 6
+    assert len(reads) == 2  # the token once, the unknown one once; no header: no read
+    clock.now = 0.5
+    asyncio.run(requests([header] * 5))
+    assert len(reads) == 2  # cached
+    clock.now = 1.5
+    asyncio.run(requests([header] * 5))
+    assert len(reads) == 3  # left the cache: read again, once
 
 
 def test_invalid_tokens_are_never_cached_and_a_new_token_works_at_once(store: Store) -> None:

@@ -116,6 +116,43 @@ def test_a_follower_writes_the_leader_decides_and_a_dead_leader_is_replaced(
     assert rows["after-failover"].state == "admitted"
 
 
+def _seen(plane: ControlPlane) -> Any:
+    """What a view shows: running work with its placement, pending work and reasons in
+    order, the nodes."""
+    view = plane.view
+    running = [(n, r.workload.name, r.assignment, r.admitted_at) for n, r in view.running.items()]
+    nodes = [(n.name, n.schedulable) for n in view.nodes]
+    return running, list(view.pending), dict(view.waiting), nodes
+
+
+def test_a_followers_view_read_in_steps_is_the_view_read_at_once(tmp_path: Path) -> None:
+    """A follower refreshes only what changed since its last refresh (workloads named by new
+    events, nodes after a node event): after submissions, admissions, a cancellation, a
+    preemption and a cordon its view is the one a new follower reads in full."""
+    db = f"sqlite:///{tmp_path / 'fs.db'}"
+    leader = _plane(db)
+    follower = _plane(db)
+    try:
+        rounds: list[Any] = [
+            lambda: [_submit(follower, n) for n in ("a1", "a2", "a3")],
+            lambda: _submit(follower, "b1", "team-b"),  # reclaims its quota from team-a
+            lambda: follower.cancel("a3", ADMIN),
+            lambda: follower.node_action(sorted(leader.backend.nodes)[0], "cordon", ADMIN),
+            lambda: [_submit(leader, n, "team-b") for n in ("b2", "b3")],
+        ]
+        for change in rounds:
+            change()
+            leader.step()
+            follower._refresh_follower()
+            fresh = _plane(db)  # a follower too: it reads the store in full
+            assert _seen(follower) == _seen(fresh)
+            fresh.store.close()
+        assert _seen(follower)[0] and _seen(follower)[1]  # something runs, something waits
+    finally:
+        follower.close()
+        leader.close()
+
+
 def test_a_followers_node_operations_reach_the_leader(tmp_path: Path) -> None:
     """A cordon and node pools committed through a follower: the leader's loop applies them
     from the log, and the follower shows them from the store."""

@@ -48,6 +48,7 @@ from fleetshare.service.plane import (
     ServiceError,
     View,
 )
+from fleetshare.service.shortcut import Shortcut
 from fleetshare.service.submission import (
     Submission,
     SubmissionError,
@@ -385,9 +386,7 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> Principal:
         header = f"Bearer {credentials.credentials}" if credentials is not None else None
-        found = tokens.cached(header)
-        if found is None:
-            found = await run_in_threadpool(tokens.authenticate, header)
+        found = await tokens.principal(header)
         if found is None:
             raise _Unauthorized()
         return found
@@ -401,10 +400,7 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
 
     @app.exception_handler(ServiceError)
     async def _service_error(_: Request, exc: ServiceError) -> JSONResponse:
-        if exc.status == 422:  # shaped as FastAPI's (the spec's HTTPValidationError)
-            detail = [{"loc": ["body"], "msg": exc.message, "type": "value_error"}]
-            return JSONResponse({"detail": detail}, status_code=422)
-        return JSONResponse({"detail": exc.message}, status_code=exc.status)
+        return _service_error_response(exc)
 
     @app.exception_handler(_Unauthorized)
     async def _unauthorized(_: Request, exc: _Unauthorized) -> JSONResponse:
@@ -416,10 +412,7 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
 
     @app.exception_handler(SubmissionError)
     async def _submission_error(_: Request, exc: SubmissionError) -> JSONResponse:
-        if exc.status != 422:
-            return JSONResponse({"detail": exc.problems[0][1]}, status_code=exc.status)
-        detail = [{"loc": loc, "msg": msg, "type": "submission"} for loc, msg in exc.problems]
-        return JSONResponse({"detail": detail}, status_code=422)
+        return _submission_error_response(exc)
 
     app.add_exception_handler(PoolProblems, api_nodes.pool_problems)
     app.include_router(api_nodes.router(plane, principal))
@@ -564,10 +557,13 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
         token may submit to its own team only (403). ``submit_at`` is ignored: it is
         submitted now. 201 once it is committed to the store; 422 names the document and
         field."""
+        body = await request.body()
+        return await submitted(who, body, request.headers.get("content-type", ""))
+
+    async def submitted(who: Principal, body: bytes, content_type: str) -> Response:
+        """The submission endpoint's work (for the route and the :class:`Shortcut`)."""
         if not who.can_write_workloads:
             raise Forbidden("a viewer token cannot submit workloads")
-        body = await request.body()
-        content_type = request.headers.get("content-type", "")
         if len(body) <= INLINE_BODY_BYTES and "json" in content_type:
             sub = _read_submission(body, content_type, plane.policy, who)
         else:  # YAML, or a large body: parsing it would hold up the event loop
@@ -576,6 +572,27 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
         out = _workload_out(plane, await plane.submit_async(sub.spec, who))
         out.notes = list(sub.notes)
         return Response(out.model_dump_json(), status_code=201, media_type="application/json")
+
+    async def shortcut(who: Principal, body: bytes, content_type: str) -> Response | None:
+        """:func:`submitted` for the :class:`Shortcut`: a refused body (nothing committed)
+        goes to the app, whose middleware answers a malformed one; the store's refusals are
+        answered as the app's exception handler does."""
+        try:
+            return await submitted(who, body, content_type)
+        except SubmissionError:
+            return None
+        except ServiceError as exc:
+            return _service_error_response(exc)
+
+    # outermost: the hot path skips the middleware (its body checks are the same parse_json
+    # that _read_submission runs), the router and dependency solving
+    app.add_middleware(
+        Shortcut,
+        path="/api/v1/workloads",
+        principal=tokens.principal,
+        handler=shortcut,
+        max_bytes=INLINE_BODY_BYTES,
+    )
 
     @app.get("/api/v1/workloads", response_model=WorkloadPage, tags=["workloads"])
     def list_workloads(
@@ -982,6 +999,20 @@ def _policy_out(plane: ControlPlane, row: Row[Any]) -> PolicyOut:
         policy=row.document,
         notes=list(notes),
     )
+
+
+def _service_error_response(exc: ServiceError) -> JSONResponse:
+    if exc.status == 422:  # shaped as FastAPI's (the spec's HTTPValidationError)
+        detail = [{"loc": ["body"], "msg": exc.message, "type": "value_error"}]
+        return JSONResponse({"detail": detail}, status_code=422)
+    return JSONResponse({"detail": exc.message}, status_code=exc.status)
+
+
+def _submission_error_response(exc: SubmissionError) -> JSONResponse:
+    if exc.status != 422:
+        return JSONResponse({"detail": exc.problems[0][1]}, status_code=exc.status)
+    detail = [{"loc": loc, "msg": msg, "type": "submission"} for loc, msg in exc.problems]
+    return JSONResponse({"detail": detail}, status_code=422)
 
 
 def _read_submission(body: bytes, content_type: str, policy: Policy, who: Principal) -> Submission:

@@ -16,6 +16,7 @@ that time.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
 import secrets
@@ -172,6 +173,7 @@ class TokenCache:
         self.seconds = seconds
         self._clock = clock
         self._valid: dict[str, tuple[float, Principal]] = {}
+        self._reading: dict[str, asyncio.Future[Principal | None]] = {}
 
     def cached(self, authorization: str | None) -> Principal | None:
         """The principal when the header's token was found valid less than ``seconds`` ago;
@@ -183,6 +185,25 @@ class TokenCache:
         if entry is None or self._clock() - entry[0] >= self.seconds:
             return None
         return entry[1]
+
+    async def principal(self, authorization: str | None) -> Principal | None:
+        """:meth:`cached`, else :meth:`authenticate` in a worker thread: once for all the
+        requests that bring the same header meanwhile (when a token leaves the cache, the
+        store is read once, not once per connection that uses it)."""
+        found = self.cached(authorization)
+        if found is not None or authorization is None:
+            return found
+        reading = self._reading.get(authorization)
+        if reading is None or reading.get_loop() is not asyncio.get_running_loop():
+            reading = asyncio.ensure_future(asyncio.to_thread(self.authenticate, authorization))
+            self._reading[authorization] = reading
+            reading.add_done_callback(self._read)
+        return await asyncio.shield(reading)
+
+    def _read(self, reading: asyncio.Future[Principal | None]) -> None:
+        for header, pending in list(self._reading.items()):
+            if pending is reading:
+                del self._reading[header]
 
     def authenticate(self, authorization: str | None) -> Principal | None:
         """The header's principal read from the store (and remembered), or None."""

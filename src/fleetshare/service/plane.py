@@ -690,10 +690,15 @@ class ControlPlane:
 
     def _refresh_follower(self) -> None:
         """Publish a view read from the store: nodes, pending and admitted work, and the
-        pending reasons as the leader last logged them."""
+        pending reasons as the leader last logged them. The first refresh reads every active
+        row and node; later ones only the workloads named by events since the last (every
+        change of a workload row commits with an event naming it, and event ids are in
+        commit order), and the nodes again only after an event about no workload (a node
+        joining or leaving, an admin's node operation, the autoscaler's log)."""
         f = self._follower
         w, e, pv = tables.workloads, tables.events, tables.policy_versions
         with self.store.read() as conn:
+            top = conn.execute(select(func.max(e.c.id))).scalar() or 0
             latest = conn.execute(
                 select(pv.c.id, pv.c.document).order_by(pv.c.id.desc()).limit(1)
             ).first()
@@ -701,21 +706,44 @@ class ControlPlane:
                 self.policy = load_policy(latest.document, "stored policy")
                 f.engine = self._engine(self.policy)
                 f.policy_version = latest.id
-            node_rows = conn.execute(
-                select(tables.nodes).where(tables.nodes.c.left_at.is_(None))
-            ).all()
-            active = conn.execute(
-                select(
-                    w.c.name,
-                    w.c.state,
-                    w.c.pending_since,
-                    w.c.admitted_at,
-                    w.c.assignment,
+            columns = (w.c.id, w.c.name, w.c.state, w.c.pending_since, w.c.admitted_at)
+            changed: list[Any] = []
+            if f.rows_at == 0:
+                nodes_changed = True
+                changed = list(
+                    conn.execute(select(*columns, w.c.assignment).where(w.c.state.in_(ACTIVE)))
                 )
-                .where(w.c.state.in_(ACTIVE))
-                .order_by(w.c.id)
-            ).all()
-            missing = [r.name for r in active if r.name not in f.workloads]
+            elif top > f.rows_at:
+                since = (e.c.id > f.rows_at) & (e.c.id <= top)
+                names = list(
+                    conn.execute(
+                        select(e.c.workload).where(since, e.c.workload.is_not(None)).distinct()
+                    ).scalars()
+                )
+                nodes_changed = (
+                    conn.execute(
+                        select(e.c.id).where(since, e.c.workload.is_(None)).limit(1)
+                    ).first()
+                    is not None
+                )
+                for i in range(0, len(names), _CHUNK):
+                    chunk = names[i : i + _CHUNK]
+                    changed.extend(
+                        conn.execute(select(*columns, w.c.assignment).where(w.c.name.in_(chunk)))
+                    )
+            else:
+                nodes_changed = False
+            if nodes_changed:
+                f.nodes = list(
+                    conn.execute(select(tables.nodes).where(tables.nodes.c.left_at.is_(None)))
+                )
+            for r in changed:
+                if r.state in ACTIVE:
+                    f.active[r.name] = r
+                else:
+                    f.active.pop(r.name, None)
+            f.rows_at = max(f.rows_at, top)
+            missing = [n for n in f.active if n not in f.workloads]
             for i in range(0, len(missing), _CHUNK):
                 query = select(w).where(w.c.name.in_(missing[i : i + _CHUNK]))
                 for r in conn.execute(query):
@@ -729,21 +757,24 @@ class ControlPlane:
                 f.reasons[r.workload] = Waiting(r.details["reason"], r.details["position"])
         nodes = {}
         info = {}
-        for r in node_rows:
+        for r in f.nodes:
             data = dict(r._mapping)
             nodes[r.name] = node_from_row(data)
             info[r.name] = NodeInfo(r.source, r.pool, r.price_per_hour, r.instance)
         running: dict[str, Running] = {}
         pending: dict[str, Workload] = {}
-        for r in active:
+        for r in sorted(f.active.values(), key=lambda r: r.id):  # in submission order
             workload = f.workloads[r.name]
             if r.state == "pending":
                 pending[r.name] = workload
-            else:
+                continue
+            placed = f.running.get(r.name)
+            if placed is None or placed[0] is not r:
                 assignment = assignment_from_json(r.assignment)
-                running[r.name] = Running(workload, assignment, r.admitted_at - self.epoch)
-        names = set(pending) | set(running)
-        f.workloads = {n: wl for n, wl in f.workloads.items() if n in names}
+                placed = (r, Running(workload, assignment, r.admitted_at - self.epoch))
+            running[r.name] = placed[1]
+        f.running = {n: (f.active[n], run) for n, run in running.items()}
+        f.workloads = {n: wl for n, wl in f.workloads.items() if n in f.active}
         f.reasons = {n: why for n, why in f.reasons.items() if n in pending}
         engine = f.engine if f.engine is not None else self._engine(self.policy)
         f.engine = engine
@@ -1172,6 +1203,14 @@ class _FollowerState:
 
     workloads: dict[str, Workload] = field(default_factory=dict)
     reasons: dict[str, Waiting] = field(default_factory=dict)
+    active: dict[str, Any] = field(default_factory=dict)
+    """The pending and admitted rows (id, name, state, pending_since, admitted_at,
+    assignment) as of event ``rows_at``."""
+    rows_at: int = 0
+    nodes: list[Any] = field(default_factory=list)
+    """The rows of the nodes in the cluster."""
+    running: dict[str, tuple[Any, Running]] = field(default_factory=dict)
+    """The admitted workloads placed, with the row each was built from."""
     cursor: int = 0
     policy_version: int = 0
     engine: Engine | None = None
