@@ -33,7 +33,8 @@ WARM = {
     "horizon_seconds": 1800,
     "quantile": 0.99,
     "hold_seconds": 3600,
-    "margin": 0.02,
+    "burst_seconds": 3600,
+    "margin": 0.015,
     "pod": {"nvidia.com/gpu": 8},
 }
 HISTORY_DAYS = 7
