@@ -30,7 +30,6 @@ from run_info import machine
 START_DAY = 59  # 2017-12-01: the trace starts 2017-10-03
 DAYS = 14
 WARM = {
-    "horizon_seconds": 1800,
     "quantile": 0.99,
     "hold_seconds": 3600,
     "burst_seconds": 3600,

@@ -60,6 +60,10 @@ def test_setting_is_validated_with_the_field_named() -> None:
     with pytest.raises(ValueError, match="warm_capacity"):
         NodePool.model_validate({"name": "gpu", "warm_capacity": {"quantile": 2}})
     assert WarmCapacity().unit() == {GPU: 1000}
+    # the horizon: as set, else the launch latency (one forecast step when launches are instant)
+    assert WarmCapacity(horizon_seconds=1800).horizon(90.0) == 1800
+    assert WarmCapacity().horizon(90.0) == 90.0
+    assert WarmCapacity(step_seconds=300).horizon(0.0) == 300
 
 
 def test_under_provision_events_merge_overlapping_waits() -> None:

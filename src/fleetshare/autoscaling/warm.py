@@ -6,7 +6,9 @@ pods on its nodes plus by the pending pods that quota would admit and that it wo
 for. The *target* is the largest of
 
 - the forecast demand over ``horizon_seconds`` (:mod:`fleetshare.autoscaling.forecast`: peak
-  point forecast plus the quantile band),
+  point forecast plus the quantile band; by default the horizon is the cloud's launch
+  latency, rounded up to whole forecast steps: the room only has to carry demand until a
+  launch made now is ready),
 - the peak demand of the last ``hold_seconds``,
 - with ``burst_seconds``: that peak plus the largest *rise* of demand seen in the last
   ``burst_seconds``, a rise being how far demand climbed within one launch latency (the time
@@ -42,7 +44,9 @@ class WarmCapacity(StrictModel):
     model_config = ConfigDict(frozen=True)
 
     forecast: Literal["holt-winters"] = "holt-winters"
-    horizon_seconds: float = Field(default=1800.0, gt=0, description="look this far ahead")
+    horizon_seconds: float | None = Field(
+        default=None, gt=0, description="look this far ahead (default: the launch latency)"
+    )
     quantile: float = Field(
         default=0.99, gt=0, lt=1, description="band above the forecast: quantile of its errors"
     )
@@ -96,6 +100,13 @@ class WarmCapacity(StrictModel):
             refit_every_samples=self.refit_every_samples,
             quantile=self.quantile,
         )
+
+    def horizon(self, latency: float) -> float:
+        """How far ahead to forecast: ``horizon_seconds``, else the launch ``latency`` (one
+        forecast step when launches are instant)."""
+        if self.horizon_seconds is not None:
+            return self.horizon_seconds
+        return latency if latency > 0 else self.step_seconds
 
     def unit(self) -> dict[str, int]:
         """Requests of one warm pod (milli-units); its ``resource`` amount is positive."""

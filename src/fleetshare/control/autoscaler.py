@@ -889,7 +889,7 @@ class Autoscaler:
             setting = warm.setting
             value = amount[name] / MILLI
             warm.observe(now, value)
-            forecast = warm.forecaster.forecast(now, setting.horizon_seconds)
+            forecast = warm.forecaster.forecast(now, setting.horizon(warm.latency))
             target = warm.target(now, forecast.upper)
             unit = setting.unit()
             pods = warm_pods(target, value, unit[setting.resource] / MILLI)
