@@ -8,6 +8,9 @@ by side with Helios' published CES figures (88.8 %, 6 events), with the machine:
 
     .venv/bin/python bench/forecast_philly.py --out bench/results/forecast_philly.json
 
+``--resolution-minutes 1`` runs the trace as recorded (ten times the jobs; results in
+``bench/results/forecast_philly_1min.json``).
+
 Philly has one team holding every GPU, so every sharing policy is the same here;
 ``resolution_minutes=10`` gives each 10-minute step the peak of the active-node curve, the
 aggregation CES used (see ``docs/simulate.md``, "Warm capacity", for what else differs).
@@ -30,10 +33,10 @@ from run_info import machine
 START_DAY = 59  # 2017-12-01: the trace starts 2017-10-03
 DAYS = 14
 WARM = {
-    "horizon_seconds": 1800,
     "quantile": 0.99,
     "hold_seconds": 3600,
-    "margin": 0.02,
+    "burst_seconds": 3600,
+    "margin": 0.015,
     "pod": {"nvidia.com/gpu": 8},
 }
 HISTORY_DAYS = 7
@@ -54,14 +57,14 @@ KEYS = (
 )
 
 
-def run(warm: bool) -> dict[str, Any]:
+def run(warm: bool, resolution: int = 10) -> dict[str, Any]:
     """One run: the cluster metrics of ``static-autoscale`` (reactive or warm)."""
     from fleetshare.autoscaling.warm import WarmCapacity
     from fleetshare.simulate.metrics import under_provision
     from fleetshare.simulate.run import demand_before, from_trace, run_variant
     from fleetshare.simulate.variants import VARIANTS
 
-    opts: dict[str, Any] = {"start_day": START_DAY, "days": DAYS, "resolution_minutes": 10}
+    opts: dict[str, Any] = {"start_day": START_DAY, "days": DAYS, "resolution_minutes": resolution}
     inp = from_trace("philly", opts)
     if warm:
         history = demand_before("philly", opts, HISTORY_DAYS, inp.resource)
@@ -82,10 +85,13 @@ def run(warm: bool) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, help="write the results here (JSON)")
+    parser.add_argument(
+        "--resolution-minutes", type=int, default=10, help="the trace's step (1: as recorded)"
+    )
     args = parser.parse_args(argv)
     began = time.perf_counter()
     with ProcessPoolExecutor(max_workers=2) as pool:
-        reactive, warm = pool.map(run, [False, True])
+        reactive, warm = pool.map(run, [False, True], [args.resolution_minutes] * 2)
     rows = {"reactive": reactive, "forecast warm capacity": warm}
     for name, row in rows.items():
         print(
@@ -106,7 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         result = {
             "benchmark": "forecast_philly",
             "command": "fleetshare simulate --trace philly --start-day 59 --days 14 "
-            "-o resolution_minutes=10 -p static-autoscale [--warm-capacity ...]",
+            f"-o resolution_minutes={args.resolution_minutes} -p static-autoscale "
+            "[--warm-capacity ...]",
+            "resolution_minutes": args.resolution_minutes,
             "warm_capacity": WARM,
             "history_days": HISTORY_DAYS,
             "ces_published": CES,

@@ -339,7 +339,7 @@ def test_cli_out_writes_a_report(scenario_file: Path, tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "static" in result.stdout and "idle50-autoscale" in result.stdout
-    assert "idle50-autoscale: " in result.stdout and "under-provision events" in result.stdout
+    assert "under-provisioning (autoscaled)" in result.stdout
     page = (out / "index.html").read_text()
     # top-down: the verdict and its chart first, details after, assumptions last
     order = [
@@ -593,7 +593,8 @@ def test_autoscaled_gpu_and_cpu_work_both_run(tmp_path: Path) -> None:
 def test_the_terminal_tables_fit_120_columns(
     tiny: SimulationInput, results: dict[str, VariantResult]
 ) -> None:
-    """Issue 14: every number whole at 120 columns (two tables), all columns with --wide."""
+    """Issue 14: every number whole at 120 columns (two tables, a third for the autoscaled
+    runs' under-provisioning), all columns with --wide."""
     from rich.console import Console
 
     from fleetshare.simulate.report import comparison_tables
@@ -601,7 +602,7 @@ def test_the_terminal_tables_fit_120_columns(
     runs = list(results.values())
     console = Console(width=120, record=True)
     tables = comparison_tables(tiny, runs)
-    assert len(tables) == 2
+    assert len(tables) == 3
     for table in tables:
         assert console.measure(table).maximum <= 120
         console.print(table)
@@ -613,6 +614,55 @@ def test_the_terminal_tables_fit_120_columns(
     assert len(wide) == 1
     headers = {c.header for t in tables for c in t.columns}
     assert headers <= {c.header for c in wide[0].columns}
+
+
+def test_under_provisioning_is_shown_for_autoscaled_runs_only(tmp_path: Path) -> None:
+    """Hand-built: one 8-GPU job at 0 and one at 4 h, on one fixed node or an autoscaled pool
+    that starts empty: each autoscaled job waits for its node to launch, two events."""
+    from rich.console import Console
+
+    from fleetshare.simulate.report import comparison_tables, duration, write_report
+
+    scenario = {
+        "name": "two-waits",
+        "cluster": {"nodes": [{"instance_type": P4D, "count": 1}]},
+        "policy": {"teams": [{"name": "a", "quota": [{"resources": {GPU: 8}}]}]},
+        "workloads": [
+            {"name": "x1", "team": "a", "at": 0, "duration": 1800, "requests": {GPU: 8}},
+            {"name": "x2", "team": "a", "at": 4 * 3600, "duration": 1800, "requests": {GPU: 8}},
+        ],
+    }
+    path = tmp_path / "two-waits.yaml"
+    path.write_text(yaml.safe_dump(scenario))
+    inp = from_scenario(path)
+    fixed, scaled = run_variants(inp, select(["static", "static-autoscale"]), jobs=1)
+    m = scaled.measured
+    waits = m.first_admit - m.submit  # a second computation: every wait was for a launch
+    assert np.all(waits > 0)
+    c = scaled.cluster
+    assert (c["under_provision_events"], c["under_provisioned_jobs"]) == (2, 2)
+    assert c["under_provisioned_hours"] == pytest.approx(8 * waits.sum() / HOUR, abs=1e-4)
+    assert c["under_provision_span_hours"] == pytest.approx(waits.sum() / HOUR, abs=1e-4)
+    assert fixed.cluster["under_provision_events"] is None
+
+    console = Console(width=120, record=True)
+    tables = comparison_tables(inp, [fixed, scaled])
+    assert len(tables) == 3 and tables[2].title == "under-provisioning (autoscaled)"
+    console.print(tables[2])
+    rows = [line for line in console.export_text().splitlines() if "static" in line]
+    assert len(rows) == 1  # autoscaled runs only
+    shown = f"{8 * waits.sum() / HOUR:,.1f}"
+    cells = [cell.strip() for cell in rows[0].split("│")[1:-1]]
+    assert cells == ["static-autoscale", "2", "2", shown, duration(waits.sum())]
+    assert len(comparison_tables(inp, [fixed])) == 2  # no autoscaled run: no such table
+    wide = comparison_tables(inp, [fixed, scaled], wide=True)[0]
+    events = next(col for col in wide.columns if col.header == "under-prov.\nevents")
+    assert list(events.cells) == ["—", "2"]  # a fixed cluster's run has no figures
+
+    page = (write_report(tmp_path / "report", inp, [fixed, scaled])[0]).read_text()
+    section = page[page.index("<h3>Under-provisioning") : page.index("overview.png")]
+    assert f"<td>static-autoscale</td><td>2</td><td>2</td><td>{shown}</td>" in section
+    assert "<td>static</td>" not in section and "demand kept waiting for capacity" in section
 
 
 def test_findings_name_the_cheapest_and_the_shortest_waits(

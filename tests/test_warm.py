@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fleetshare.autoscaling.nodepool import NodePool
-from fleetshare.autoscaling.warm import WarmCapacity, warm_pods, warm_target
+from fleetshare.autoscaling.warm import WarmCapacity, rise, since, warm_pods, warm_target
 from fleetshare.simulate.metrics import under_provision
 from tests.conftest import run_case
 
@@ -28,6 +28,22 @@ def test_target_is_the_larger_of_forecast_and_recent_peak_raised_by_the_margin()
     assert warm_pods(4.0, 10.0, 1.0) == 0  # demand above the target: nothing warm
     with pytest.raises(ValueError, match="unit"):
         warm_pods(1.0, 0.0, 0.0)
+    # a recent burst of 5 on top of the recent peak of 12
+    assert warm_target(10.0, [4.0, 12.0], 0.0, 5.0) == 17.0
+    assert warm_target(20.0, [4.0, 12.0], 0.0, 5.0) == 20.0
+
+
+def test_a_rise_is_how_far_demand_climbs_within_the_launch_latency() -> None:
+    # demand 10 from t=0, 4 from t=100, 12 from t=150; it becomes 20 at t=200
+    changes = [(0.0, 10.0), (100.0, 4.0), (150.0, 12.0)]
+    assert rise(changes, 200.0, 20.0, within=90.0) == 16.0  # 4 held at t=110..150
+    assert rise(changes, 200.0, 20.0, within=30.0) == 8.0  # only 12 held since t=170
+    assert rise(changes, 200.0, 20.0, within=250.0) == 16.0
+    assert rise(changes, 200.0, 3.0, within=90.0) == 0.0  # a fall is no rise
+    assert rise([], 200.0, 20.0, within=90.0) == 0.0
+    # the recent peak's span: the change point in force at its start, and those after
+    assert since(changes, 120.0) == [(100.0, 4.0), (150.0, 12.0)]
+    assert since(changes, 150.0) == [(150.0, 12.0)]
 
 
 def test_setting_is_validated_with_the_field_named() -> None:
@@ -44,6 +60,10 @@ def test_setting_is_validated_with_the_field_named() -> None:
     with pytest.raises(ValueError, match="warm_capacity"):
         NodePool.model_validate({"name": "gpu", "warm_capacity": {"quantile": 2}})
     assert WarmCapacity().unit() == {GPU: 1000}
+    # the horizon: as set, else the launch latency (one forecast step when launches are instant)
+    assert WarmCapacity(horizon_seconds=1800).horizon(90.0) == 1800
+    assert WarmCapacity().horizon(90.0) == 90.0
+    assert WarmCapacity(step_seconds=300).horizon(0.0) == 300
 
 
 def test_under_provision_events_merge_overlapping_waits() -> None:
@@ -110,6 +130,45 @@ def test_warm_capacity_launches_ahead_of_the_demand_the_season_forecasts() -> No
     for out in (_burst({**setting, "history": daily_burst(12)}), _burst(None)):
         assert all(n["launched_at"] >= 600 for n in out["nodes"])
         assert all(out["workloads"][f"j{i}"]["admitted_at"] > 600 for i in range(4))
+
+
+def _bursts(warm: dict[str, Any]) -> dict[str, Any]:
+    """4 one-GPU jobs at 00:10 and 4 more at 00:30 (1-GPU nodes, 90 s launches)."""
+    pool = {
+        "name": "gpu",
+        "instance_types": ["g6.xlarge"],
+        "disruption": {"consolidate_after_seconds": 60},
+        "warm_capacity": {"step_seconds": HOUR, "horizon_seconds": HOUR, **warm},
+    }
+    jobs = [
+        {
+            "name": f"{burst}{i}",
+            "team": "research",
+            "at": at,
+            "requests": {GPU: 1, "cpu": 2, "memory": "8Gi"},
+            "duration": 2 * HOUR,
+        }
+        for burst, at in (("a", 600), ("b", 1800))
+        for i in range(4)
+    ]
+    return run_case(POLICY, [], jobs, node_pools=[pool], cloud={"seed": 1}, until=4 * HOUR)
+
+
+def test_burst_seconds_keeps_room_for_another_rise_like_the_last() -> None:
+    # no history: the forecast is the last hour's peak, nothing ahead of the first burst
+    plain = _bursts({})
+    burst = _bursts({"burst_seconds": HOUR})
+    for out in (plain, burst):
+        assert all(out["workloads"][f"a{i}"]["admitted_at"] > 600 for i in range(4))
+    # the first burst climbed by 4 GPUs: room for 4 more is kept, so the second starts at once
+    assert all(burst["workloads"][f"b{i}"]["admitted_at"] == 1800 for i in range(4))
+    assert all(plain["workloads"][f"b{i}"]["admitted_at"] > 1800 for i in range(4))
+    warm = [e for e in burst["events"] if e.get("action") == "warm"]
+    assert warm[0]["demand"] == 4 and warm[0]["target"] == 8 and warm[0]["pods"] == 4
+    # the second burst climbed by 4 too: room is kept until an hour after it (01:30), given
+    # back at the next step (the forecast sampling step is an hour here)
+    back = next(e for e in warm if e["pods"] == 0)
+    assert 1800 + HOUR <= back["at"] <= 2 * HOUR
 
 
 def test_the_history_before_a_trace_window_is_its_jobs_demand() -> None:

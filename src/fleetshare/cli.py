@@ -451,7 +451,6 @@ def simulate(
     from fleetshare.simulate.report import (
         coinciding,
         comparison_tables,
-        under_provisioning,
         write_report,
     )
     from fleetshare.simulate.report import to_json as sim_json
@@ -564,8 +563,6 @@ def simulate(
                 console.print(f"[bold red]{r.name}[/]: {r.never_served}", highlight=False)
         for table in comparison_tables(inp, results, wide):
             console.print(table)
-        for line in under_provisioning(results):
-            console.print(f"[cyan]capacity[/]: {line}", highlight=False)
         for line in coinciding(results):
             console.print(f"[yellow]note[/]: {line}", highlight=False)
     if out is not None:

@@ -68,7 +68,7 @@ from fleetshare.autoscaling.provisioner import (
     pool_taints,
 )
 from fleetshare.autoscaling.settings import AutoscalerSpec, DoNotDisruptSpec, PdbSpec
-from fleetshare.autoscaling.warm import WarmCapacity, warm_pods, warm_target
+from fleetshare.autoscaling.warm import WarmCapacity, rise, since, warm_pods, warm_target
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.demand import Demand, admissible_demand
 from fleetshare.governance.snapshot import Running, Snapshot
@@ -136,19 +136,24 @@ WarmRoom = tuple[dict[str, int], int, dict[str, str]]
 
 @dataclass
 class WarmPool:
-    """A pool's warm capacity as it runs: its forecaster and its recent demand."""
+    """A pool's warm capacity as it runs: its forecaster, its recent demand and rises."""
 
     setting: WarmCapacity
     forecaster: Forecaster
+    latency: float = 0.0
+    """The cloud's launch latency: a rise is how far demand climbs within it."""
     recent: deque[tuple[float, float]] = field(default_factory=deque)
-    """(time, demand) change points of the last ``hold_seconds``, and the one before."""
+    """(time, demand) change points of the last ``hold_seconds`` (and launch latency), and the
+    one before."""
+    rises: deque[tuple[float, float]] = field(default_factory=deque)
+    """(time, rise) of the demand's climbs in the last ``burst_seconds``."""
     pods: int = 0
     """Warm pods kept at the latest step."""
 
     @classmethod
-    def of(cls, setting: WarmCapacity) -> WarmPool:
+    def of(cls, setting: WarmCapacity, latency: float) -> WarmPool:
         """A pool's warm state, its forecaster seeded with the setting's ``history``."""
-        warm = cls(setting, Forecaster(setting.spec()))
+        warm = cls(setting, Forecaster(setting.spec()), latency)
         for at, value in setting.history:
             warm.observe(at, value)
         return warm
@@ -156,11 +161,25 @@ class WarmPool:
     def observe(self, at: float, value: float) -> None:
         """Demand is ``value`` from ``at`` on."""
         self.forecaster.observe(at, value)
+        setting = self.setting
         if not self.recent or self.recent[-1][1] != value:
+            if setting.burst_seconds:
+                climb = rise(self.recent, at, value, self.latency)
+                if climb > 0:
+                    self.rises.append((at, climb))
             self.recent.append((at, value))
-        start = at - self.setting.hold_seconds
+        start = at - max(setting.hold_seconds, self.latency if setting.burst_seconds else 0.0)
         while len(self.recent) > 1 and self.recent[1][0] <= start:
             self.recent.popleft()
+        while self.rises and self.rises[0][0] < at - setting.burst_seconds:
+            self.rises.popleft()
+
+    def target(self, now: float, forecast: float) -> float:
+        """The demand to be ready for (:func:`warm_target`) at ``now``."""
+        setting = self.setting
+        held = since(self.recent, now - setting.hold_seconds)
+        burst = max((r for _, r in self.rises), default=0.0)
+        return warm_target(forecast, (v for _, v in held), setting.margin, burst)
 
 
 def _serves(pool: NodePool, selector: Mapping[str, str]) -> bool:
@@ -389,7 +408,10 @@ class Autoscaler:
             (parse_resources(room.requests), room.count, dict(room.node_selector))
             for room in self.settings.headroom
         ]
-        self.warm = {p.name: WarmPool.of(p.warm_capacity) for p in pools if p.warm_capacity}
+        latency = self.cloud.traits.launch_latency_seconds
+        self.warm = {
+            p.name: WarmPool.of(p.warm_capacity, latency) for p in pools if p.warm_capacity
+        }
         """Pools with warm capacity, by name."""
         self._warm_rooms: list[WarmRoom] = []
 
@@ -867,8 +889,8 @@ class Autoscaler:
             setting = warm.setting
             value = amount[name] / MILLI
             warm.observe(now, value)
-            forecast = warm.forecaster.forecast(now, setting.horizon_seconds)
-            target = warm_target(forecast.upper, (v for _, v in warm.recent), setting.margin)
+            forecast = warm.forecaster.forecast(now, setting.horizon(warm.latency))
+            target = warm.target(now, forecast.upper)
             unit = setting.unit()
             pods = warm_pods(target, value, unit[setting.resource] / MILLI)
             if pods:

@@ -96,8 +96,9 @@ _Cell = Callable[["VariantResult"], str]
 
 
 def _columns(u: str) -> list[tuple[str, str, str, _Cell]]:
-    """(header, justify, table, cell) of every comparison column; ``table`` is ``outcome`` or
-    ``cost`` (the two tables that each fit 120 columns)."""
+    """(header, justify, table, cell) of every comparison column; ``table`` is ``outcome``,
+    ``cost`` (the two tables that each fit 120 columns) or ``under`` (under-provisioning,
+    autoscaled runs only: a table of their own)."""
 
     def wait(key: str) -> _Cell:
         return lambda r: duration(r.cluster["queue_wait_seconds"][key])
@@ -119,6 +120,21 @@ def _columns(u: str) -> list[tuple[str, str, str, _Cell]]:
         ("nodes", "right", "cost", _nodes),
         ("peak\nnodes", "right", "cost", _peak_nodes),
         ("run s", "right", "cost", lambda r: f"{r.run_seconds:.1f}"),
+        *((h, "right", "under", cell) for h, cell in _under_columns(u)),
+    ]
+
+
+def _under_columns(u: str) -> list[tuple[str, _Cell]]:
+    """(header, cell) of the under-provision figures; "—" for a fixed cluster's run."""
+
+    def cell(show: Callable[[dict[str, Any]], str]) -> _Cell:
+        return lambda r: show(r.cluster) if r.variant.autoscale else "—"
+
+    return [
+        ("under-prov.\nevents", cell(lambda c: f"{c['under_provision_events']:,}")),
+        ("jobs\nshort", cell(lambda c: f"{c['under_provisioned_jobs']:,}")),
+        (f"{u}-h\nshort", cell(lambda c: f"{c['under_provisioned_hours']:,.1f}")),
+        ("span", cell(lambda c: duration(c["under_provision_span_hours"] * HOUR))),
     ]
 
 
@@ -152,6 +168,12 @@ _CAPTIONS = {
         "on-demand price × run time, or the simulated cloud's bill; in window: what was paid "
         "for during the input window only; nodes: launched (autoscaled) or the fixed cluster's"
     ),
+    "under": (
+        "under-provisioning, autoscaled runs only: a job is short of capacity while quota "
+        "would admit it but no node has room (waiting for a launch); an event is a span with "
+        "some job short (overlapping waits are one event); jobs short: how many; {u}-h short: "
+        "Σ {u}s × time short (demand kept waiting for capacity); span: the events' total length"
+    ),
 }
 
 
@@ -160,29 +182,33 @@ def comparison_tables(
 ) -> list[Table]:
     """One row per policy. Two tables that each fit 120 columns (outcomes: allocation,
     utilisation of paid capacity, waits, preemptions, borrowing; then completion, cost and
-    nodes), or with ``wide`` one table with every column."""
+    nodes; then, when some runs are autoscaled, their under-provisioning), or with ``wide``
+    one table with every column."""
     u = unit(inp.resource)
     columns = _columns(u)
+    autoscaled = [r for r in results if r.variant.autoscale]
+    if not autoscaled:
+        columns = [c for c in columns if c[2] != "under"]
     groups = (
         [("all", columns)]
         if wide
-        else [(g, [c for c in columns if c[2] == g]) for g in ("outcome", "cost")]
+        else [(g, [c for c in columns if c[2] == g]) for g in ("outcome", "cost", "under")]
     )
+    titles = {"cost": "completion, cost and nodes", "under": "under-provisioning (autoscaled)"}
     longest = max((len(r.name) for r in results), default=6)
     tables = []
     for group, chosen in groups:
+        if not chosen:
+            continue
         title = f"{inp.name}: {len(results)} policies, same workloads and seed"
-        table = Table(
-            title=title if group in ("all", "outcome") else "completion, cost and nodes",
-            title_justify="left",
-        )
+        table = Table(title=titles.get(group, title), title_justify="left")
         table.add_column("policy", min_width=longest, no_wrap=True)
         for header, justify, _, _ in chosen:
             table.add_column(header, justify=justify, no_wrap=False)  # type: ignore[arg-type]
-        for r in results:
+        for r in autoscaled if group == "under" else results:
             table.add_row(r.name, *(cell(r) for _, _, _, cell in chosen))
-        captions = _CAPTIONS.values() if group == "all" else [_CAPTIONS[group]]
-        table.caption = "; ".join(c.format(u=u) for c in captions)
+        groups_shown = {c[2] for c in chosen}
+        table.caption = "; ".join(c.format(u=u) for g, c in _CAPTIONS.items() if g in groups_shown)
         table.caption_justify = "left"
         tables.append(table)
     return tables
@@ -201,23 +227,6 @@ _OUTCOME = (
     "cost_usd",
 )
 """What a user compares policies by: runs equal in all of these had the same outcome."""
-
-
-def under_provisioning(results: Sequence[VariantResult]) -> list[str]:
-    """A sentence per autoscaled run: its under-provision events and the demand they kept
-    waiting for capacity (see :mod:`fleetshare.simulate.metrics`)."""
-    out = []
-    for r in results:
-        c = r.cluster
-        if c.get("under_provision_events") is None:
-            continue
-        u = unit(r.measured.resource)
-        out.append(
-            f"{r.name}: {c['under_provision_events']:,} under-provision events "
-            f"({c['under_provision_span_hours']:,.1f} h in all): {c['under_provisioned_jobs']:,} "
-            f"jobs waited for capacity, {c['under_provisioned_hours']:,.1f} {u}-hours"
-        )
-    return out
 
 
 def coinciding(results: Sequence[VariantResult]) -> list[str]:
@@ -708,7 +717,20 @@ def write_report(out: Path, inp: SimulationInput, results: Sequence[VariantResul
     write_file(metrics, json.dumps(data, indent=2).encode())
     written.append(metrics)
 
-    verdict = [c for c in _columns(u) if c[0] not in _NOT_IN_VERDICT]
+    verdict = [c for c in _columns(u) if c[0] not in _NOT_IN_VERDICT and c[2] != "under"]
+    autoscaled = [r for r in results if r.variant.autoscale]
+    under = (
+        [
+            "<h3>Under-provisioning (autoscaled runs)</h3>",
+            _table(
+                ["policy", *(h.replace("\n", " ") for h, _ in _under_columns(u))],
+                [[r.name, *(cell(r) for _, cell in _under_columns(u))] for r in autoscaled],
+            ),
+            f"<p class='note'>{html.escape(_CAPTIONS['under'].format(u=u))}.</p>",
+        ]
+        if autoscaled
+        else []
+    )
     parts = [
         "<!doctype html><html><head><meta charset='utf-8'>",
         f"<title>fleetshare simulate: {html.escape(inp.name)}</title>",
@@ -731,6 +753,7 @@ def write_report(out: Path, inp: SimulationInput, results: Sequence[VariantResul
             ["policy", *(h.replace("\n", " ") for h, _, _, _ in verdict)],
             [[r.name, *(cell(r) for _, _, _, cell in verdict)] for r in results],
         ),
+        *under,
         "<ul class='findings'>",
         *(f"<li>{html.escape(line)}</li>" for line in [*findings(results), *coinciding(results)]),
         "</ul>",
