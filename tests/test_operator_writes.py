@@ -1,5 +1,6 @@
 """How the operator spends its writes at scale, without an API server: pending reasons are
-written within a per-reconcile budget, oldest first, and catch up over the next reconciles."""
+written within a budget (a burst, then a rate), oldest first, and catch up over the next
+reconciles."""
 
 from __future__ import annotations
 
@@ -69,15 +70,16 @@ def test_pending_reasons_are_written_within_a_budget_oldest_first() -> None:
     }
     store.put("Node", node)
     kube = RecordingKube(store)
-    cluster = KubeCluster(kube, store, Events(kube), pending_writes=50)  # type: ignore[arg-type]
+    cluster = KubeCluster(kube, store, Events(kube), pending_writes=50,  # type: ignore[arg-type]
+                          pending_writes_per_second=5.0)  # fmt: skip
     loop = ControlLoop(cluster, engine)
-    for turn in range(3):
-        cluster.refresh(engine, float(turn))
-        loop.reconcile(float(turn))
-        assert len(kube.patched) == min(50 * (turn + 1), 120)
+    for now in (0.0, 4.0, 30.0):  # a burst of 50; 4 s later 20 more; a full burst again
+        cluster.refresh(engine, now)
+        loop.reconcile(now)
+        assert len(kube.patched) == {0.0: 50, 4.0: 70, 30.0: 120}[now]
     assert kube.patched == [f"j{i:03d}" for i in range(120)]  # oldest first, each once
     reasons = {o["metadata"]["annotations"][PENDING_REASON] for o in store.of("Job").values()}
     assert all(reasons)
-    cluster.refresh(engine, 3.0)
-    loop.reconcile(3.0)
+    cluster.refresh(engine, 60.0)
+    loop.reconcile(60.0)
     assert len(kube.patched) == 120  # nothing changed: nothing rewritten
