@@ -97,6 +97,7 @@ from fleetshare.operator.objects import (
     pod_gated,
     pod_group,
     pods_phase,
+    suspension_settled,
     timestamp,
 )
 from fleetshare.operator.owners import OwnerIndex, Ref
@@ -146,7 +147,7 @@ class KubeCluster:
         may_act: Callable[[], bool] = lambda: True,
         write_concurrency: int = 8,
         pending_writes: int = 50,
-        pending_writes_per_second: float = 5.0,
+        pending_writes_per_second: float = 2.0,
         incremental: bool = True,
     ) -> None:
         self.kube = kube
@@ -191,7 +192,7 @@ class KubeCluster:
         self._writers: ThreadPoolExecutor | None = None
         self.reason_budget = WriteBudget(pending_writes_per_second, pending_writes)
         """Pending-reason annotations: ``pending_writes`` at once, ``pending_writes_per_second``
-        on average (a tenth of a 50 requests/s client), so they never hold admissions back."""
+        on average (4 % of a 50 requests/s client), so they hardly hold admissions back."""
         self._unsaid: dict[str, str] = {}
         """Pending reasons not written yet, oldest first (the latest reason of each)."""
 
@@ -453,7 +454,9 @@ class KubeCluster:
         if phase == "pending" and not kind.suspended(job) and self.may_act():
             self._suspend_new(job, kind)  # created unsuspended: hold it until admitted
         if phase == "pending" and kind is JOB and job_started(job):
-            self.retry_soon = True  # the job controller has not settled the suspension yet
+            if suspension_settled(job) and self.may_act():
+                self._reset_start(job)  # the job controller leaves it: Kueue resets it too
+            self.retry_soon = True  # not admissible before the start time is reset
             return None
         team, priority = resolved
         workload = Workload(
@@ -793,13 +796,25 @@ class KubeCluster:
         job = t.objects[0]
         conditions = [c for c in (job.get("status") or {}).get("conditions") or ()
                       if c.get("type") != "Evicted"]  # fmt: skip
-        try:
-            self.kube.patch(
-                JOBS, str(job["metadata"]["name"]),
-                {"status": {"conditions": [*conditions, condition]}}, t.namespace, sub="status",
-            )  # fmt: skip
+        status = {"conditions": [*conditions, condition], "startTime": None}
+        try:  # the start time reset in the same write: the job can be admitted again
+            self.store.put(JOB.kind, self.kube.patch(
+                JOBS, str(job["metadata"]["name"]), {"status": status}, t.namespace, sub="status",
+            ))  # fmt: skip
         except KubeError as exc:  # the Event and the annotation still say it
             log.debug("job condition not written: %s", exc)
+
+    def _reset_start(self, job: dict[str, Any]) -> None:
+        """Clear a suspended Job's ``status.startTime`` (its pod template may change again
+        and it may be admitted again)."""
+        meta = job["metadata"]
+        try:
+            self.store.put(JOB.kind, self.kube.patch(
+                JOBS, str(meta["name"]), {"status": {"startTime": None}}, str(meta["namespace"]),
+                sub="status",
+            ))  # fmt: skip
+        except KubeError as exc:
+            log.debug("start time of %s not reset: %s", meta["name"], exc)
 
     def _pod_condition(self, pod: dict[str, Any], reason: str, message: str) -> None:
         body = {"status": {"conditions": [{
@@ -903,9 +918,15 @@ class KubeCluster:
             body = {"metadata": {"annotations": {PENDING_REASON: reason[:1000]}}}
             try:
                 out = self.kube.patch(_res(t), str(obj["metadata"]["name"]), body, t.namespace)
-                self.store.put(t.kind, out)
+                self._keep(t, out)
             except KubeError as exc:
                 log.debug("pending reason not written for %s: %s", name, exc)
+
+    def _keep(self, t: Tracked, out: dict[str, Any]) -> None:
+        """The API's answer to a write of ``t``'s first object: kept in the store and in
+        ``t`` (a later write in the same reconcile starts from it)."""
+        if self.store.put(t.kind, out):
+            t.objects[0] = out
 
     def note_pending(self, workload: str, note: str) -> None:
         """What the autoscaler does for a pending workload: the annotation
@@ -918,8 +939,8 @@ class KubeCluster:
         obj = t.objects[0]
         body = {"metadata": {"annotations": {AUTOSCALER_NOTE: note[:1000]}}}
         try:
-            self.store.put(t.kind, self.kube.patch(_res(t), str(obj["metadata"]["name"]), body,
-                                                   t.namespace))  # fmt: skip
+            self._keep(t, self.kube.patch(_res(t), str(obj["metadata"]["name"]), body,
+                                          t.namespace))  # fmt: skip
         except KubeError as exc:
             log.debug("autoscaler note not written for %s: %s", workload, exc)
 
@@ -998,15 +1019,23 @@ def _res(t: Tracked) -> Resource:
 
 def _same_decision_inputs(seen: Mapping[str, Any], fresh: Mapping[str, Any]) -> bool:
     """The same spec (generation; for pods, which have none, the spec itself), labels and
-    annotations: only status moved."""
+    annotations (but the operator's notes, :data:`NOTES`): only status or notes moved."""
     a, b = seen.get("metadata") or {}, fresh.get("metadata") or {}
     if a.get("uid") != b.get("uid") or b.get("deletionTimestamp"):
         return False
-    if a.get("labels") != b.get("labels") or a.get("annotations") != b.get("annotations"):
+    if a.get("labels") != b.get("labels") or _inputs(a) != _inputs(b):
         return False
     if a.get("generation") is not None:
         return bool(a.get("generation") == b.get("generation"))
     return bool(seen.get("spec") == fresh.get("spec"))
+
+
+NOTES = frozenset({PENDING_REASON, AUTOSCALER_NOTE})
+"""Annotations the operator writes that no decision reads."""
+
+
+def _inputs(meta: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in (meta.get("annotations") or {}).items() if k not in NOTES}
 
 
 STRATEGIC_POD = "application/strategic-merge-patch+json"

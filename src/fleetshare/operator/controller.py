@@ -69,10 +69,13 @@ class Settings:
     status_interval_seconds: float = 5.0
     """A Team's status is written at most this often (a change sooner waits for the
     interval's end; Kueue refreshes its queues' pending status every 5 s by default)."""
-    status_writes_per_second: float = 2.0
+    status_writes_per_second: float = 1.0
     """... and all Teams' status writes together at most this often on average (a burst of
     one per Team): with many Teams, each is refreshed less often, least recently written
     first, so status takes a bounded share of the client's requests."""
+    event_queue: int = 1000
+    """Events wait in a queue of this size for a thread of their own (dropped when it is
+    full, as client-go's recorder drops them); 0 posts them in line."""
     incremental: bool = True
     """Follow the watches' changes (:meth:`KubeCluster.refresh`) and carry the engine's
     state between cycles; False reads every object at every reconcile (the plain path)."""
@@ -116,7 +119,7 @@ class Operator:
         self.identity = self.settings.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
         self.catalog = catalog or load_catalog()
         self.store = Store()
-        self.events = Events(kube, self.identity)
+        self.events = Events(kube, self.identity, queue_size=self.settings.event_queue)
         self.elector = LeaseElector(kube, self.settings.lease_namespace, self.identity)
         self.cluster = KubeCluster(kube, self.store, self.events, may_act=self._may_act,
                                    incremental=self.settings.incremental)  # fmt: skip
@@ -202,6 +205,7 @@ class Operator:
                     deadline = self.reconcile()
         finally:
             watch_stop.set()
+            self.events.close()
             if s.leader_elect:
                 self.elector.release()
 
