@@ -559,6 +559,7 @@ def run(
             "job_writes_per_admission": round(sum(job_writes.values()) / max(admissions, 1), 3),
             "operator_reconcile_cpu_s": round(busy[0], 1),
             "event_requests": sum(operator.events.kube.counts.values()),
+            "events_dropped": operator.events.dropped,
             "load_average_before": load_before,
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "kueue": measures,

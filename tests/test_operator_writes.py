@@ -4,6 +4,8 @@ reconciles."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from fleetshare.control.loop import ControlLoop
@@ -83,3 +85,30 @@ def test_pending_reasons_are_written_within_a_budget_oldest_first() -> None:
     cluster.refresh(engine, 60.0)
     loop.reconcile(60.0)
     assert len(kube.patched) == 120  # nothing changed: nothing rewritten
+
+
+def test_events_wait_in_a_bounded_queue_and_never_hold_the_caller() -> None:
+    """A slow Event client: posting returns at once; beyond the queue, Events are dropped
+    and counted; what was queued is posted by the time the queue is closed and drained."""
+    release, taken = threading.Event(), threading.Event()
+    posted: list[str] = []
+
+    class SlowKube:
+        def create(self, res: Any, body: dict[str, Any], namespace: str | None = None) -> None:
+            taken.set()
+            release.wait(5)
+            posted.append(body["reason"])
+
+    events = Events(SlowKube(), queue_size=2, posters=1)  # type: ignore[arg-type]
+    job = _job(0)
+    events.post(job, "Normal", "R0", "m")
+    assert taken.wait(5)  # the poster holds R0 until released
+    for reason in ("R1", "R2", "R3"):
+        events.post(job, "Normal", reason, "m")
+    assert events.dropped == 1 and posted == []  # R3 did not fit; nobody waited
+    release.set()
+    events.close()
+    deadline = time.monotonic() + 5
+    while len(posted) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert posted == ["R0", "R1", "R2"]

@@ -18,29 +18,36 @@ COMPONENT = "fleetshare-operator"
 class Events:
     """Posts Events; failures are logged, never raised (an Event is a courtesy).
 
-    With ``queue_size`` > 0 they are posted by a thread of their own from a queue of that
-    size, and dropped when it is full (client-go's event broadcaster does the same), so a
-    slow or rate-limited Event client never holds an admission back."""
+    With ``queue_size`` > 0 they are posted by ``posters`` threads of their own from a queue
+    of that size, and dropped when it is full (client-go's event broadcaster does the same),
+    so a slow or rate-limited Event client never holds an admission back."""
 
-    def __init__(self, kube: Kube, identity: str = COMPONENT, *, queue_size: int = 0) -> None:
+    def __init__(
+        self, kube: Kube, identity: str = COMPONENT, *, queue_size: int = 0, posters: int = 4
+    ) -> None:
         self.kube = kube
         self.identity = identity
         self.dropped = 0
         """Events not posted because the queue was full."""
         self._queue: queue.Queue[dict[str, Any] | None] | None = None
+        self._posters = 0
         if queue_size > 0:
             self._queue = queue.Queue(queue_size)
-            threading.Thread(target=self._drain, name="events", daemon=True).start()
+            self._posters = max(1, posters)
+            for i in range(self._posters):
+                threading.Thread(target=self._drain, name=f"events-{i}", daemon=True).start()
 
     def _drain(self) -> None:
-        assert self._queue is not None
-        while (body := self._queue.get()) is not None:
+        events = self._queue
+        assert events is not None
+        while (body := events.get()) is not None:
             self._send(body)
 
     def close(self) -> None:
-        """Stop the posting thread once what is queued is posted."""
+        """Stop the posting threads once what is queued is posted."""
         if self._queue is not None:
-            self._queue.put(None)
+            for _ in range(self._posters):
+                self._queue.put(None)
             self._queue = None
 
     def post(self, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
