@@ -177,6 +177,52 @@ def observed_of(
 # -- the pieces that talk to the API server -----------------------------------------------------
 
 
+def unfinished_sample(
+    operator: Any, harness: Any, jobs: list[Arrival], finished: set[str], n: int = 5
+) -> list[dict[str, Any]]:
+    """Up to ``n`` Jobs not finished when the run ended: what the API and the operator's
+    view say of them (for a run that timed out)."""
+    from fleetshare.operator.kube import JOBS
+
+    cluster = operator.cluster
+    out = []
+    for a in jobs:
+        key = f"{a.namespace}/{a.name}"
+        if key in finished:
+            continue
+        try:
+            job = harness.kube.get(JOBS, a.name, a.namespace)
+        except Exception as exc:
+            out.append({"job": key, "error": str(exc)[:200]})
+        else:
+            out.append({
+                "job": key,
+                "suspend": job["spec"].get("suspend"),
+                "annotations": sorted(job["metadata"].get("annotations") or {}),
+                "status": job.get("status"),
+                "view": [k for k, d in (("tracked", cluster.tracked), ("pending", cluster.pending),
+                                        ("running", cluster.running), ("blocked", cluster.blocked))
+                         if key in d],
+            })  # fmt: skip
+        if len(out) >= n:
+            break
+    return out
+
+
+def job_write_kind(body: Any, path: str) -> str:
+    """What a PATCH of a Job is for: ``admit`` (the JSON patch unsuspending it), ``suspend``
+    (an eviction or a Job created unsuspended), ``pending reason``, ``status`` or ``other``."""
+    if path.endswith("/status"):
+        return "status"
+    if isinstance(body, list):
+        for op in body:
+            if op.get("path") == "/spec/suspend":
+                return "admit" if op.get("value") is False else "suspend"
+        return "other"
+    annotations = ((body or {}).get("metadata") or {}).get("annotations") or {}
+    return "pending reason" if any(k.endswith("pending-reason") for k in annotations) else "other"
+
+
 def throttled(kube: Any, qps: float, burst: int) -> Any:
     """``kube`` with client-go's token bucket (``qps`` tokens a second, ``burst`` at most)
     in front of every request, watches included; counts requests per verb and kind."""
@@ -189,6 +235,8 @@ def throttled(kube: Any, qps: float, burst: int) -> Any:
             self.tokens = float(burst)
             self.last = time.monotonic()
             self.counts: Counter[str] = Counter()
+            self.job_writes: Counter[str] = Counter()
+            """PATCHes of Jobs by purpose (:func:`job_write_kind`)."""
 
         def _send(self, method: str, path: str, **kw: Any) -> Any:
             parts = path.strip("/").split("/")
@@ -198,6 +246,8 @@ def throttled(kube: Any, qps: float, burst: int) -> Any:
             watch = (kw.get("query") or {}).get("watch")
             with self.lock:
                 self.counts[f"{'WATCH' if watch else method} {what}"] += 1
+                if method == "PATCH" and what == "jobs":
+                    self.job_writes[job_write_kind(kw.get("body"), path)] += 1
             if qps > 0:
                 while True:
                     with self.lock:
@@ -375,7 +425,9 @@ class Recorder:
 # -- the run ---------------------------------------------------------------------------------
 
 
-def run(scale: str, qps: float, burst: int, creators: int, timeout: float) -> dict[str, Any]:
+def run(
+    scale: str, qps: float, burst: int, creators: int, timeout: float, plain: bool = False
+) -> dict[str, Any]:
     """Start the control plane, apply the scenario, measure (see the module docstring)."""
     from tests.kube_harness import ControlPlane, Harness, apply_policy, bin_dir
 
@@ -412,7 +464,8 @@ def run(scale: str, qps: float, burst: int, creators: int, timeout: float) -> di
         kubelet = TimedKubelet(harness.kubelet)
         kubelet.start()
         op_kube = throttled(plane.client(), qps, burst)
-        operator = Operator(op_kube, Settings(leader_elect=False, install_crds=False))
+        operator = Operator(op_kube, Settings(leader_elect=False, install_crds=False,
+                                              incremental=not plain))  # fmt: skip
         # Events through a client of their own, limited alike: controller-runtime's event
         # recorder has its own clientset, so Kueue's events do not spend its 50 QPS either
         operator.events.kube = throttled(plane.client(), qps, burst)
@@ -439,6 +492,18 @@ def run(scale: str, qps: float, burst: int, creators: int, timeout: float) -> di
             recorder.mark_created(f"{a.namespace}/{a.name}")
 
         reconciles0 = operator.reconciles
+        writes0 = Counter(op_kube.job_writes)
+        busy = [0.0]
+        reconcile = operator.reconcile
+
+        def timed_reconcile() -> float:
+            t = time.thread_time()
+            try:
+                return reconcile()
+            finally:
+                busy[0] += time.thread_time() - t
+
+        operator.reconcile = timed_reconcile  # type: ignore[method-assign]
         recorder.t0 = time.monotonic()
         with ThreadPoolExecutor(creators, thread_name_prefix="creator") as pool:
             for a in jobs:  # in arrival order: each thread sleeps until its Job is due
@@ -450,6 +515,7 @@ def run(scale: str, qps: float, burst: int, creators: int, timeout: float) -> di
                 if created_s is None and len(recorder.created) + len(errors) >= len(jobs):
                     created_s = time.monotonic() - recorder.t0
         done = len(recorder.finished)
+        unfinished = unfinished_sample(operator, harness, jobs, recorder.finished)
         stop.set()
         op_thread.join(timeout=15)
         recorder.stop()
@@ -461,6 +527,9 @@ def run(scale: str, qps: float, burst: int, creators: int, timeout: float) -> di
         latency = hops(recorder.spans, ran)
         first = min(recorder.created.values(), default=0.0)
         counts = op_kube.counts
+        job_writes = Counter(op_kube.job_writes)
+        job_writes.subtract(writes0)
+        admissions = sum(len(v) for v in recorder.spans.values())
         return {
             "scale": scale,
             "scenario": {
@@ -470,6 +539,9 @@ def run(scale: str, qps: float, burst: int, creators: int, timeout: float) -> di
                 "nominal_cpu": trace.facts["nominal_cpu"],
             },
             "operator_client": {"qps": qps, "burst": burst} if qps > 0 else "unthrottled",
+            "operator_view": "plain (every object read at every reconcile)"
+            if plain
+            else "incremental",
             "creators": creators,
             "control_plane_start_s": round(started_s, 1),
             "finished": done,
@@ -478,10 +550,16 @@ def run(scale: str, qps: float, burst: int, creators: int, timeout: float) -> di
             "all_created_s": None if created_s is None else round(created_s, 1),
             "wall_s": round(recorder.last_finish - first, 1) if done == len(jobs) else None,
             "timed_out": done < len(jobs),
+            "unfinished_sample": unfinished,
             "operator_reconciles": operator.reconciles - reconciles0,
             "operator_requests": sum(counts.values()) - setup_requests,
             "operator_requests_by_kind": dict(counts.most_common(12)),
+            "operator_job_writes": dict(job_writes.most_common()),
+            "admissions": admissions,
+            "job_writes_per_admission": round(sum(job_writes.values()) / max(admissions, 1), 3),
+            "operator_reconcile_cpu_s": round(busy[0], 1),
             "event_requests": sum(operator.events.kube.counts.values()),
+            "events_dropped": operator.events.dropped,
             "load_average_before": load_before,
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "kueue": measures,
@@ -506,10 +584,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--creators", type=int, default=16, help="creating threads")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
     parser.add_argument("--out", type=Path, help="write the JSON report here")
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="the operator's plain view (every object read at every reconcile)",
+    )
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:  # one run, in this process
-        row = run(args.scale[0], args.qps[0], args.burst, args.creators, args.timeout)
+        row = run(args.scale[0], args.qps[0], args.burst, args.creators, args.timeout,
+                  args.plain)  # fmt: skip
         print(json.dumps(row))
         return 0
     rows = []
@@ -541,7 +625,7 @@ def run_sub(scale: str, qps: float, args: argparse.Namespace) -> dict[str, Any]:
     """One run in a fresh process (nothing of one run's threads survives into the next)."""
     cmd = [sys.executable, __file__, "--one", "--scale", scale, "--qps", str(qps),
            "--burst", str(args.burst), "--creators", str(args.creators),
-           "--timeout", str(args.timeout)]  # fmt: skip
+           "--timeout", str(args.timeout), *(["--plain"] if args.plain else [])]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 600)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:

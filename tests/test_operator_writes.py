@@ -1,8 +1,11 @@
 """How the operator spends its writes at scale, without an API server: pending reasons are
-written within a per-reconcile budget, oldest first, and catch up over the next reconciles."""
+written within a budget (a burst, then a rate), oldest first, and catch up over the next
+reconciles."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from fleetshare.control.loop import ControlLoop
@@ -69,15 +72,43 @@ def test_pending_reasons_are_written_within_a_budget_oldest_first() -> None:
     }
     store.put("Node", node)
     kube = RecordingKube(store)
-    cluster = KubeCluster(kube, store, Events(kube), pending_writes=50)  # type: ignore[arg-type]
+    cluster = KubeCluster(kube, store, Events(kube), pending_writes=50,  # type: ignore[arg-type]
+                          pending_writes_per_second=5.0)  # fmt: skip
     loop = ControlLoop(cluster, engine)
-    for turn in range(3):
-        cluster.refresh(engine, float(turn))
-        loop.reconcile(float(turn))
-        assert len(kube.patched) == min(50 * (turn + 1), 120)
+    for now in (0.0, 4.0, 30.0):  # a burst of 50; 4 s later 20 more; a full burst again
+        cluster.refresh(engine, now)
+        loop.reconcile(now)
+        assert len(kube.patched) == {0.0: 50, 4.0: 70, 30.0: 120}[now]
     assert kube.patched == [f"j{i:03d}" for i in range(120)]  # oldest first, each once
     reasons = {o["metadata"]["annotations"][PENDING_REASON] for o in store.of("Job").values()}
     assert all(reasons)
-    cluster.refresh(engine, 3.0)
-    loop.reconcile(3.0)
+    cluster.refresh(engine, 60.0)
+    loop.reconcile(60.0)
     assert len(kube.patched) == 120  # nothing changed: nothing rewritten
+
+
+def test_events_wait_in_a_bounded_queue_and_never_hold_the_caller() -> None:
+    """A slow Event client: posting returns at once; beyond the queue, Events are dropped
+    and counted; what was queued is posted by the time the queue is closed and drained."""
+    release, taken = threading.Event(), threading.Event()
+    posted: list[str] = []
+
+    class SlowKube:
+        def create(self, res: Any, body: dict[str, Any], namespace: str | None = None) -> None:
+            taken.set()
+            release.wait(5)
+            posted.append(body["reason"])
+
+    events = Events(SlowKube(), queue_size=2, posters=1)  # type: ignore[arg-type]
+    job = _job(0)
+    events.post(job, "Normal", "R0", "m")
+    assert taken.wait(5)  # the poster holds R0 until released
+    for reason in ("R1", "R2", "R3"):
+        events.post(job, "Normal", reason, "m")
+    assert events.dropped == 1 and posted == []  # R3 did not fit; nobody waited
+    release.set()
+    events.close()
+    deadline = time.monotonic() + 5
+    while len(posted) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert posted == ["R0", "R1", "R2"]

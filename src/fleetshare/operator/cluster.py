@@ -50,6 +50,7 @@ from fleetshare.manifests.values import Fields
 from fleetshare.model.node import INSTANCE_TYPE_LABEL, Node
 from fleetshare.model.reason import Reason
 from fleetshare.model.workload import Workload
+from fleetshare.operator.budget import WriteBudget
 from fleetshare.operator.drain import cordon, evict_all, pods_on, refusal
 from fleetshare.operator.events import Events, camel
 from fleetshare.operator.kinds import (
@@ -96,9 +97,11 @@ from fleetshare.operator.objects import (
     pod_gated,
     pod_group,
     pods_phase,
+    suspension_settled,
     timestamp,
 )
-from fleetshare.operator.watch import Store
+from fleetshare.operator.owners import OwnerIndex, Ref
+from fleetshare.operator.watch import Key, Store, key_of
 
 if TYPE_CHECKING:
     from fleetshare.operator.nodeclaims import NodeClaims
@@ -144,6 +147,8 @@ class KubeCluster:
         may_act: Callable[[], bool] = lambda: True,
         write_concurrency: int = 8,
         pending_writes: int = 50,
+        pending_writes_per_second: float = 2.0,
+        incremental: bool = True,
     ) -> None:
         self.kube = kube
         self.store = store
@@ -162,9 +167,15 @@ class KubeCluster:
         self.wake_at: float | None = None
         self.warnings: list[str] = []
         self._order: dict[str, int] = {}
-        self._parsed: dict[tuple[Any, ...], Any] = {}
-        self._parse_used: set[tuple[Any, ...]] = set()
-        self._owned: dict[Any, list[tuple[int, str, dict[str, Any]]]] = {}
+        self._parsed: dict[str, tuple[tuple[Any, ...], Any]] = {}
+        self._parse_used: set[str] = set()
+        self._owners = OwnerIndex(store, [*SUSPENDABLE, "Pod"])
+        self._groups: dict[GroupKey, dict[Key, dict[str, Any]]] = {}
+        """Governed bare pods by group: a pod group, or one pod alone."""
+        self._group_of: dict[Key, GroupKey] = {}
+        self.incremental = incremental
+        """Follow the store's changes (:meth:`refresh`); False: read it all every time."""
+        self._built = False
         self._said: dict[str, str] = {}
         """Per workload, the gist of the pending reason last written."""
         self._problems: dict[str, str] = {}
@@ -179,24 +190,73 @@ class KubeCluster:
         self._signature: tuple[Any, ...] = ()
         self.write_concurrency = write_concurrency
         self._writers: ThreadPoolExecutor | None = None
-        self.pending_writes = pending_writes
-        """Pending-reason annotations written per reconcile at most."""
-        self._pending_budget = pending_writes
+        self.reason_budget = WriteBudget(pending_writes_per_second, pending_writes)
+        """Pending-reason annotations: ``pending_writes`` at once, ``pending_writes_per_second``
+        on average (4 % of a 50 requests/s client), so they hardly hold admissions back."""
         self._unsaid: dict[str, str] = {}
         """Pending reasons not written yet, oldest first (the latest reason of each)."""
 
     # -- reading the objects ---------------------------------------------------------------------
 
     def refresh(self, engine: Engine, now: float) -> None:
-        """Rebuild the loop's view from the store; evict work on lost nodes."""
-        self.engine, self.policy = engine, engine.policy
-        self.blocked.clear()
-        self.retry_soon = False
-        self._pending_budget = self.pending_writes
-        self.nodes = tuple(
-            sorted((node_from_object(o) for o in self.store.of("Node").values()),
-                   key=lambda n: n.name)
-        )  # fmt: skip
+        """Bring the loop's view up to date with the store; evict work on lost nodes.
+
+        Incremental (``incremental``, the default): only the objects the watches changed since
+        the last refresh are read again (:meth:`Store.take_changes`), and nodes and workloads
+        that did not change keep their objects, so the engine's cache carries its state and
+        pending order over; a new engine (policy) reads everything again. Else every object
+        is read (:meth:`rebuild`): the plain path the incremental one must agree with."""
+        changes = self.store.take_changes()
+        if not self.incremental or engine is not self.engine or not self._built:
+            self.rebuild(engine, now)
+            return
+        self._begin(engine)
+        nodes_changed = False
+        jobs: dict[Ref, None] = {}
+        groups: dict[GroupKey, None] = {}
+        for kind, key in changes:
+            if kind == "Node":
+                nodes_changed = True
+            elif kind in self._owners.kinds:
+                obj = self.store.of(kind).get(key)
+                before = self._owners.owners_of(kind, key)
+                self._owners.update(kind, key, obj)
+                for ref in (*before, *self._owners.owners_of(kind, key)):
+                    if ref[0] != "Pod":
+                        jobs[ref] = None
+                if kind == "Pod":
+                    self._regroup(key, obj, groups)
+                else:
+                    jobs[(kind, key)] = None
+        started: list[str] = []
+        for ref, obj in self._in_creation_order(jobs):
+            sk = SUSPENDABLE[ref[0]]
+            name = _job_name(sk, *ref[1])
+            retry, self.retry_soon = self.retry_soon, False
+            t = self._suspendable(obj, sk, now) if obj is not None else None
+            self._place(name, t, started, [ref], retry, gone=obj is None)
+        for (ns, ident), pods in self._groups_in_creation_order(groups):
+            name = f"{ns}/{ident.partition(':')[2]}"
+            refs = [("Pod", key_of(p)) for p in pods]
+            retry, self.retry_soon = self.retry_soon, False
+            t = self._pods(ns, ident, pods, now) if pods else None
+            self._place(name, t, started, refs, retry, gone=not pods)
+        if nodes_changed:
+            nodes = self._read_nodes()
+            if len(nodes) != len(self.nodes) or any(
+                a != b for a, b in zip(nodes, self.nodes, strict=True)
+            ):
+                self.nodes = nodes
+        self._requeue_lost(now, None if nodes_changed else started)
+        if changes and self.store.of("PodDisruptionBudget"):
+            self.pdbs = self._pdbs()
+        self._end()
+
+    def rebuild(self, engine: Engine, now: float) -> None:
+        """Read the whole store into the loop's view (see :meth:`refresh`)."""
+        self._begin(engine)
+        self.nodes = self._read_nodes()
+        self._owners = OwnerIndex.build(self.store, [*SUSPENDABLE, "Pod"])
         tracked: dict[str, Tracked] = {}
         objects = [(o, kind) for kind in SUSPENDABLE.values()
                    for o in self.store.of(kind.kind).values()]  # fmt: skip
@@ -204,22 +264,16 @@ class KubeCluster:
             t = self._suspendable(obj, kind, now)
             if t is not None:
                 tracked[t.name] = t
-        groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for pod in self._sorted(self.store.of("Pod").values()):
-            if not governed(pod) or owned(pod):
-                continue
-            ns = str(pod["metadata"].get("namespace", ""))
-            group = pod_group(pod)
-            key = (ns, f"group:{group}") if group else (ns, f"pod:{pod['metadata']['name']}")
-            groups.setdefault(key, []).append(pod)
-        for (ns, ident), pods in groups.items():
-            t = self._pods(ns, ident, pods, now)
+        self._groups, self._group_of = {}, {}
+        for key, pod in sorted(self.store.of("Pod").items(), key=lambda kv: creation_key(kv[1])):
+            self._regroup(key, pod, {})
+        for (ns, ident), pods in self._groups.items():
+            t = self._pods(ns, ident, list(pods.values()), now)
             if t is not None:
                 tracked[t.name] = t
         self.tracked = tracked
         self._parsed = {k: v for k, v in self._parsed.items() if k in self._parse_used}
         self._parse_used = set()
-        self._index_owners()
         self.pending = {n: t.workload for n, t in tracked.items() if t.phase == "pending"}
         self.running = {}
         for name, t in tracked.items():
@@ -227,13 +281,102 @@ class KubeCluster:
                 self.running[name] = self._running(t)
         self._requeue_lost(now)
         self.pdbs = self._pdbs()
+        self._built = True
+        self._end()
+
+    def _begin(self, engine: Engine) -> None:
+        self.engine, self.policy = engine, engine.policy
+        self.blocked.clear()
+        self.retry_soon = False
+
+    def _end(self) -> None:
         signature = (
             tuple((n.name, n.schedulable) for n in self.nodes),
-            tuple(sorted(self.pending)),
-            tuple(sorted(self.running)),
+            frozenset(self.pending),
+            frozenset(self.running),
         )
         self.changed = signature != self._signature
         self._signature = signature
+        self._parse_used.clear()
+
+    def _read_nodes(self) -> tuple[Node, ...]:
+        return tuple(
+            sorted((node_from_object(o) for o in self.store.of("Node").values()),
+                   key=lambda n: n.name)
+        )  # fmt: skip
+
+    def _regroup(self, key: Key, pod: dict[str, Any] | None, dirty: dict[GroupKey, None]) -> None:
+        """Keep the governed bare pods' groups (a pod group, or a pod alone) current."""
+        old = self._group_of.pop(key, None)
+        if old is not None:
+            members = self._groups[old]
+            members.pop(key, None)
+            if not members:
+                del self._groups[old]
+            dirty[old] = None
+        if pod is None or not governed(pod) or owned(pod):
+            return
+        group = pod_group(pod)
+        ident = (key[0], f"group:{group}") if group else (key[0], f"pod:{key[1]}")
+        self._groups.setdefault(ident, {})[key] = pod
+        self._group_of[key] = ident
+        dirty[ident] = None
+
+    def _in_creation_order(
+        self, refs: Mapping[Ref, None]
+    ) -> list[tuple[Ref, dict[str, Any] | None]]:
+        """The objects at ``refs`` (None: gone), gone ones first, then by creation."""
+        found = [(ref, self.store.of(ref[0]).get(ref[1])) for ref in refs]
+        gone = [(ref, obj) for ref, obj in found if obj is None]
+        kept = [(ref, obj) for ref, obj in found if obj is not None]
+        return gone + sorted(kept, key=lambda pair: creation_key(pair[1] or {}))
+
+    def _groups_in_creation_order(
+        self, groups: Mapping[GroupKey, None]
+    ) -> list[tuple[GroupKey, list[dict[str, Any]]]]:
+        found = [(g, sorted(self._groups.get(g, {}).values(), key=creation_key)) for g in groups]
+        return sorted(found, key=lambda pair: creation_key(pair[1][0]) if pair[1] else (0.0, ""))
+
+    def _place(
+        self,
+        name: str,
+        t: Tracked | None,
+        started: list[str],
+        refs: list[Ref],
+        retry: bool,
+        *,
+        gone: bool,
+    ) -> None:
+        """Put workload ``name``, derived again from its objects ``refs`` (None: not
+        governed, finished or gone), in the view; it keeps its :class:`Workload` and
+        :class:`Running` objects when they come out the same. ``retry_soon`` set while
+        deriving it (not settled, a write failed) reads it again at the next refresh;
+        ``retry`` is the flag as it was before."""
+        if self.retry_soon:
+            self.store.changes.update(dict.fromkeys(refs))
+        self.retry_soon = self.retry_soon or retry
+        if gone:
+            self._parsed.pop(name, None)
+        old = self.tracked.get(name)
+        if t is None or t.phase not in ("pending", "admitted", "outside"):
+            self.tracked.pop(name, None)
+            self.pending.pop(name, None)
+            self.running.pop(name, None)
+            return
+        if old is not None and old.workload == t.workload:
+            t.workload = old.workload
+        self.tracked[name] = t
+        if t.phase == "pending":
+            self.running.pop(name, None)
+            if self.pending.get(name) is not t.workload:
+                self.pending.pop(name, None)
+                self.pending[name] = t.workload
+            return
+        self.pending.pop(name, None)
+        running = self._running(t)
+        if self.running.get(name) != running:
+            self.running[name] = running
+            started.append(name)
 
     def _pdbs(self) -> list[PdbSpec]:
         budgets = self.store.of("PodDisruptionBudget")
@@ -274,15 +417,20 @@ class KubeCluster:
             self._problems[name] = message
             self.events.post(obj, "Warning", "NotGoverned", message)
 
-    def _parse(self, key: tuple[Any, ...], parse: Callable[[], Any]) -> Any:
-        """``parse()``, kept while the object is watched (entries unused by a refresh go)."""
-        self._parse_used.add(key)
-        if key not in self._parsed:
-            try:
-                self._parsed[key] = parse()
-            except ManifestError as exc:
-                self._parsed[key] = exc
-        return self._parsed[key]
+    def _parse(self, name: str, key: tuple[Any, ...], parse: Callable[[], Any]) -> Any:
+        """``parse()`` of workload ``name``, kept while its objects' ``key`` (uids,
+        generations) stays the same and it is watched (:meth:`rebuild` drops the entries it
+        did not use; the incremental path those of objects gone)."""
+        self._parse_used.add(name)
+        kept = self._parsed.get(name)
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        try:
+            parsed = parse()
+        except ManifestError as exc:
+            parsed = exc
+        self._parsed[name] = (key, parsed)
+        return parsed
 
     def _suspendable(self, job: dict[str, Any], kind: Suspendable, now: float) -> Tracked | None:
         """A Job (or JobSet, PyTorchJob, RayCluster, RayJob) admitted by suspension."""
@@ -290,10 +438,10 @@ class KubeCluster:
             return None
         meta = job["metadata"]
         ns, jname = str(meta.get("namespace", "")), str(meta["name"])
-        name = f"{ns}/{jname}" if kind is JOB else f"{ns}/{kind.kind}/{jname}"
+        name = _job_name(kind, ns, jname)
         key = (kind.kind, meta.get("uid"), meta.get("generation"),
                (meta.get("annotations") or {}).get(INJECTED))  # fmt: skip
-        parsed = self._parse(key, lambda: parse_job(job, kind))
+        parsed = self._parse(name, key, lambda: parse_job(job, kind))
         if isinstance(parsed, ManifestError):
             self._problem(name, job, str(parsed))
             return None
@@ -306,7 +454,9 @@ class KubeCluster:
         if phase == "pending" and not kind.suspended(job) and self.may_act():
             self._suspend_new(job, kind)  # created unsuspended: hold it until admitted
         if phase == "pending" and kind is JOB and job_started(job):
-            self.retry_soon = True  # the job controller has not settled the suspension yet
+            if suspension_settled(job) and self.may_act():
+                self._reset_start(job)  # the job controller leaves it: Kueue resets it too
+            self.retry_soon = True  # not admissible before the start time is reset
             return None
         team, priority = resolved
         workload = Workload(
@@ -324,7 +474,7 @@ class KubeCluster:
             return None  # Kueue waits for every pod of the group
         key = ("Pod", *sorted((p["metadata"].get("uid"), p["metadata"].get("generation"))
                               for p in pods))  # fmt: skip
-        parsed = self._parse(key, lambda: parse_pods(pods))
+        parsed = self._parse(name, key, lambda: parse_pods(pods))
         if isinstance(parsed, ManifestError):
             self._problem(name, pods[0], str(parsed))
             return None
@@ -392,35 +542,7 @@ class KubeCluster:
     def _job_pods(self, t: Tracked) -> list[dict[str, Any]]:
         """The pods of a workload admitted by suspension: owned by it, or by an object it
         owns (a JobSet's Jobs, a RayJob's RayCluster), in the store's order."""
-        found: list[tuple[int, dict[str, Any]]] = []
-        seen: set[Any] = set()
-        frontier = [t.objects[0]["metadata"].get("uid")]
-        while frontier:
-            uid = frontier.pop()
-            if uid in seen:
-                continue
-            seen.add(uid)
-            for position, kind, obj in self._owned.get(uid, ()):
-                if obj["metadata"].get("namespace") != t.namespace:
-                    continue
-                if kind == "Pod":
-                    found.append((position, obj))
-                else:
-                    frontier.append(obj["metadata"].get("uid"))
-        return [obj for _, obj in sorted(found, key=lambda pair: pair[0])]
-
-    def _index_owners(self) -> None:
-        """Per owner uid, the watched pods and suspendable objects it owns (read once per
-        refresh: looking them up per workload was quadratic)."""
-        owned: dict[Any, list[tuple[int, str, dict[str, Any]]]] = {}
-        position = 0
-        for kind in [*(k.kind for k in SUSPENDABLE.values()), "Pod"]:
-            for obj in self.store.of(kind).values():
-                position += 1
-                for ref in obj["metadata"].get("ownerReferences") or ():
-                    if ref.get("uid"):
-                        owned.setdefault(ref["uid"], []).append((position, kind, obj))
-        self._owned = owned
+        return self._owners.pods_of(str(t.objects[0]["metadata"].get("uid")), t.namespace)
 
     def _flavor_of_nodes(self, placement: Sequence[tuple[str, int]]) -> str:
         assert self.engine is not None
@@ -431,10 +553,16 @@ class KubeCluster:
                 return self.engine.model.flavor_of(node) or DEFAULT_FLAVOR
         return DEFAULT_FLAVOR
 
-    def _requeue_lost(self, now: float) -> None:
-        """Work with pods on a node that is gone or NotReady is evicted and queued again."""
+    def _requeue_lost(self, now: float, names: Sequence[str] | None = None) -> None:
+        """Work with pods on a node that is gone or NotReady is evicted and queued again
+        (only the workloads ``names`` are looked at, when given)."""
         nodes = {n.name: n for n in self.nodes}
-        for _name, running in list(self.running.items()):
+        candidates = (
+            list(self.running.values())
+            if names is None
+            else [self.running[n] for n in names if n in self.running]
+        )
+        for running in candidates:
             lost = sorted(
                 {n for ps in running.assignment.placement for n, _ in ps
                  if n not in nodes or not nodes[n].ready}
@@ -668,13 +796,25 @@ class KubeCluster:
         job = t.objects[0]
         conditions = [c for c in (job.get("status") or {}).get("conditions") or ()
                       if c.get("type") != "Evicted"]  # fmt: skip
-        try:
-            self.kube.patch(
-                JOBS, str(job["metadata"]["name"]),
-                {"status": {"conditions": [*conditions, condition]}}, t.namespace, sub="status",
-            )  # fmt: skip
+        status = {"conditions": [*conditions, condition], "startTime": None}
+        try:  # the start time reset in the same write: the job can be admitted again
+            self.store.put(JOB.kind, self.kube.patch(
+                JOBS, str(job["metadata"]["name"]), {"status": status}, t.namespace, sub="status",
+            ))  # fmt: skip
         except KubeError as exc:  # the Event and the annotation still say it
             log.debug("job condition not written: %s", exc)
+
+    def _reset_start(self, job: dict[str, Any]) -> None:
+        """Clear a suspended Job's ``status.startTime`` (its pod template may change again
+        and it may be admitted again)."""
+        meta = job["metadata"]
+        try:
+            self.store.put(JOB.kind, self.kube.patch(
+                JOBS, str(meta["name"]), {"status": {"startTime": None}}, str(meta["namespace"]),
+                sub="status",
+            ))  # fmt: skip
+        except KubeError as exc:
+            log.debug("start time of %s not reset: %s", meta["name"], exc)
 
     def _pod_condition(self, pod: dict[str, Any], reason: str, message: str) -> None:
         body = {"status": {"conditions": [{
@@ -747,18 +887,20 @@ class KubeCluster:
         return bool((t.objects[0]["metadata"].get("annotations") or {}).get(PENDING_REASON))
 
     def report_pending(self, result: CycleResult, now: float) -> None:
-        """Queue each changed pending reason, then write what the reconcile's budget allows
-        (``pending_writes`` annotations, oldest first): with thousands waiting, the reasons
-        catch up over the next reconciles instead of holding admissions back (Kueue updates
+        """Queue each changed pending reason, then write what the budget allows (a token
+        bucket: ``pending_writes`` at once, refilled at ``pending_writes_per_second``;
+        oldest first): with thousands waiting, the reasons catch up over the next
+        reconciles instead of taking the client's requests from admissions (Kueue updates
         the pending condition only of the queue heads it tried)."""
         if not self.may_act():
             return
+        self.reason_budget.refill(now)
         changed = result.pending_changed
         for name in changed if changed is not None else list(result.pending):
             pending = result.pending.get(name)
             if pending is not None:
                 self._unsaid[name] = pending.reason
-        while self._unsaid and self._pending_budget > 0:
+        while self._unsaid and self.reason_budget.tokens >= 1:
             name = next(iter(self._unsaid))
             reason = self._unsaid.pop(name)
             t = self.tracked.get(name)
@@ -772,13 +914,19 @@ class KubeCluster:
             if said == gist:
                 continue
             self._said[name] = gist
-            self._pending_budget -= 1
+            self.reason_budget.take()
             body = {"metadata": {"annotations": {PENDING_REASON: reason[:1000]}}}
             try:
                 out = self.kube.patch(_res(t), str(obj["metadata"]["name"]), body, t.namespace)
-                self.store.put(t.kind, out)
+                self._keep(t, out)
             except KubeError as exc:
                 log.debug("pending reason not written for %s: %s", name, exc)
+
+    def _keep(self, t: Tracked, out: dict[str, Any]) -> None:
+        """The API's answer to a write of ``t``'s first object: kept in the store and in
+        ``t`` (a later write in the same reconcile starts from it)."""
+        if self.store.put(t.kind, out):
+            t.objects[0] = out
 
     def note_pending(self, workload: str, note: str) -> None:
         """What the autoscaler does for a pending workload: the annotation
@@ -791,8 +939,8 @@ class KubeCluster:
         obj = t.objects[0]
         body = {"metadata": {"annotations": {AUTOSCALER_NOTE: note[:1000]}}}
         try:
-            self.store.put(t.kind, self.kube.patch(_res(t), str(obj["metadata"]["name"]), body,
-                                                   t.namespace))  # fmt: skip
+            self._keep(t, self.kube.patch(_res(t), str(obj["metadata"]["name"]), body,
+                                          t.namespace))  # fmt: skip
         except KubeError as exc:
             log.debug("autoscaler note not written for %s: %s", workload, exc)
 
@@ -854,6 +1002,16 @@ class KubeCluster:
         log.debug("%s %s", event, details)
 
 
+GroupKey = tuple[str, str]
+"""(namespace, "group:NAME" or "pod:NAME"): governed bare pods admitted together."""
+
+
+def _job_name(kind: Suspendable, namespace: str, name: str) -> str:
+    """The workload name of a Job (``ns/name``) or another suspendable kind
+    (``ns/Kind/name``)."""
+    return f"{namespace}/{name}" if kind is JOB else f"{namespace}/{kind.kind}/{name}"
+
+
 def _res(t: Tracked) -> Resource:
     kind = SUSPENDABLE.get(t.kind)
     return kind.res if kind is not None else PODS
@@ -861,15 +1019,23 @@ def _res(t: Tracked) -> Resource:
 
 def _same_decision_inputs(seen: Mapping[str, Any], fresh: Mapping[str, Any]) -> bool:
     """The same spec (generation; for pods, which have none, the spec itself), labels and
-    annotations: only status moved."""
+    annotations (but the operator's notes, :data:`NOTES`): only status or notes moved."""
     a, b = seen.get("metadata") or {}, fresh.get("metadata") or {}
     if a.get("uid") != b.get("uid") or b.get("deletionTimestamp"):
         return False
-    if a.get("labels") != b.get("labels") or a.get("annotations") != b.get("annotations"):
+    if a.get("labels") != b.get("labels") or _inputs(a) != _inputs(b):
         return False
     if a.get("generation") is not None:
         return bool(a.get("generation") == b.get("generation"))
     return bool(seen.get("spec") == fresh.get("spec"))
+
+
+NOTES = frozenset({PENDING_REASON, AUTOSCALER_NOTE})
+"""Annotations the operator writes that no decision reads."""
+
+
+def _inputs(meta: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in (meta.get("annotations") or {}).items() if k not in NOTES}
 
 
 STRATEGIC_POD = "application/strategic-merge-patch+json"

@@ -26,8 +26,9 @@ from fleetshare.autoscaling.settings import AutoscalerSpec
 from fleetshare.control.autoscaler import Autoscaler
 from fleetshare.control.clock import WallClock
 from fleetshare.control.loop import ControlLoop
-from fleetshare.governance.admission import Engine
+from fleetshare.governance.admission import CycleCache, Engine
 from fleetshare.model.catalog import Catalog, load_catalog
+from fleetshare.operator.budget import WriteBudget
 from fleetshare.operator.cluster import KubeCluster
 from fleetshare.operator.crds import API_VERSION, DEFAULT_POLICY, crds, policy_from, pools_from
 from fleetshare.operator.events import Events
@@ -68,6 +69,16 @@ class Settings:
     status_interval_seconds: float = 5.0
     """A Team's status is written at most this often (a change sooner waits for the
     interval's end; Kueue refreshes its queues' pending status every 5 s by default)."""
+    status_writes_per_second: float = 1.0
+    """... and all Teams' status writes together at most this often on average (a burst of
+    one per Team): with many Teams, each is refreshed less often, least recently written
+    first, so status takes a bounded share of the client's requests."""
+    event_queue: int = 1000
+    """Events wait in a queue of this size for a thread of their own (dropped when it is
+    full, as client-go's recorder drops them); 0 posts them in line."""
+    incremental: bool = True
+    """Follow the watches' changes (:meth:`KubeCluster.refresh`) and carry the engine's
+    state between cycles; False reads every object at every reconcile (the plain path)."""
 
 
 def install_crds(kube: Kube, timeout: float = 30.0) -> None:
@@ -108,9 +119,12 @@ class Operator:
         self.identity = self.settings.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
         self.catalog = catalog or load_catalog()
         self.store = Store()
-        self.events = Events(kube, self.identity)
+        self.events = Events(kube, self.identity, queue_size=self.settings.event_queue)
         self.elector = LeaseElector(kube, self.settings.lease_namespace, self.identity)
-        self.cluster = KubeCluster(kube, self.store, self.events, may_act=self._may_act)
+        self.cluster = KubeCluster(kube, self.store, self.events, may_act=self._may_act,
+                                   incremental=self.settings.incremental)  # fmt: skip
+        self.cycle_cache = CycleCache() if self.settings.incremental else None
+        """The engine's state carried from cycle to cycle (see :class:`Engine`)."""
         self.clock = WallClock(start=time.time())
         self.loop: ControlLoop | None = None
         self.policy: Policy | None = None
@@ -121,6 +135,11 @@ class Operator:
         self._pools_key: tuple[Any, ...] | None = None
         self._status_written: dict[str, float] = {}
         """When each Team's status was last written (clock time)."""
+        self._status_budget = WriteBudget(self.settings.status_writes_per_second, 1)
+        self._status_stale = True
+        """The view changed since the Teams' status was last computed."""
+        self._status_next = 0.0
+        """Not computed again before then (clock time)."""
         self.reconciles = 0
         self.ready = threading.Event()
         """Set once the first reconcile is done (tests wait on it)."""
@@ -186,6 +205,7 @@ class Operator:
                     deadline = self.reconcile()
         finally:
             watch_stop.set()
+            self.events.close()
             if s.leader_elect:
                 self.elector.release()
 
@@ -208,11 +228,7 @@ class Operator:
         what, kind, payload = message
         if what == "sync":
             namespace, items = payload
-            objects = self.store.of(kind)
-            for key in [k for k in objects if namespace is None or k[0] == namespace]:
-                del objects[key]
-            for item in items:
-                self.store.put(kind, item)
+            self.store.resync(kind, namespace, items)
             return {(kind, namespace)}
         event_type, obj = payload
         return {(kind, None)} if self.store.apply(kind, event_type, obj) else set()
@@ -341,6 +357,7 @@ class Operator:
             try:
                 policy = policy_from(chosen, teams)
                 engine = Engine(policy, self.catalog)
+                engine.cache = self.cycle_cache
             except (PolicyError, ValueError) as exc:
                 log.error("policy not valid, keeping the last one: %s", exc)
                 self._policy_condition(chosen, False, str(exc))
@@ -376,14 +393,26 @@ class Operator:
             log.debug("policy status not written: %s", exc)
 
     def _write_status(self, engine: Engine, now: float) -> float | None:
-        """Write each Team's status that changed, each at most every
-        ``status_interval_seconds``; when the next deferred write is due (None: none)."""
+        """Write the status of each Team whose status changed: each at most every
+        ``status_interval_seconds``, all within ``status_writes_per_second``, least recently
+        written first. Computed only when the view changed, at most once per interval per
+        Team, and at most once a second. Returns when the next deferred write is due (None:
+        none)."""
         cluster = self.cluster
+        self._status_stale = self._status_stale or cluster.changed
+        if not self._status_stale:
+            return None
+        if now < self._status_next:
+            return self._status_next
         statuses = team_status(engine, cluster.nodes, list(cluster.running.values()),
                                list(cluster.pending.values()), now)  # fmt: skip
         interval = self.settings.status_interval_seconds
+        budget = self._status_budget
+        budget.burst = max(1, len(statuses))
+        budget.refill(now)
         due: float | None = None
-        for (_, name), team in list(self.store.of("Team").items()):
+        changed: list[tuple[float, str, dict[str, Any]]] = []
+        for (_, name), team in self.store.of("Team").items():
             status = statuses.get(name)
             if status is None:
                 continue
@@ -394,10 +423,20 @@ class Operator:
             if last is not None and now < last + interval:
                 due = last + interval if due is None else min(due, last + interval)
                 continue
+            changed.append((-1.0 if last is None else last, name, status))
+        changed.sort(key=lambda item: item[0])  # least recently written first (stable)
+        for _, name, status in changed:
+            if not budget.take():
+                at = budget.next_at()
+                if at is not None:
+                    due = at if due is None else min(due, at)
+                break
             try:
                 out = self.kube.patch(TEAMS, name, {"status": status}, sub="status")
                 self.store.put("Team", out)
                 self._status_written[name] = now
             except KubeError as exc:
                 log.debug("team status not written: %s", exc)
-        return due
+        self._status_stale = due is not None
+        self._status_next = max(due, now + 1.0) if due is not None else now
+        return self._status_next if due is not None else None

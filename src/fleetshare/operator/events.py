@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import queue
 import re
+import threading
 import time
 from typing import Any
 
@@ -14,11 +16,39 @@ COMPONENT = "fleetshare-operator"
 
 
 class Events:
-    """Posts Events; failures are logged, never raised (an Event is a courtesy)."""
+    """Posts Events; failures are logged, never raised (an Event is a courtesy).
 
-    def __init__(self, kube: Kube, identity: str = COMPONENT) -> None:
+    With ``queue_size`` > 0 they are posted by ``posters`` threads of their own from a queue
+    of that size, and dropped when it is full (client-go's event broadcaster does the same),
+    so a slow or rate-limited Event client never holds an admission back."""
+
+    def __init__(
+        self, kube: Kube, identity: str = COMPONENT, *, queue_size: int = 0, posters: int = 4
+    ) -> None:
         self.kube = kube
         self.identity = identity
+        self.dropped = 0
+        """Events not posted because the queue was full."""
+        self._queue: queue.Queue[dict[str, Any] | None] | None = None
+        self._posters = 0
+        if queue_size > 0:
+            self._queue = queue.Queue(queue_size)
+            self._posters = max(1, posters)
+            for i in range(self._posters):
+                threading.Thread(target=self._drain, name=f"events-{i}", daemon=True).start()
+
+    def _drain(self) -> None:
+        events = self._queue
+        assert events is not None
+        while (body := events.get()) is not None:
+            self._send(body)
+
+    def close(self) -> None:
+        """Stop the posting threads once what is queued is posted."""
+        if self._queue is not None:
+            for _ in range(self._posters):
+                self._queue.put(None)
+            self._queue = None
 
     def post(self, obj: dict[str, Any], kind: str, reason: str, message: str) -> None:
         meta = obj.get("metadata") or {}
@@ -46,10 +76,21 @@ class Events:
             "lastTimestamp": now,
             "count": 1,
         }
+        if self._queue is None:
+            self._send(body)
+            return
         try:
-            self.kube.create(EVENTS, body, namespace)
+            self._queue.put_nowait(body)
+        except queue.Full:
+            self.dropped += 1
+            log.debug("event %s on %s dropped: the queue is full", reason, meta.get("name"))
+
+    def _send(self, body: dict[str, Any]) -> None:
+        try:
+            self.kube.create(EVENTS, body, str(body["metadata"]["namespace"]))
         except KubeError as exc:
-            log.debug("event %s on %s not posted: %s", reason, meta.get("name"), exc)
+            name = body["involvedObject"].get("name")
+            log.debug("event %s on %s not posted: %s", body["reason"], name, exc)
 
 
 def camel(reason: str) -> str:

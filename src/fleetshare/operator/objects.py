@@ -264,6 +264,15 @@ def job_started(job: Mapping[str, Any]) -> bool:
     return bool((job.get("status") or {}).get("startTime"))
 
 
+def suspension_settled(job: Mapping[str, Any]) -> bool:
+    """The job controller has carried out the Job's suspension: its ``Suspended`` condition
+    is True and no pod is active."""
+    status = job.get("status") or {}
+    suspended = any(c.get("type") == "Suspended" and c.get("status") == "True"
+                    for c in status.get("conditions") or ())  # fmt: skip
+    return suspended and not status.get("active")
+
+
 def pod_gated(pod: Mapping[str, Any]) -> bool:
     gates = (pod.get("spec") or {}).get("schedulingGates") or ()
     return any(g.get("name") == GATE for g in gates)

@@ -40,18 +40,47 @@ def _version(obj: dict[str, Any]) -> int | None:
 
 
 class Store:
-    """The latest copy of each watched object, per kind."""
+    """The latest copy of each watched object, per kind, and which objects changed since a
+    reader last asked (:meth:`take_changes`: the operator's incremental view)."""
 
     def __init__(self) -> None:
         self.objects: dict[str, dict[Key, dict[str, Any]]] = {}
         self.synced: set[str] = set()
+        self.changes: dict[tuple[str, Key], None] = {}
+        """(kind, key) of each object put or removed since :meth:`take_changes`, in the
+        order they first changed."""
+        self.position: dict[tuple[str, Key], int] = {}
+        """When each kept object was first put (its place in :meth:`of`'s order)."""
+        self._next = 0
 
     def of(self, kind: str) -> dict[Key, dict[str, Any]]:
         return self.objects.setdefault(kind, {})
 
+    def take_changes(self) -> list[tuple[str, Key]]:
+        """The objects that changed since the last call, in the order they first changed."""
+        changes, self.changes = self.changes, {}
+        return list(changes)
+
+    def _touch(self, kind: str, key: Key, present: bool) -> None:
+        self.changes[(kind, key)] = None
+        if not present:
+            self.position.pop((kind, key), None)
+        elif (kind, key) not in self.position:
+            self._next += 1
+            self.position[(kind, key)] = self._next
+
     def replace(self, kind: str, items: Iterable[dict[str, Any]]) -> None:
-        self.objects[kind] = {key_of(o): o for o in items}
+        self.resync(kind, None, items)
         self.synced.add(kind)
+
+    def resync(self, kind: str, namespace: str | None, items: Iterable[dict[str, Any]]) -> None:
+        """A fresh list of ``kind`` (in ``namespace``; None: all): what it lacks is gone."""
+        objects = self.of(kind)
+        for key in [k for k in objects if namespace is None or k[0] == namespace]:
+            del objects[key]
+            self._touch(kind, key, False)
+        for item in items:
+            self.put(kind, item)
 
     def put(self, kind: str, obj: dict[str, Any]) -> bool:
         """Keep ``obj`` unless a newer version is already kept (the operator's own writes
@@ -65,10 +94,13 @@ class Store:
             if new_v is not None and old_v is not None and new_v < old_v:
                 return False
         objects[key] = obj
+        self._touch(kind, key, True)
         return True
 
     def remove(self, kind: str, obj: dict[str, Any]) -> None:
-        self.of(kind).pop(key_of(obj), None)
+        key = key_of(obj)
+        if self.of(kind).pop(key, None) is not None:
+            self._touch(kind, key, False)
 
     def apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> bool:
         """One watch event; True when something changed."""
