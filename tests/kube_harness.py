@@ -164,8 +164,11 @@ class ControlPlane:
         self._spawn("kube-scheduler", common)
         self._spawn(
             "kube-controller-manager",
-            [*common, "--controllers=job,disruption,deployment,replicaset",
-             "--concurrent-job-syncs=5"],  # fmt: skip
+            [
+                *common,
+                "--controllers=job,disruption,deployment,replicaset",
+                "--concurrent-job-syncs=5",
+            ],
         )
 
     def _wait_ready(self, timeout: float = 60.0) -> None:

@@ -51,8 +51,8 @@ def scaled_object(ns: str, address: str, query: str = QUERY, **spec: Any) -> dic
         "scaleDown": {"stabilizationWindowSeconds": 0,
                       "policies": [{"type": "Percent", "value": 100, "periodSeconds": 15}]},
     }  # fmt: skip
-    trigger = {"type": "prometheus",
-               "metadata": {"serverAddress": address, "query": query, "threshold": "10"}}  # fmt: skip
+    metadata = {"serverAddress": address, "query": query, "threshold": "10"}
+    trigger = {"type": "prometheus", "metadata": metadata}
     return {
         "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
         "metadata": {"name": "chat", "namespace": ns, "uid": "u1", "generation": 1},
@@ -238,8 +238,11 @@ def _replicas(kube: Harness, ns: str) -> int:
 
 
 def _scaler_events(kube: Harness, ns: str, reason: str) -> list[dict[str, Any]]:
-    return [e for e in kube.events(ns)
-            if e["involvedObject"].get("kind") == "ScaledObject" and e["reason"] == reason]  # fmt: skip
+    return [
+        e
+        for e in kube.events(ns)
+        if e["involvedObject"].get("kind") == "ScaledObject" and e["reason"] == reason
+    ]
 
 
 def _condition(kube: Harness, ns: str, kind: str) -> dict[str, Any]:
@@ -257,14 +260,14 @@ def test_deployment_follows_prometheus_through_the_api_server(
 ) -> None:
     """A Deployment + ScaledObject applied; the counter Prometheus scrapes rises: the replicas
     go up one pod per 4 s (the rate policy) to the maximum, and the pods go through admission
-    (3 admitted on the team's 3 GPUs, 2 waiting with their reason). A broken query is a
+    (3 admitted on the cluster's 3 GPUs, 2 waiting with their reason). A broken query is a
     Warning Event and Ready False, the replicas unchanged; mended, with no traffic, the
     replicas go down to the minimum."""
     address, counter = prometheus
     _install_crd(kube)
     apply_policy(kube, load_policy({"teams": [{"name": "serving", "quota": [
         {"resources": {"nvidia.com/gpu": 3, "cpu": 64, "memory": "256Gi"}}]}]}))  # fmt: skip
-    kube.add_node(f"{ns}-g", {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "4"}, owner=ns)
+    kube.add_node(f"{ns}-g", {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "3"}, owner=ns)
     rules = [yaml.safe_load((CHART_FILES / f).read_text())
              for f in ("cluster-rules.yaml", "lease-rules.yaml")]  # fmt: skip
     client = kube.operator_client(rules[0], rules[1], ns)
@@ -298,7 +301,7 @@ def test_deployment_follows_prometheus_through_the_api_server(
                        (p["metadata"].get("annotations") or {})]  # fmt: skip
             return (len(ran), len(waiting)) if len(pods) == 5 else None
 
-        wait_for("3 pods admitted, 2 waiting for quota",
+        wait_for("3 pods admitted, 2 waiting",
                  lambda: governed() == (3, 2), timeout=30)  # fmt: skip
 
         broken = scaled_object(ns, address, query="sum(rate(chat_requests_total[4s])")
