@@ -260,7 +260,8 @@ def test_deployment_follows_prometheus_through_the_api_server(
 ) -> None:
     """A Deployment + ScaledObject applied; the counter Prometheus scrapes rises: the replicas
     go up one pod per 4 s (the rate policy) to the maximum, and the pods go through admission
-    (3 admitted on the cluster's 3 GPUs, 2 waiting with their reason). A broken query is a
+    (3 admitted on the cluster's 3 GPUs, 2 waiting with their reason). A restarted operator
+    keeps the 5 replicas. A broken query is a
     Warning Event and Ready False, the replicas unchanged; mended, with no traffic, the
     replicas go down to the minimum."""
     address, counter = prometheus
@@ -303,6 +304,14 @@ def test_deployment_follows_prometheus_through_the_api_server(
 
         wait_for("3 pods admitted, 2 waiting",
                  lambda: governed() == (3, 2), timeout=30)  # fmt: skip
+
+        # a restarted operator starts from the Deployment's 5 replicas: nothing moves
+        op.stop()
+        op = OperatorThread(kube, [ns], kube=client, install_crds=False, leader_elect=True,
+                            lease_namespace=ns).start()  # fmt: skip
+        wait_for("the new operator reconciling", lambda: op.operator.reconciles > 0)
+        time.sleep(3)  # three polls at 45 requests/s
+        assert _replicas(kube, ns) == 5 and len(_scaler_events(kube, ns, "Scaled")) == 4
 
         broken = scaled_object(ns, address, query="sum(rate(chat_requests_total[4s])")
         kube.kube.patch(SCALED_OBJECTS, "chat", {"spec": broken["spec"]}, ns)
