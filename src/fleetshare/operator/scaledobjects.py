@@ -91,7 +91,7 @@ def conditions(outcome: Outcome, last: list[dict[str, Any]], at: str) -> list[di
         why = "ScalerActive" if outcome.active else "ScalerNotActive"
         wanted.append(("Active", active, why, outcome.message))
     elif "Active" in old:
-        wanted.append(("Active", "Unknown", "ScalerFailed", outcome.message))
+        wanted.append(("Active", "Unknown", outcome.reason, outcome.message))
     out = []
     for kind, status, reason, message in wanted:
         before = old.get(kind) or {}
