@@ -1346,6 +1346,13 @@ def operator_run(
             "chart; --webhook-port gives the port"
         ),
     ] = None,
+    scaled_objects: Annotated[
+        bool,
+        typer.Option(
+            help="scale the Deployments of KEDA ScaledObjects from their Prometheus triggers "
+            "(where KEDA's CRD is installed; do not run KEDA's operator beside it)"
+        ),
+    ] = True,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
 ) -> None:
     """Run the operator until interrupted (SIGTERM or Ctrl-C)."""
@@ -1381,6 +1388,7 @@ def operator_run(
         lease_namespace=lease_namespace,
         cloud=provider,
         registration_timeout_seconds=registration_timeout,
+        scaled_objects=scaled_objects,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -35,6 +35,8 @@ class LiveScaler:
         self.spec = spec
         self.sources = list(sources)
         self.state = ScalerState()
+        self.last_readings: list[Reading] = []
+        """What the last successful tick read."""
 
     def readings(self) -> list[Reading]:
         """Every trigger's current value against its target (raises ``MetricError``)."""
@@ -48,6 +50,7 @@ class LiveScaler:
         differ from the last decision (someone else scaled). A failed read raises
         ``MetricError`` and leaves the state as it was (KEDA keeps the replicas)."""
         got = self.readings()
+        self.last_readings = got
         state = self.state
         if current is not None and current != state.replicas:
             state = ScalerState(current, state.proposals, state.events, state.last_active)

@@ -103,14 +103,7 @@ def import_scalers(docs: list[Document]) -> list[ImportedScaler]:
     out = []
     for fields, data, kind in scalers:
         spec = fields.mapping(data.get("spec"), "spec", required=True)
-        ref = fields.mapping(spec.get("scaleTargetRef"), "spec.scaleTargetRef", required=True)
-        target = fields.text(ref.get("name"), "spec.scaleTargetRef.name", required=True)
-        ref_kind = fields.text(ref.get("kind"), "spec.scaleTargetRef.kind") or "Deployment"
-        if ref_kind != "Deployment":
-            raise fields.error(
-                "spec.scaleTargetRef.kind", f"only Deployment is supported, got {ref_kind}"
-            )
-        assert target is not None
+        target = _target(fields, spec)
         if target not in deployments:
             raise fields.error(
                 "spec.scaleTargetRef.name", f"no Deployment {target!r} in the manifests"
@@ -132,6 +125,48 @@ def import_scalers(docs: list[Document]) -> list[ImportedScaler]:
         name = fields.mapping(data.get("metadata"), "metadata")["name"]
         out.append(ImportedScaler(name, target, pod, scaler, floors, (*notes, *more)))
     return out
+
+
+@dataclass(frozen=True)
+class ScaledObjectScaler:
+    """A ScaledObject read on its own (the operator's view): the Deployment it scales and
+    its scaler."""
+
+    deployment: str
+    scaler: ScalerSpec
+    floors: tuple[FloorSpec, ...]
+    notes: tuple[str, ...]
+
+
+def read_scaled_object(data: Any, where: str) -> ScaledObjectScaler:
+    """One KEDA ScaledObject (a parsed object) as its target's name and scaler, read as
+    :func:`import_scalers` reads it; raises :class:`ManifestError` naming the field."""
+    top = Fields(where).mapping(data, "", required=True)
+    meta = Fields(where).mapping(top.get("metadata"), "metadata")
+    fields = Fields(f"{where} (ScaledObject {meta.get('name')})")
+    if top.get("kind") != "ScaledObject":
+        raise fields.error("kind", f"expected ScaledObject, got {top.get('kind')!r}")
+    spec = fields.mapping(top.get("spec"), "spec", required=True)
+    target = _target(fields, spec)
+    annotations = fields.strings(meta.get("annotations"), "metadata.annotations")
+    scaler, floors, notes = _keda(fields, spec, annotations)
+    return ScaledObjectScaler(target, scaler, floors, tuple(notes))
+
+
+def _target(fields: Fields, spec: dict[str, Any]) -> str:
+    """The name of the Deployment ``spec.scaleTargetRef`` names (no other kind is scaled)."""
+    ref = fields.mapping(spec.get("scaleTargetRef"), "spec.scaleTargetRef", required=True)
+    target = fields.text(ref.get("name"), "spec.scaleTargetRef.name", required=True)
+    ref_kind = fields.text(ref.get("kind"), "spec.scaleTargetRef.kind") or "Deployment"
+    if ref_kind != "Deployment":
+        raise fields.error(
+            "spec.scaleTargetRef.kind", f"only Deployment is supported, got {ref_kind}"
+        )
+    api = fields.text(ref.get("apiVersion"), "spec.scaleTargetRef.apiVersion") or "apps/v1"
+    if api != "apps/v1":
+        raise fields.error("spec.scaleTargetRef.apiVersion", f"expected apps/v1, got {api}")
+    assert target is not None
+    return target
 
 
 def _number(fields: Fields, value: Any, path: str) -> float:

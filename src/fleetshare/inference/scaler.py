@@ -160,11 +160,16 @@ def _to(state: ScalerState, now: float, replicas: int, why: str) -> Decision:
     return Decision(replicas, replace(state, replicas=replicas, events=events), why)
 
 
+def is_active(readings: Sequence[Reading]) -> bool:
+    """KEDA's activation: some reading is above its activation threshold."""
+    return any(r.value > r.activation for r in readings)
+
+
 def decide(
     spec: ScalerSpec, state: ScalerState, now: float, readings: Sequence[Reading]
 ) -> Decision:
     """The replicas wanted at ``now`` given the triggers' ``readings``."""
-    active = any(r.value > r.activation for r in readings)
+    active = is_active(readings)
     state = _forget(spec, state, now)
     if active:
         state = replace(state, last_active=now)

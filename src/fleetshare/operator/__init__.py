@@ -8,6 +8,7 @@ Eviction API), ``crds.py`` (Team and ClusterPolicy CRDs and the policy they hold
 ``status.py`` (Team status), ``events.py``, ``lease.py`` (leader election), ``webhook.py``
 (the mutating admission webhook that gates governed pods), ``kinds.py`` (Jobs, JobSets,
 PyTorchJobs and Ray kinds admitted by suspension; pure), ``nodeclaims.py`` (the autoscaler's
-launches as NodeClaims), ``drain.py`` (drains through the Eviction API), ``metrics.py`` and
-``controller.py`` (the loop).
+launches as NodeClaims), ``drain.py`` (drains through the Eviction API),
+``scaledobjects.py`` (KEDA ScaledObjects' Deployments scaled by the live scaler),
+``metrics.py`` and ``controller.py`` (the loop).
 """

@@ -37,6 +37,7 @@ from fleetshare.operator.kube import CRDS, JOBS, NODES, PDBS, PODS, Kube, KubeEr
 from fleetshare.operator.lease import LeaseElector
 from fleetshare.operator.metrics import OperatorMetrics, summary
 from fleetshare.operator.nodeclaims import NODE_CLAIMS, NODE_POOLS, NodeClaims
+from fleetshare.operator.scaledobjects import SCALED_OBJECTS, ScaledObjects
 from fleetshare.operator.status import team_status
 from fleetshare.operator.watch import Store, Watcher
 from fleetshare.policy.schema import Policy, PolicyError
@@ -79,6 +80,8 @@ class Settings:
     incremental: bool = True
     """Follow the watches' changes (:meth:`KubeCluster.refresh`) and carry the engine's
     state between cycles; False reads every object at every reconcile (the plain path)."""
+    scaled_objects: bool = True
+    """Scale the Deployments of KEDA ScaledObjects (where their CRD is installed)."""
 
 
 def install_crds(kube: Kube, timeout: float = 30.0) -> None:
@@ -125,6 +128,7 @@ class Operator:
                                    incremental=self.settings.incremental)  # fmt: skip
         self.cycle_cache = CycleCache() if self.settings.incremental else None
         """The engine's state carried from cycle to cycle (see :class:`Engine`)."""
+        self.scalers = ScaledObjects(kube, self.events, may_act=self._may_act)
         self.clock = WallClock(start=time.time())
         self.loop: ControlLoop | None = None
         self.policy: Policy | None = None
@@ -171,11 +175,12 @@ class Operator:
                 Watcher(self.kube, NODE_CLAIMS, self._inbox, watch_stop),
             ]
         kinds = [PODS, JOBS, PDBS]
-        for kind in OPTIONAL:  # JobSets, PyTorchJobs, Ray: where their CRDs are installed
-            if self.kube.served(kind.res):
-                kinds.append(kind.res)
+        optional = [k.res for k in OPTIONAL] + ([SCALED_OBJECTS] if s.scaled_objects else [])
+        for res in optional:  # JobSets, PyTorchJobs, Ray, ScaledObjects: where CRDs are
+            if self.kube.served(res):
+                kinds.append(res)
             else:
-                log.info("%s not watched: its CRD is not installed", kind.kind)
+                log.info("%s not watched: its CRD is not installed", res.kind)
         for res in kinds:
             for ns in s.namespaces or (None,):
                 watchers.append(Watcher(self.kube, res, self._inbox, watch_stop, namespace=ns))
@@ -206,6 +211,7 @@ class Operator:
         finally:
             watch_stop.set()
             self.events.close()
+            self.scalers.close()
             if s.leader_elect:
                 self.elector.release()
 
@@ -260,6 +266,10 @@ class Operator:
                 next_in = min(next_in, max(0.05, cluster.wake_at - now))
             self.reconciles += 1
             self.ready.set()
+        if self._may_act():
+            due = self.scalers.sync(list(self.store.of(SCALED_OBJECTS.kind).values()), now)
+            if due is not None:
+                next_in = min(next_in, max(0.05, due - now))
         self._summarize()
         return time.monotonic() + next_in
 

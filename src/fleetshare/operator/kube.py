@@ -151,8 +151,10 @@ class Kube:
 
     # -- verbs ---------------------------------------------------------------------------------
 
-    def get(self, res: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
-        out: dict[str, Any] = self.request("GET", res.path(namespace, name))
+    def get(
+        self, res: Resource, name: str, namespace: str | None = None, sub: str = ""
+    ) -> dict[str, Any]:
+        out: dict[str, Any] = self.request("GET", res.path(namespace, name, sub))
         return out
 
     def list(
