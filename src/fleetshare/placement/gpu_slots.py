@@ -1,0 +1,130 @@
+"""GPU shares in governance placement: a pod's share of a GPU stays inside one physical GPU.
+
+A pod's ``nvidia.com/gpu`` request (milli-GPU, per pod) is
+
+- a multiple of 1000: that many *whole* GPUs, each fully free;
+- below 1000: a *share* of one GPU (Alibaba's ``gpu_milli``), placed on a single GPU whose
+  shares then add up to at most 1000;
+- anything else (``1500m``): refused with a reason (Kubernetes counts GPUs whole; a share
+  is of one GPU).
+
+MIG slices are their own resources (``nvidia.com/mig-1g.10gb``), as the device plugin's mixed
+strategy advertises them from the node's MIG layout (``model.catalog.mig_allocatable``); a
+node's ``nvidia.com/gpu`` counts only its GPUs left whole, so shares never land on a
+partitioned GPU. A slice is taken whole: a request that is not a whole number of slices is
+refused likewise.
+
+:class:`GpuShares` keeps, per node and GPU, the share milli in use (0: the GPU hosts no share).
+The node's free ``nvidia.com/gpu`` total stays in the caller's free-room matrix; the node's
+*fully free* GPUs follow from the two (the total minus the room left on share-hosting GPUs,
+in thousands). Whole GPUs are interchangeable, so only shares are pinned to a GPU index;
+a node without shares needs no per-GPU state at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from fleetshare.model.quantity import format_quantity
+from fleetshare.model.resources import GPU, MIG_PREFIX
+from fleetshare.placement.gpu_share import GPU_MILLI
+
+IntArray = npt.NDArray[np.int64]
+
+
+def gpu_need(requests: Mapping[str, int]) -> tuple[int, int]:
+    """(whole GPUs, share milli) of one pod's requests (see the module docstring)."""
+    amount = requests.get(GPU, 0)
+    if amount <= 0:
+        return 0, 0
+    if amount < GPU_MILLI:
+        return 0, amount
+    return amount // GPU_MILLI, 0
+
+
+def request_problem(requests: Mapping[str, int]) -> str | None:
+    """Why a pod's GPU or MIG request cannot be placed as asked (None: it can)."""
+    for resource, amount in requests.items():
+        if amount <= 0 or amount % GPU_MILLI == 0:
+            continue
+        if resource == GPU and amount > GPU_MILLI:
+            return (
+                f"{resource}: {format_quantity(amount, resource)} per pod is neither whole GPUs "
+                "nor a share of one GPU (below 1)"
+            )
+        if resource.startswith(MIG_PREFIX):
+            return (
+                f"{resource}: {format_quantity(amount, resource)} per pod; MIG slices are "
+                "taken whole"
+            )
+    return None
+
+
+class GpuShares:
+    """Share milli in use per (node, GPU); see the module docstring."""
+
+    def __init__(self, gpus: IntArray) -> None:
+        """``gpus``: whole GPUs per node (``nvidia.com/gpu`` allocatable // 1000)."""
+        self.count = gpus
+        self.used: IntArray = np.zeros((len(gpus), max(1, int(gpus.max(initial=0)))), np.int64)
+
+    def copy(self) -> GpuShares:
+        """An independent copy of the shares in use."""
+        new = object.__new__(GpuShares)
+        new.count = self.count
+        new.used = self.used.copy()
+        return new
+
+    def full(self, rows: IntArray, free_gpu: IntArray) -> IntArray:
+        """Fully free GPUs of ``rows`` whose free ``nvidia.com/gpu`` totals are ``free_gpu``."""
+        used = self.used[rows]
+        hosting = used > 0
+        spare = np.where(hosting, GPU_MILLI - used, 0).sum(axis=1)
+        found: IntArray = np.clip(
+            (free_gpu - spare) // GPU_MILLI, 0, self.count[rows] - hosting.sum(axis=1)
+        )
+        return found
+
+    def room(self, rows: IntArray, free_gpu: IntArray, share: int) -> IntArray:
+        """How many shares of ``share`` milli fit on each of ``rows``, each inside one GPU."""
+        used = self.used[rows]
+        on_hosting = np.where(used > 0, (GPU_MILLI - used) // share, 0).sum(axis=1)
+        found: IntArray = on_hosting + self.full(rows, free_gpu) * (GPU_MILLI // share)
+        return found
+
+    def per_gpu_free(self, rows: IntArray, free_gpu: IntArray) -> IntArray:
+        """Free milli of each GPU of ``rows`` (0 past a node's GPUs): share-hosting GPUs keep
+        their index, the fully free ones are the first other indices, the rest are taken
+        whole. A policy choosing a GPU from this view opens or joins exactly that GPU."""
+        used = self.used[rows]
+        hosting = used > 0
+        rank = np.cumsum(~hosting, axis=1)
+        free_whole = rank <= self.full(rows, free_gpu)[:, None]
+        found: IntArray = np.where(
+            hosting, GPU_MILLI - used, np.where(free_whole & ~hosting, GPU_MILLI, 0)
+        )
+        return found
+
+    def pick(self, node: int, free_gpu: int, share: int) -> int | None:
+        """The GPU of ``node`` a share goes to by default: the fullest share-hosting GPU with
+        room (best fit; ties to the lower index), else the first fully free GPU."""
+        row = self.per_gpu_free(np.array([node], np.int64), np.array([free_gpu], np.int64))[0]
+        fits = row >= share
+        if not fits.any():
+            return None
+        return int(np.argmin(np.where(fits, row, GPU_MILLI + 1)))
+
+    def fits(self, node: int, gpu: int, free_gpu: int, share: int) -> bool:
+        """``share`` milli fit on GPU ``gpu`` of ``node`` now."""
+        if not 0 <= gpu < int(self.count[node]):
+            return False
+        row = self.per_gpu_free(np.array([node], np.int64), np.array([free_gpu], np.int64))[0]
+        return bool(row[gpu] >= share)
+
+    def take(self, node: int, gpus: Sequence[int], share: int, sign: int) -> None:
+        """Take (``sign=1``) or give back (``-1``) one share per entry of ``gpus``."""
+        for g in gpus:
+            self.used[node, g] += sign * share
