@@ -17,8 +17,9 @@ refused likewise.
 :class:`GpuShares` keeps, per node and GPU, the share milli in use (0: the GPU hosts no share).
 The node's free ``nvidia.com/gpu`` total stays in the caller's free-room matrix; the node's
 *fully free* GPUs follow from the two (the total minus the room left on share-hosting GPUs,
-in thousands). Whole GPUs are interchangeable, so only shares are pinned to a GPU index;
-a node without shares needs no per-GPU state at all.
+in thousands). Whole GPUs are interchangeable, so only shares are pinned to a GPU index
+(GPUs taken whole are whichever GPUs hosting no share are not free); a node without shares
+needs no per-GPU state at all.
 """
 
 from __future__ import annotations
@@ -118,11 +119,16 @@ class GpuShares:
         return int(np.argmin(np.where(fits, row, GPU_MILLI + 1)))
 
     def fits(self, node: int, gpu: int, free_gpu: int, share: int) -> bool:
-        """``share`` milli fit on GPU ``gpu`` of ``node`` now."""
+        """``share`` milli fit on GPU ``gpu`` of ``node`` now: a share-hosting GPU with that
+        much room, or a GPU hosting no share while one is fully free (GPUs taken whole are
+        not pinned to an index, so any GPU without shares may be the free one)."""
         if not 0 <= gpu < int(self.count[node]):
             return False
-        row = self.per_gpu_free(np.array([node], np.int64), np.array([free_gpu], np.int64))[0]
-        return bool(row[gpu] >= share)
+        used = int(self.used[node, gpu])
+        if used:
+            return used + share <= GPU_MILLI
+        rows = np.array([node], np.int64)
+        return int(self.full(rows, np.array([free_gpu], np.int64))[0]) > 0
 
     def take(self, node: int, gpus: Sequence[int], share: int, sign: int) -> None:
         """Take (``sign=1``) or give back (``-1``) one share per entry of ``gpus``."""
