@@ -109,14 +109,25 @@ class GpuShares:
         )
         return found
 
+    def _row(self, node: int, free_gpu: int) -> tuple[list[int], int]:
+        """One node's share milli per GPU and its fully free GPUs (:meth:`full`, in Python:
+        cheaper than arrays for one row)."""
+        used = self.used[node, : int(self.count[node])].tolist()
+        hosting = sum(1 for u in used if u)
+        spare = sum(GPU_MILLI - u for u in used if u)
+        return used, max(0, min((free_gpu - spare) // GPU_MILLI, len(used) - hosting))
+
     def pick(self, node: int, free_gpu: int, share: int) -> int | None:
         """The GPU of ``node`` a share goes to by default: the fullest share-hosting GPU with
         room (best fit; ties to the lower index), else the first fully free GPU."""
-        row = self.per_gpu_free(np.array([node], np.int64), np.array([free_gpu], np.int64))[0]
-        fits = row >= share
-        if not fits.any():
-            return None
-        return int(np.argmin(np.where(fits, row, GPU_MILLI + 1)))
+        used, full = self._row(node, free_gpu)
+        best, best_used = None, 0
+        for g, u in enumerate(used):
+            if u and u + share <= GPU_MILLI and u > best_used:
+                best, best_used = g, u
+        if best is None and full > 0:
+            best = used.index(0)
+        return best
 
     def fits(self, node: int, gpu: int, free_gpu: int, share: int) -> bool:
         """``share`` milli fit on GPU ``gpu`` of ``node`` now: a share-hosting GPU with that
@@ -124,11 +135,8 @@ class GpuShares:
         not pinned to an index, so any GPU without shares may be the free one)."""
         if not 0 <= gpu < int(self.count[node]):
             return False
-        used = int(self.used[node, gpu])
-        if used:
-            return used + share <= GPU_MILLI
-        rows = np.array([node], np.int64)
-        return int(self.full(rows, np.array([free_gpu], np.int64))[0]) > 0
+        used, full = self._row(node, free_gpu)
+        return used[gpu] + share <= GPU_MILLI if used[gpu] else full > 0
 
     def take(self, node: int, gpus: Sequence[int], share: int, sign: int) -> None:
         """Take (``sign=1``) or give back (``-1``) one share per entry of ``gpus``."""
