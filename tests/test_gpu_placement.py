@@ -317,3 +317,34 @@ def test_without_shares_the_per_gpu_state_changes_no_choice(
             plain.apply([podset], a, 1)
             tracked.apply([podset], b, 1)  # type: ignore[arg-type]
     assert (plain.free == tracked.free).all()
+
+
+# -- simulations ------------------------------------------------------------------------------
+
+
+def test_simulate_runs_each_variant_once_per_placement() -> None:
+    from fleetshare.simulate.variants import select
+
+    chosen = select(["static", "fair-share"], ["fgd", "best_fit"])
+    assert [v.name for v in chosen] == [
+        "static+fgd",
+        "static+best_fit",
+        "fair-share+fgd",
+        "fair-share+best_fit",
+    ]
+    data = chosen[0].policy({"teams": []}, load_catalog())
+    assert data["cluster"]["placement"] == "fgd"
+    assert "placement" not in select(["static"])[0].policy({"teams": []}, load_catalog())["cluster"]
+    with pytest.raises(ValueError, match="--placement: unknown 'tightest'"):
+        select(["static"], ["tightest"])
+
+
+def test_alibaba_load_options_scale_arrivals_and_sample_nodes() -> None:
+    from fleetshare.traces import load_trace
+
+    plain = load_trace("alibaba", pods="gpushare100")
+    loaded = load_trace("alibaba", pods="gpushare100", arrival_scale=10, node_sample=4)
+    assert [n.name for n in loaded.nodes] == [n.name for n in plain.nodes][::4]
+    times = {w.name: w.submit_time for w in plain.workloads}
+    assert all(w.submit_time == pytest.approx(times[w.name] / 10) for w in loaded.workloads)
+    assert plain.duration >= max(w.submit_time + (w.duration or 0) for w in plain.workloads)
