@@ -294,7 +294,7 @@ class NodeFit:
                 if amount > 0 and r not in self.resources and r not in self.not_on_nodes
             ]
             return NoFit(podset.name, f"no node offers {', '.join(missing)}")
-        problem = request_problem(podset.requests)
+        problem = request_problem(podset.requests, self.not_on_nodes)
         if problem is not None:
             return NoFit(podset.name, f"pod set {podset.name!r} asks {problem}")
         whole, share = self._need(podset)

@@ -46,10 +46,13 @@ def gpu_need(requests: Mapping[str, int]) -> tuple[int, int]:
     return amount // GPU_MILLI, 0
 
 
-def request_problem(requests: Mapping[str, int]) -> str | None:
-    """Why a pod's GPU or MIG request cannot be placed as asked (None: it can)."""
+def request_problem(
+    requests: Mapping[str, int], ignore: frozenset[str] = frozenset()
+) -> str | None:
+    """Why a pod's GPU or MIG request cannot be placed as asked (None: it can); resources in
+    ``ignore`` (counted as quota only) are not asked of a node."""
     for resource, amount in requests.items():
-        if amount <= 0 or amount % GPU_MILLI == 0:
+        if amount <= 0 or amount % GPU_MILLI == 0 or resource in ignore:
             continue
         if resource == GPU and amount > GPU_MILLI:
             return (
