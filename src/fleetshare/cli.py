@@ -395,6 +395,16 @@ def simulate(
     policies: Annotated[
         list[str] | None, typer.Option("--policy", "-p", metavar="P", help=_policy_help())
     ] = None,
+    placements: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--placement",
+            metavar="PL",
+            help="placement policy of pods on nodes and GPUs (repeatable; each variant runs "
+            "once per value, named VARIANT+PL): default, first_fit, best_fit, fgd. Default: "
+            "the input's cluster.placement",
+        ),
+    ] = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="write an HTML report (index.html + PNG) here")
     ] = None,
@@ -482,7 +492,7 @@ def simulate(
             _fail(str(exc))
     try:
         loader_options = _trace_options(options or [])
-        chosen = select(policies or list(DEFAULT_POLICIES))
+        chosen = select(policies or list(DEFAULT_POLICIES), placements or ())
         if scenario is not None or (trace is not None and trace not in TRACES):
             ref = scenario if scenario is not None else trace
             assert ref is not None

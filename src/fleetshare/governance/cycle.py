@@ -334,7 +334,7 @@ class Cycle:
             self.result.preemptions.append(
                 Preemption(victim.entry.workload, wl.name, victim.reason, self._why(victim, wl))
             )
-        assignment = Assignment(option.flavors, self.state.fit.names(plan))
+        assignment = Assignment(option.flavors, self.state.fit.names(plan), tuple(plan.gpus))
         self.result.admissions.append(Admission(wl, assignment, borrowed))
 
     def _why(self, victim: Victim, by: Workload) -> str:

@@ -23,6 +23,9 @@ class Assignment:
 
     flavors: tuple[str, ...]
     placement: tuple[PodPlacement, ...]
+    gpus: tuple[tuple[tuple[int, ...], ...], ...] = ()
+    """Per pod set, per placement pair, the GPU index of each pod's GPU share (empty when no
+    pod set asks for a share, or when the backend does not know them)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ preempts, and thrown away at the end: the engine never mutates its inputs.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping, Sequence
@@ -80,6 +81,7 @@ class CycleState:
         self._pending = snapshot.pending
         for running in snapshot.running:
             self.load(running)
+        self._set_target()
 
     _pending: Sequence[Workload]
 
@@ -104,7 +106,7 @@ class CycleState:
         self.capacity = capacity
         self.flavors_with_nodes = flavors_with_nodes
         self.tree = QuotaTree(model, capacity, cluster.idle_resource_sharing)
-        self.fit = NodeFit(nodes, self.flavor_of, model.quota_only)
+        self.fit = NodeFit(nodes, self.flavor_of, model.quota_only, cluster.placement)
         self.admitted: dict[str, Admitted] = {}
         self.by_team: dict[str, list[Admitted]] = {}
         self._by_team_flavor: dict[tuple[str, str], list[Admitted]] = {}
@@ -155,7 +157,15 @@ class CycleState:
         new.admitted_times = self.admitted_times
         new.memo = self.memo
         new.warnings = list(self.warnings)
+        new._set_target()
         return new
+
+    def _set_target(self) -> None:
+        """FGD's target workload: the pods of the running and pending work."""
+        if self.cluster.placement == "fgd":
+            running = (ps for e in self.admitted.values() for ps in e.workload.podsets)
+            pending = (ps for wl in self._pending for ps in wl.podsets)
+            self.fit.set_target(itertools.chain(running, pending))
 
     def lowest_priority(self, team: str) -> int | None:
         """The lowest priority of the team's admitted work (None: none), cached per version."""
@@ -198,7 +208,7 @@ class CycleState:
             wl,
             flavors,
             usage_of(wl, flavors, rules.charged if rules else None),
-            self.fit.plan_of(running.assignment.placement),
+            self.fit.plan_of(running.assignment.placement, running.assignment.gpus),
             running.admitted_at,
         )
         self.admitted[wl.name] = entry
@@ -226,7 +236,7 @@ class CycleState:
                 wl,
                 flavors,
                 dict(known),
-                self.fit.plan_of(running.assignment.placement),
+                self.fit.plan_of(running.assignment.placement, running.assignment.gpus),
                 running.admitted_at,
             )
             self.admitted[wl.name] = entry
@@ -530,12 +540,12 @@ class StateCache:
         for i in gone:
             base.unload(entries.pop(i)[1])
         added: list[Running] = []
-        if new:
-            by_id = dict(zip(map(id, running), running, strict=True))
-            for i in new:
-                item = by_id[i]
-                entries[i] = (item, base.load(item))
-                added.append(item)
+        if new:  # in snapshot order: where a share goes may depend on the order
+            for item in running:
+                i = id(item)
+                if i in new:
+                    entries[i] = (item, base.load(item))
+                    added.append(item)
         self.changes = (rebuilt, len(gone), added)
         state = base.fork(snapshot.now, snapshot.pending)
         self._last_log = state.removed_log

@@ -182,6 +182,17 @@ class GpuCluster:
             self._model_masks[models] = found
         return found
 
+    def set_free(self, rows: IntArray, cpu: IntArray, mem: IntArray, gpu: IntArray) -> None:
+        """Set the free CPU, memory and per-GPU shares of ``rows`` (a caller keeping its own
+        accounting mirrors it here); bumps their versions."""
+        self.cpu_free[rows] = cpu
+        self.mem_free[rows] = mem
+        self.gpu_free[rows] = gpu
+        self.free_total[rows] = gpu.sum(axis=1)
+        self.full_count[rows] = (gpu == GPU_MILLI).sum(axis=1)
+        self.max_free[rows] = gpu.max(axis=1)
+        self.version[rows] += 1
+
     def _touch(self, node: int) -> None:
         row = self.gpu_free[node]
         self.free_total[node] = row.sum()

@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from fleetshare.inputs import Count, StrictModel
+from fleetshare.model.placement import Placement
 from fleetshare.model.quantity import QuantityError, check_quantities, parse_quantity
 from fleetshare.policy.errors import PolicyError as PolicyError
 
@@ -174,6 +175,12 @@ class ClusterPolicy(_Strict):
     admission_fair_sharing: AdmissionFairSharing | None = Field(
         default=None,
         description="usage measurement for teams with admission_fair_sharing (null: off)",
+    )
+    placement: Placement = Field(
+        default="default",
+        description="how admitted pods are placed on nodes and GPUs: default (a pod set on the "
+        "tightest node that holds it, else spread over the roomiest), first_fit, best_fit or "
+        "fgd (fragmentation gradient descent); see docs/architecture.md",
     )
 
     @field_validator("priority_classes")

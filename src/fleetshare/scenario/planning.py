@@ -139,7 +139,7 @@ def _place(fit: NodeFit, flavors: Sequence[str], wl: Workload) -> PlacementPlan 
     if len(wl.podsets) == 1:
         return None
     chosen: tuple[str, ...] = ()
-    found: PlacementPlan = []
+    found = PlacementPlan()
     for i in range(len(wl.podsets)):
         for flavor in flavors:
             trial = fit.place((*chosen, flavor), wl.podsets[: i + 1], explain=False)

@@ -330,16 +330,20 @@ class EmbeddedCluster:
 
 
 def assignment_json(assignment: Assignment) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "flavors": list(assignment.flavors),
         "placement": [[[node, pods] for node, pods in ps] for ps in assignment.placement],
     }
+    if assignment.gpus:  # the GPU of each pod's GPU share
+        out["gpus"] = [[list(on) for on in ps] for ps in assignment.gpus]
+    return out
 
 
 def assignment_from_json(data: dict[str, Any]) -> Assignment:
     return Assignment(
         tuple(str(f) for f in data["flavors"]),
         tuple(tuple((str(n), int(p)) for n, p in ps) for ps in data["placement"]),
+        tuple(tuple(tuple(int(g) for g in on) for on in ps) for ps in data.get("gpus", ())),
     )
 
 

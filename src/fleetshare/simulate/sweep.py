@@ -137,7 +137,13 @@ def run_point(trace: str, options: Mapping[str, Any], point: Point) -> tuple[Row
 
     base = VARIANTS[point.policy]
     variant = SweptVariant(
-        base.name, base.description, base.sharing, base.fair_share, base.autoscale, point.params
+        base.name,
+        base.description,
+        base.sharing,
+        base.fair_share,
+        base.autoscale,
+        base.placement,
+        point.params,
     )
     inp = from_trace(trace, dict(options), seed=point.seed)
     result = run_variant(inp, variant).to_json()

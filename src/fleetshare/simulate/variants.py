@@ -14,6 +14,9 @@ workloads and seed. A variant changes only how teams share and whether the clust
 - ``no-fair-share`` -- lend and borrow without borrow limits, fair share off: borrowed capacity
   is reclaimed only by its owners, whoever borrowed it.
 
+``--placement P`` (repeatable) runs each variant once per placement policy
+(``cluster.placement``: default, first_fit, best_fit, fgd), named ``<variant>+<P>``.
+
 Each also exists with ``-autoscale``: the cluster starts with no nodes and a node pool launches
 the input's node shape on demand (scale to zero; consolidation ``WhenEmptyOrUnderutilized``),
 with a GPU ceiling equal to the fixed cluster's capacity.
@@ -24,7 +27,7 @@ from __future__ import annotations
 import copy
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from fleetshare.model.catalog import (
@@ -35,6 +38,7 @@ from fleetshare.model.catalog import (
     price_gpu_node,
 )
 from fleetshare.model.node import Node
+from fleetshare.model.placement import PLACEMENTS
 from fleetshare.model.quantity import MILLI, format_quantity
 from fleetshare.model.resources import CPU, GPU, MEMORY
 
@@ -73,6 +77,21 @@ class Variant:
     sharing: Sharing
     fair_share: bool
     autoscale: bool = False
+    placement: str | None = None
+    """``cluster.placement`` to run with (None: the input's own)."""
+
+    def placed(self, placement: str) -> Variant:
+        """This variant with pods placed by ``placement`` (named ``<variant>+<placement>``)."""
+        if placement not in PLACEMENTS:
+            raise ValueError(
+                f"--placement: unknown {placement!r}; choose from {', '.join(PLACEMENTS)}"
+            )
+        return replace(
+            self,
+            name=f"{self.name}+{placement}",
+            description=f"{self.description}; placement {placement}",
+            placement=placement,
+        )
 
     def policy(self, base: dict[str, Any], catalog: Catalog) -> dict[str, Any]:
         """The base policy (a dict in fleetshare's format) changed for this variant."""
@@ -80,6 +99,8 @@ class Variant:
         cluster = dict(data.get("cluster") or {})
         cluster["fair_share"] = self.fair_share
         cluster["idle_resource_sharing"] = self.sharing != "static"
+        if self.placement is not None:
+            cluster["placement"] = self.placement
         data["cluster"] = cluster
         quotas: dict[str, dict[tuple[str, str], int]] = {}
         if self.sharing == "quota-absolute":
@@ -180,12 +201,16 @@ VARIANTS: dict[str, Variant] = _variants()
 """Every variant by name (fixed cluster first, then the ``-autoscale`` ones)."""
 
 
-def select(names: Sequence[str]) -> list[Variant]:
-    """The variants named (in the order given); unknown names raise ValueError."""
+def select(names: Sequence[str], placements: Sequence[str] = ()) -> list[Variant]:
+    """The variants named (in the order given), each once per placement policy given (none:
+    the input's own); unknown names raise ValueError."""
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         raise ValueError(f"unknown policy {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
-    return [VARIANTS[n] for n in dict.fromkeys(names)]
+    chosen = [VARIANTS[n] for n in dict.fromkeys(names)]
+    if not placements:
+        return chosen
+    return [v.placed(p) for v in chosen for p in dict.fromkeys(placements)]
 
 
 # -- node shape, prices and the autoscaled pool ---------------------------------------------------

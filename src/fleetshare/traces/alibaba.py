@@ -15,14 +15,18 @@ How pods become workloads (one single-pod workload per pod, named after the pod)
 - **Requests**: ``cpu_milli`` (already milli-cores), ``memory_mib`` (MiB; the one pod with 0
   requests no memory) and GPUs as ``nvidia.com/gpu`` in milli-GPU: ``num_gpu * 1000`` for
   whole GPUs, ``gpu_milli`` for a pod sharing one GPU (``num_gpu == 1``, ``gpu_milli < 1000``),
-  none for the 1,088 CPU-only pods. The quota and node-fit model counts a share as that much
-  of the node's GPU total; that a share must fit inside one physical GPU is modelled only by
-  :mod:`fleetshare.placement.gpu_share`.
+  none for the 1,088 CPU-only pods. Quota counts a share as that much of the GPU total;
+  governance placement puts it inside one physical GPU of the node
+  (:mod:`fleetshare.placement.gpu_slots`), by the policy's ``cluster.placement``.
+- **Load** (for a contended cluster): ``arrival_scale`` above; ``node_sample=k`` keeps every
+  k-th node of the node file, in file order (default 1: all).
 - **GPU model** (``gpu_spec``, models separated by ``|``; empty in ``default``): nodes carry
   ``nvidia.com/gpu.product=<model>``; a pod accepting one model selects it; a pod accepting
   several selects ``fleetshare.io/gpu-spec.<A>.<B>...=true``, a label every node of those
   models gets (node selectors cannot express "any of").
-- **Times**: submitted at ``creation_time``; runs ``deletion_time - scheduled_time``. The 897
+- **Times**: submitted at ``creation_time`` (divided by ``arrival_scale``, default 1: pods
+  arrive that many times faster, for the same durations, which loads the cluster); runs
+  ``deletion_time - scheduled_time``. The 897
   pods never scheduled (phase Pending) are kept (``include_unscheduled``) with duration
   ``deletion_time - creation_time``, the time they were wanted; a pod whose duration is 0 is
   skipped. Every pod has a deletion time; the trace spans 0 .. 12,902,960 s (149.34 days),
@@ -141,9 +145,15 @@ def load(
     include_unscheduled: bool = True,
     include_cpu_only: bool = True,
     qos_priority: bool = True,
+    arrival_scale: float = 1.0,
+    node_sample: int = 1,
     data_dir: str | Path | None = None,
 ) -> Trace:
     """Load the Alibaba GPU 2023 trace (see the module docstring for every rule)."""
+    if not 0 < arrival_scale <= 100_000:
+        raise ValueError(f"arrival_scale must be in (0, 100000], got {arrival_scale}")
+    if node_sample < 1:
+        raise ValueError(f"node_sample must be at least 1, got {node_sample}")
     if pods not in POD_FILES:
         raise ValueError(f"pods must be one of {', '.join(POD_FILES)}; got {pods!r}")
     if nodes not in ("gpu", "all"):
@@ -166,8 +176,9 @@ def load(
             "'gpuspec33' or 'gpushare100'"
         )
     specs = {p.shape.gpu_models for p in trace_pods if len(p.shape.gpu_models) > 1}
-    cluster = [_node(n, specs) for n in load_gpu_nodes(node_file)]
-    models = {n.labels.get(MODEL_LABEL) for n in cluster}
+    every = [_node(n, specs) for n in load_gpu_nodes(node_file)]
+    models = {n.labels.get(MODEL_LABEL) for n in every}
+    cluster = every[::node_sample]
     end = float(max(p.deletion_time or 0 for p in trace_pods))
 
     workloads: list[Workload] = []
@@ -198,7 +209,7 @@ def load(
                 p.name,
                 team_of(p, team_by, teams, seed),
                 {CPU: p.shape.cpu_milli, MEMORY: p.shape.memory_mib * MIB * MILLI, GPU: gpu},
-                p.creation_time,
+                p.creation_time / arrival_scale,
                 duration,
                 priority_class=klass,
                 priority=weight,
@@ -207,6 +218,7 @@ def load(
             )
         )
 
+    end = max(end / arrival_scale, *(w.submit_time + (w.duration or 0.0) for w in workloads))
     team_names = sorted({w.team for w in workloads})
     if team_by == "hash":
         team_names = [f"team-{i}" for i in range(teams)]
@@ -254,9 +266,9 @@ def load(
             else f"{skipped['unscheduled']} never-scheduled (Pending) pods are left out."
         ),
         "Pods still Running when the trace was collected keep their recorded deletion_time.",
-        "Fractional GPU pods request gpu_milli milli-GPU of nvidia.com/gpu; quota and node fit "
-        "count it against the node's GPU total (the one-physical-GPU constraint is not "
-        "modelled here).",
+        "Fractional GPU pods request gpu_milli milli-GPU of nvidia.com/gpu: quota counts it "
+        "against the GPU total, placement puts it inside one physical GPU of the node "
+        "(cluster.placement chooses the node and GPU).",
         (
             "QoS -> priority: "
             + ", ".join(f"{q} {w}" for q, (_, w) in QOS_PRIORITY.items())
