@@ -63,16 +63,22 @@ class BodyLimits:
                 problem = {"loc": ["body"], "msg": str(exc), "type": "body"}
                 await _reply(send, 422, [problem])
                 return
-        sent = False
+        await self.app(scope, replaying(body, receive), send)
 
-        async def replay() -> Message:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
 
-        await self.app(scope, replay, send)
+def replaying(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that hands the app ``body`` (already read) as the whole request, then
+    whatever ``receive`` brings next (a disconnect)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
 
 
 async def _reply(send: Send, status: int, detail: str | list[dict[str, Any]]) -> None:

@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from fleetshare.service.auth import Principal
+from fleetshare.service.limits import replaying
 
 Handler = Callable[[Principal, bytes, str], Awaitable[Response | None]]
 """Answers a request taken: (principal, body, content type) to the response, or None: the app
@@ -85,13 +86,4 @@ class Shortcut:
         if response is not None:
             await response(scope, receive, send)
             return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
+        await self.app(scope, replaying(body, receive), send)
