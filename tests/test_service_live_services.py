@@ -8,13 +8,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
 from fleetshare.service.api import create_app
-from fleetshare.service.auth import create_token
+from fleetshare.service.auth import Principal, create_token
 from fleetshare.service.config import load_config
-from fleetshare.service.plane import ControlPlane
+from fleetshare.service.live_services import LiveServices, LiveServiceSpec
+from fleetshare.service.plane import ControlPlane, NotFound
 from fleetshare.service.store import Store
 from tests.prometheus_server import Counter
 from tests.service_helpers import wait_for
@@ -23,16 +25,17 @@ from tests.service_helpers import wait_for
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
     plane = ControlPlane(load_config(None), Store(f"sqlite:///{tmp_path / 'fleetshare.db'}"))
-    tokens = {s: create_token(plane.store, s)[1] for s in ("admin", "viewer", "team:team-a")}
+    scopes = ("admin", "viewer", "team:team-a", "team:team-b")
+    tokens = {s: create_token(plane.store, s)[1] for s in scopes}
     with TestClient(create_app(plane)) as client:
         client.headers["Authorization"] = f"Bearer {tokens['team:team-a']}"
         yield client, tokens
     plane.store.close()
 
 
-def _spec(address: str, **scaler: Any) -> dict[str, Any]:
+def _spec(address: str, name: str = "chat", **scaler: Any) -> dict[str, Any]:
     return {
-        "name": "chat",
+        "name": name,
         "team": "team-a",
         "replica": {"requests": {"cpu": 1}},
         "scaler": {
@@ -102,3 +105,105 @@ def test_registration_is_checked(
     assert response.status_code == 403
     assert client.post("/api/v1/services", json=_spec(address)).status_code == 201
     assert client.post("/api/v1/services", json=_spec(address)).status_code == 409
+
+
+def _as(tokens: dict[str, str], scope: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {tokens[scope]}"}
+
+
+def test_get_delete_and_team_scoping(
+    service: tuple[TestClient, dict[str, str]], prometheus: tuple[str, Counter]
+) -> None:
+    client, tokens = service
+    address, counter = prometheus
+    counter.set_rate(10.5)
+    assert client.post("/api/v1/services", json=_spec(address)).status_code == 201
+    b = _as(tokens, "team:team-b")
+    bee = {**_spec(address, "bee"), "team": "team-b"}
+    assert client.post("/api/v1/services", json=bee, headers=b).status_code == 201
+    up = wait_for(lambda: _replicas(client, 2), timeout=60, interval=0.5)  # ceil(10.5 / 7)
+    got = client.get("/api/v1/services/chat").json()
+    assert got["team"] == "team-a" and got["replicas"] == up and got["spec"]["name"] == "chat"
+    assert "team:team-a" in got["created_by"]
+    # a team token: its own only, another team's is answered as a missing one
+    assert [s["name"] for s in client.get("/api/v1/services", headers=b).json()] == ["bee"]
+    for method in ("GET", "DELETE"):
+        theirs = client.request(method, "/api/v1/services/chat", headers=b)
+        missing = client.request(method, "/api/v1/services/nope", headers=b)
+        assert theirs.status_code == missing.status_code == 404
+        assert theirs.json()["detail"].replace("chat", "N") == missing.json()["detail"].replace(
+            "nope", "N"
+        )
+    # admin and viewer see both; a viewer deletes nothing
+    admin, viewer = _as(tokens, "admin"), _as(tokens, "viewer")
+    for headers in (admin, viewer):
+        names = [s["name"] for s in client.get("/api/v1/services", headers=headers).json()]
+        assert names == ["chat", "bee"]
+    assert client.delete("/api/v1/services/chat", headers=viewer).status_code == 403
+    assert client.get("/api/v1/services/chat").json()["replicas"] == up
+    # deleting cancels its replicas in the same transaction
+    response = client.delete("/api/v1/services/chat")
+    assert response.status_code == 200, response.text
+    assert client.get("/api/v1/services/chat").status_code == 404
+    for name in up:
+        assert client.get(f"/api/v1/workloads/{name}").json()["state"] == "cancelled"
+    kinds = [
+        (e["kind"], e["details"].get("action"))
+        for e in client.get("/api/v1/events", params={"limit": 1000}).json()["items"]
+        if e["kind"] == "service"
+    ]
+    assert kinds == [("service", "register"), ("service", "delete")]  # team-a's only
+    # registered again under the same name: new replicas go on from the highest number
+    assert client.post("/api/v1/services", json=_spec(address)).status_code == 201
+    again = wait_for(lambda: _replicas(client, 2), timeout=60, interval=0.5)
+    assert again == ["chat-r3", "chat-r4"]
+
+
+class _Answers:
+    """An httpx client whose every Prometheus query answers ``value`` (a scalar)."""
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+        self.client = httpx.Client(transport=httpx.MockTransport(self._handle))
+
+    def _handle(self, _: httpx.Request) -> httpx.Response:
+        result = [0, str(self.value)]
+        return httpx.Response(
+            200, json={"status": "success", "data": {"resultType": "scalar", "result": result}}
+        )
+
+
+def test_a_new_leader_adopts_the_replicas_that_exist(tmp_path: Path) -> None:
+    """What a restart or a failover does: a second LiveServices on the store (the first's
+    memory gone) takes the stored service over with its three replicas, submits none again,
+    holds them through the scale-down window that starts at the take-over, and numbers the
+    next replica 4."""
+    plane = ControlPlane(load_config(None), Store(f"sqlite:///{tmp_path / 'fs.db'}"))
+    who = Principal(1, "team:team-a")
+    policy = {"type": "Percent", "value": 100, "period_seconds": 15}
+    window = {"stabilization_window_seconds": 60, "policies": [policy]}
+    data = _spec("http://prometheus.invalid", behavior={"scale_down": window})
+    spec = LiveServiceSpec.model_validate(data)
+    metric = _Answers(21.0)
+    first = LiveServices(plane, metric.client)
+    first.add(spec, who)
+    start = plane.clock.now()
+    first.tick(start)  # activated: one replica
+    first.tick(start + 1)
+    assert first.listed(who)[0]["replicas"] == ["chat-r1", "chat-r2", "chat-r3"]
+
+    metric.value = 7.0  # one replica would do, but the window starts again at the take-over
+    second = LiveServices(plane, metric.client)
+    second.tick(start + 5)
+    (chat,) = second.listed(who)
+    assert chat["replicas"] == ["chat-r1", "chat-r2", "chat-r3"]
+    assert (chat["wanted"], chat["why"]) == (3, "held by stabilisation")
+    metric.value = 28.0
+    second.tick(start + 10)
+    assert second.listed(who)[0]["replicas"] == ["chat-r1", "chat-r2", "chat-r3", "chat-r4"]
+    metric.value = 7.0
+    second.tick(start + 100)
+    assert len(second.listed(who)[0]["replicas"]) == 1
+    with pytest.raises(NotFound):
+        second.visible("chat", Principal(2, "team:team-b"))
+    plane.store.close()
