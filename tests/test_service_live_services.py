@@ -19,7 +19,7 @@ from fleetshare.service.live_services import LiveServices, LiveServiceSpec
 from fleetshare.service.plane import ControlPlane, NotFound
 from fleetshare.service.store import Store
 from tests.prometheus_server import Counter
-from tests.service_helpers import wait_for
+from tests.service_helpers import start_server, wait_for
 
 
 @pytest.fixture
@@ -207,3 +207,48 @@ def test_a_new_leader_adopts_the_replicas_that_exist(tmp_path: Path) -> None:
     with pytest.raises(NotFound):
         second.visible("chat", Principal(2, "team:team-b"))
     plane.store.close()
+
+
+def test_a_service_survives_kill_9_without_doubling_its_replicas(
+    tmp_path: Path, prometheus: tuple[str, Counter]
+) -> None:
+    """A real server killed with SIGKILL and started again on its store: the service is
+    still there, its three replicas are taken over (none submitted again), and deleting it
+    afterwards cancels them."""
+    address, counter = prometheus
+    db = f"sqlite:///{tmp_path / 'fleetshare.db'}"
+    store = Store(db)
+    store.create()
+    token = create_token(store, "team:team-a")[1]
+    store.close()
+    counter.set_rate(17.5)
+    server = start_server(db, tmp_path)
+    try:
+        with server.client(token) as client:
+            assert client.post("/api/v1/services", json=_spec(address)).status_code == 201
+            three = ["chat-r1", "chat-r2", "chat-r3"]
+
+            def replicas() -> list[str]:
+                got: list[str] = client.get("/api/v1/services/chat").json()["replicas"]
+                return got
+
+            wait_for(lambda: replicas() == three, timeout=60, interval=0.5)
+        server.kill()
+        server = start_server(db, tmp_path)
+        with server.client(token) as client:
+            assert replicas() == three  # from the store, before the new scaler's first turn
+
+            def decided_after(at: float) -> bool:
+                chat = client.get("/api/v1/services/chat").json()
+                return chat["at"] is not None and chat["at"] > at
+
+            wait_for(lambda: decided_after(0), timeout=30, interval=0.2)
+            first = client.get("/api/v1/services/chat").json()["at"]
+            wait_for(lambda: decided_after(first + 2), timeout=30, interval=0.2)
+            assert replicas() == three
+            assert client.get("/api/v1/workloads/chat-r4").status_code == 404
+            assert client.delete("/api/v1/services/chat").status_code == 200
+            for name in three:
+                assert client.get(f"/api/v1/workloads/{name}").json()["state"] == "cancelled"
+    finally:
+        server.stop()
