@@ -35,7 +35,9 @@ class ServiceOut(BaseModel):
 
 
 NAME = Annotated[str, Path(min_length=1, max_length=253)]
-NOT_FOUND = {404: {"description": "no such service, or another team's"}}
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"description": "no such service, or another team's"}
+}
 
 
 def router(
