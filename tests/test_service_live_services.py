@@ -11,13 +11,16 @@ from typing import Any
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
+from fleetshare.service import store as tables
 from fleetshare.service.api import create_app
 from fleetshare.service.auth import Principal, create_token
 from fleetshare.service.config import load_config
 from fleetshare.service.live_services import LiveServices, LiveServiceSpec
 from fleetshare.service.plane import ControlPlane, NotFound
 from fleetshare.service.store import Store
+from fleetshare.service.stored_services import replica_serial
 from tests.prometheus_server import Counter
 from tests.service_helpers import start_server, wait_for
 
@@ -252,3 +255,47 @@ def test_a_service_survives_kill_9_without_doubling_its_replicas(
                 assert client.get(f"/api/v1/workloads/{name}").json()["state"] == "cancelled"
     finally:
         server.stop()
+
+
+def test_a_follower_registers_and_deletes_and_the_leader_scales(tmp_path: Path) -> None:
+    """Any replica registers or deletes (the store is shared); the leader takes the service
+    over on its next turn, and a replica it submitted after the deletion committed (its turn
+    ran meanwhile) is cancelled when it lets the service go."""
+    db = f"sqlite:///{tmp_path / 'fs.db'}"
+    leader_plane = ControlPlane(load_config(None), Store(db))
+    follower_plane = ControlPlane(load_config(None), Store(db))
+    assert leader_plane.leader and not follower_plane.leader
+    metric = _Answers(3.0)
+    leader = LiveServices(leader_plane, metric.client)
+    follower = LiveServices(follower_plane, metric.client)
+    who = Principal(1, "team:team-a")
+    follower.add(LiveServiceSpec.model_validate(_spec("http://prometheus.invalid")), who)
+    now = leader_plane.clock.now()
+    leader.tick(now)
+    (chat,) = follower.listed(who)
+    assert chat["replicas"] == ["chat-r1"] and "wanted" not in chat  # the leader's alone
+    assert leader.listed(who)[0]["wanted"] == 1
+
+    stale = leader.services["chat"]
+    follower.delete("chat", who)
+    leader._tick(stale, now + 1)  # a turn that began before the deletion committed
+    assert stale.replicas == ["chat-r2"]
+    leader.tick(now + 2)
+    assert "chat" not in leader.services
+    w = tables.workloads
+    with leader_plane.store.read() as conn:
+        states = dict(
+            conn.execute(select(w.c.name, w.c.state).where(w.c.name.like("chat-%"))).all()
+        )
+    assert states == {"chat-r1": "cancelled", "chat-r2": "cancelled"}
+    follower_plane.store.close()
+    leader_plane.store.close()
+
+
+def test_replica_names() -> None:
+    """A replica is ``<service>-r<n>``; another service's replicas (``chat-r1``'s own) and
+    names that only look alike are not."""
+    assert replica_serial("chat", "chat-r12") == 12
+    for other in ("chat-r1-r1", "chat-r01", "chat-r", "chat-rx", "chatty-r1", "chat-r0"):
+        assert replica_serial("chat", other) is None, other
+    assert replica_serial("chat-r1", "chat-r1-r1") == 1
