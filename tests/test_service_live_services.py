@@ -1,6 +1,9 @@
-"""Live services in ``fleetshare serve`` (in process: the app over a plane on a temporary
-store): a service registered through the API has its replica workloads follow a real
-Prometheus' query (tests/prometheus_server.py)."""
+"""Live services in ``fleetshare serve``: a service registered through the API has its
+replica workloads follow a real Prometheus' query (tests/prometheus_server.py), in process
+(the app over a plane on a temporary store); it is kept in the store, so a real server killed
+with SIGKILL takes it over again without doubling its replicas, a follower registers and
+deletes, and the leader's scaler resumes from the replicas that exist (a fake Prometheus
+answer, ``_Answers``, for the turn-by-turn tests)."""
 
 from __future__ import annotations
 
