@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,9 +76,12 @@ def viewer(server: Server, tokens: dict[str, str]) -> Iterator[httpx.Client]:
 
 @pytest.fixture(autouse=True)
 def clean(admin: httpx.Client) -> Iterator[None]:
-    """Cancel whatever a test left pending or admitted, and restore the first policy."""
+    """Delete the services a test left, cancel whatever it left pending or admitted, and
+    restore the first policy."""
     first = admin.get("/api/v1/policy").json()
     yield
+    for service in admin.get("/api/v1/services").json():
+        admin.delete(f"/api/v1/services/{service['name']}")
     for state in ("pending", "admitted"):
         for item in admin.get("/api/v1/workloads", params={"state": state}).json()["items"]:
             admin.delete(f"/api/v1/workloads/{item['name']}")
@@ -116,6 +120,7 @@ def test_openapi_lists_the_endpoints(server: Server) -> None:
         "/api/v1/nodepools",
         "/api/v1/events",
         "/api/v1/services",
+        "/api/v1/services/{name}",
         "/metrics",
     } <= paths
     assert "HTTPBearer" in spec["components"]["securitySchemes"]
@@ -138,10 +143,33 @@ ENDPOINTS = [
     ("GET", "/api/v1/nodepools"),
     ("PUT", "/api/v1/nodepools"),
     ("GET", "/api/v1/events"),
+    ("GET", "/api/v1/events/stream"),
     ("GET", "/api/v1/services"),
     ("POST", "/api/v1/services"),
+    ("GET", "/api/v1/services/x"),
+    ("DELETE", "/api/v1/services/x"),
+    ("POST", "/api/v1/what-if"),
+    ("GET", "/api/v1/cluster"),
+    ("GET", "/api/v1/whoami"),
     ("GET", "/metrics"),
 ]
+"""Every operation that needs a token, once (checked against the spec below)."""
+
+
+def test_endpoints_lists_every_operation_that_needs_a_token(server: Server) -> None:
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+    wanted = {
+        (method.upper(), path)
+        for path, operations in spec["paths"].items()
+        for method, operation in operations.items()
+        if operation.get("security")
+    }
+    listed = set()
+    for method, concrete in ENDPOINTS:
+        for template in spec["paths"]:
+            if re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", template), concrete):
+                listed.add((method, template))
+    assert wanted == listed
 
 
 @pytest.mark.parametrize(("method", "path"), ENDPOINTS)
@@ -264,6 +292,51 @@ def test_viewer_reads_everything_and_changes_nothing(
     policy = viewer.get("/api/v1/policy").json()
     assert viewer.put("/api/v1/policy", json={"policy": policy["policy"]}).status_code == 403
     assert admin.get("/api/v1/policy").json()["version"] == policy["version"]
+
+
+def _service(name: str, team: str) -> dict[str, Any]:
+    """A live service whose Prometheus is not there (it keeps zero replicas)."""
+    query = {"server_address": "http://127.0.0.1:9", "query": "up"}
+    trigger = {"metric": "rps", "target": 5, "prometheus": query}
+    return {
+        "name": name,
+        "team": team,
+        "replica": {"requests": {"cpu": 1}},
+        "scaler": {"polling_interval_seconds": 1, "triggers": [trigger]},
+    }
+
+
+def test_team_token_sees_and_touches_only_its_teams_services(
+    team_a: httpx.Client, team_b: httpx.Client, viewer: httpx.Client, admin: httpx.Client
+) -> None:
+    assert team_b.post("/api/v1/services", json=_service("b-svc", "team-b")).status_code == 201
+    assert team_a.post("/api/v1/services", json=_service("a-svc", "team-a")).status_code == 201
+    assert team_a.post("/api/v1/services", json=_service("a-as-b", "team-b")).status_code == 403
+    assert [s["name"] for s in team_a.get("/api/v1/services").json()] == ["a-svc"]
+    for method in ("GET", "DELETE"):
+        theirs = team_a.request(method, "/api/v1/services/b-svc")
+        missing = team_a.request(method, "/api/v1/services/no-such")
+        assert theirs.status_code == missing.status_code == 404
+        assert theirs.json()["detail"].replace("b-svc", "N") == missing.json()["detail"].replace(
+            "no-such", "N"
+        )
+    assert [s["name"] for s in viewer.get("/api/v1/services").json()] == ["b-svc", "a-svc"]
+    assert viewer.get("/api/v1/services/b-svc").json()["team"] == "team-b"
+    assert viewer.post("/api/v1/services", json=_service("v-svc", "team-a")).status_code == 403
+    assert viewer.delete("/api/v1/services/b-svc").status_code == 403
+    assert team_b.get("/api/v1/services/b-svc").status_code == 200
+    assert admin.delete("/api/v1/services/b-svc").status_code == 200
+    assert [s["name"] for s in admin.get("/api/v1/services").json()] == ["a-svc"]
+    actions, after = [], 0
+    while after is not None:
+        page = admin.get("/api/v1/events", params={"after": after, "limit": 1000}).json()
+        actions += [
+            e["details"]["action"]
+            for e in page["items"]
+            if e["kind"] == "service" and e["details"]["service"] == "b-svc"
+        ]
+        after = page["next_after"]
+    assert actions[-2:] == ["register", "delete"]
 
 
 # -- workloads ------------------------------------------------------------------------------------

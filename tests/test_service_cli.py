@@ -155,3 +155,119 @@ def test_node_pools_and_node_operations(server: Server, tmp_path: Path) -> None:
     empty.write_text("pools: []\n")
     cleared = runner.invoke(app, ["nodepools", "apply", str(empty), *common, "--token", admin])
     assert cleared.exit_code == 0, cleared.output
+
+
+KEDA = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: chat}
+spec:
+  template:
+    spec:
+      nodeSelector: {zone: a}
+      containers:
+        - name: server
+          resources: {requests: {cpu: 500m, memory: 2Gi}}
+---
+apiVersion: keda.sh/v1alpha1
+kind: ScaledObject
+metadata: {name: chat-keda}
+spec:
+  scaleTargetRef: {name: chat}
+  maxReplicaCount: 4
+  triggers:
+    - type: prometheus
+      metadata:
+        serverAddress: "http://127.0.0.1:9"
+        query: "sum(rate(requests_total[1m]))"
+        threshold: "7"
+"""
+
+HPA = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: chat}
+spec:
+  template:
+    spec:
+      containers: [{name: server, resources: {requests: {cpu: "1"}}}]
+---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: chat-hpa
+  labels: {fleetshare.io/team: team-b}
+  annotations:
+    fleetshare.io/metric.inflight: concurrency
+    fleetshare.io/prometheus: "http://127.0.0.1:9"
+    fleetshare.io/query.inflight: "sum(inflight)"
+spec:
+  scaleTargetRef: {name: chat}
+  maxReplicas: 5
+  metrics:
+    - type: Pods
+      pods: {metric: {name: inflight}, target: {type: AverageValue, averageValue: "16"}}
+"""
+
+
+def test_service_commands(server: Server, tmp_path: Path) -> None:
+    team_a = ["--server", server.url, "--token", token(server, "team:team-a")]
+    admin = ["--server", server.url, "--token", token(server, "admin")]
+    native = tmp_path / "native.yaml"
+    native.write_text(
+        "name: native\nteam: team-a\nreplica: {requests: {cpu: 1}}\n"
+        "scaler:\n  triggers:\n    - metric: rps\n      target: 5\n"
+        "      prometheus: {server_address: 'http://127.0.0.1:9', query: up}\n"
+    )
+    result = runner.invoke(app, ["service", "apply", str(native), *team_a])
+    assert result.exit_code == 0, result.output
+    assert "registered service native (team team-a)" in result.stdout
+    again = runner.invoke(app, ["service", "apply", str(native), *team_a])
+    assert again.exit_code == 1 and "409" in again.stderr and "exists already" in again.stderr
+
+    keda = tmp_path / "keda.yaml"
+    keda.write_text(KEDA)  # no team label: the team token's team
+    result = runner.invoke(app, ["service", "apply", str(keda), *team_a, "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert (out["name"], out["team"]) == ("chat-keda", "team-a")
+    assert out["spec"]["replica"] == {
+        "requests": {"cpu": "500m", "memory": "2Gi"},
+        "node_selector": {"zone": "a"},
+    }
+    assert out["spec"]["scaler"]["max_replicas"] == 4
+    assert (
+        out["spec"]["scaler"]["triggers"][0]["prometheus"]["query"]
+        == "sum(rate(requests_total[1m]))"
+    )
+
+    hpa = tmp_path / "hpa.yaml"
+    hpa.write_text(HPA)  # labelled team-b: a team-a token may not
+    refused = runner.invoke(app, ["service", "apply", str(hpa), *team_a])
+    assert refused.exit_code == 1 and "403" in refused.stderr
+    result = runner.invoke(app, ["service", "apply", str(hpa), *admin])
+    assert result.exit_code == 0, result.output
+    assert "registered service chat-hpa (team team-b)" in result.stdout
+
+    listed = runner.invoke(app, ["service", "list", *team_a])
+    assert listed.exit_code == 0 and "native" in listed.stdout and "chat-keda" in listed.stdout
+    assert "chat-hpa" not in listed.stdout
+    names = json.loads(runner.invoke(app, ["service", "list", *admin, "--json"]).stdout)
+    assert [s["name"] for s in names] == ["native", "chat-keda", "chat-hpa"]
+    shown = runner.invoke(app, ["service", "show", "chat-hpa", *admin])
+    assert shown.exit_code == 0 and "sum(inflight)" in shown.stdout and "team-b" in shown.stdout
+    missing = runner.invoke(app, ["service", "show", "chat-hpa", *team_a])
+    assert missing.exit_code == 1 and missing.stderr.strip() == "error: 404: no service 'chat-hpa'"
+
+    cron = tmp_path / "cron.yaml"
+    cron.write_text(
+        KEDA + "    - type: cron\n      metadata: {timezone: UTC, start: '0 9 * * *', "
+        "end: '0 17 * * *', desiredReplicas: '2'}\n"
+    )
+    bad = runner.invoke(app, ["service", "apply", str(cron), *team_a])
+    assert bad.exit_code == 2 and "cron triggers are not followed" in bad.stderr
+
+    for name, who in (("native", team_a), ("chat-keda", team_a), ("chat-hpa", admin)):
+        deleted = runner.invoke(app, ["service", "delete", name, *who])
+        assert deleted.exit_code == 0 and f"deleted service {name}" in deleted.stdout
+    assert json.loads(runner.invoke(app, ["service", "list", *admin, "--json"]).stdout) == []

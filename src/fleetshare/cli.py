@@ -733,6 +733,10 @@ team_app = typer.Typer(help="Teams of a fleetshare service (over HTTP).", no_arg
 app.add_typer(team_app, name="team")
 job_app = typer.Typer(help="Workloads of a fleetshare service (over HTTP).", no_args_is_help=True)
 app.add_typer(job_app, name="job")
+service_app = typer.Typer(
+    help="Live services of a fleetshare service (over HTTP).", no_args_is_help=True
+)
+app.add_typer(service_app, name="service")
 nodes_app = typer.Typer(
     help="Nodes of a fleetshare service (over HTTP; no subcommand: list them).",
     invoke_without_command=True,
@@ -1071,6 +1075,130 @@ def job_explain(
         console.print(f"  {out['reason']}", highlight=False)
     if out["nodes"]:
         console.print(f"  on {', '.join(out['nodes'])} ({', '.join(out['flavors'])})")
+
+
+def _service_row(s: dict[str, Any]) -> list[str]:
+    decided = "" if s.get("wanted") is None else f"{s['wanted']} ({s['why']})"
+    return [
+        s["name"],
+        s["team"],
+        str(len(s["replicas"])),
+        decided,
+        s.get("error") or "",
+    ]
+
+
+@service_app.command("list")
+def service_list(
+    server: ServerOption = None, token: TokenOption = None, as_json: JsonOption = False
+) -> None:
+    """Services in registration order, with their replicas and the scaler's last decision
+    (the leader's; a follower shows none)."""
+    items = _call(server, token, lambda c: c.services())
+    if as_json:
+        print(json.dumps(items, indent=2))
+        return
+    table = Table()
+    for column in ("service", "team", "replicas", "last decision", "error"):
+        table.add_column(column)
+    for s in items:
+        table.add_row(*_service_row(s))
+    Console().print(table)
+
+
+@service_app.command("show")
+def service_show(
+    name: Annotated[str, typer.Argument(help="service name")],
+    server: ServerOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """One service: its scaler, replicas and last decision."""
+    s = _call(server, token, lambda c: c.service(name))
+    if as_json:
+        print(json.dumps(s, indent=2))
+        return
+    console = Console()
+    scaler = s["spec"]["scaler"]
+    console.print(
+        f"[bold]{s['name']}[/] (team {s['team']}), registered {s['created_at'][:19]} by "
+        f"{s['created_by']}",
+        highlight=False,
+    )
+    console.print(
+        f"  replicas {scaler.get('min_replicas', 0)}..{scaler.get('max_replicas', 100)}, "
+        f"polling every {scaler.get('polling_interval_seconds', 15)} s",
+        highlight=False,
+    )
+    table = Table()
+    for column in ("trigger", "target", "query"):
+        table.add_column(column)
+    for t in scaler["triggers"]:
+        prom = t.get("prometheus") or {}
+        table.add_row(
+            t["metric"], f"{t['target']:g}", f"{prom.get('server_address')} {prom.get('query')}"
+        )
+    console.print(table)
+    if s.get("wanted") is not None:
+        console.print(f"  last decision: {s['wanted']} ({s['why']})", highlight=False)
+    if s.get("error"):
+        console.print(f"  [red]error:[/] {s['error']}", highlight=False)
+    console.print(f"  replicas: {', '.join(s['replicas']) or 'none'}", highlight=False)
+
+
+@service_app.command("apply")
+def service_apply(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="FILE",
+            help="a native service spec, or a Deployment with its KEDA ScaledObject or HPA "
+            "(YAML or JSON, read here)",
+        ),
+    ],
+    team: Annotated[
+        str | None, typer.Option(help="the service's team (overrides the file)")
+    ] = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Register the service in FILE (409 when one of that name exists: delete it first).
+    A manifest's team: --team, else its fleetshare.io/team label, else a team token's."""
+    from fleetshare.service.service_files import service_body
+
+    text = read_text(path)
+
+    def register(client: Any) -> tuple[dict[str, Any], list[str]]:
+        default = None if team is not None else client.whoami().get("team")
+        try:
+            body, notes = service_body(text, str(path), team, default)
+        except InputError as exc:
+            _fail(str(exc))
+        return client.register_service(body), notes
+
+    out, notes = _call(server, token, register)
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return
+    Console().print(f"registered service {out['name']} (team {out['team']})", highlight=False)
+    for note in notes:
+        Console(stderr=True).print(f"  note: {note}", highlight=False)
+
+
+@service_app.command("delete")
+def service_delete(
+    name: Annotated[str, typer.Argument(help="service name")],
+    server: ServerOption = None,
+    token: TokenOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete a service and cancel its replicas."""
+    out = _call(server, token, lambda c: c.delete_service(name))
+    if as_json:
+        print(json.dumps(out, indent=2))
+        return
+    Console().print(f"deleted service {out['name']}", highlight=False)
 
 
 @nodes_app.callback()

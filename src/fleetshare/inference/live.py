@@ -29,12 +29,19 @@ def prometheus_sources(spec: ScalerSpec, client: httpx.Client | None = None) -> 
 class LiveScaler:
     """A scaler and where its triggers come from; ``tick`` is one polling interval's turn."""
 
-    def __init__(self, spec: ScalerSpec, sources: Sequence[MetricSource]) -> None:
+    def __init__(
+        self,
+        spec: ScalerSpec,
+        sources: Sequence[MetricSource],
+        state: ScalerState | None = None,
+    ) -> None:
         if len(sources) != len(spec.triggers):
             raise ValueError(f"{len(spec.triggers)} triggers but {len(sources)} sources")
         self.spec = spec
         self.sources = list(sources)
-        self.state = ScalerState()
+        self.state = state if state is not None else ScalerState()
+        """Where it starts: a new service's is empty; one taken over is
+        :func:`~fleetshare.inference.scaler.resumed`."""
         self.last_readings: list[Reading] = []
         """What the last successful tick read."""
 

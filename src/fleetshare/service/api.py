@@ -416,7 +416,7 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
 
     app.add_exception_handler(PoolProblems, api_nodes.pool_problems)
     app.include_router(api_nodes.router(plane, principal))
-    app.include_router(api_services.router(services, principal))
+    app.include_router(api_services.router(plane, services, principal))
 
     @app.exception_handler(_PolicyProblems)
     async def _policy_problems(_: Request, exc: _PolicyProblems) -> JSONResponse:

@@ -2,24 +2,31 @@
 see :mod:`fleetshare.service.live_services`).
 
 ``POST /api/v1/services`` (a token that may submit workloads of the team): register a service
-whose replicas follow its triggers' Prometheus queries. ``GET /api/v1/services`` (any token):
-the services the token's team may see, with their live replicas and the scaler's last
-decision or error.
+whose replicas follow its triggers' Prometheus queries; 201 once it is committed to the store.
+``GET /api/v1/services`` and ``GET /api/v1/services/{name}`` (any token): the services the
+token's team may see, with their live replicas and the scaler's last decision or error.
+``DELETE /api/v1/services/{name}``: delete a service and cancel its replicas. As for
+workloads, a team token sees and touches its own team's services only (another team's is a
+404, as one that does not exist) and a viewer token reads only (403).
 """
 
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Path
 from pydantic import BaseModel, Field
 
 from fleetshare.service.auth import Principal
 from fleetshare.service.live_services import LiveServices, LiveServiceSpec
+from fleetshare.service.plane import ControlPlane
 
 
 class ServiceOut(BaseModel):
     name: str
     team: str
+    spec: dict[str, Any] = Field(description="the service as registered (defaults left out)")
+    created_at: str
+    created_by: str = Field(description="the token that registered it (its replicas are its)")
     replicas: list[str] = Field(description="its replica workloads pending or admitted")
     wanted: int | None = Field(default=None, description="the scaler's last decision")
     why: str | None = None
@@ -27,26 +34,52 @@ class ServiceOut(BaseModel):
     error: str | None = Field(default=None, description="the last failed read, if the latest")
 
 
-def router(services: LiveServices, principal: Callable[..., Awaitable[Principal]]) -> APIRouter:
+NAME = Annotated[str, Path(min_length=1, max_length=253)]
+NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"description": "no such service, or another team's"}
+}
+
+
+def router(
+    plane: ControlPlane,
+    services: LiveServices,
+    principal: Callable[..., Awaitable[Principal]],
+) -> APIRouter:
     """The endpoints over ``services``; ``principal`` authenticates a request."""
     routes = APIRouter()
     Who = Annotated[Principal, Depends(principal)]
 
     def out(data: dict[str, Any]) -> ServiceOut:
-        return ServiceOut.model_validate(
-            {k: data.get(k) for k in ServiceOut.model_fields if k in data}
-        )
+        values = {k: data.get(k) for k in ServiceOut.model_fields if k in data}
+        values["created_at"] = plane.datetime(data["created_at"])
+        return ServiceOut.model_validate(values)
 
     @routes.post("/api/v1/services", response_model=ServiceOut, status_code=201, tags=["services"])
     def register(body: LiveServiceSpec, who: Who) -> ServiceOut:
-        """Register a service: from its next turn its scaler reads the triggers' Prometheus
-        queries every polling interval and submits or cancels replica workloads. Kept in
-        memory by this replica (a restart forgets it)."""
-        return out(services.add(body, who).out())
+        """Register a service (committed to the store: it survives restarts and failovers).
+        The leader's scaler reads the triggers' Prometheus queries every polling interval
+        and submits or cancels replica workloads ``<name>-r<n>`` as this token. 409 when a
+        service of that name exists."""
+        return out(services.add(body, who))
 
     @routes.get("/api/v1/services", response_model=list[ServiceOut], tags=["services"])
     def list_services(who: Who) -> list[ServiceOut]:
-        """The registered services the token may see."""
-        return [out(s) for s in services.listed() if who.sees_team(s["team"])]
+        """The services the token may see, in registration order."""
+        return [out(s) for s in services.listed(who)]
+
+    @routes.get(
+        "/api/v1/services/{name}", response_model=ServiceOut, tags=["services"], responses=NOT_FOUND
+    )
+    def get_service(name: NAME, who: Who) -> ServiceOut:
+        """One service."""
+        return out(services.visible(name, who))
+
+    @routes.delete(
+        "/api/v1/services/{name}", response_model=ServiceOut, tags=["services"], responses=NOT_FOUND
+    )
+    def delete_service(name: NAME, who: Who) -> ServiceOut:
+        """Delete a service and cancel its pending and admitted replicas (one transaction);
+        the service as it was. A viewer token may not (403)."""
+        return out(services.delete(name, who))
 
     return routes

@@ -150,6 +150,26 @@ class Client:
                 pass
             time.sleep(retry)
 
+    def services(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.request("GET", "/api/v1/services")
+        return result
+
+    def service(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", f"/api/v1/services/{_quote(name)}")
+        return result
+
+    def register_service(self, body: Any) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("POST", "/api/v1/services", json=body)
+        return result
+
+    def delete_service(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("DELETE", f"/api/v1/services/{_quote(name)}")
+        return result
+
+    def whoami(self) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("GET", "/api/v1/whoami")
+        return result
+
     def policy(self) -> dict[str, Any]:
         result: dict[str, Any] = self.request("GET", "/api/v1/policy")
         return result

@@ -8,13 +8,26 @@ Scale-down cancels pending replicas before admitted ones, newest first in each.
 
 A failed read (Prometheus away, an empty result with ``ignore_null_values`` off...) keeps the
 replicas as they are and is shown as the service's ``error`` (KEDA keeps the replicas too).
-Limits, said where they apply: services are kept in memory by the replica that registered
-them (not in the store: a restart forgets them, its replica workloads stay) and scale only
-while that replica leads.
+
+Durability. A service is committed to the store before the API answers 201
+(:mod:`fleetshare.service.stored_services`); any replica may register or delete one. Only the
+leader scales: about every half second its services thread reads the stored services, takes
+over the ones it does not run yet and lets go of the deleted ones (cancelling any replica it
+submitted after the deletion committed). Taking over, at start-up, after a restart or a
+failover, adopts the replicas that exist (the pending and admitted ``<service>-r<n>``
+workloads) instead of submitting new ones, numbers new replicas after the highest ``n`` ever
+used, and starts the scaler from :func:`~fleetshare.inference.scaler.resumed`: the rate
+policies' periods are rebuilt from the replicas' submission and cancellation times; the
+stabilisation windows' proposals were only in memory and are lost, so the replicas that
+exist count as a proposal made at the take-over (no scale-down before the down window has
+passed again; KEDA and the HPA likewise keep their windows in memory and start them afresh
+when their controller restarts). The last decision and error shown by the API are the
+leader's (a follower shows none).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -22,15 +35,17 @@ from typing import Any
 
 import httpx
 from pydantic import Field, model_validator
-from sqlalchemy import select
+from sqlalchemy import Connection, Row, select
 
 from fleetshare.inference.live import LiveScaler, prometheus_sources
 from fleetshare.inference.prometheus import MetricError
+from fleetshare.inference.scaler import resumed
 from fleetshare.inference.service import ROLE_LABEL, SERVICE_LABEL
 from fleetshare.inference.spec import ReplicaSpec, ScalerSpec
 from fleetshare.inputs import StrictModel
 from fleetshare.scenario.schema import WorkloadSpec
 from fleetshare.service import store as tables
+from fleetshare.service import stored_services
 from fleetshare.service.auth import Principal
 from fleetshare.service.plane import (
     ACTIVE,
@@ -38,6 +53,7 @@ from fleetshare.service.plane import (
     ControlPlane,
     Forbidden,
     Invalid,
+    NotFound,
     ServiceError,
 )
 
@@ -67,8 +83,10 @@ class LiveServiceSpec(StrictModel):
 
 @dataclass
 class LiveService:
-    """One registered service and what its scaler last did."""
+    """One stored service the leader scales, and what its scaler last did."""
 
+    id: int
+    """Its row in the store (a service deleted and registered again is another)."""
     spec: LiveServiceSpec
     principal: Principal
     scaler: LiveScaler
@@ -78,28 +96,36 @@ class LiveService:
     due: float = 0.0
     last: dict[str, Any] = field(default_factory=dict)
 
-    def out(self) -> dict[str, Any]:
-        return {
-            "name": self.spec.name,
-            "team": self.spec.team,
-            "replicas": list(self.replicas),
-            **self.last,
-        }
+
+def _out(row: Row[Any], replicas: list[str], last: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "name": row.name,
+        "team": row.team,
+        "spec": row.spec,
+        "created_by": row.created_by,
+        "created_at": row.created_at,
+        "replicas": replicas,
+        **last,
+    }
 
 
 class LiveServices:
-    """The registered services and the thread that ticks their scalers."""
+    """The stored services and the thread that ticks their scalers on the leader."""
 
     def __init__(self, plane: ControlPlane, client: httpx.Client | None = None) -> None:
         self.plane = plane
         self.client = client if client is not None else httpx.Client()
         self.services: dict[str, LiveService] = {}
+        """The services this replica scales (the leader's), by name."""
         self.lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def add(self, spec: LiveServiceSpec, principal: Principal) -> LiveService:
-        """Register ``spec`` (its replicas are submitted as ``principal``)."""
+    # -- what the API asks -----------------------------------------------------------------
+
+    def add(self, spec: LiveServiceSpec, principal: Principal) -> dict[str, Any]:
+        """Commit the service ``spec`` (its replicas are submitted as ``principal``); the
+        service as stored."""
         if not principal.can_write_workloads:
             raise Forbidden("a viewer token cannot register services")
         if not principal.sees_team(spec.team):
@@ -112,23 +138,115 @@ class LiveServices:
             self.plane.policy.priority_of(spec.priority)
         except KeyError as exc:
             raise Invalid(f"priority: {exc.args[0]}") from None
-        with self.lock:
-            if spec.name in self.services:
+        document = spec.model_dump(mode="json", exclude_defaults=True)
+        with self.plane.store.write() as conn:
+            if stored_services.find(conn, spec.name) is not None:
                 raise Conflict(f"a service named {spec.name!r} exists already")
-            service = LiveService(
-                spec,
-                principal,
-                LiveScaler(spec.scaler, prometheus_sources(spec.scaler, self.client)),
+            at = self.plane.unix(self.plane.clock.now())
+            stored_services.save(
+                conn,
+                spec.name,
+                spec.team,
+                document,
+                (principal.token_id, principal.scope),
+                principal.actor,
+                at,
             )
-            self.services[spec.name] = service
-        return service
+            row = stored_services.find(conn, spec.name)
+        assert row is not None
+        return _out(row, [], {})
 
-    def listed(self) -> list[dict[str, Any]]:
+    def visible(self, name: str, who: Principal) -> dict[str, Any]:
+        """The service ``name`` as ``who`` may see it (404 when it may not, as when there is
+        none)."""
+        with self.plane.store.read() as conn:
+            row = stored_services.find(conn, name)
+            if row is None or not who.sees_team(row.team):
+                raise NotFound(f"no service {name!r}")
+            return self._described(conn, row)
+
+    def listed(self, who: Principal) -> list[dict[str, Any]]:
+        """The services ``who`` may see, in registration order."""
+        with self.plane.store.read() as conn:
+            rows = stored_services.listed(conn, who.team)
+            return [self._described(conn, r) for r in rows]
+
+    def delete(self, name: str, who: Principal) -> dict[str, Any]:
+        """Commit the deletion of the service ``name`` and the cancellation of its pending and
+        admitted replicas (one transaction); the service as it was."""
+        with self.plane.store.write() as conn:
+            row = stored_services.find(conn, name)
+            if row is None or not who.sees_team(row.team):
+                raise NotFound(f"no service {name!r}")
+            if not who.can_write_workloads:
+                raise Forbidden("a viewer token cannot delete services")
+            out = self._described(conn, row)
+            at = self.plane.unix(self.plane.clock.now())
+            for replica in out["replicas"]:
+                self.plane.cancel_in(conn, replica, row.team, who.actor, at)
+            stored_services.remove(conn, name, row.team, who.actor, at)
+        self.plane.wake()
+        return {**out, "replicas": []}
+
+    def _described(self, conn: Connection, row: Row[Any]) -> dict[str, Any]:
+        replicas = [
+            r.name for r in stored_services.replicas(conn, row.name, row.team) if r.state in ACTIVE
+        ]
         with self.lock:
-            return [s.out() for s in self.services.values()]
+            mine = self.services.get(row.name)
+            last = dict(mine.last) if mine is not None and mine.id == row.id else {}
+        return _out(row, replicas, last)
+
+    # -- the leader's turns ----------------------------------------------------------------
+
+    def sync(self, now: float) -> None:
+        """Run the stored services: take over the new ones (adopting their replicas), let go
+        of the deleted ones (see the module docstring)."""
+        with self.plane.store.read() as conn:
+            rows = {r.name: r for r in stored_services.listed(conn)}
+        with self.lock:
+            gone = [s for n, s in self.services.items() if n not in rows or rows[n].id != s.id]
+        for service in gone:
+            self._let_go(service)
+        with self.lock:
+            new = [r for n, r in rows.items() if n not in self.services]
+        if not new:
+            return
+        with self.plane.store.read() as conn:
+            taken = [self._take_over(conn, row, now) for row in new]
+        with self.lock:
+            for service in taken:
+                self.services[service.spec.name] = service
+
+    def _take_over(self, conn: Connection, row: Row[Any], now: float) -> LiveService:
+        spec = LiveServiceSpec.model_validate(row.spec)
+        history = stored_services.replicas(conn, row.name, row.team)
+        alive = [r.name for r in history if r.state in ACTIVE]
+        state = resumed(len(alive), now, stored_services.changes(history, self.plane.epoch))
+        scaler = LiveScaler(spec.scaler, prometheus_sources(spec.scaler, self.client), state)
+        return LiveService(
+            row.id,
+            spec,
+            Principal(row.token_id, row.scope),
+            scaler,
+            alive,
+            stored_services.highest_serial(conn, row.name),
+        )
+
+    def _let_go(self, service: LiveService) -> None:
+        """Stop scaling a deleted service; cancel the replicas it still has (ones submitted
+        after the deletion committed)."""
+        with self.lock:
+            if self.services.get(service.spec.name) is service:
+                del self.services[service.spec.name]
+        for name in self._alive(service.replicas):
+            with contextlib.suppress(ServiceError):  # cancelled meanwhile
+                self.plane.cancel(name, service.principal)
 
     def tick(self, now: float) -> None:
-        """One turn for every service whose polling interval has passed (loop time ``now``)."""
+        """One turn: :meth:`sync`, then every service whose polling interval has passed
+        (loop time ``now``)."""
+        self.sync(now)
         with self.lock:
             due = [s for s in self.services.values() if s.due <= now]
         for service in due:
@@ -146,7 +264,7 @@ class LiveServices:
         try:
             for _ in range(decision.replicas - len(service.replicas)):
                 service.serial += 1
-                name = f"{service.spec.name}-r{service.serial}"
+                name = stored_services.replica_name(service.spec.name, service.serial)
                 self.plane.submit(self._replica(service.spec, name), service.principal)
                 service.replicas.append(name)
             surplus = len(service.replicas) - decision.replicas
@@ -154,7 +272,7 @@ class LiveServices:
                 for name in self._deletion_order(service.replicas)[:surplus]:
                     self.plane.cancel(name, service.principal)
                     service.replicas.remove(name)
-        except ServiceError as exc:  # e.g. the token was revoked, the store refused
+        except ServiceError as exc:  # e.g. the store refused
             service.last = {**service.last, "error": f"{type(exc).__name__}: {exc.message}"}
 
     @staticmethod
@@ -203,6 +321,8 @@ class LiveServices:
     def _run(self) -> None:
         while not self._stop.wait(0.5):
             if not self.plane.leader:
+                with self.lock:  # another replica scales them; taken over again if we lead
+                    self.services.clear()
                 continue
             try:
                 self.tick(self.plane.clock.now())

@@ -1070,11 +1070,19 @@ class ControlPlane:
                 raise Forbidden("a viewer token cannot cancel workloads")
             if row.state not in ACTIVE:
                 raise Conflict(f"workload {name!r} is {row.state} already")
-            at = self.unix(self.clock.now())
-            conn.execute(
-                w.update().where(w.c.name == name).values(state="cancelled", finished_at=at)
-            )
-            self._event(conn, at, "cancel", name, row.team, {"by": principal.actor})
+            self.cancel_in(conn, name, row.team, principal.actor, self.unix(self.clock.now()))
+        self._wakeup.set()
+
+    def cancel_in(self, conn: Connection, name: str, team: str, actor: str, at: float) -> None:
+        """Within the write transaction ``conn``: mark the active workload ``name``
+        cancelled with its ``cancel`` event (the leader's loop drops it when it reads the
+        event; call :meth:`wake` after the commit)."""
+        w = tables.workloads
+        conn.execute(w.update().where(w.c.name == name).values(state="cancelled", finished_at=at))
+        self._event(conn, at, "cancel", name, team, {"by": actor})
+
+    def wake(self) -> None:
+        """Wake the loop (after committing a change it acts on)."""
         self._wakeup.set()
 
     def set_policy(

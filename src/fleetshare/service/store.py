@@ -2,8 +2,9 @@
 given a ``postgresql://`` URL (driver psycopg 3).
 
 Tables: ``meta`` (the epoch), ``policy_versions``, ``nodepool_versions``, ``workloads``,
-``nodes``, ``events`` (append-only), ``api_tokens`` (sha256 hashes only), ``audit_log`` (policy,
-node pool and node changes by admins) and ``leases`` (which replica runs the control loop).
+``nodes``, ``events`` (append-only), ``api_tokens`` (sha256 hashes only), ``services`` (the
+live services registered through the API), ``audit_log`` (policy, node pool and node changes by
+admins; services registered and deleted) and ``leases`` (which replica runs the control loop).
 Times are Unix seconds (UTC); the control loop's time is ``unix - epoch``. The schema is
 Alembic's (``service/migrations``): :meth:`Store.create` runs ``upgrade head`` on every start,
 for SQLite and PostgreSQL alike.
@@ -179,6 +180,22 @@ leases = Table(
     # +1 on every change of holder (fencing: a write checks holder and term)
     Column("acquired_at", Float, nullable=False),
     Column("expires_at", Float, nullable=False),
+)
+
+services = Table(
+    "services",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    # Registration order.
+    Column("name", String(60), nullable=False, unique=True),
+    Column("team", String(253), nullable=False),
+    Column("spec", JSON, nullable=False),
+    # The service as registered (``LiveServiceSpec``, defaults left out).
+    Column("token_id", Integer, nullable=False),
+    Column("scope", String(300), nullable=False),
+    # The token that registered it: its replicas are submitted and cancelled as that token.
+    Column("created_at", Float, nullable=False),
+    Column("created_by", String(128), nullable=False),
 )
 
 audit_log = Table(
