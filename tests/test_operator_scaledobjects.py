@@ -160,6 +160,24 @@ def test_restart_starts_from_the_deployment_and_counts_cooldown_from_then() -> N
     assert "lastActiveTime" not in kube.status[-1]  # never active
 
 
+def test_restart_holds_the_replicas_found_for_the_scale_down_window() -> None:
+    """The windows' earlier proposals are lost on a restart: the replicas found count as a
+    proposal made then (``inference.scaler.resumed``, as for a service taken over in
+    ``fleetshare serve``), so a quiet service keeps them for its 300 s scale-down window
+    rather than dropping to its floor at the first poll."""
+    kube = FakeKube(replicas=4)
+    obj = scaled_object("ns", "http://prom:9090")
+    behavior = obj["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    behavior["scaleDown"]["stabilizationWindowSeconds"] = 300
+    scalers = _scalers(kube, obj, Source(0.0))
+    tracked = scalers.tracked[("ns", "chat")]
+    for now in (1000.0, 1100.0, 1299.0):
+        scalers._poll(tracked, obj, now)
+    assert kube.scaled == []
+    scalers._poll(tracked, obj, 1300.0)
+    assert kube.scaled == [1]
+
+
 def test_restart_takes_last_active_time_from_the_status() -> None:
     kube = FakeKube(replicas=1)
     obj = scaled_object("ns", "http://prom:9090", minReplicaCount=0, cooldownPeriod=300)

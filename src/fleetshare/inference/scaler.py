@@ -214,19 +214,27 @@ def decide(
     return _to(state, now, replicas, why)
 
 
-def resumed(replicas: int, now: float, changes: Sequence[ScaleEvent] = ()) -> ScalerState:
+def resumed(
+    replicas: int,
+    now: float,
+    changes: Sequence[ScaleEvent] = (),
+    *,
+    last_active: float | None = None,
+) -> ScalerState:
     """The state a scaler starts from when it takes over ``replicas`` that exist (a restart
     of the controller, or another replica taking over): ``changes`` are the replica
     creations and deletions known from elsewhere (they count against the rate policies'
     periods as before). The proposals of the stabilisation windows are not known: the
     replicas that exist count as a proposal made ``now``, so neither direction moves before a
     proposal has held for its window after the take-over; and a service with replicas counts
-    as active ``now``, so scale-to-zero waits a full ``cooldown_seconds``. Both err on the side
-    of keeping the replicas a little longer, never of removing them sooner."""
+    as active ``now`` (or at ``last_active`` where the controller recorded it, as KEDA's
+    ``status.lastActiveTime``), so scale-to-zero waits a full ``cooldown_seconds`` from then.
+    Both err on the side of keeping the replicas a little longer, never of removing them
+    sooner."""
     proposals = ((now, replicas),) if replicas > 0 else ()
     return ScalerState(
         replicas,
         proposals,
         tuple(sorted(changes, key=lambda e: e.at)),
-        now if replicas > 0 else None,
+        last_active if last_active is not None else (now if replicas > 0 else None),
     )

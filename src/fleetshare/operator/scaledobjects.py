@@ -33,7 +33,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,7 +42,7 @@ import httpx
 from fleetshare.inference.live import LiveScaler, prometheus_sources
 from fleetshare.inference.manifests import read_scaled_object
 from fleetshare.inference.prometheus import MetricError
-from fleetshare.inference.scaler import Decision, is_active
+from fleetshare.inference.scaler import Decision, is_active, resumed
 from fleetshare.manifests import ManifestError
 from fleetshare.operator.events import Events
 from fleetshare.operator.kube import Kube, KubeError, Resource
@@ -240,8 +240,7 @@ class ScaledObjects:
         scaler = tracked.scaler
         if not tracked.started:  # rebuilt from the Deployment and the status
             tracked.last_active = _since((obj.get("status") or {}).get("lastActiveTime"))
-            since = now if tracked.last_active is None else tracked.last_active
-            scaler.state = replace(scaler.state, replicas=current, last_active=since)
+            scaler.state = resumed(current, now, last_active=tracked.last_active)
         try:
             decision = scaler.tick(now, current)
         except MetricError as exc:
