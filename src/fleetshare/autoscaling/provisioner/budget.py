@@ -39,6 +39,12 @@ class PlanBudget:
     pods overflow least), before emptying it."""
     search_moves: int = 100_000
     """Local search: node moves tried per run (to a cheaper candidate, or emptying it)."""
+    search_swaps: int = 400
+    """Local search: swaps tried per run (room for a pod that fits nowhere, made by a pod of
+    another node moving to the node being made cheaper or to a third node); then moves
+    without swaps."""
+    search_swaps_per_move: int = 4
+    """Local search: swaps per node move at most (a move that needs more is not made)."""
     cg_rounds: int = 50
     """Column generation: rounds, each one master-LP solve and one pricing step."""
     cg_columns: int = 20_000
