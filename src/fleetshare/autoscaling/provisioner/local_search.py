@@ -229,7 +229,7 @@ def _swap(
         return None
     on, out = on[keep], out[keep]
     size2 = p.size[on]
-    below = counts[:, on].T < p.upper[on][:, None]
+    below = p.upper[on][:, None] > counts[:, on].T  # room under the per-node cap
     to_n = np.zeros(len(on), bool)
     if j >= 0:
         to_n = p.allowed[on, j] & below[:, n] & (used[n][None, :] + size2 <= p.cap[j]).all(axis=1)
