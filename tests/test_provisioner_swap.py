@@ -4,7 +4,7 @@ the plan cheaper, and keeps zones, per-node caps (anti-affinity) and gangs on on
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pytest
@@ -59,7 +59,7 @@ def problem(shapes: list[PodShape]) -> Problem:
     return p
 
 
-def packing(p: Problem, nodes: list[tuple[str, str, Mapping[int, int]]]) -> Packing:
+def packing(p: Problem, nodes: Sequence[tuple[str, str, Mapping[int, int]]]) -> Packing:
     """Nodes as (instance type, zone, {shape: planned units})."""
     pack = Packing(p)
     for name, zone, content in nodes:
