@@ -89,8 +89,8 @@ def check(p: Problem, pack: Packing, before: np.ndarray) -> None:
     assert (pack.covered() == before).all()
 
 
-def search(p: Problem, pack: Packing, swaps: int = 400) -> None:
-    improve(p, pack, PlanBudget(search_swaps=swaps), SafetyNet(600))
+def search(p: Problem, pack: Packing, swaps: int = 1_000_000) -> None:
+    improve(p, pack, PlanBudget(search_swap_work=swaps), SafetyNet(600))
 
 
 # x: 1.5 CPUs; y: 1 CPU; z: 2.5 CPUs and 3 GiB (only "large" holds it). Node A (large):

@@ -39,11 +39,12 @@ class PlanBudget:
     pods overflow least), before emptying it."""
     search_moves: int = 100_000
     """Local search: node moves tried per run (to a cheaper candidate, or emptying it)."""
-    search_swaps: int = 400
-    """Local search: swaps tried per run (room for a pod that fits nowhere, made by a pod of
-    another node moving to the node being made cheaper or to a third node); then moves
-    without swaps."""
-    search_swaps_per_move: int = 4
+    search_swap_work: int = 6_000_000
+    """Local search: swaps a run may try, counted as nodes x classes each (what one swap
+    examines), so a larger problem tries fewer. A swap makes room for a pod that fits
+    nowhere: a pod of another node moves to the node being made cheaper, or to a third node.
+    Once spent, moves go on without swaps."""
+    search_swaps_per_move: int = 8
     """Local search: swaps per node move at most (a move that needs more is not made)."""
     cg_rounds: int = 50
     """Column generation: rounds, each one master-LP solve and one pricing step."""

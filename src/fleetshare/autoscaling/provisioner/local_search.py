@@ -23,8 +23,8 @@ def _node_allowed(p: Problem, pack: Packing, n: int) -> np.ndarray:
 
 @dataclass
 class SwapBudget:
-    """Swaps a local-search run may still try (``left``), and at most ``per_move`` per node
-    move (a move needing more is not made)."""
+    """Work a local-search run may still spend on swaps (``left``, nodes x classes per swap),
+    and at most ``per_move`` swaps per node move (a move needing more is not made)."""
 
     left: int
     per_move: int
@@ -34,10 +34,10 @@ def improve(p: Problem, pack: Packing, budget: PlanBudget, net: SafetyNet) -> in
     """Local search: move a node to the next cheaper candidate (or empty it) when the pods
     that no longer fit can be re-homed in the spare room of the other nodes. Passes over the
     nodes, least utilised first, until one improves nothing or the budget
-    (``search_passes``, ``search_moves``; swaps: ``search_swaps``, ``search_swaps_per_move``)
-    is spent. Returns the moves tried."""
+    (``search_passes``, ``search_moves``; swaps: ``search_swap_work``,
+    ``search_swaps_per_move``) is spent. Returns the moves tried."""
     L = p.limits.matrix
-    swaps = SwapBudget(budget.search_swaps, budget.search_swaps_per_move)
+    swaps = SwapBudget(budget.search_swap_work, budget.search_swaps_per_move)
     norm = p.size / p.capref
     tried = 0
     for _ in range(budget.search_passes):
@@ -109,6 +109,8 @@ def _shrink(
         evict_all = {int(c): int(pack.counts[n, c]) for c in present}
         return _rehome(p, pack, n, evict_all, closed, norm, swaps)
     deficit0 = pack.used[n] - p.cap[j]
+    if (deficit0 > spare).any():  # the other nodes must take at least the deficit, swaps or not
+        return False
     short = deficit0 > 0
     sizes = p.size[present]
     cost = (sizes / np.maximum(spare, 1)).sum(axis=1)
@@ -121,7 +123,7 @@ def _shrink(
         deficit = deficit0.tolist()
         evict: dict[int, int] = {}
         for i in order.tolist():
-            if all(d <= 0 for d in deficit):
+            if max(deficit) <= 0:
                 break
             size = size_of[i]
             ks = [-(-d // s) for d, s in zip(deficit, size, strict=True) if d > 0 and s > 0]
@@ -130,7 +132,7 @@ def _shrink(
             k = min(max(ks), count_of[i])
             evict[int(present[i])] = k
             deficit = [d - k * s for d, s in zip(deficit, size, strict=True)]
-        if all(d <= 0 for d in deficit) and _rehome(p, pack, n, evict, closed, norm, swaps, j):
+        if max(deficit) <= 0 and _rehome(p, pack, n, evict, closed, norm, swaps, j):
             return True
     return False
 
@@ -181,7 +183,8 @@ def _rehome(
         q = np.minimum(q, p.upper[c] - pack.counts[: pack.n, c])
         q = np.where(others & p.allowed[c, cand], np.maximum(q, 0), 0)
         short = k - min(k, int(q.sum()))
-        if short > min(per_move, swaps.left):  # more swaps than the budget allows
+        work = pack.n * p.n_classes  # what one swap examines
+        if short > min(per_move, swaps.left // work):  # more swaps than the budget allows
             return undo()
         spare = ((p.cap[cand] - pack.used[: pack.n]) / p.capref).sum(axis=1)
         order = np.argsort(spare, kind="stable")  # best fit: fullest nodes first
@@ -192,7 +195,7 @@ def _rehome(
         add(slice(0, pack.n), c, take)
         for _ in range(short):
             per_move -= 1
-            swaps.left -= 1
+            swaps.left -= work
             swap = _swap(p, pack, n, j, c, others)
             if swap is None:
                 return undo()
