@@ -30,7 +30,8 @@ class PlanBudget:
     fluid_variants: tuple[tuple[float, int, int], ...] = ((0.06, 10, 100), (0.15, 4, 200))
     """Fluid plan: further plans, as (``fluid_slack``, ``fluid_passes``, ``fluid_candidates``),
     made in turn while the best so far is more than ``target_gap`` above the bound (rounding
-    whole nodes is sensitive to the candidate set; the cheapest plan is kept)."""
+    whole nodes is sensitive to the candidate set; each is improved by the local search and
+    the cheapest plan is kept)."""
     search_passes: int = 50
     """Local search: passes over the nodes per run (a run also ends at a pass that finds no
     improvement)."""
