@@ -15,7 +15,9 @@ reservation. Limits (node pools, account quotas, reservations: ``account_limits.
 - ``greedy``: four greedy plans (cheapest per pod, first fit and even spread by capacity per
   dollar, constrained first), every node right-sized (``packing``);
 - ``local_search``: move a node to a cheaper candidate (up to ``search_targets`` of them), or
-  empty it, when its pods find room;
+  empty it, when its pods find room, directly or by swaps (a pod of another node makes way,
+  onto the node being made cheaper or a third node); run from the best plan and the other
+  fluid plans;
 - ``bound``: lower bounds from resource prices, from the fluid LP's duals (checked over every
   candidate) and from column-generation duals;
 - ``columns``: column generation (master LP with HiGHS, knapsack pricing: greedy, then one
@@ -23,10 +25,10 @@ reservation. Limits (node pools, account quotas, reservations: ``account_limits.
 - ``topology_check``: zone spreads trimmed to skew 1, gangs not placed in full removed;
 - ``reasons``: why pods are left out (no fitting pool, or the limit that blocks them).
 
-Every search is bounded by a work budget (:class:`PlanBudget`: passes, moves, rounds, columns,
-LP pricings, rounding passes, branch-and-bound nodes), never by the clock, so the same input
-gives the same plan on any machine. ``time_limit`` is only an outer safety net; when it fires,
-``Plan.time_limit_hit`` says so.
+Every search is bounded by a work budget (:class:`PlanBudget`: passes, moves, swap work,
+rounds, columns, LP pricings, rounding passes, branch-and-bound nodes), never by the clock, so
+the same input gives the same plan on any machine. ``time_limit`` is only an outer safety net;
+when it fires, ``Plan.time_limit_hit`` says so.
 """
 
 from __future__ import annotations

@@ -30,7 +30,8 @@ class PlanBudget:
     fluid_variants: tuple[tuple[float, int, int], ...] = ((0.06, 10, 100), (0.15, 4, 200))
     """Fluid plan: further plans, as (``fluid_slack``, ``fluid_passes``, ``fluid_candidates``),
     made in turn while the best so far is more than ``target_gap`` above the bound (rounding
-    whole nodes is sensitive to the candidate set; the cheapest plan is kept)."""
+    whole nodes is sensitive to the candidate set; each is improved by the local search and
+    the cheapest plan is kept)."""
     search_passes: int = 50
     """Local search: passes over the nodes per run (a run also ends at a pass that finds no
     improvement)."""
@@ -39,6 +40,13 @@ class PlanBudget:
     pods overflow least), before emptying it."""
     search_moves: int = 100_000
     """Local search: node moves tried per run (to a cheaper candidate, or emptying it)."""
+    search_swap_work: int = 6_000_000
+    """Local search: swaps a run may try, counted as nodes x classes each (what one swap
+    examines), so a larger problem tries fewer. A swap makes room for a pod that fits
+    nowhere: a pod of another node moves to the node being made cheaper, or to a third node.
+    Once spent, moves go on without swaps."""
+    search_swaps_per_move: int = 8
+    """Local search: swaps per node move at most (a move that needs more is not made)."""
     cg_rounds: int = 50
     """Column generation: rounds, each one master-LP solve and one pricing step."""
     cg_columns: int = 20_000

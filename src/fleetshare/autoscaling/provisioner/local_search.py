@@ -1,10 +1,12 @@
 """Local search on a packing: move a node to the next cheaper candidate (or empty it) when
-the pods that no longer fit find room on other nodes.
+the pods that no longer fit find room on other nodes, directly or by a swap (a pod of the
+other node makes way, onto the moved node or a third one).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,12 +21,23 @@ def _node_allowed(p: Problem, pack: Packing, n: int) -> np.ndarray:
     return np.asarray(p.allowed_rows[ids].all(axis=0))
 
 
+@dataclass
+class SwapBudget:
+    """Work a local-search run may still spend on swaps (``left``, nodes x classes per swap),
+    and at most ``per_move`` swaps per node move (a move needing more is not made)."""
+
+    left: int
+    per_move: int
+
+
 def improve(p: Problem, pack: Packing, budget: PlanBudget, net: SafetyNet) -> int:
     """Local search: move a node to the next cheaper candidate (or empty it) when the pods
     that no longer fit can be re-homed in the spare room of the other nodes. Passes over the
     nodes, least utilised first, until one improves nothing or the budget
-    (``search_passes``, ``search_moves``) is spent. Returns the moves tried."""
+    (``search_passes``, ``search_moves``; swaps: ``search_swap_work``,
+    ``search_swaps_per_move``) is spent. Returns the moves tried."""
     L = p.limits.matrix
+    swaps = SwapBudget(budget.search_swap_work, budget.search_swaps_per_move)
     norm = p.size / p.capref
     tried = 0
     for _ in range(budget.search_passes):
@@ -44,7 +57,7 @@ def improve(p: Problem, pack: Packing, budget: PlanBudget, net: SafetyNet) -> in
             if len(L):
                 ok &= ((pack.head + L[:, cur])[:, None] + 1e-9 >= L).all(axis=0)
             for j in [*_targets(p, pack, n, ok, budget.search_targets), -1]:
-                if _shrink(p, pack, n, j, norm, closed):
+                if _shrink(p, pack, n, j, norm, closed, swaps):
                     if j >= 0:
                         if len(L):
                             pack.head += L[:, cur] - L[:, j]
@@ -73,7 +86,13 @@ def _targets(p: Problem, pack: Packing, n: int, ok: np.ndarray, most: int) -> li
 
 
 def _shrink(
-    p: Problem, pack: Packing, n: int, j: int, norm: np.ndarray, closed: np.ndarray
+    p: Problem,
+    pack: Packing,
+    n: int,
+    j: int,
+    norm: np.ndarray,
+    closed: np.ndarray,
+    swaps: SwapBudget,
 ) -> bool:
     """Evict pods from node ``n`` until it fits candidate ``j`` (all of them when ``j`` is
     -1) and re-home them on other nodes; undone unless every pod finds a place. Two choices of
@@ -87,8 +106,11 @@ def _shrink(
     if j < 0:
         if (pack.used[n] > spare).any():
             return False
-        return _rehome(p, pack, n, {int(c): int(pack.counts[n, c]) for c in present}, closed, norm)
+        evict_all = {int(c): int(pack.counts[n, c]) for c in present}
+        return _rehome(p, pack, n, evict_all, closed, norm, swaps)
     deficit0 = pack.used[n] - p.cap[j]
+    if (deficit0 > spare).any():  # the other nodes must take at least the deficit, swaps or not
+        return False
     short = deficit0 > 0
     sizes = p.size[present]
     cost = (sizes / np.maximum(spare, 1)).sum(axis=1)
@@ -101,7 +123,7 @@ def _shrink(
         deficit = deficit0.tolist()
         evict: dict[int, int] = {}
         for i in order.tolist():
-            if all(d <= 0 for d in deficit):
+            if max(deficit) <= 0:
                 break
             size = size_of[i]
             ks = [-(-d // s) for d, s in zip(deficit, size, strict=True) if d > 0 and s > 0]
@@ -110,7 +132,7 @@ def _shrink(
             k = min(max(ks), count_of[i])
             evict[int(present[i])] = k
             deficit = [d - k * s for d, s in zip(deficit, size, strict=True)]
-        if all(d <= 0 for d in deficit) and _rehome(p, pack, n, evict, closed, norm):
+        if max(deficit) <= 0 and _rehome(p, pack, n, evict, closed, norm, swaps, j):
             return True
     return False
 
@@ -122,12 +144,35 @@ def _rehome(
     evict: Mapping[int, int],
     closed: np.ndarray,
     norm: np.ndarray,
+    swaps: SwapBudget,
+    j: int = -1,
 ) -> bool:
-    """Move ``evict`` (class -> pods) from node ``n`` to the fullest other nodes with room."""
-    moves: list[tuple[int, np.ndarray]] = []
+    """Move ``evict`` (class -> pods) from node ``n`` to the fullest other nodes with room;
+    pods that find no room may swap (:func:`_swap`) with a pod of another node that then
+    goes to node ``n`` as candidate ``j`` (or to a third node), within ``swaps``. Undone
+    unless all move."""
+    per_move = swaps.per_move
+    journal: list[tuple[slice | np.ndarray, int, np.ndarray]] = []
+
+    def add(rows: slice | np.ndarray, c: int, amounts: np.ndarray) -> None:
+        pack.add(rows, c, amounts)
+        journal.append((rows, c, amounts))
+
+    def undo() -> bool:
+        for rows, c, amounts in reversed(journal):
+            pack.add(rows, c, -amounts)
+        pack.counts[n, cls] += ks
+        pack.used[n] += ks @ p.size[cls]
+        return False
+
     others = ~closed[: pack.n]
     others[n] = False
-    weight = norm[list(evict)].sum(axis=1).tolist() if evict else []
+    # off node n first: what swaps back must fit beside the pods that stay
+    cls = np.fromiter(evict.keys(), np.int64, len(evict))
+    ks = np.fromiter(evict.values(), np.int64, len(evict))
+    pack.counts[n, cls] -= ks
+    pack.used[n] -= ks @ p.size[cls]
+    weight = norm[cls].sum(axis=1).tolist()
     by_weight = sorted(zip(evict.items(), weight, strict=True), key=lambda cw: -cw[1])
     for (c, k), _ in by_weight:
         size = p.size[c]
@@ -137,19 +182,76 @@ def _rehome(
         q = np.floor_divide(free, size[nz]).min(axis=1)
         q = np.minimum(q, p.upper[c] - pack.counts[: pack.n, c])
         q = np.where(others & p.allowed[c, cand], np.maximum(q, 0), 0)
-        if q.sum() < k:
-            for c2, take in moves:
-                pack.add(slice(0, pack.n), c2, -take)
-            return False
+        short = k - min(k, int(q.sum()))
+        work = pack.n * p.n_classes  # what one swap examines
+        if short > min(per_move, swaps.left // work):  # more swaps than the budget allows
+            return undo()
         spare = ((p.cap[cand] - pack.used[: pack.n]) / p.capref).sum(axis=1)
         order = np.argsort(spare, kind="stable")  # best fit: fullest nodes first
         qo = q[order]
         take_o = np.clip(k - (np.cumsum(qo) - qo), 0, qo)
         take = np.zeros(pack.n, np.int64)
         take[order] = take_o
-        pack.add(slice(0, pack.n), c, take)
-        moves.append((c, take))
-    for c, k in evict.items():
-        pack.counts[n, c] -= k
-        pack.used[n] -= k * p.size[c]
+        add(slice(0, pack.n), c, take)
+        for _ in range(short):
+            per_move -= 1
+            swaps.left -= work
+            swap = _swap(p, pack, n, j, c, others)
+            if swap is None:
+                return undo()
+            for m, c2, delta in swap:
+                add(np.array([m]), c2, np.array([delta]))
     return True
+
+
+def _swap(
+    p: Problem, pack: Packing, n: int, j: int, c: int, others: np.ndarray
+) -> list[tuple[int, int, int]] | None:
+    """Room for one pod of class ``c`` (off node ``n``) by a swap: on another node ``m`` it
+    takes the place of one pod of class ``c2`` that moves to node ``n`` (as candidate ``j``;
+    not when ``n`` is being emptied) or to a third node with room. Classes keep to their
+    allowed candidates (zones, pools) and per-node caps. Returns the changes (node, class,
+    +-1) or None; the first that works, nodes fullest first, then classes in index order."""
+    cand = pack.cand[: pack.n]
+    used = pack.used[: pack.n]
+    counts = pack.counts[: pack.n]
+    room = p.cap[cand] - used
+    short = np.maximum(p.size[c][None, :] - room, 0)  # what each node lacks for one c
+    hosts = others & p.allowed[c, cand] & (counts[:, c] < p.upper[c]) & short.any(axis=1)
+    if not hosts.any():
+        return None
+    # out[c2, m]: one pod of c2 leaving host m makes room for c there (per resource: the
+    # arrays are classes x nodes)
+    on = np.flatnonzero(counts[hosts].any(axis=0))
+    on = on[on != c]
+    out = (counts[:, on].T > 0) & hosts[None, :]
+    for r in np.flatnonzero(short.any(axis=0)).tolist():
+        out &= p.size[on, r][:, None] >= short[:, r][None, :]
+    keep = out.any(axis=1)
+    if not keep.any():
+        return None
+    on, out = on[keep], out[keep]
+    size2 = p.size[on]
+    below = p.upper[on][:, None] > counts[:, on].T  # room under the per-node cap
+    to_n = np.zeros(len(on), bool)
+    if j >= 0:
+        to_n = p.allowed[on, j] & below[:, n] & (used[n][None, :] + size2 <= p.cap[j]).all(axis=1)
+    # dest[c2, m3]: a third node with room for one c2 (not the host it leaves)
+    dest = others[None, :] & p.allowed[on][:, cand] & below
+    for r in range(room.shape[1]):
+        dest &= room[:, r][None, :] >= size2[:, r][:, None]
+    n_dest = dest.sum(axis=1)
+    ok = out & (to_n[:, None] | (n_dest[:, None] - dest > 0))
+    if not ok.any():
+        return None
+    spare = (room / p.capref).sum(axis=1)
+    ms = np.flatnonzero(ok.any(axis=0))
+    m = int(ms[np.argsort(spare[ms], kind="stable")[0]])  # the fullest host
+    i = int(np.flatnonzero(ok[:, m])[0])
+    c2 = int(on[i])
+    if to_n[i]:
+        return [(m, c2, -1), (n, c2, 1), (m, c, 1)]
+    d = dest[i].copy()
+    d[m] = False
+    m3 = int(np.flatnonzero(d)[np.argmin(spare[d])])  # the fullest with room
+    return [(m, c2, -1), (m3, c2, 1), (m, c, 1)]

@@ -153,6 +153,7 @@ def plan_nodes(
     costs: dict[str, float] = {}
     fluid, fluid_bound = fluid_packing(p, lam, budget, net)
     near = max(bound, fluid_bound)  # what "close to the bound" means for the choices below
+    variants: list[tuple[str, Packing]] = []  # fluid plans other than the cheapest
     if fluid is not None:
         plans.append(("fluid", greedy(p, "pod", start=fluid)))
         costs["cost_fluid"] = _score(p, plans[-1][1])
@@ -166,7 +167,10 @@ def plan_nodes(
                 pack = greedy(p, "pod", start=alt)
                 costs[f"cost_fluid_{i + 1}"] = _score(p, pack)
                 if _score(p, pack) < _score(p, plans[0][1]) - 1e-9:
+                    variants.append(plans[0])
                     plans[0] = ("fluid", pack)
+                else:
+                    variants.append(("fluid", pack))
     lap("fluid_s")
     small = p.n_classes * len(p.candidates) <= SMALL_PROBLEM
     if not plans or small or _gap(p, plans[0][1], near) > target_gap:
@@ -174,15 +178,16 @@ def plan_nodes(
             plans.append(("greedy", greedy(p, rule)))
             costs[f"cost_greedy_{i}"] = _score(p, plans[-1][1])
         lap("greedy_s")
-    # local search from the best start; on small problems from the fluid plan and from the
-    # best greedy one (the plain path's start), since a worse start sometimes ends cheaper
+    # local search from the best start, and from the other fluid plans; on small problems
+    # also from the best greedy one (the plain path's start): a worse start sometimes ends
+    # cheaper
     greedy_best = min(
         (mp for mp in plans if mp[0] == "greedy"), key=lambda mp: _score(p, mp[1]), default=None
     )
     if small and fluid is not None and greedy_best is not None:
-        starts = [plans[0], greedy_best]
+        starts = [plans[0], greedy_best, *variants]
     else:
-        starts = [min(plans, key=lambda mp: _score(p, mp[1]))]
+        starts = [min(plans, key=lambda mp: _score(p, mp[1])), *variants]
     work = {"search_moves": float(sum(improve(p, pack, budget, net) for _, pack in starts))}
     best_method, best = min(starts, key=lambda mp: _score(p, mp[1]))
     costs["cost_improved"] = _score(p, best)
