@@ -225,13 +225,15 @@ def find_victims(
         return _may_fit(state, wl.team, usage, contested, {}) and fits()
 
     if reclaiming:
-        _reclaim(state, wl, usage, contested, others, fits, take)
+        _evict_in_batches(state, wl, usage, contested, others, fits, take, "reclaim")
     elif borrowing:
-        _reclaim(state, wl, usage, contested, others, fits, take, "reclaim-while-borrowing")
+        _evict_in_batches(
+            state, wl, usage, contested, others, fits, take, "reclaim-while-borrowing"
+        )
     elif others:
         _fair_share(state, wl, usage, contested, others, fits, take)
     if not fits():
-        _take_in_batches(state, wl, usage, contested, own, fits, take)
+        _evict_in_batches(state, wl, usage, contested, own, fits, take, "priority")
     if not fits():
         for victim in chosen:
             state.restore(victim.entry)
@@ -314,7 +316,7 @@ def _could_fit_without(
     return True
 
 
-def _reclaim(
+def _evict_in_batches(
     state: CycleState,
     wl: Workload,
     usage: dict[FR, int],
@@ -322,54 +324,37 @@ def _reclaim(
     candidates: Sequence[Admitted],
     fits: Fits,
     take: Callable[[Admitted, PreemptionReason], None],
-    reason: PreemptionReason = "reclaim",
+    reason: PreemptionReason,
 ) -> None:
-    """Take borrowers' work in order while its team still borrows, choosing on paper and
-    evicting in batches once the batch could make room."""
+    """Evict candidates in order, choosing on paper and evicting a batch once it could make
+    room, until the preemptor fits.
+
+    ``priority`` takes the team's own lower-priority work (which also lifts its borrowing
+    ceiling); the reclaim reasons take other teams' work only while that team still
+    borrows what is contested, counting the batch chosen so far as gone.
+    """
     tree = state.tree
+    own = reason == "priority"
     removed: dict[str, dict[FR, int]] = {}
     freed: dict[FR, int] = {}
     batch: list[Admitted] = []
     for entry in candidates:
         team = entry.workload.team
         gone = removed.setdefault(team, {})
-        shared = contested & entry.usage.keys()
-        if not any(tree.usage(team, fr) - gone.get(fr, 0) > tree.quota(team, fr) for fr in shared):
+        if not own and not any(
+            tree.usage(team, fr) - gone.get(fr, 0) > tree.quota(team, fr)
+            for fr in contested & entry.usage.keys()
+        ):
             continue  # that team no longer borrows what is contested
         batch.append(entry)
         for fr, v in entry.usage.items():
             gone[fr] = gone.get(fr, 0) + v
             freed[fr] = freed.get(fr, 0) + v
-        if _may_fit(state, wl.team, usage, contested, freed):
+        if _may_fit(state, wl.team, usage, contested, freed, own=own):
             for victim in batch:
                 take(victim, reason)
             batch.clear()
             removed.clear()
-            freed.clear()
-            if fits():
-                return
-
-
-def _take_in_batches(
-    state: CycleState,
-    wl: Workload,
-    usage: dict[FR, int],
-    contested: set[FR],
-    own: Sequence[Admitted],
-    fits: Fits,
-    take: Callable[[Admitted, PreemptionReason], None],
-) -> None:
-    """The team's own lower-priority work, in order, evicted once a batch could make room."""
-    freed: dict[FR, int] = {}
-    batch: list[Admitted] = []
-    for entry in own:
-        batch.append(entry)
-        for fr, v in entry.usage.items():
-            freed[fr] = freed.get(fr, 0) + v
-        if _may_fit(state, wl.team, usage, contested, freed, own=True):
-            for victim in batch:
-                take(victim, "priority")
-            batch.clear()
             freed.clear()
             if fits():
                 return
