@@ -201,6 +201,26 @@ def test_one_large_node_is_split_into_two_cheaper_ones() -> None:
     assert action.saving_per_hour > 3.0
 
 
+def test_gpu_shares_are_moved_only_where_each_fits_inside_one_gpu() -> None:
+    # two 4-GPU nodes hosting 2 and 3 pods of 0.6 GPU: each pod needs a GPU of its own, so
+    # the five need five GPUs; counting 0.6 in node totals (2.4 of 4 used) would delete a
+    # node and leave a pod with no GPU to go to
+    share = parse_resources({"cpu": "1", "memory": "2Gi", "nvidia.com/gpu": "600m"})
+    nodes = [node("a", "g5.12xlarge"), node("b", "g5.12xlarge")]
+    pods = [
+        PodView(name=f"s{i}", workload=f"s{i}", team="t", node=on, requests=share)
+        for i, on in enumerate(["a", "a", "b", "b", "b"])
+    ]
+    for action in consolidate(nodes, pods, [pool()]).actions:
+        kept = [n for n in nodes if n.name not in action.nodes]
+        gpus = sum(CATALOG.get(n.instance_type).allocatable["nvidia.com/gpu"] for n in kept)
+        gpus += sum(
+            CATALOG.get(r.instance_type).allocatable["nvidia.com/gpu"] * r.count
+            for r in action.replacements
+        )
+        assert gpus >= 5 * 1000, action.reason
+
+
 def test_replacement_must_save_the_minimum() -> None:
     # g5.4xlarge -> g5.2xlarge saves $0.412/h (25%); a 30% minimum refuses it
     nodes = [node("n", "g5.4xlarge")]

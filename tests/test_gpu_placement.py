@@ -22,6 +22,7 @@ from fleetshare.model.node import Node
 from fleetshare.model.placement import PLACEMENTS
 from fleetshare.model.workload import PodSet, Workload
 from fleetshare.placement.fit import NodeFit, NoFit, PlacementPlan
+from fleetshare.placement.gpu_slots import counted_requests
 from fleetshare.policy.errors import PolicyError
 from fleetshare.policy.schema import load_policy
 
@@ -67,6 +68,17 @@ def test_two_shares_of_six_tenths_take_two_gpus_and_a_third_does_not_fit() -> No
     three = fit.place(["f"], [pods(600, 3)])
     assert isinstance(three, NoFit)
     assert "room for 2 of 3 pods" in three.message
+
+
+@settings(max_examples=80, deadline=None)
+@given(share=st.integers(100, 999), gpus=st.integers(1, 8))
+def test_node_totals_count_identical_shares_as_placement_fits_them(share: int, gpus: int) -> None:
+    # the autoscaler packs by node totals (counted_requests); governance places per GPU:
+    # for identical shares of 0.1 GPU or more on up to 8 GPUs both find room for as many pods
+    by_totals = gpus * 1000 // counted_requests({GPU: share})[GPU]
+    fit = fit_of([node("n", gpus, cpu=4096, memory=4096 * GI, pods=1 << 20)])
+    assert not isinstance(fit.place(["f"], [pods(share, by_totals)]), NoFit)
+    assert isinstance(fit.place(["f"], [pods(share, by_totals + 1)]), NoFit)
 
 
 def test_whole_gpus_need_fully_free_gpus_beside_shares() -> None:

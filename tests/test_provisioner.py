@@ -217,3 +217,27 @@ def test_a_mixed_batch_is_planned_within_the_time_limit_and_near_the_bound() -> 
     plan = plan_nodes(shapes, pools, catalog, offers, time_limit=3)
     assert not plan.unplaceable
     assert plan.bound_is_proven and plan.gap <= 0.03
+
+
+def test_gpu_shares_are_planned_one_gpu_at_a_time_not_by_node_totals() -> None:
+    # six pods of 0.6 GPU need six GPUs (no GPU holds two): one 4-GPU node is not enough,
+    # though 3.6 < 4 in total
+    only_4_gpu = [Offering("g5.12xlarge", "z1", "on-demand", 5.672)]
+    plan = plan_nodes(
+        [shape(6, cpu=1, memory="2Gi", gpu="600m")],
+        [NodePool(name="gpu", families=["g5"])],
+        CATALOG,
+        only_4_gpu,
+    )
+    assert [(launch.instance_type, launch.count) for launch in plan.launches] == [
+        ("g5.12xlarge", 2)
+    ]
+    # a third of a GPU: three per GPU, so twelve pods fit one 4-GPU node and thirteen do not
+    for pods, nodes in ((12, 1), (13, 2)):
+        plan = plan_nodes(
+            [shape(pods, cpu=1, memory="2Gi", gpu="300m")],
+            [NodePool(name="gpu", families=["g5"])],
+            CATALOG,
+            only_4_gpu,
+        )
+        assert sum(launch.count for launch in plan.launches) == nodes

@@ -35,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from fleetshare.model.node import ZONE_LABEL, NodeSelectorRequirement, Toleration
+from fleetshare.placement.gpu_slots import counted_requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +77,9 @@ class PodShape:
             raise ValueError("a shape cannot both spread over zones and stay in one zone")
 
     def request(self) -> dict[str, int]:
-        return dict(self.requests)
+        """One pod's requests as the provisioner packs them (a GPU share counted at its
+        :func:`~fleetshare.placement.gpu_slots.share_footprint`)."""
+        return counted_requests(dict(self.requests))
 
     @property
     def selected_zone(self) -> str | None:

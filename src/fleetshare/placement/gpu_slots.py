@@ -46,6 +46,34 @@ def gpu_need(requests: Mapping[str, int]) -> tuple[int, int]:
     return amount // GPU_MILLI, 0
 
 
+def share_footprint(share: int) -> int:
+    """The milli-GPU a share of ``share`` milli counts for where room is counted in node
+    totals (the autoscaler's packing): ``1000 // (1000 // share)``, so that a GPU's total
+    holds as many identical shares as one GPU does (600m counts 1000: one per GPU; 300m
+    counts 333: three per GPU, 999m).
+
+    Exact for identical shares of 0.1 GPU or more on nodes of up to 8 GPUs. Below that the
+    milli left on each GPU can add up to one more share in a node's total (75m counts 76:
+    105 on 8 GPUs, where 104 fit); the governance placement then leaves that pod pending
+    and the next plan asks for it again.
+    """
+    return GPU_MILLI // (GPU_MILLI // share)
+
+
+def counted_requests(requests: Mapping[str, int]) -> dict[str, int]:
+    """A pod's requests as packing by node totals counts them: a GPU share at its
+    :func:`share_footprint`, everything else as asked.
+
+    Shares of different sizes on one node may, rarely, add up within the node's total yet
+    not split over its GPUs (500m + 2 x 333m + 4 x 200m on two GPUs); the same fallback
+    applies.
+    """
+    share = gpu_need(requests)[1]
+    if not share:
+        return dict(requests)
+    return {**requests, GPU: share_footprint(share)}
+
+
 def request_problem(
     requests: Mapping[str, int], ignore: frozenset[str] = frozenset()
 ) -> str | None:

@@ -30,6 +30,7 @@ from fleetshare.model.node import Taint
 from fleetshare.model.reason import Reason
 from fleetshare.model.resources import CPU, MEMORY, is_accelerator
 from fleetshare.placement.first_fit import Room, first_fit, first_fit_together
+from fleetshare.placement.gpu_slots import counted_requests
 
 PODS = "pods"
 _UNLIMITED_PODS = 10**15
@@ -150,7 +151,9 @@ class State:
 
 
 def request(pod: PodView) -> dict[str, int]:
-    req = {k: v for k, v in pod.requests.items() if v > 0 and k != PODS}
+    """What a pod takes of a node's totals (a GPU share counted at its
+    :func:`~fleetshare.placement.gpu_slots.share_footprint`), one pod slot included."""
+    req = counted_requests({k: v for k, v in pod.requests.items() if v > 0 and k != PODS})
     req[PODS] = 1000
     return req
 
