@@ -147,6 +147,7 @@ ENDPOINTS = [
     ("GET", "/api/v1/services"),
     ("POST", "/api/v1/services"),
     ("GET", "/api/v1/services/x"),
+    ("PUT", "/api/v1/services/x"),
     ("DELETE", "/api/v1/services/x"),
     ("POST", "/api/v1/what-if"),
     ("GET", "/api/v1/cluster"),

@@ -222,8 +222,13 @@ def test_service_commands(server: Server, tmp_path: Path) -> None:
     result = runner.invoke(app, ["service", "apply", str(native), *team_a])
     assert result.exit_code == 0, result.output
     assert "registered service native (team team-a)" in result.stdout
+    # applied again with other rules: changed in place, as kubectl apply does
+    native.write_text(native.read_text().replace("target: 5", "target: 8"))
+    again = runner.invoke(app, ["service", "apply", str(native), *team_a, "--json"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["spec"]["scaler"]["triggers"][0]["target"] == 8
     again = runner.invoke(app, ["service", "apply", str(native), *team_a])
-    assert again.exit_code == 1 and "409" in again.stderr and "exists already" in again.stderr
+    assert "updated service native (team team-a)" in again.stdout
 
     keda = tmp_path / "keda.yaml"
     keda.write_text(KEDA)  # no team label: the team token's team

@@ -295,6 +295,52 @@ def test_a_follower_registers_and_deletes_and_the_leader_scales(tmp_path: Path) 
     leader_plane.store.close()
 
 
+def test_an_update_changes_the_rules_in_place(
+    service: tuple[TestClient, dict[str, str]], prometheus: tuple[str, Counter]
+) -> None:
+    """PUT changes a service in place: its replicas stay, the scaler carries on under the
+    new limit, new replicas take the new replica spec; its team stays, and another team's
+    service or a viewer changes nothing."""
+    client, tokens = service
+    address, counter = prometheus
+    counter.set_rate(17.5)
+    created = client.put("/api/v1/services/chat", json=_spec(address))
+    assert created.status_code == 201, created.text
+    up = wait_for(lambda: _replicas(client, 3), timeout=60, interval=0.5)
+    assert up == ["chat-r1", "chat-r2", "chat-r3"]
+
+    capped = _spec(address, max_replicas=2)
+    response = client.put("/api/v1/services/chat", json=capped)
+    assert response.status_code == 200, response.text
+    assert response.json()["spec"]["scaler"]["max_replicas"] == 2
+    assert wait_for(lambda: _replicas(client, 2), timeout=60, interval=0.5) == up[:2]
+
+    bigger = {**_spec(address, max_replicas=4), "replica": {"requests": {"cpu": 2}}}
+    assert client.put("/api/v1/services/chat", json=bigger).status_code == 200
+    four = wait_for(lambda: _replicas(client, 3), timeout=60, interval=0.5)
+    assert four == ["chat-r1", "chat-r2", "chat-r4"]
+    old = client.get("/api/v1/workloads/chat-r1").json()
+    new = client.get("/api/v1/workloads/chat-r4").json()
+    assert (old["spec"]["requests"]["cpu"], new["spec"]["requests"]["cpu"]) == (1, 2)
+
+    refused = [
+        ({**bigger, "team": "team-b"}, "admin", 422, "team"),
+        ({**bigger, "name": "other"}, "team:team-a", 422, "name"),
+        (bigger, "viewer", 403, "viewer"),
+        ({**bigger, "team": "team-b"}, "team:team-b", 409, "exists already"),
+    ]
+    for body, scope, status, words in refused:
+        response = client.put("/api/v1/services/chat", json=body, headers=_as(tokens, scope))
+        assert response.status_code == status and words in response.text, (scope, response.text)
+    assert client.get("/api/v1/services/chat").json()["spec"] == bigger
+    actions = [
+        e["details"].get("action")
+        for e in client.get("/api/v1/events", params={"limit": 1000}).json()["items"]
+        if e["kind"] == "service"
+    ]
+    assert actions == ["register", "update", "update"]
+
+
 def test_replica_names() -> None:
     """A replica is ``<service>-r<n>``; another service's replicas (``chat-r1``'s own) and
     names that only look alike are not."""

@@ -1163,25 +1163,27 @@ def service_apply(
     token: TokenOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Register the service in FILE (409 when one of that name exists: delete it first).
-    A manifest's team: --team, else its fleetshare.io/team label, else a team token's."""
+    """Register the service in FILE, or change the one of that name in place (its replicas
+    stay; the scaler carries on under the new rules). A manifest's team: --team, else its
+    fleetshare.io/team label, else a team token's."""
     from fleetshare.service.service_files import service_body
 
     text = read_text(path)
 
-    def register(client: Any) -> tuple[dict[str, Any], list[str]]:
+    def register(client: Any) -> tuple[dict[str, Any], bool, list[str]]:
         default = None if team is not None else client.whoami().get("team")
         try:
             body, notes = service_body(text, str(path), team, default)
         except InputError as exc:
             _fail(str(exc))
-        return client.register_service(body), notes
+        return *client.apply_service(body), notes
 
-    out, notes = _call(server, token, register)
+    out, created, notes = _call(server, token, register)
     if as_json:
         print(json.dumps(out, indent=2))
         return
-    Console().print(f"registered service {out['name']} (team {out['team']})", highlight=False)
+    done = "registered" if created else "updated"
+    Console().print(f"{done} service {out['name']} (team {out['team']})", highlight=False)
     for note in notes:
         Console(stderr=True).print(f"  note: {note}", highlight=False)
 

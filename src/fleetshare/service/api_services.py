@@ -5,6 +5,8 @@ see :mod:`fleetshare.service.live_services`).
 whose replicas follow its triggers' Prometheus queries; 201 once it is committed to the store.
 ``GET /api/v1/services`` and ``GET /api/v1/services/{name}`` (any token): the services the
 token's team may see, with their live replicas and the scaler's last decision or error.
+``PUT /api/v1/services/{name}``: register the service, or change it in place (200; 201 when
+it was created): its replicas stay and the scaler carries on under the new rules.
 ``DELETE /api/v1/services/{name}``: delete a service and cancel its replicas. As for
 workloads, a team token sees and touches its own team's services only (another team's is a
 404, as one that does not exist) and a viewer token reads only (403).
@@ -13,12 +15,12 @@ workloads, a team token sees and touches its own team's services only (another t
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends, Path, Response
 from pydantic import BaseModel, Field
 
 from fleetshare.service.auth import Principal
 from fleetshare.service.live_services import LiveServices, LiveServiceSpec
-from fleetshare.service.plane import ControlPlane
+from fleetshare.service.plane import ControlPlane, Invalid
 
 
 class ServiceOut(BaseModel):
@@ -61,6 +63,24 @@ def router(
         and submits or cancels replica workloads ``<name>-r<n>`` as this token. 409 when a
         service of that name exists."""
         return out(services.add(body, who))
+
+    @routes.put(
+        "/api/v1/services/{name}",
+        response_model=ServiceOut,
+        tags=["services"],
+        responses={201: {"description": "created"}},
+    )
+    def apply(name: NAME, body: LiveServiceSpec, who: Who, response: Response) -> ServiceOut:
+        """Register the service, or change the one of that name in place (as ``kubectl
+        apply``): its replicas stay, the leader's scaler carries on under the new rules, and
+        replicas submitted from then on use the new replica spec and priority. Its team
+        stays (422 when the body names another; delete it and register it again)."""
+        if body.name != name:
+            raise Invalid(f"name: the body names {body.name!r}, the path {name!r}")
+        stored, created = services.apply(body, who)
+        if created:
+            response.status_code = 201
+        return out(stored)
 
     @routes.get("/api/v1/services", response_model=list[ServiceOut], tags=["services"])
     def list_services(who: Who) -> list[ServiceOut]:

@@ -41,6 +41,10 @@ class Client:
         self._http.close()
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self.exchange(method, path, **kwargs)[1]
+
+    def exchange(self, method: str, path: str, **kwargs: Any) -> tuple[int, Any]:
+        """The status and the body (JSON decoded) of a request that succeeded."""
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
@@ -48,8 +52,8 @@ class Client:
         if response.status_code >= 400:
             raise ClientError(f"{response.status_code}: {_detail(response)}")
         if response.headers.get("content-type", "").startswith("application/json"):
-            return response.json()
-        return response.text
+            return response.status_code, response.json()
+        return response.status_code, response.text
 
     # -- the API ---------------------------------------------------------------------------
 
@@ -158,9 +162,12 @@ class Client:
         result: dict[str, Any] = self.request("GET", f"/api/v1/services/{_quote(name)}")
         return result
 
-    def register_service(self, body: Any) -> dict[str, Any]:
-        result: dict[str, Any] = self.request("POST", "/api/v1/services", json=body)
-        return result
+    def apply_service(self, body: Any) -> tuple[dict[str, Any], bool]:
+        """Register the service, or change the one of that name in place; the service and
+        whether it was created."""
+        name = body.get("name", "") if isinstance(body, dict) else ""
+        status, result = self.exchange("PUT", f"/api/v1/services/{_quote(str(name))}", json=body)
+        return result, status == 201
 
     def delete_service(self, name: str) -> dict[str, Any]:
         result: dict[str, Any] = self.request("DELETE", f"/api/v1/services/{_quote(name)}")

@@ -10,7 +10,9 @@ A failed read (Prometheus away, an empty result with ``ignore_null_values`` off.
 replicas as they are and is shown as the service's ``error`` (KEDA keeps the replicas too).
 
 Durability. A service is committed to the store before the API answers 201
-(:mod:`fleetshare.service.stored_services`); any replica may register or delete one. Only the
+(:mod:`fleetshare.service.stored_services`); any replica may register, update or delete one.
+An update (``PUT``) changes the rules in place: the leader's next turn carries the scaler's
+state over to them, and replicas submitted from then on use the new replica spec. Only the
 leader scales: about every half second its services thread reads the stored services, takes
 over the ones it does not run yet and lets go of the deleted ones (cancelling any replica it
 submitted after the deletion committed). Taking over, at start-up, after a restart or a
@@ -93,6 +95,8 @@ class LiveService:
     replicas: list[str] = field(default_factory=list)
     """Its replica workloads still pending or admitted, oldest first."""
     serial: int = 0
+    document: dict[str, Any] = field(default_factory=dict)
+    """The spec as stored, to see an update."""
     due: float = 0.0
     last: dict[str, Any] = field(default_factory=dict)
 
@@ -125,7 +129,49 @@ class LiveServices:
 
     def add(self, spec: LiveServiceSpec, principal: Principal) -> dict[str, Any]:
         """Commit the service ``spec`` (its replicas are submitted as ``principal``); the
-        service as stored."""
+        service as stored. 409 when one of that name exists."""
+        return self.apply(spec, principal, replace=False)[0]
+
+    def apply(
+        self, spec: LiveServiceSpec, principal: Principal, *, replace: bool = True
+    ) -> tuple[dict[str, Any], bool]:
+        """Register the service ``spec``, or (``replace``) change the one of that name in
+        place; the service as stored and whether it was created. An update keeps the
+        service's replicas, its registering token and its team (moving a service to another
+        team is a delete and a register); the leader's scaler carries on with the new rules
+        from its state, and replicas submitted from then on use the new replica spec and
+        priority (the running ones keep theirs)."""
+        self._check(spec, principal)
+        document = spec.model_dump(mode="json", exclude_defaults=True)
+        with self.plane.store.write() as conn:
+            row = stored_services.find(conn, spec.name)
+            at = self.plane.unix(self.plane.clock.now())
+            if row is not None and not (replace and principal.sees_team(row.team)):
+                # names are global: another team's service answers as it does to a POST
+                raise Conflict(f"a service named {spec.name!r} exists already")
+            if row is None:
+                stored_services.save(
+                    conn,
+                    spec.name,
+                    spec.team,
+                    document,
+                    (principal.token_id, principal.scope),
+                    principal.actor,
+                    at,
+                )
+            elif row.team != spec.team:
+                raise Invalid(
+                    f"team: service {spec.name!r} is team {row.team}'s; delete it and "
+                    "register it again to move it"
+                )
+            elif row.spec != document:
+                stored_services.update(conn, spec.name, row.team, document, principal.actor, at)
+            stored = stored_services.find(conn, spec.name)
+            assert stored is not None
+            out = self._described(conn, stored)
+        return out, row is None
+
+    def _check(self, spec: LiveServiceSpec, principal: Principal) -> None:
         if not principal.can_write_workloads:
             raise Forbidden("a viewer token cannot register services")
         if not principal.sees_team(spec.team):
@@ -138,23 +184,6 @@ class LiveServices:
             self.plane.policy.priority_of(spec.priority)
         except KeyError as exc:
             raise Invalid(f"priority: {exc.args[0]}") from None
-        document = spec.model_dump(mode="json", exclude_defaults=True)
-        with self.plane.store.write() as conn:
-            if stored_services.find(conn, spec.name) is not None:
-                raise Conflict(f"a service named {spec.name!r} exists already")
-            at = self.plane.unix(self.plane.clock.now())
-            stored_services.save(
-                conn,
-                spec.name,
-                spec.team,
-                document,
-                (principal.token_id, principal.scope),
-                principal.actor,
-                at,
-            )
-            row = stored_services.find(conn, spec.name)
-        assert row is not None
-        return _out(row, [], {})
 
     def visible(self, name: str, who: Principal) -> dict[str, Any]:
         """The service ``name`` as ``who`` may see it (404 when it may not, as when there is
@@ -209,6 +238,9 @@ class LiveServices:
         for service in gone:
             self._let_go(service)
         with self.lock:
+            for name, service in self.services.items():
+                if rows[name].spec != service.document:
+                    self._changed(service, rows[name].spec, now)
             new = [r for n, r in rows.items() if n not in self.services]
         if not new:
             return
@@ -231,7 +263,16 @@ class LiveServices:
             scaler,
             alive,
             stored_services.highest_serial(conn, row.name),
+            row.spec,
         )
+
+    def _changed(self, service: LiveService, document: dict[str, Any], now: float) -> None:
+        """Carry on with an updated spec: the scaler keeps its state (replicas, windows,
+        rate periods) under the new rules, due at once."""
+        spec = LiveServiceSpec.model_validate(document)
+        sources = prometheus_sources(spec.scaler, self.client)
+        service.scaler = LiveScaler(spec.scaler, sources, service.scaler.state)
+        service.spec, service.document, service.due = spec, document, now
 
     def _let_go(self, service: LiveService) -> None:
         """Stop scaling a deleted service; cancel the replicas it still has (ones submitted

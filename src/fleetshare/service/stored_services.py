@@ -1,4 +1,4 @@
-"""Live services in the store (table ``services``): registered and deleted each in one
+"""Live services in the store (table ``services``): registered, updated and deleted each in one
 write transaction with an audit row and a ``service`` event (as node pools are), and their
 replica workloads found again by name and label.
 
@@ -76,6 +76,16 @@ def save(
     assert result.inserted_primary_key is not None
     _record(conn, "register", name, team, actor, at)
     return int(result.inserted_primary_key[0])
+
+
+def update(
+    conn: Connection, name: str, team: str, spec: dict[str, Any], actor: str, at: float
+) -> None:
+    """Replace the stored service's spec (its id, team and registering token stay) with its
+    audit row and ``service`` event."""
+    s = tables.services
+    conn.execute(s.update().where(s.c.name == name).values(spec=spec))
+    _record(conn, "update", name, team, actor, at)
 
 
 def remove(conn: Connection, name: str, team: str, actor: str, at: float) -> None:
