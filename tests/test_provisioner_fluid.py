@@ -6,9 +6,15 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
+
 from fleetshare.autoscaling.cloud import Offering
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.provisioner import Plan, PlanBudget, PodShape, plan_nodes
+from fleetshare.autoscaling.provisioner.bound import resource_prices
+from fleetshare.autoscaling.provisioner.budget import SafetyNet
+from fleetshare.autoscaling.provisioner.fluid import Solves, fluid_packing
+from fleetshare.autoscaling.provisioner.problem import build_problem
 from fleetshare.model.catalog import load_catalog
 
 CATALOG = load_catalog()
@@ -55,15 +61,18 @@ def check(plan: Plan, shapes: list[PodShape]) -> None:
     assert [placed[s] for s in range(len(shapes))] == [s.count for s in shapes]
 
 
+POOLS = [NodePool(name="cpu", families=FAMILIES)]
+OFFERS = [
+    Offering(t.name, z, "on-demand", t.price_per_hour)
+    for t in CATALOG
+    if t.family in FAMILIES and t.price_per_hour is not None
+    for z in ZONES
+]
+
+
 def test_the_fluid_plan_fits_and_is_never_dearer_than_the_plain_path() -> None:
     shapes = batch()
-    pools = [NodePool(name="cpu", families=FAMILIES)]
-    offers = [
-        Offering(t.name, z, "on-demand", t.price_per_hour)
-        for t in CATALOG
-        if t.family in FAMILIES and t.price_per_hour is not None
-        for z in ZONES
-    ]
+    pools, offers = POOLS, OFFERS
     fluid = plan_nodes(shapes, pools, CATALOG, offers)
     plain = plan_nodes(shapes, pools, CATALOG, offers, budget=PlanBudget(fluid_passes=0))
     assert "cost_fluid" in fluid.stats and "cost_fluid" not in plain.stats
@@ -74,3 +83,23 @@ def test_the_fluid_plan_fits_and_is_never_dearer_than_the_plain_path() -> None:
     # the fluid LP's bound holds for both plans and is at least the resource prices' bound
     assert fluid.stats["resource_bound"] <= fluid.stats["fluid_bound"] + 1e-9
     assert fluid.stats["fluid_bound"] <= min(fluid.hourly_cost, plain.hourly_cost) + 1e-9
+
+
+def test_a_fluid_plan_reusing_earlier_solves_is_the_one_solved_afresh() -> None:
+    p = build_problem(batch(), POOLS, CATALOG, OFFERS, {}, None, (), Plan())
+    assert p is not None
+    lam = resource_prices(p)[2]
+    budget = PlanBudget(fluid_passes=3)
+    fresh, bound = fluid_packing(p, lam, budget, SafetyNet(600), {})
+    solves: Solves = {}
+    first, _ = fluid_packing(p, lam, budget, SafetyNet(600), solves)
+    n_solves = len(solves)
+    assert n_solves >= 1
+    again, again_bound = fluid_packing(p, lam, budget, SafetyNet(600), solves)
+    assert len(solves) == n_solves  # every LP of the second plan was solved before
+    for pack in (first, again):
+        assert pack is not None and fresh is not None
+        assert pack.n == fresh.n
+        assert (pack.cand[: pack.n] == fresh.cand[: fresh.n]).all()
+        assert np.array_equal(pack.counts[: pack.n], fresh.counts[: fresh.n])
+    assert again_bound == bound

@@ -10,14 +10,14 @@ reservation. Limits (node pools, account quotas, reservations: ``account_limits.
 - ``candidates``: candidates per pool and offering, compatibility, launched nodes' labels;
 - ``problem``: the item x candidate problem in arrays, classes, dominated candidates dropped;
 - ``fluid``: the fluid plan (the compact LP, taken in whole nodes pass by pass; more fluid
-  plans from other candidate sets while the best is not within ``target_gap``) and its
-  proven lower bound;
+  plans from other candidate sets while the best is not within ``target_gap``, sharing LP
+  solves of the same input) and its proven lower bound;
 - ``greedy``: four greedy plans (cheapest per pod, first fit and even spread by capacity per
   dollar, constrained first), every node right-sized (``packing``);
 - ``local_search``: move a node to a cheaper candidate (up to ``search_targets`` of them), or
   empty it, when its pods find room, directly or by swaps (a pod of another node makes way,
-  onto the node being made cheaper or a third node); run from the best plan and the other
-  fluid plans;
+  onto the node being made cheaper or a third node); later passes visit the nodes the last
+  one changed, then every node once more; run from the best plan and the other fluid plans;
 - ``bound``: lower bounds from resource prices, from the fluid LP's duals (checked over every
   candidate) and from column-generation duals;
 - ``columns``: column generation (master LP with HiGHS, knapsack pricing: greedy, then one

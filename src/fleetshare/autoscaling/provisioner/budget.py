@@ -33,8 +33,8 @@ class PlanBudget:
     whole nodes is sensitive to the candidate set; each is improved by the local search and
     the cheapest plan is kept)."""
     search_passes: int = 50
-    """Local search: passes over the nodes per run (a run also ends at a pass that finds no
-    improvement)."""
+    """Local search: passes per run (after an improving pass, the next visits only the nodes
+    it changed; a run also ends at a pass over every node that finds no improvement)."""
     search_targets: int = 3
     """Local search: cheaper candidates tried per node (the next cheaper one, then those its
     pods overflow least), before emptying it."""

@@ -218,8 +218,31 @@ def _pack(p: Problem, pack: Packing, j: int, count: int, take: np.ndarray) -> np
     return placed
 
 
+Solves = dict[bytes, FluidSolution | None]
+"""Fluid LP solves of one plan by their input (candidates, demand, headroom), for reuse."""
+
+
+def _solve(
+    p: Problem,
+    keep: np.ndarray,
+    need: np.ndarray,
+    head: np.ndarray,
+    lam: np.ndarray,
+    solves: Solves,
+) -> FluidSolution | None:
+    """:func:`fluid_lp`, or its earlier solve of the same input (``lam`` is fixed per plan)."""
+    key = b"|".join((keep.tobytes(), need.tobytes(), head.tobytes()))
+    if key not in solves:
+        solves[key] = fluid_lp(p, keep, need, head, lam)
+    return solves[key]
+
+
 def fluid_packing(
-    p: Problem, lam: np.ndarray, budget: PlanBudget, net: SafetyNet
+    p: Problem,
+    lam: np.ndarray,
+    budget: PlanBudget,
+    net: SafetyNet,
+    solves: Solves | None = None,
 ) -> tuple[Packing | None, float]:
     """Nodes and pods from the fluid LP (see the module docstring) within ``budget``
     (``fluid_passes`` LP solves over the candidates within ``fluid_slack`` of the frontier),
@@ -232,13 +255,14 @@ def fluid_packing(
     keep = frontier(p, lam, budget.fluid_slack, budget.fluid_candidates)
     if keep is None:
         return None, 0.0
+    solves = {} if solves is None else solves
     pack = Packing(p)
     need = p.demand.copy()
     bound = 0.0
     for i in range(budget.fluid_passes):
         if net.fired():
             break
-        solved = fluid_lp(p, keep, need, pack.head, lam)
+        solved = _solve(p, keep, need, pack.head, lam, solves)
         for _ in range(budget.fluid_pricing if i == 0 else 0):
             # candidates the duals value above their price join, and the LP is solved again
             if solved is None or net.fired():
@@ -248,7 +272,7 @@ def fluid_packing(
             if not len(joins):
                 break
             keep = np.union1d(keep, joins)
-            solved = fluid_lp(p, keep, need, pack.head, lam)
+            solved = _solve(p, keep, need, pack.head, lam, solves)
         if solved is None:
             return (None if pack.n == 0 else pack), bound
         y, pods = solved.y, solved.pods

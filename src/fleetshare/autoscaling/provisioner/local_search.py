@@ -33,20 +33,30 @@ class SwapBudget:
 def improve(p: Problem, pack: Packing, budget: PlanBudget, net: SafetyNet) -> int:
     """Local search: move a node to the next cheaper candidate (or empty it) when the pods
     that no longer fit can be re-homed in the spare room of the other nodes. Passes over the
-    nodes, least utilised first, until one improves nothing or the budget
-    (``search_passes``, ``search_moves``; swaps: ``search_swap_work``,
-    ``search_swaps_per_move``) is spent. Returns the moves tried."""
+    nodes, least utilised first: after one that improved, the next visits only the nodes it
+    changed (moved, emptied, gave or took pods: where the next move is most likely), and
+    after one of those that improved nothing, every node again. Ends at a pass over every
+    node that improves nothing, or when the budget (``search_passes``, ``search_moves``;
+    swaps: ``search_swap_work``, ``search_swaps_per_move``) is spent. Returns the moves
+    tried."""
     L = p.limits.matrix
     swaps = SwapBudget(budget.search_swap_work, budget.search_swaps_per_move)
     norm = p.size / p.capref
     tried = 0
+    dirty: np.ndarray | None = None  # nodes changed in the previous pass (None: all)
     for _ in range(budget.search_passes):
         improved = False
+        if dirty is not None:
+            dirty = dirty[: pack.n][pack.counts[: pack.n].sum(axis=1) > 0]
         pack.compact()
         closed = np.zeros(pack.n, bool)
+        touched = np.zeros(pack.n, bool)
         cap_now = p.cap[pack.cand[: pack.n]]
         util = (pack.used[: pack.n] / np.maximum(cap_now, 1)).max(axis=1)
-        for n in np.argsort(util, kind="stable").tolist():
+        order = np.argsort(util, kind="stable")
+        if dirty is not None:
+            order = order[dirty[order]]
+        for n in order.tolist():
             if pack.counts[n].sum() == 0:
                 continue
             if tried >= budget.search_moves or net.fired():
@@ -57,7 +67,7 @@ def improve(p: Problem, pack: Packing, budget: PlanBudget, net: SafetyNet) -> in
             if len(L):
                 ok &= ((pack.head + L[:, cur])[:, None] + 1e-9 >= L).all(axis=0)
             for j in [*_targets(p, pack, n, ok, budget.search_targets), -1]:
-                if _shrink(p, pack, n, j, norm, closed, swaps):
+                if _shrink(p, pack, n, j, norm, closed, swaps, touched):
                     if j >= 0:
                         if len(L):
                             pack.head += L[:, cur] - L[:, j]
@@ -66,8 +76,9 @@ def improve(p: Problem, pack: Packing, budget: PlanBudget, net: SafetyNet) -> in
                         closed[n] = True
                     improved = True
                     break
-        if not improved:
+        if not improved and dirty is None:
             break
+        dirty = touched if improved else None
     return tried
 
 
@@ -93,9 +104,11 @@ def _shrink(
     norm: np.ndarray,
     closed: np.ndarray,
     swaps: SwapBudget,
+    touched: np.ndarray,
 ) -> bool:
     """Evict pods from node ``n`` until it fits candidate ``j`` (all of them when ``j`` is
-    -1) and re-home them on other nodes; undone unless every pod finds a place. Two choices of
+    -1) and re-home them on other nodes; undone unless every pod finds a place (then the
+    nodes it changed are marked in ``touched``). Two choices of
     pods to evict are tried: those using least of what the other nodes have spare per unit of
     the shortfall they clear, then simply the smallest."""
     present = np.flatnonzero(pack.counts[n])
@@ -107,7 +120,7 @@ def _shrink(
         if (pack.used[n] > spare).any():
             return False
         evict_all = {int(c): int(pack.counts[n, c]) for c in present}
-        return _rehome(p, pack, n, evict_all, closed, norm, swaps)
+        return _rehome(p, pack, n, evict_all, closed, norm, swaps, touched)
     deficit0 = pack.used[n] - p.cap[j]
     if (deficit0 > spare).any():  # the other nodes must take at least the deficit, swaps or not
         return False
@@ -132,7 +145,7 @@ def _shrink(
             k = min(max(ks), count_of[i])
             evict[int(present[i])] = k
             deficit = [d - k * s for d, s in zip(deficit, size, strict=True)]
-        if max(deficit) <= 0 and _rehome(p, pack, n, evict, closed, norm, swaps, j):
+        if max(deficit) <= 0 and _rehome(p, pack, n, evict, closed, norm, swaps, touched, j):
             return True
     return False
 
@@ -145,6 +158,7 @@ def _rehome(
     closed: np.ndarray,
     norm: np.ndarray,
     swaps: SwapBudget,
+    touched: np.ndarray,
     j: int = -1,
 ) -> bool:
     """Move ``evict`` (class -> pods) from node ``n`` to the fullest other nodes with room;
@@ -201,6 +215,9 @@ def _rehome(
                 return undo()
             for m, c2, delta in swap:
                 add(np.array([m]), c2, np.array([delta]))
+    touched[n] = True
+    for rows, _, amounts in journal:
+        touched[rows] |= amounts != 0
     return True
 
 

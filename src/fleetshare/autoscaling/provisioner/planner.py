@@ -23,7 +23,7 @@ from fleetshare.autoscaling.provisioner.columns import (
     round_columns,
     solve_milp,
 )
-from fleetshare.autoscaling.provisioner.fluid import fluid_packing
+from fleetshare.autoscaling.provisioner.fluid import Solves, fluid_packing
 from fleetshare.autoscaling.provisioner.greedy import greedy
 from fleetshare.autoscaling.provisioner.local_search import improve
 from fleetshare.autoscaling.provisioner.packing import Packing
@@ -151,7 +151,8 @@ def plan_nodes(
     bound = res_bound
     plans: list[tuple[str, Packing]] = []
     costs: dict[str, float] = {}
-    fluid, fluid_bound = fluid_packing(p, lam, budget, net)
+    solves: Solves = {}  # the other fluid plans often start with the same LP solves
+    fluid, fluid_bound = fluid_packing(p, lam, budget, net, solves)
     near = max(bound, fluid_bound)  # what "close to the bound" means for the choices below
     variants: list[tuple[str, Packing]] = []  # fluid plans other than the cheapest
     if fluid is not None:
@@ -162,7 +163,7 @@ def plan_nodes(
             if _gap(p, plans[0][1], near) <= target_gap or net.fired():
                 break
             other = replace(budget, fluid_slack=slack, fluid_passes=passes, fluid_candidates=most)
-            alt, _ = fluid_packing(p, lam, other, net)
+            alt, _ = fluid_packing(p, lam, other, net, solves)
             if alt is not None:
                 pack = greedy(p, "pod", start=alt)
                 costs[f"cost_fluid_{i + 1}"] = _score(p, pack)

@@ -109,24 +109,24 @@ def _dominated(allowed: np.ndarray, cap: np.ndarray, obj: np.ndarray, L: np.ndar
     ids: dict[bytes, int] = {}
     sig = np.array([ids.setdefault(row.tobytes(), len(ids)) for row in packed], np.int64)
     first = np.unique(sig, return_index=True)[1]
-    colf = allowed.T[first].astype(np.int64)
+    colf = allowed.T[first].astype(float)  # float: BLAS (counts are exact in doubles)
     # superset[u, v]: column u allows everything column v allows
     superset = (colf @ (1 - colf).T) == 0
     superset = superset.T
-    chunk = max(1, 2_000_000 // max(1, J * max(1, cap.shape[1])))
+    chunk = max(1, 2_000_000 // max(1, J))
     for start in range(0, J, chunk):
         js = np.arange(start, min(J, start + chunk))
         # k dominates j
         m = superset[sig[None, :], sig[js, None]]  # len(js) x J: col(k) >= col(j)
-        m &= (cap[None, :, :] >= cap[js, None, :]).all(axis=2)
+        # per resource and limit row (2-D comparisons: no J x J x R temporaries)
+        strict = obj[None, :] < obj[js, None] - 1e-12
         m &= obj[None, :] <= obj[js, None] + 1e-12
-        if L.shape[0]:
-            m &= (L.T[None, :, :] <= L.T[js, None, :] + 1e-9).all(axis=2)
-        strict = (cap[None, :, :] > cap[js, None, :]).any(axis=2) | (
-            obj[None, :] < obj[js, None] - 1e-12
-        )
-        if L.shape[0]:
-            strict |= (L.T[None, :, :] < L.T[js, None, :] - 1e-9).any(axis=2)
+        for r in range(cap.shape[1]):
+            m &= cap[None, :, r] >= cap[js, None, r]
+            strict |= cap[None, :, r] > cap[js, None, r]
+        for row in L:
+            m &= row[None, :] <= row[js, None] + 1e-9
+            strict |= row[None, :] < row[js, None] - 1e-9
         m &= strict | (np.arange(J)[None, :] < js[:, None])
         m[np.arange(len(js)), js] = False
         dead[js] = m.any(axis=1)
@@ -233,8 +233,13 @@ def build_problem(
                     zone_prices[z] = best
             domains[i] = sorted(zone_prices)
         items.extend(split_items(i, shape, zone_prices))
+    anywhere = np.ones(len(zones), bool)
     item_allowed = np.array(
-        [compat[it.shape] & ((zones == it.zone) if it.zone is not None else True) for it in items]
+        [
+            compat[it.shape]
+            & (anywhere if it.zone is None else zone_mask.get(it.zone, zones == it.zone))
+            for it in items
+        ]
     )
     usage = account_usage(account, running, catalog) if account is not None else {}
     limits = limit_rows(candidates, pools, pool_usage, account, usage)
