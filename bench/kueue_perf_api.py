@@ -20,12 +20,13 @@ ms), 15,000 in all. Here:
 - the operator (:class:`~fleetshare.operator.controller.Operator`, in this process) admits
   through a client limited like Kueue's controller's (``--qps`` 50, burst 100: minimalkueue's
   ``kubeConfig.QPS = 50; Burst = 100``) or not at all (``--qps 0``);
-- a timed kubelet (the harness's fake kubelet, watching instead of listing) marks a bound pod
-  Running and, once the workload's running time has passed, Succeeded; the operator frees
-  the quota then (the Job's pods succeeded: :func:`~fleetshare.operator.kinds.job_pods_succeeded`),
-  and the Job controller completes the Job later. Kueue's runner instead marks the Workload
-  Finished its running time after admission: here the running time starts when the pod runs,
-  so job controller, scheduler and kubelet latency count as admitted time;
+- a timed kubelet (the harness's fake kubelet, watching instead of listing; 16 threads write
+  pod status, standing for the nodes' kubelets) marks a bound pod Running and, once the
+  workload's running time has passed, Succeeded; the operator frees the quota then (the
+  Job's pods succeeded: :func:`~fleetshare.operator.kinds.job_pods_succeeded`), and the Job
+  controller completes the Job later. Kueue's runner instead marks the Workload Finished its
+  running time after admission: here the running time starts when the pod runs, so Job
+  controller, scheduler and kubelet latency count as admitted time;
 - a recorder watches the Jobs and their pods: a workload is created when its POST returns,
   admitted each time its Job turns unsuspended under the operator's admission annotation,
   released when it is finished by the operator's rule (:func:`job_phase` of the Job and its
@@ -272,7 +273,7 @@ class TimedKubelet:
     is removed at once."""
 
     def __init__(
-        self, kubelet: Any, workers: int = 6, forward: queue.Queue[Any] | None = None
+        self, kubelet: Any, workers: int = 16, forward: queue.Queue[Any] | None = None
     ) -> None:
         from fleetshare.operator.kube import PODS
         from fleetshare.operator.watch import Watcher
@@ -290,8 +291,8 @@ class TimedKubelet:
         self.started: set[tuple[str, str]] = set()
         """Pods seen bound (and marked Running)."""
         self.ran: dict[str, list[float]] = {}
-        """Per Job (``ns/name``): when its last pod was first seen, seen bound, and told to
-        succeed (monotonic)."""
+        """Per Job (``ns/name``): when its last pod was first seen, seen bound, told to
+        succeed, and its Succeeded status written (monotonic)."""
         self.unschedulable: set[tuple[str, str]] = set()
         """Pods kube-scheduler once found no room for (``PodScheduled`` False)."""
         self.due: list[tuple[float, str, str, dict[str, Any]]] = []
@@ -314,8 +315,9 @@ class TimedKubelet:
             now = time.monotonic()
             while self.due and self.due[0][0] <= now:
                 _, _, _, pod = heapq.heappop(self.due)
-                self.ran.get(_job_of(pod), [0.0, 0.0]).append(now)
-                self.pool.submit(self.kubelet._set_phase, pod, "Succeeded")
+                times = self.ran.get(_job_of(pod), [0.0, 0.0])
+                times.append(now)
+                self.pool.submit(self._succeed, pod, times)
             if self.due:
                 wait = min(wait, self.due[0][0] - now)
             try:
@@ -349,6 +351,10 @@ class TimedKubelet:
                     ms = float((meta.get("labels") or {}).get(RUNNING_LABEL, 0))
                     heapq.heappush(self.due, (time.monotonic() + ms / 1000, *key, pod))
 
+    def _succeed(self, pod: dict[str, Any], times: list[float]) -> None:
+        self.kubelet._set_phase(pod, "Succeeded")
+        times.append(time.monotonic())  # the status write answered
+
     def _delete(self, key: tuple[str, str]) -> None:
         from fleetshare.operator.kube import PODS, KubeError
 
@@ -366,22 +372,27 @@ def hops(
 ) -> dict[str, float | None]:
     """Mean seconds, over Jobs admitted once and finished, from the admission to the pod
     created (the Job controller), from the pod created to it bound (kube-scheduler), both
-    together, and from the pod told to succeed to the Job's release (all on one clock, as
-    the watches see them). ``ran``: per Job, its pod first seen, seen bound, told to succeed."""
-    created, bound, release = [], [], []
+    together, from the pod told to succeed to the Job's release, and of that the fake
+    kubelet's status write (told to answered; all on one clock, as the watches see them).
+    ``ran``: per Job, its pod first seen, seen bound, told to succeed, and (when known) its
+    Succeeded status written."""
+    created, bound, release, written = [], [], [], []
     for key, times in ran.items():
         span = spans.get(key) or []
-        if len(span) != 1 or span[0][0] is None or span[0][1] is None or len(times) != 3:
+        if len(span) != 1 or span[0][0] is None or span[0][1] is None or len(times) < 3:
             continue
         created.append(times[0] - span[0][0])
         bound.append(times[1] - times[0])
         release.append(span[0][1] - times[2])
+        if len(times) > 3:
+            written.append(times[3] - times[2])
     total = [a + b for a, b in zip(created, bound, strict=True)]
     return {
         "admitted_to_pod_created_s": _mean(created),
         "pod_created_to_bound_s": _mean(bound),
         "admitted_to_pod_bound_s": _mean(total),
         "pod_done_to_released_s": _mean(release),
+        "kubelet_status_write_s": _mean(written),
     }
 
 

@@ -107,13 +107,14 @@ def test_recorded_times_become_observed_records(bench: ModuleType) -> None:
 
 def test_pipeline_hops_from_admission_to_pod_and_from_pod_to_release(bench: ModuleType) -> None:
     spans = {"ns/a": [[1.0, 4.0]], "ns/b": [[2.0, 5.5]], "ns/c": [[1.0, 2.0], [3.0, None]]}
-    ran = {"ns/a": [1.25, 1.5, 3.0], "ns/b": [2.5, 3.0, 4.5],  # created, bound, told
-           "ns/c": [1.1, 1.2, 1.9]}  # c was preempted: left out  # fmt: skip
+    ran = {"ns/a": [1.25, 1.5, 3.0, 3.5], "ns/b": [2.5, 3.0, 4.5],  # created, bound, told,
+           "ns/c": [1.1, 1.2, 1.9]}  # written; c was preempted: left out  # fmt: skip
     assert bench.hops(spans, ran) == {
         "admitted_to_pod_created_s": 0.38,  # (0.25 + 0.5) / 2, rounded
         "pod_created_to_bound_s": 0.38,
         "admitted_to_pod_bound_s": 0.75,
         "pod_done_to_released_s": 1.0,
+        "kubelet_status_write_s": 0.5,  # a's only
     }
 
 
