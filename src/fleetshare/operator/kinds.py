@@ -96,14 +96,14 @@ def job_pods_succeeded(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]
     spec, status = job.get("spec") or {}, job.get("status") or {}
     completions = spec.get("completions")
     succeeded = [p for p in pods if (p.get("status") or {}).get("phase") == "Succeeded"]
+    counted = int(status.get("succeeded") or 0)
     if spec.get("completionMode") == "Indexed":
-        seen = {_pod_index(p) for p in succeeded} - {None}
-        counted = int(status.get("succeeded") or 0)
+        distinct = len({_pod_index(p) for p in succeeded} - {None})
     else:
-        seen = {_pod_id(p) for p in succeeded}
+        distinct = len({_pod_id(p) for p in succeeded})
         uncounted = (status.get("uncountedTerminatedPods") or {}).get("succeeded") or ()
-        counted = int(status.get("succeeded") or 0) + len(uncounted)
-    successes = max(counted, len(seen))
+        counted += len(uncounted)
+    successes = max(counted, distinct)
     if isinstance(completions, int):
         return successes >= completions
     terminated = all((p.get("status") or {}).get("phase") in ("Succeeded", "Failed")
