@@ -20,15 +20,18 @@ ms), 15,000 in all. Here:
 - the operator (:class:`~fleetshare.operator.controller.Operator`, in this process) admits
   through a client limited like Kueue's controller's (``--qps`` 50, burst 100: minimalkueue's
   ``kubeConfig.QPS = 50; Burst = 100``) or not at all (``--qps 0``);
-- a timed kubelet (the harness's fake kubelet, watching instead of listing) marks a bound pod
-  Running and, once the workload's running time has passed, Succeeded; the Job controller
-  then completes the Job. Kueue's runner instead marks the Workload Finished its running time
-  after admission: here the running time starts when the pod runs, so job controller,
-  scheduler and kubelet latency count as admitted time;
-- a recorder watches the Jobs: a workload is created when its POST returns, admitted each time
-  its Job turns unsuspended under the operator's admission annotation, released when it
-  completes or is suspended again. The measures are Kueue's (:mod:`kueue_measures`); wall is
-  from the first creation to the last completion.
+- a timed kubelet (the harness's fake kubelet, watching instead of listing; 16 threads write
+  pod status, standing for the nodes' kubelets) marks a bound pod Running and, once the
+  workload's running time has passed, Succeeded; the operator frees the quota then (the
+  Job's pods succeeded: :func:`~fleetshare.operator.kinds.job_pods_succeeded`), and the Job
+  controller completes the Job later. Kueue's runner instead marks the Workload Finished its
+  running time after admission: here the running time starts when the pod runs, so Job
+  controller, scheduler and kubelet latency count as admitted time;
+- a recorder watches the Jobs and their pods: a workload is created when its POST returns,
+  admitted each time its Job turns unsuspended under the operator's admission annotation,
+  released when it is finished by the operator's rule (:func:`job_phase` of the Job and its
+  pods) or suspended again. The measures are Kueue's (:mod:`kueue_measures`); wall is from
+  the first creation to the last release.
 
 ``--scale tenth`` runs 1 cohort x 3 queues (1,500 workloads, one 60-CPU node): each queue's
 load, quota and arrivals are Kueue's, the cluster a tenth.
@@ -269,20 +272,29 @@ class TimedKubelet:
     marked Running and, its running time (label) later, Succeeded; a bound pod being deleted
     is removed at once."""
 
-    def __init__(self, kubelet: Any, workers: int = 6) -> None:
+    def __init__(
+        self, kubelet: Any, workers: int = 16, forward: queue.Queue[Any] | None = None
+    ) -> None:
         from fleetshare.operator.kube import PODS
         from fleetshare.operator.watch import Watcher
 
         self.kubelet = kubelet
         self.kube = kubelet.kube
+        self.forward = forward
+        """Where the pod watch's messages are passed on (the recorder: one pod watch for both,
+        so the process decodes each pod event once)."""
         self.inbox: queue.Queue[tuple[str, str, Any]] = queue.Queue()
         self.stop_event = threading.Event()
         self.watcher = Watcher(self.kube, PODS, self.inbox, self.stop_event)
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="kubelet")
+        self.seen: set[tuple[str, str]] = set()
         self.started: set[tuple[str, str]] = set()
+        """Pods seen bound (and marked Running)."""
         self.ran: dict[str, list[float]] = {}
-        """Per Job (``ns/name``): when its last pod was seen bound and when it was told to
-        succeed (monotonic)."""
+        """Per Job (``ns/name``): when its last pod was first seen, seen bound, told to
+        succeed, and its Succeeded status written (monotonic)."""
+        self.unschedulable: set[tuple[str, str]] = set()
+        """Pods kube-scheduler once found no room for (``PodScheduled`` False)."""
         self.due: list[tuple[float, str, str, dict[str, Any]]] = []
         self.thread = threading.Thread(target=self._run, name="timed-kubelet", daemon=True)
 
@@ -303,31 +315,45 @@ class TimedKubelet:
             now = time.monotonic()
             while self.due and self.due[0][0] <= now:
                 _, _, _, pod = heapq.heappop(self.due)
-                self.ran.get(_job_of(pod), [0.0]).append(now)
-                self.pool.submit(self.kubelet._set_phase, pod, "Succeeded")
+                times = self.ran.get(_job_of(pod), [0.0, 0.0])
+                times.append(now)
+                self.pool.submit(self._succeed, pod, times)
             if self.due:
                 wait = min(wait, self.due[0][0] - now)
             try:
-                what, _, payload = self.inbox.get(timeout=max(0.001, wait))
+                message = self.inbox.get(timeout=max(0.001, wait))
             except queue.Empty:
                 continue
+            if self.forward is not None:
+                self.forward.put(message)
+            what, _, payload = message
             pods = payload[1] if what == "sync" else [payload[1]]
             if what == "event" and payload[0] == "DELETED":
                 continue
             for pod in pods:
                 meta, spec = pod["metadata"], pod.get("spec") or {}
-                phase = (pod.get("status") or {}).get("phase")
+                status = pod.get("status") or {}
                 key = (meta["namespace"], meta["name"])
+                if key not in self.seen:  # a new pod of the Job: its times start again
+                    self.seen.add(key)
+                    self.ran[_job_of(pod)] = [time.monotonic()]
                 if not spec.get("nodeName"):
+                    if any(c.get("type") == "PodScheduled" and c.get("status") == "False"
+                           for c in status.get("conditions") or ()):  # fmt: skip
+                        self.unschedulable.add(key)
                     continue
                 if meta.get("deletionTimestamp"):
                     self.pool.submit(self._delete, key)
-                elif phase == "Pending" and key not in self.started:
+                elif status.get("phase") == "Pending" and key not in self.started:
                     self.started.add(key)
-                    self.ran[_job_of(pod)] = [time.monotonic()]
+                    self.ran[_job_of(pod)].append(time.monotonic())
                     self.pool.submit(self.kubelet._set_phase, pod, "Running")
                     ms = float((meta.get("labels") or {}).get(RUNNING_LABEL, 0))
                     heapq.heappush(self.due, (time.monotonic() + ms / 1000, *key, pod))
+
+    def _succeed(self, pod: dict[str, Any], times: list[float]) -> None:
+        self.kubelet._set_phase(pod, "Succeeded")
+        times.append(time.monotonic())  # the status write answered
 
     def _delete(self, key: tuple[str, str]) -> None:
         from fleetshare.operator.kube import PODS, KubeError
@@ -345,15 +371,29 @@ def hops(
     spans: Mapping[str, list[list[float | None]]], ran: Mapping[str, list[float]]
 ) -> dict[str, float | None]:
     """Mean seconds, over Jobs admitted once and finished, from the admission to the pod
-    bound, and from the pod told to succeed to the Job's release (all on one clock)."""
-    to_bound, to_release = [], []
+    created (the Job controller), from the pod created to it bound (kube-scheduler), both
+    together, from the pod told to succeed to the Job's release, and of that the fake
+    kubelet's status write (told to answered; all on one clock, as the watches see them).
+    ``ran``: per Job, its pod first seen, seen bound, told to succeed, and (when known) its
+    Succeeded status written."""
+    created, bound, release, written = [], [], [], []
     for key, times in ran.items():
         span = spans.get(key) or []
-        if len(span) != 1 or span[0][0] is None or span[0][1] is None or len(times) != 2:
+        if len(span) != 1 or span[0][0] is None or span[0][1] is None or len(times) < 3:
             continue
-        to_bound.append(times[0] - span[0][0])
-        to_release.append(span[0][1] - times[1])
-    return {"admitted_to_pod_bound_s": _mean(to_bound), "pod_done_to_released_s": _mean(to_release)}
+        created.append(times[0] - span[0][0])
+        bound.append(times[1] - times[0])
+        release.append(span[0][1] - times[2])
+        if len(times) > 3:
+            written.append(times[3] - times[2])
+    total = [a + b for a, b in zip(created, bound, strict=True)]
+    return {
+        "admitted_to_pod_created_s": _mean(created),
+        "pod_created_to_bound_s": _mean(bound),
+        "admitted_to_pod_bound_s": _mean(total),
+        "pod_done_to_released_s": _mean(release),
+        "kubelet_status_write_s": _mean(written),
+    }
 
 
 def _mean(values: list[float]) -> float | None:
@@ -362,7 +402,8 @@ def _mean(values: list[float]) -> float | None:
 
 @dataclass
 class Recorder:
-    """Watches the Jobs: when each was admitted and released (see the module docstring)."""
+    """Watches the Jobs and their pods: when each Job was admitted and released (see the
+    module docstring)."""
 
     kube: Any
     t0: float = 0.0
@@ -371,6 +412,9 @@ class Recorder:
     phase: dict[str, str] = field(default_factory=dict)
     finished: set[str] = field(default_factory=set)
     last_finish: float = 0.0
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pods: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    """Per Job (``ns/name``), its pods by name."""
 
     def __post_init__(self) -> None:
         from fleetshare.operator.kube import JOBS
@@ -379,11 +423,13 @@ class Recorder:
         self.inbox: queue.Queue[tuple[str, str, Any]] = queue.Queue()
         self.stop_event = threading.Event()
         self.lock = threading.Lock()
-        self.watcher = Watcher(self.kube, JOBS, self.inbox, self.stop_event)
+        self.watchers = [Watcher(self.kube, JOBS, self.inbox, self.stop_event)]
+        """The Jobs' watch; the pods' messages come from the kubelet's (``inbox``)."""
         self.thread = threading.Thread(target=self._run, name="recorder", daemon=True)
 
     def start(self) -> None:
-        self.watcher.start()
+        for watcher in self.watchers:
+            watcher.start()
         self.thread.start()
 
     def stop(self) -> None:
@@ -395,31 +441,50 @@ class Recorder:
             self.created.setdefault(key, time.monotonic() - self.t0)
 
     def _run(self) -> None:
-        from fleetshare.operator.objects import job_phase
-
         while not self.stop_event.is_set():
             try:
-                what, _, payload = self.inbox.get(timeout=0.2)
+                what, kind, payload = self.inbox.get(timeout=0.2)
             except queue.Empty:
                 continue
             now = time.monotonic() - self.t0
-            jobs = payload[1] if what == "sync" else [payload[1]]
-            for job in jobs:
-                meta = job["metadata"]
-                key = f"{meta['namespace']}/{meta['name']}"
-                new = "finished" if payload[0] == "DELETED" else job_phase(job)
-                old = self.phase.get(key, "pending")
-                if new == old:
-                    continue
-                self.phase[key] = new
-                spans = self.spans.setdefault(key, [])
-                if new == "admitted":
-                    spans.append([now, None])
-                elif old == "admitted" and spans:
-                    spans[-1][1] = now
-                if new == "finished":
-                    self.finished.add(key)
-                    self.last_finish = max(self.last_finish, now)
+            objects = payload[1] if what == "sync" else [payload[1]]
+            deleted = what == "event" and payload[0] == "DELETED"
+            for obj in objects:
+                meta = obj["metadata"]
+                if kind == "Pod":
+                    key = _job_of(obj)
+                    pods = self.pods.setdefault(key, {})
+                    if deleted:
+                        pods.pop(meta["name"], None)
+                    else:
+                        pods[meta["name"]] = obj
+                else:
+                    key = f"{meta['namespace']}/{meta['name']}"
+                    self.jobs[key] = obj
+                self.observe(key, now, gone=deleted and kind != "Pod")
+
+    def observe(self, key: str, now: float, gone: bool = False) -> None:
+        """Job ``key``'s phase by the operator's rule, from the Job and its pods."""
+        from fleetshare.operator.kinds import JOB
+        from fleetshare.operator.objects import job_phase
+
+        job = self.jobs.get(key)
+        if job is None or key in self.finished:
+            return
+        pods = list(self.pods.get(key, {}).values())
+        new = "finished" if gone else job_phase(job, JOB, pods)
+        old = self.phase.get(key, "pending")
+        if new == old:
+            return
+        self.phase[key] = new
+        spans = self.spans.setdefault(key, [])
+        if new == "admitted":
+            spans.append([now, None])
+        elif old == "admitted" and spans:
+            spans[-1][1] = now
+        if new == "finished":
+            self.finished.add(key)
+            self.last_finish = max(self.last_finish, now)
 
 
 # -- the run ---------------------------------------------------------------------------------
@@ -461,7 +526,8 @@ def run(
         for node in trace.nodes:
             harness.add_node(node.name, {"cpu": str(node.allocatable[CPU] // 1000),
                                          "memory": "1Ti", "pods": "10000"})  # fmt: skip
-        kubelet = TimedKubelet(harness.kubelet)
+        recorder = Recorder(plane.client())
+        kubelet = TimedKubelet(harness.kubelet, forward=recorder.inbox)
         kubelet.start()
         op_kube = throttled(plane.client(), qps, burst)
         operator = Operator(op_kube, Settings(leader_elect=False, install_crds=False,
@@ -475,7 +541,6 @@ def run(
         if not operator.ready.wait(120):
             raise RuntimeError("the operator did not reconcile within 120 s")
         setup_requests = sum(op_kube.counts.values())
-        recorder = Recorder(plane.client())
         recorder.start()
         create_kube = plane.client()
         errors: list[str] = []
@@ -494,14 +559,16 @@ def run(
         reconciles0 = operator.reconciles
         writes0 = Counter(op_kube.job_writes)
         busy = [0.0]
+        spent: list[float] = []
         reconcile = operator.reconcile
 
         def timed_reconcile() -> float:
-            t = time.thread_time()
+            t, wall = time.thread_time(), time.monotonic()
             try:
                 return reconcile()
             finally:
                 busy[0] += time.thread_time() - t
+                spent.append(time.monotonic() - wall)
 
         operator.reconcile = timed_reconcile  # type: ignore[method-assign]
         recorder.t0 = time.monotonic()
@@ -558,12 +625,19 @@ def run(
             "admissions": admissions,
             "job_writes_per_admission": round(sum(job_writes.values()) / max(admissions, 1), 3),
             "operator_reconcile_cpu_s": round(busy[0], 1),
+            "operator_reconcile_wall_s": {
+                "total": round(sum(spent), 1),
+                "mean": round(sum(spent) / max(len(spent), 1), 3),
+                "p99": round(sorted(spent)[int(0.99 * (len(spent) - 1))], 3) if spent else None,
+                "max": round(max(spent, default=0.0), 3),
+            },
             "event_requests": sum(operator.events.kube.counts.values()),
             "events_dropped": operator.events.dropped,
             "load_average_before": load_before,
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "kueue": measures,
             "pipeline_latency": latency,
+            "pods_found_unschedulable": len(kubelet.unschedulable),
         }
     finally:
         plane.stop()

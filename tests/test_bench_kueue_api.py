@@ -11,7 +11,7 @@ from types import ModuleType
 import pytest
 
 from fleetshare.model.resources import CPU
-from fleetshare.operator.objects import governed, job_phase, parse_job
+from fleetshare.operator.objects import ADMISSION, Admitted, governed, job_phase, parse_job
 from fleetshare.traces.kueue_generator import load
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
@@ -107,6 +107,30 @@ def test_recorded_times_become_observed_records(bench: ModuleType) -> None:
 
 def test_pipeline_hops_from_admission_to_pod_and_from_pod_to_release(bench: ModuleType) -> None:
     spans = {"ns/a": [[1.0, 4.0]], "ns/b": [[2.0, 5.5]], "ns/c": [[1.0, 2.0], [3.0, None]]}
-    ran = {"ns/a": [1.5, 3.0], "ns/b": [3.0, 4.5], "ns/c": [1.2, 1.9]}  # c was preempted
-    assert bench.hops(spans, ran) == {"admitted_to_pod_bound_s": 0.75,
-                                      "pod_done_to_released_s": 1.0}  # fmt: skip
+    ran = {"ns/a": [1.25, 1.5, 3.0, 3.5], "ns/b": [2.5, 3.0, 4.5],  # created, bound, told,
+           "ns/c": [1.1, 1.2, 1.9]}  # written; c was preempted: left out  # fmt: skip
+    assert bench.hops(spans, ran) == {
+        "admitted_to_pod_created_s": 0.38,  # (0.25 + 0.5) / 2, rounded
+        "pod_created_to_bound_s": 0.38,
+        "admitted_to_pod_bound_s": 0.75,
+        "pod_done_to_released_s": 1.0,
+        "kubelet_status_write_s": 0.5,  # a's only
+    }
+
+
+def test_recorder_releases_a_job_when_its_pod_succeeded(bench: ModuleType) -> None:
+    """The recorder applies the operator's rule: released at the pod's success, before the
+    Job's Complete condition."""
+    recorder = bench.Recorder(kube=None)  # not started: observe() only
+    trace = load(cohorts=1, queues_per_cohort=1, node_cpus=20)
+    job = bench.arrivals(trace)[0].body
+    key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
+    record = Admitted(("default",), ((("n0", 1),),), 0.5, "t", {}).to_json()
+    job["metadata"]["annotations"] = {ADMISSION: record}
+    recorder.jobs[key] = {**job, "spec": {**job["spec"], "suspend": False}}
+    recorder.observe(key, 1.0)
+    assert recorder.phase[key] == "admitted" and recorder.spans[key] == [[1.0, None]]
+    recorder.pods[key] = {"p": {"metadata": {"name": "p", "uid": "u"},
+                                "status": {"phase": "Succeeded"}}}  # fmt: skip
+    recorder.observe(key, 3.0)
+    assert recorder.spans[key] == [[1.0, 3.0]] and key in recorder.finished

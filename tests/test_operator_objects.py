@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from fleetshare.operator.crds import crds, policy_from, policy_objects, structural
+from fleetshare.operator.kinds import COMPLETION_INDEX, JOB
 from fleetshare.operator.objects import (
     ADMISSION,
     GATE,
@@ -93,6 +94,54 @@ def test_injected_selector_and_operator_annotations_are_not_the_users() -> None:
     assert job_phase(job) == "admitted"
     job["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
     assert job_phase(job) == "finished"
+
+
+def _job_pod(name: str, phase: str, index: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "uid": f"uid-{name}"}
+    if index is not None:
+        meta["annotations"] = {COMPLETION_INDEX: index}
+    return {"metadata": meta, "status": {"phase": phase}}
+
+
+def _running_job(**spec: Any) -> dict[str, Any]:
+    (job,) = _yaml("sample-job.yaml")
+    job = copy.deepcopy(job)
+    job["spec"].update(spec, suspend=False)
+    job["metadata"].setdefault("annotations", {})[ADMISSION] = Admitted(
+        ("f",), ((("n", 1),),), 1.0, "t", {}
+    ).to_json()
+    return job
+
+
+def test_job_finished_when_its_pods_succeeded_before_the_complete_condition() -> None:
+    job = _running_job(parallelism=2, completions=2)
+    one = [_job_pod("a", "Succeeded"), _job_pod("b", "Running")]
+    assert job_phase(job, JOB, one) == "admitted"
+    assert job_phase(job, JOB, [*one, _job_pod("c", "Failed")]) == "admitted"
+    both = [_job_pod("a", "Succeeded"), _job_pod("b", "Succeeded")]
+    assert job_phase(job, JOB, both) == "finished"
+    assert job_phase(job) == "admitted"  # the object alone, with no Complete condition yet
+    # pods counted by the Job controller and gone (after a restart, say): its status says it
+    job["status"] = {"succeeded": 1, "uncountedTerminatedPods": {"succeeded": ["uid-b"]}}
+    assert job_phase(job, JOB, []) == "finished"
+    job["status"] = {"succeeded": 1}
+    assert job_phase(job, JOB, [_job_pod("a", "Succeeded")]) == "admitted"
+    job["spec"]["suspend"] = True  # preempted after its work was done: done all the same
+    assert job_phase(job, JOB, both) == "finished"
+
+
+def test_indexed_job_counts_distinct_indexes_and_work_queue_waits_for_every_pod() -> None:
+    job = _running_job(parallelism=2, completions=2, completionMode="Indexed")
+    again = [_job_pod("a", "Succeeded", "0"), _job_pod("a2", "Succeeded", "0")]
+    assert job_phase(job, JOB, again) == "admitted"
+    assert job_phase(job, JOB, [*again, _job_pod("b", "Succeeded", "1")]) == "finished"
+    queue = _running_job(parallelism=2, completions=None)  # a work queue: no completions
+    running = [_job_pod("a", "Succeeded"), _job_pod("b", "Running")]
+    assert job_phase(queue, JOB, running) == "admitted"
+    assert job_phase(queue, JOB, [_job_pod("a", "Succeeded"), _job_pod("b", "Failed")]) == (
+        "finished"
+    )
+    assert job_phase(queue, JOB, [_job_pod("a", "Failed")]) == "admitted"
 
 
 def test_pod_group_and_gates() -> None:

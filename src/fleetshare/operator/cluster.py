@@ -448,7 +448,7 @@ class KubeCluster:
         resolved = self._resolve(name, job, parsed)
         if resolved is None:
             return None
-        phase = job_phase(job, kind)
+        phase = job_phase(job, kind, self._owners.pods_of(str(meta.get("uid")), ns))
         if phase == "finished":
             return None
         if phase == "pending" and not kind.suspended(job) and self.may_act():

@@ -4,7 +4,9 @@ A batch/v1 Job, a JobSet, a Kubeflow PyTorchJob, a RayCluster or a RayJob waits 
 until admitted; admitting it unsuspends it with each pod set's flavor node selector injected
 into that pod set's template; preempting it suspends it again (its controller deletes the
 pods). Each :class:`Suspendable` says where the kind keeps its suspend flag, its pod
-templates (by the pod-set names :mod:`fleetshare.manifests` gives) and when it is finished.
+templates (by the pod-set names :mod:`fleetshare.manifests` gives) and when it is finished:
+a batch/v1 Job as soon as its pods have succeeded (:func:`job_pods_succeeded`), before its
+controller marks it ``Complete``; the other kinds when their controller says so.
 The CRD kinds are watched only where their CRDs are installed.
 """
 
@@ -66,8 +68,8 @@ class Suspendable:
     """Where the suspend flag is."""
     templates: Callable[[Mapping[str, Any]], dict[str, Path]]
     """Pod-set name -> the path of that pod set's pod spec."""
-    finished: Callable[[Mapping[str, Any]], bool]
-    """The workload is done (its quota is free)."""
+    finished: Callable[[Mapping[str, Any], Sequence[Mapping[str, Any]]], bool]
+    """The workload is done (its quota is free), from the object and its pods."""
 
     @property
     def kind(self) -> str:
@@ -80,27 +82,67 @@ class Suspendable:
         return list(self.templates(obj).values())
 
 
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+"""The annotation (and label) giving an Indexed Job's pod its completion index."""
+
+
+def job_pods_succeeded(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> bool:
+    """A batch/v1 Job's work is done by its pods' account, whatever its conditions say yet:
+    its successes reach ``spec.completions`` (successes: the Job's ``status.succeeded`` plus
+    the successes it has not counted yet, or its pods in phase ``Succeeded``, whichever is
+    more; an Indexed Job counts distinct completion indexes); without ``completions``, a pod
+    succeeded and every pod has terminated (the Job controller's own rule). ``pods`` are
+    the Job's own. Everything read lives in the API server, so a restart decides alike."""
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    completions = spec.get("completions")
+    succeeded = [p for p in pods if (p.get("status") or {}).get("phase") == "Succeeded"]
+    counted = int(status.get("succeeded") or 0)
+    if spec.get("completionMode") == "Indexed":
+        distinct = len({_pod_index(p) for p in succeeded} - {None})
+    else:
+        distinct = len({_pod_id(p) for p in succeeded})
+        uncounted = (status.get("uncountedTerminatedPods") or {}).get("succeeded") or ()
+        counted += len(uncounted)
+    successes = max(counted, distinct)
+    if isinstance(completions, int):
+        return successes >= completions
+    terminated = all((p.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+                     for p in pods)  # fmt: skip
+    return successes >= 1 and terminated
+
+
+def _pod_id(pod: Mapping[str, Any]) -> tuple[str, str]:
+    meta = pod.get("metadata") or {}
+    return str(meta.get("uid") or ""), str(meta.get("name") or "")
+
+
+def _pod_index(pod: Mapping[str, Any]) -> str | None:
+    meta = pod.get("metadata") or {}
+    index = (meta.get("annotations") or {}).get(COMPLETION_INDEX)
+    return index if index is not None else (meta.get("labels") or {}).get(COMPLETION_INDEX)
+
+
 JOB = Suspendable(
     JOBS, ("spec", "suspend"), lambda o: {"main": ("spec", "template", "spec")},
-    lambda o: _true(o, ("Complete", "Failed")),
+    lambda o, pods: _true(o, ("Complete", "Failed")) or job_pods_succeeded(o, pods),
 )  # fmt: skip
 JOBSET = Suspendable(
     Resource("JobSet", "jobset.x-k8s.io/v1alpha2", "jobsets", True), ("spec", "suspend"),
-    _jobset_templates, lambda o: _true(o, ("Completed", "Failed")),
+    _jobset_templates, lambda o, pods: _true(o, ("Completed", "Failed")),
 )  # fmt: skip
 PYTORCHJOB = Suspendable(
     Resource("PyTorchJob", "kubeflow.org/v1", "pytorchjobs", True),
     ("spec", "runPolicy", "suspend"), _pytorch_templates,
-    lambda o: _true(o, ("Succeeded", "Failed")),
+    lambda o, pods: _true(o, ("Succeeded", "Failed")),
 )  # fmt: skip
 RAYCLUSTER = Suspendable(
     Resource("RayCluster", "ray.io/v1", "rayclusters", True), ("spec", "suspend"),
-    lambda o: _ray_templates(o, ("spec",)), lambda o: False,  # runs until deleted
+    lambda o: _ray_templates(o, ("spec",)), lambda o, pods: False,  # runs until deleted
 )  # fmt: skip
 RAYJOB = Suspendable(
     Resource("RayJob", "ray.io/v1", "rayjobs", True), ("spec", "suspend"),
     lambda o: _ray_templates(o, ("spec", "rayClusterSpec")),
-    lambda o: (o.get("status") or {}).get("jobDeploymentStatus") in ("Complete", "Failed"),
+    lambda o, pods: (o.get("status") or {}).get("jobDeploymentStatus") in ("Complete", "Failed"),
 )  # fmt: skip
 
 SUSPENDABLE = {k.kind: k for k in (JOB, JOBSET, PYTORCHJOB, RAYCLUSTER, RAYJOB)}

@@ -248,10 +248,15 @@ def _parsed(docs: list[dict[str, Any]], where: str) -> Parsed:
     )  # fmt: skip
 
 
-def job_phase(job: Mapping[str, Any], kind: Suspendable = JOB) -> Phase:
+def job_phase(
+    job: Mapping[str, Any], kind: Suspendable = JOB, pods: Sequence[Mapping[str, Any]] = ()
+) -> Phase:
     """Pending (suspended, or not yet suspended by the operator), admitted (running under an
-    admission of the operator's), or finished (as the kind says: a Job Complete or Failed)."""
-    if kind.finished(job) or (job.get("metadata") or {}).get("deletionTimestamp"):
+    admission of the operator's), or finished (as the kind says from the object and its
+    ``pods``: a Job Complete or Failed, or its pods succeeded; being deleted). The one place
+    that decides a workload admitted by suspension is done: a finished one is never admitted
+    or counted again."""
+    if (job.get("metadata") or {}).get("deletionTimestamp") or kind.finished(job, pods):
         return "finished"
     if not kind.suspended(job) and admission_of(job) is not None:
         return "admitted"
