@@ -277,3 +277,31 @@ def test_incremental_view_decides_as_the_plain_view() -> None:
         assert not w.cluster.pending and not w.cluster.running
         assert all((j.get("status") or {}).get("conditions") == [COMPLETE]
                    for j in w.store.of("Job").values())  # fmt: skip
+
+
+def test_jobs_created_in_the_same_second_go_in_the_order_they_were_created() -> None:
+    """creationTimestamp counts whole seconds: of two Jobs made in one second, the one the
+    API server created first (the watch's order; after a restart, the list's by
+    resourceVersion) is admitted first, whatever their names and uids."""
+    policy = load_policy(POLICY)
+    for incremental in (True, False):
+        world = World(policy, incremental=incremental)
+        world.node("n0", True)
+        world.job("z-first", "a", 8, "low", 0.0, 10.0)  # u-z-first: also the later uid
+        world.job("a-second", "a", 8, "low", 0.0, 10.0)
+        jobs = world.turn(0.0)["jobs"]
+        assert (jobs["z-first"][0], jobs["a-second"][0]) == (False, True)
+
+    # a restarted operator lists them (in name order) and keeps creation order
+    world = World(policy, incremental=True)
+    world.node("n0", True)
+    world.job("z-first", "a", 8, "low", 0.0, 10.0)
+    world.job("a-second", "a", 8, "low", 0.0, 10.0)
+    listed = sorted(world.store.of("Job").values(), key=lambda j: j["metadata"]["name"])
+    world.store = Store()
+    world.cluster.store = world.store
+    world.store.replace("Node", [])
+    world.node("n0", True)
+    world.store.replace("Job", listed)
+    jobs = world.turn(0.0)["jobs"]
+    assert (jobs["z-first"][0], jobs["a-second"][0]) == (False, True)

@@ -260,12 +260,13 @@ class KubeCluster:
         tracked: dict[str, Tracked] = {}
         objects = [(o, kind) for kind in SUSPENDABLE.values()
                    for o in self.store.of(kind.kind).values()]  # fmt: skip
-        for obj, kind in sorted(objects, key=lambda pair: creation_key(pair[0])):
+        for obj, kind in sorted(objects, key=lambda pair: self._creation(pair[1].kind, pair[0])):
             t = self._suspendable(obj, kind, now)
             if t is not None:
                 tracked[t.name] = t
         self._groups, self._group_of = {}, {}
-        for key, pod in sorted(self.store.of("Pod").items(), key=lambda kv: creation_key(kv[1])):
+        every_pod = self.store.of("Pod").items()
+        for key, pod in sorted(every_pod, key=lambda kv: self._creation("Pod", kv[1])):
             self._regroup(key, pod, {})
         for (ns, ident), pods in self._groups.items():
             t = self._pods(ns, ident, list(pods.values()), now)
@@ -329,13 +330,15 @@ class KubeCluster:
         found = [(ref, self.store.of(ref[0]).get(ref[1])) for ref in refs]
         gone = [(ref, obj) for ref, obj in found if obj is None]
         kept = [(ref, obj) for ref, obj in found if obj is not None]
-        return gone + sorted(kept, key=lambda pair: creation_key(pair[1] or {}))
+        return gone + sorted(kept, key=lambda pair: self._creation(pair[0][0], pair[1] or {}))
 
     def _groups_in_creation_order(
         self, groups: Mapping[GroupKey, None]
     ) -> list[tuple[GroupKey, list[dict[str, Any]]]]:
-        found = [(g, sorted(self._groups.get(g, {}).values(), key=creation_key)) for g in groups]
-        return sorted(found, key=lambda pair: creation_key(pair[1][0]) if pair[1] else (0.0, ""))
+        found = [(g, self._sorted(self._groups.get(g, {}).values(), "Pod")) for g in groups]
+        return sorted(
+            found, key=lambda pair: self._creation("Pod", pair[1][0]) if pair[1] else (0.0, 0)
+        )
 
     def _place(
         self,
@@ -389,9 +392,13 @@ class KubeCluster:
         specs = (pdb_spec(b, pods) for b in budgets.values())
         return [spec for spec in specs if spec is not None]
 
-    @staticmethod
-    def _sorted(objects: Any) -> list[dict[str, Any]]:
-        return sorted(objects, key=creation_key)
+    def _creation(self, kind: str, obj: Mapping[str, Any]) -> tuple[float, int]:
+        """``obj``'s place in submission order (:func:`~fleetshare.operator.objects.creation_key`
+        with the store's first-seen order)."""
+        return creation_key(obj, self.store.position.get((kind, key_of(obj)), 0))
+
+    def _sorted(self, objects: Any, kind: str) -> list[dict[str, Any]]:
+        return sorted(objects, key=lambda obj: self._creation(kind, obj))
 
     def _created(self, name: str) -> int:
         if name not in self._order:

@@ -330,9 +330,12 @@ def bound_placement(
     return tuple(tuple(sorted(p.items())) for p in per)
 
 
-def creation_key(obj: Mapping[str, Any]) -> tuple[float, str]:
+def creation_key(obj: Mapping[str, Any], seen: int = 0) -> tuple[float, int]:
+    """Submission order: the creationTimestamp (one-second steps), then ``seen``, the
+    order the operator first saw the object in (the watch's, which is the API server's
+    order of creation; see ``watch.Store.position``) — never the name or the uid."""
     meta = obj.get("metadata") or {}
-    return timestamp(meta.get("creationTimestamp")), str(meta.get("uid", ""))
+    return timestamp(meta.get("creationTimestamp")), seen
 
 
 # -- disruption budgets ----------------------------------------------------------------------

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import queue
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fleetshare.operator.kube import Kube, KubeError, Resource
@@ -26,9 +26,20 @@ Key = tuple[str, str]
 """(namespace, name); namespace "" for cluster-scoped objects."""
 
 
-def key_of(obj: dict[str, Any]) -> Key:
+def key_of(obj: Mapping[str, Any]) -> Key:
     meta = obj.get("metadata") or {}
     return str(meta.get("namespace") or ""), str(meta.get("name"))
+
+
+def _uid(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+def _listed_order(obj: dict[str, Any]) -> tuple[str, int]:
+    """Creation order as an object read from a list shows it: its creationTimestamp (RFC
+    3339, one-second steps), then its resourceVersion (its creation's, until it changes)."""
+    meta = obj.get("metadata") or {}
+    return str(meta.get("creationTimestamp") or ""), _version(obj) or 0
 
 
 def _version(obj: dict[str, Any]) -> int | None:
@@ -74,12 +85,18 @@ class Store:
         self.synced.add(kind)
 
     def resync(self, kind: str, namespace: str | None, items: Iterable[dict[str, Any]]) -> None:
-        """A fresh list of ``kind`` (in ``namespace``; None: all): what it lacks is gone."""
+        """A fresh list of ``kind`` (in ``namespace``; None: all): what it lacks is gone.
+
+        Objects kept keep their place in :meth:`of`'s order; new ones are placed in order of
+        creation as far as the list tells it (creationTimestamp, then resourceVersion: the
+        list itself comes in name order, and names must never order work)."""
         objects = self.of(kind)
+        fresh = {key_of(item): item for item in items}
         for key in [k for k in objects if namespace is None or k[0] == namespace]:
-            del objects[key]
-            self._touch(kind, key, False)
-        for item in items:
+            if key not in fresh or _uid(fresh[key]) != _uid(objects[key]):
+                del objects[key]
+                self._touch(kind, key, False)
+        for item in sorted(fresh.values(), key=_listed_order):
             self.put(kind, item)
 
     def put(self, kind: str, obj: dict[str, Any]) -> bool:
