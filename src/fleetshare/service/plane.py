@@ -51,7 +51,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, cast, get_args
+from typing import Any, Literal, cast, get_args
 
 from sqlalchemy import JSON, Connection, Float, Integer, bindparam, func, select
 
@@ -100,6 +100,15 @@ at least ``MIN_STEP_SECONDS`` and at most ``MAX_STEP_GAP_SECONDS``: under a stre
 submissions it takes them in batches (one reconcile for many) and leaves the API most of the
 process (the GIL), while the admission lag stays a gap plus a reconcile or two (0.25 s as
 the cap gave a p99 lag of 1.4 s at 5,000 workloads; 0.1 s gives 0.6 s)."""
+FOLLOW_SECONDS = 0.25
+"""A follower serving the API refreshes its view from the store this often."""
+LEASE_TRY_SECONDS = 1.0
+"""A follower tries for the lease this often."""
+Mode = Literal["all", "api", "loop"]
+"""What a :class:`ControlPlane` runs: ``all`` the loop (when it holds the lease) and the API's
+view; ``api`` only the view, as a follower that never tries for the lease (the loop runs in
+another process, :mod:`fleetshare.service.loop_process`); ``loop`` only the loop (no view
+while another replica leads)."""
 TAIL_BATCH = 5000
 """Events read from the log per step at most."""
 NODE_ACTIONS = ("cordon", "uncordon", "drain")
@@ -186,6 +195,7 @@ class ControlPlane:
         *,
         lease_ttl: float = DEFAULT_TTL,
         poll_interval: float = POLL_SECONDS,
+        mode: Mode = "all",
     ) -> None:
         if config.workloads or config.events or config.policy_changes:
             raise ScenarioError(
@@ -202,6 +212,15 @@ class ControlPlane:
         """Held by the loop thread while it works on the backend and the loop."""
         self.lease = Lease(store, ttl=lease_ttl)
         self.poll_interval = poll_interval
+        self.mode: Mode = mode
+        self.loop_process_leads = False
+        """In ``api`` mode: whether this replica's loop process holds the lease (set by its
+        supervisor, :class:`~fleetshare.service.loop_process.LoopProcess`)."""
+        self.notify_loop: Callable[[], None] | None = None
+        """In ``api`` mode: wakes the loop process (after a commit it acts on)."""
+        self._lease_tried = 0.0
+        self._refreshing = threading.Lock()
+        """Held while a follower's view is refreshed (by its thread or a reader)."""
         self.backend = EmbeddedCluster()
         self.cache = CycleCache()
         self.cloud: SimulatedCloud | None = None
@@ -231,14 +250,16 @@ class ControlPlane:
         config's."""
         self._pools_version = 0
         self.view: View
-        if self.lease.try_acquire():
+        if mode != "api" and self.lease.try_acquire():
             self._take_over()
         else:
             self._refresh_follower()
 
     @property
     def leader(self) -> bool:
-        """True on the replica that runs the loop."""
+        """True on the replica that runs the loop (in ``api`` mode: in its loop process)."""
+        if self.mode == "api":
+            return self.loop_process_leads and self.failed is None
         return self.loop is not None and self.failed is None
 
     def role(self) -> str:
@@ -508,19 +529,29 @@ class ControlPlane:
                 break
 
     def _follow(self) -> None:
-        """One round as a follower: try for the lease, else refresh the view; then wait."""
+        """One round as a follower: try for the lease (about every second; never in ``api``
+        mode), else refresh the view (not in ``loop`` mode); then wait."""
         try:
-            if self.lease.try_acquire():
-                log.warning("this replica holds the lease now: running the control loop")
-                with self.lock:
-                    self._take_over()
-                return
-            self._refresh_follower()
+            tried = time.monotonic()
+            if self.mode != "api" and tried - self._lease_tried >= self._lease_interval:
+                self._lease_tried = tried
+                if self.lease.try_acquire():
+                    log.warning("this replica holds the lease now: running the control loop")
+                    with self.lock:
+                        self._take_over()
+                    return
+            if self.mode != "loop":
+                with self._refreshing:
+                    self._refresh_follower()
         except LeaseLost:
             self.loop = None
         except Exception:  # the database may be away for a while: keep trying
             log.warning("follower: could not read the store", exc_info=True)
-        self._stop.wait(min(1.0, self.lease.ttl / 4))
+        self._stop.wait(self._lease_interval if self.mode == "loop" else FOLLOW_SECONDS)
+
+    @property
+    def _lease_interval(self) -> float:
+        return min(LEASE_TRY_SECONDS, self.lease.ttl / 4)
 
     def _renew(self) -> None:
         """The leader's heartbeat: renew the lease every TTL/4 seconds."""
@@ -688,6 +719,19 @@ class ControlPlane:
 
     # -- a follower's view -------------------------------------------------------------------
 
+    def current_view(self) -> View:
+        """The view for a read: the loop's latest on the leader; on a follower refreshed from
+        the store first, so it shows every change committed before the call (a client that saw
+        its workload admitted sees it in its team's usage). The view as it was when the store
+        cannot be read."""
+        if self.loop is None and self.mode != "loop":
+            try:
+                with self._refreshing:
+                    self._refresh_follower()
+            except Exception:
+                log.warning("follower: could not read the store", exc_info=True)
+        return self.view
+
     def _refresh_follower(self) -> None:
         """Publish a view read from the store: nodes, pending and admitted work, and the
         pending reasons as the leader last logged them. The first refresh reads every active
@@ -702,10 +746,12 @@ class ControlPlane:
             latest = conn.execute(
                 select(pv.c.id, pv.c.document).order_by(pv.c.id.desc()).limit(1)
             ).first()
+            changed_any = not hasattr(self, "view")
             if latest is not None and latest.id != f.policy_version:
                 self.policy = load_policy(latest.document, "stored policy")
                 f.engine = self._engine(self.policy)
                 f.policy_version = latest.id
+                changed_any = True
             columns = (w.c.id, w.c.name, w.c.state, w.c.pending_since, w.c.admitted_at)
             changed: list[Any] = []
             if f.rows_at == 0:
@@ -734,16 +780,28 @@ class ControlPlane:
             else:
                 nodes_changed = False
             if nodes_changed:
-                f.nodes = list(
-                    conn.execute(select(tables.nodes).where(tables.nodes.c.left_at.is_(None)))
-                )
+                f.nodes = {}
+                f.node_info = {}
+                for r in conn.execute(select(tables.nodes).where(tables.nodes.c.left_at.is_(None))):
+                    f.nodes[r.name] = node_from_row(dict(r._mapping))
+                    f.node_info[r.name] = NodeInfo(r.source, r.pool, r.price_per_hour, r.instance)
             for r in changed:
                 if r.state in ACTIVE:
                     f.active[r.name] = r
                 else:
                     f.active.pop(r.name, None)
             f.rows_at = max(f.rows_at, top)
-            missing = [n for n in f.active if n not in f.workloads]
+            if len(self._prebuilt) > 100_000:  # entries never needed: rebuilt on use
+                self._prebuilt.clear()
+            missing = []
+            for name in f.active:
+                if name in f.workloads:
+                    continue
+                built = self._prebuilt.pop(name, None)  # committed here: built already
+                if built is None:
+                    missing.append(name)
+                else:
+                    f.workloads[name] = built
             for i in range(0, len(missing), _CHUNK):
                 query = select(w).where(w.c.name.in_(missing[i : i + _CHUNK]))
                 for r in conn.execute(query):
@@ -755,12 +813,10 @@ class ControlPlane:
             ):
                 f.cursor = r.id
                 f.reasons[r.workload] = Waiting(r.details["reason"], r.details["position"])
-        nodes = {}
-        info = {}
-        for r in f.nodes:
-            data = dict(r._mapping)
-            nodes[r.name] = node_from_row(data)
-            info[r.name] = NodeInfo(r.source, r.pool, r.price_per_hour, r.instance)
+                changed_any = True
+        if not (changed_any or changed or nodes_changed):  # the view as it was, at this time
+            self.view = replace(self.view, now=self.clock.now(), steps=self.view.steps + 1)
+            return
         running: dict[str, Running] = {}
         pending: dict[str, Workload] = {}
         for r in sorted(f.active.values(), key=lambda r: r.id):  # in submission order
@@ -782,8 +838,8 @@ class ControlPlane:
         self.view = View(
             self.clock.now(),
             engine,
-            tuple(nodes.values()),
-            info,
+            tuple(f.nodes.values()),
+            f.node_info,
             running,
             pending,
             dict(f.reasons),
@@ -988,7 +1044,6 @@ class ControlPlane:
         if item.error is not None:
             raise item.error
         assert item.row is not None
-        self._wakeup.set()
         return item.row
 
     def _commit_submissions(self, batch: list[_Submission]) -> None:
@@ -997,6 +1052,7 @@ class ControlPlane:
         store fails, every one of them gets a 503."""
         try:
             self._commit_batch(batch)
+            self.wake()
         except Exception as exc:
             log.warning("a batch of %d submissions failed", len(batch), exc_info=True)
             for item in batch:
@@ -1041,10 +1097,10 @@ class ControlPlane:
             ).scalars()
             for item, row, row_id in zip(ok, rows, ids, strict=True):
                 item.row = {**row, "id": int(row_id), **_NOT_YET}
-            if self.loop is not None:  # the loop takes these instead of rebuilding them
-                since = at - self.epoch
-                for item in ok:
-                    self._prebuilt[item.workload.name] = replace(item.workload, submit_time=since)
+            # the loop (or a follower's view) takes these instead of rebuilding them
+            since = at - self.epoch
+            for item in ok:
+                self._prebuilt[item.workload.name] = replace(item.workload, submit_time=since)
             conn.execute(
                 tables.events.insert(),
                 [
@@ -1071,7 +1127,7 @@ class ControlPlane:
             if row.state not in ACTIVE:
                 raise Conflict(f"workload {name!r} is {row.state} already")
             self.cancel_in(conn, name, row.team, principal.actor, self.unix(self.clock.now()))
-        self._wakeup.set()
+        self.wake()
 
     def cancel_in(self, conn: Connection, name: str, team: str, actor: str, at: float) -> None:
         """Within the write transaction ``conn``: mark the active workload ``name``
@@ -1082,8 +1138,11 @@ class ControlPlane:
         self._event(conn, at, "cancel", name, team, {"by": actor})
 
     def wake(self) -> None:
-        """Wake the loop (after committing a change it acts on)."""
+        """Wake the loop (after committing a change it acts on): its thread, or in ``api``
+        mode the loop process."""
         self._wakeup.set()
+        if self.notify_loop is not None:
+            self.notify_loop()
 
     def set_policy(
         self, policy: Policy, source_format: str, original: Any, principal: Principal
@@ -1111,7 +1170,7 @@ class ControlPlane:
                 self.unix(self.clock.now()),
             )
         self.policy = policy
-        self._wakeup.set()
+        self.wake()
         return version
 
     def pools_in_force(self) -> tuple[Any, list[NodePool]]:
@@ -1134,7 +1193,7 @@ class ControlPlane:
             raise PoolProblems(found)
         with self.store.write() as conn:
             version = nodepools.save(conn, pools, principal.actor, self.unix(self.clock.now()))
-        self._wakeup.set()
+        self.wake()
         return version
 
     def node_action(self, name: str, action: str, principal: Principal) -> bool:
@@ -1162,7 +1221,7 @@ class ControlPlane:
                 )
             )
             self._event(conn, at, action, None, None, {"node": name, "by": principal.actor})
-        self._wakeup.set()
+        self.wake()
         return cordoned
 
 
@@ -1215,8 +1274,9 @@ class _FollowerState:
     """The pending and admitted rows (id, name, state, pending_since, admitted_at,
     assignment) as of event ``rows_at``."""
     rows_at: int = 0
-    nodes: list[Any] = field(default_factory=list)
-    """The rows of the nodes in the cluster."""
+    nodes: dict[str, Node] = field(default_factory=dict)
+    """The nodes in the cluster (replaced, never changed, when they are read again)."""
+    node_info: dict[str, NodeInfo] = field(default_factory=dict)
     running: dict[str, tuple[Any, Running]] = field(default_factory=dict)
     """The admitted workloads placed, with the row each was built from."""
     cursor: int = 0

@@ -21,7 +21,11 @@ statement on PostgreSQL, per transaction on SQLite) and never wait for writers.
 
 SQLite runs in WAL mode with ``synchronous=NORMAL`` (a committed transaction survives a crash
 of the process, such as kill -9; after a power cut the last few may be lost) and a busy
-timeout. PostgreSQL keeps its own durability settings (``synchronous_commit`` on by default).
+timeout. Writers of every process on one SQLite file first take an exclusive ``flock`` on
+``FILE.lock`` beside it: the kernel hands it to the next writer at once, where SQLite's busy
+handler would poll, sleeping up to 100 ms between tries (the API and the loop process write
+to the same file many times a second). PostgreSQL keeps its own durability settings
+(``synchronous_commit`` on by default).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +59,11 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.engine import make_url
+
+try:
+    import fcntl
+except ImportError:  # not on Windows: SQLite's busy handler alone serializes processes
+    fcntl = None  # type: ignore[assignment]
 
 WRITE_LOCK_KEY = 0x666C7368  # "flsh": the advisory lock that serializes writers (PostgreSQL)
 MIGRATIONS = "fleetshare.service:migrations"
@@ -235,12 +244,19 @@ class Store:
     def __init__(self, url: str | None = None) -> None:
         self.url = url or default_url()
         self._writer = threading.RLock()
+        self._writing = 0
+        """Nested write transactions of the thread holding ``_writer``."""
+        self._lock_path: Path | None = None
+        """SQLite: the file whose ``flock`` serializes writers across processes."""
+        self._lock_fd: int | None = None
         self.sqlite = self.url.startswith("sqlite")
         self.postgresql = self.url.startswith(("postgresql", "postgres:"))
         if self.sqlite:
             path = self.url.split("///", 1)[1] if "///" in self.url else ""
             if path and path != ":memory:" and not path.startswith("file:"):
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
+                if fcntl is not None:
+                    self._lock_path = Path(path + ".lock")
             self.engine: Engine = create_engine(
                 self.url, connect_args={"check_same_thread": False, "timeout": 30}
             )
@@ -290,14 +306,33 @@ class Store:
     def write(self) -> Iterator[Connection]:
         """A write transaction (committed on leaving, rolled back on an exception); one at a
         time across every process on the database. Threads of this process queue on a lock
-        first: the database's own wait (SQLite's busy handler) polls, sleeping up to 100 ms
-        at a time, where the lock hands over at once."""
-        with (
-            self._writer,
-            self.engine.connect().execution_options(fleetshare_write=True) as conn,
-            conn.begin(),
-        ):
+        first, and on SQLite processes on ``flock``: the database's own wait (SQLite's busy
+        handler) polls, sleeping up to 100 ms at a time, where the locks hand over at once."""
+        with ExitStack() as stack:
+            stack.enter_context(self._writer)
+            self._writing += 1
+            stack.callback(self._left)
+            if self._writing == 1 and self._lock_path is not None:
+                stack.enter_context(self._file_lock())
+            conn = stack.enter_context(
+                self.engine.connect().execution_options(fleetshare_write=True)
+            )
+            stack.enter_context(conn.begin())
             yield conn
+
+    def _left(self) -> None:
+        self._writing -= 1
+
+    @contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        assert fcntl is not None and self._lock_path is not None
+        if self._lock_fd is None:
+            self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)  # waits without holding the GIL
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -307,6 +342,9 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
