@@ -796,13 +796,7 @@ def serve(
     """Run the control plane: the control loop on the wall clock over an embedded cluster,
     its state in a database, and the REST API (OpenAPI at /openapi.json) and /metrics.
     The loop runs in a child process this one supervises (see docs/service.md)."""
-    import uvicorn
-
-    from fleetshare.service.api import create_app
     from fleetshare.service.config import load_config
-    from fleetshare.service.loop_process import LoopProcess, child_command, run_child
-    from fleetshare.service.plane import ControlPlane
-    from fleetshare.service.runtime import tune_garbage_collector
     from fleetshare.service.store import DB_ENV, Store, default_url
 
     if role not in ("", "loop"):
@@ -811,22 +805,31 @@ def serve(
         scenario = load_config(config)
     except ScenarioError as exc:
         _fail(str(exc))
+    from fleetshare.service.loop_process import LoopProcess, child_command, run_child
+    from fleetshare.service.plane import ControlPlane
+    from fleetshare.service.runtime import tune_garbage_collector
+
     if role == "loop":
         plane = ControlPlane(scenario, Store(db), mode="loop")
         tune_garbage_collector()
         raise typer.Exit(run_child(plane))
     loop_process = None
-    if not loop_in_process:
+    if not loop_in_process:  # started first: it loads while this process does
         env = dict(os.environ)
         env[DB_ENV] = db or default_url()  # not on the command line: it may hold a password
         loop_process = LoopProcess(child_command(config), env)
-        try:
-            loop_process.start()
-        except RuntimeError as exc:
-            _fail(str(exc))
+        loop_process.start()
     try:
+        import uvicorn
+
+        from fleetshare.service.api import create_app
+
         plane = ControlPlane(scenario, Store(db), mode="api" if loop_process else "all")
         if loop_process is not None:
+            try:
+                loop_process.wait_ready()
+            except RuntimeError as exc:
+                _fail(str(exc))
             loop_process.attach(plane)
         tune_garbage_collector()
         where = f"loop process {loop_process.pid}" if loop_process else plane.role()

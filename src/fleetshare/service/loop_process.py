@@ -124,10 +124,14 @@ class LoopProcess:
         process = self._process
         return process.pid if process is not None and process.poll() is None else None
 
-    def start(self, timeout: float = START_SECONDS) -> None:
-        """Start the loop process and wait for its first report (it has loaded the store, or
-        follows another replica's loop); RuntimeError when it exits or stays silent."""
+    def start(self) -> None:
+        """Start the loop process (then :meth:`wait_ready`)."""
         self._spawn()
+
+    def wait_ready(self, timeout: float = START_SECONDS) -> None:
+        """Wait for the loop process's first report (it has loaded the store, or follows
+        another replica's loop), then supervise it; RuntimeError when it exits or stays
+        silent."""
         if not self._wait_first(timeout):
             self._kill()
             raise RuntimeError(f"the loop process did not start: {self.failed or 'no report'}")

@@ -45,6 +45,7 @@ is seconds since the store's epoch, so times written before keep their meaning.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -135,6 +136,29 @@ _ROW_UPDATE = (
     )
 )
 """One UPDATE for every workload row a step touched (executed with many parameter sets)."""
+_PG_ROW_UPDATE = """UPDATE workloads AS w SET state = v.state, pending_since = v.pending_since,
+admitted_at = v.admitted_at, first_admitted_at = COALESCE(w.first_admitted_at, v.first),
+finished_at = v.finished_at, assignment = v.assignment, borrowed = v.borrowed,
+preemptions = w.preemptions + v.preempted
+FROM (VALUES {rows}) AS v(name, state, pending_since, admitted_at, first, finished_at,
+assignment, borrowed, preempted) WHERE w.name = v.name"""
+""":data:`_ROW_UPDATE` on PostgreSQL: one statement for many rows (an executemany is one
+statement per row on the server)."""
+_PG_ROW = (
+    "(%s::varchar, %s::varchar, %s::float8, %s::float8, %s::float8, %s::float8, "
+    "%s::json, %s::json, %s::integer)"
+)
+_ROW_FIELDS = (
+    "name",
+    "state",
+    "pending_since",
+    "admitted_at",
+    "first",
+    "finished_at",
+    "assignment",
+    "borrowed",
+    "preempted",
+)
 
 
 class LeaseLost(Exception):
@@ -937,7 +961,9 @@ class ControlPlane:
             else:  # the autoscaler's log: launch, autoscaler, node
                 details = dict(data)
                 event(at, str(details.pop("event")), None, None, details)
-        if touched:
+        if touched and conn.dialect.name == "postgresql":
+            _update_rows_postgresql(conn, list(touched.values()))
+        elif touched:
             conn.execute(
                 _ROW_UPDATE,
                 [
@@ -1233,6 +1259,21 @@ class PoolProblems(ServiceError):
     def __init__(self, problems: list[tuple[list[str | int], str]]) -> None:
         super().__init__("; ".join(why for _, why in problems))
         self.problems = problems
+
+
+def _update_rows_postgresql(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Write the touched workload rows (see :meth:`ControlPlane._write_changes`) with one
+    ``UPDATE ... FROM (VALUES ...)`` per :data:`_CHUNK` rows."""
+    for i in range(0, len(rows), _CHUNK):
+        chunk = rows[i : i + _CHUNK]
+        params: list[Any] = []
+        for r in chunk:
+            for name in _ROW_FIELDS:
+                value = r[name]
+                is_json = name in ("assignment", "borrowed") and value is not None
+                params.append(json.dumps(value) if is_json else value)
+        sql = _PG_ROW_UPDATE.format(rows=", ".join([_PG_ROW] * len(chunk)))
+        conn.exec_driver_sql(sql, tuple(params))
 
 
 def _documents(conn: Connection, table: Any, rows: Sequence[Any], kind: str) -> dict[int, Any]:
