@@ -110,6 +110,11 @@ Mode = Literal["all", "api", "loop"]
 view; ``api`` only the view, as a follower that never tries for the lease (the loop runs in
 another process, :mod:`fleetshare.service.loop_process`); ``loop`` only the loop (no view
 while another replica leads)."""
+WRITE_CHUNK = 200
+"""The loop writes a step's changes in transactions of at most this many, in the order they
+happened: every other writer waits while one commits (a step of 2,000 changes held the API's
+submissions up for ~0.1 s), and a prefix of a step is a state the loop went through (each
+change was made on the state the ones before it left), which a restart rebuilds from."""
 TAIL_BATCH = 5000
 """Events read from the log per step at most."""
 NODE_ACTIONS = ("cordon", "uncordon", "drain")
@@ -632,11 +637,11 @@ class ControlPlane:
                 seconds = time.perf_counter() - started
                 self._last_reconcile = seconds
             changes, backend.changes = backend.changes, []
-            if changes:
+            for i in range(0, len(changes), WRITE_CHUNK):  # in order: a crash leaves a prefix
                 with self.store.write() as conn:
                     if not self.lease.check(conn):
                         raise LeaseLost("another replica took the lease over")
-                    self._write_changes(conn, changes)
+                    self._write_changes(conn, changes[i : i + WRITE_CHUNK])
             if acted or changes:
                 self.view = self._make_view(now, self.view.steps + 1)
         if acted and self.on_step is not None:
@@ -781,7 +786,11 @@ class ControlPlane:
             if f.rows_at == 0:
                 nodes_changed = True
                 changed = list(
-                    conn.execute(select(*columns, w.c.assignment).where(w.c.state.in_(ACTIVE)))
+                    conn.execute(
+                        select(*columns, w.c.assignment)
+                        .where(w.c.state.in_(ACTIVE))
+                        .order_by(w.c.id)
+                    )
                 )
             elif top > f.rows_at:
                 since = (e.c.id > f.rows_at) & (e.c.id <= top)
@@ -809,53 +818,35 @@ class ControlPlane:
                 for r in conn.execute(select(tables.nodes).where(tables.nodes.c.left_at.is_(None))):
                     f.nodes[r.name] = node_from_row(dict(r._mapping))
                     f.node_info[r.name] = NodeInfo(r.source, r.pool, r.price_per_hour, r.instance)
-            for r in changed:
-                if r.state in ACTIVE:
-                    f.active[r.name] = r
-                else:
-                    f.active.pop(r.name, None)
             f.rows_at = max(f.rows_at, top)
             if len(self._prebuilt) > 100_000:  # entries never needed: rebuilt on use
                 self._prebuilt.clear()
             missing = []
-            for name in f.active:
-                if name in f.workloads:
+            for r in changed:
+                if r.state not in ACTIVE or r.name in f.workloads:
                     continue
-                built = self._prebuilt.pop(name, None)  # committed here: built already
+                built = self._prebuilt.pop(r.name, None)  # committed here: built already
                 if built is None:
-                    missing.append(name)
+                    missing.append(r.name)
                 else:
-                    f.workloads[name] = built
+                    f.workloads[r.name] = built
             for i in range(0, len(missing), _CHUNK):
                 query = select(w).where(w.c.name.in_(missing[i : i + _CHUNK]))
                 for r in conn.execute(query):
                     f.workloads[r.name] = self._workload_from_row(dict(r._mapping), self.policy)
+            f.place(changed, self.epoch)
             for r in conn.execute(
                 select(e.c.id, e.c.workload, e.c.details)
-                .where(e.c.id > f.cursor, e.c.kind == "pending")
+                .where(e.c.id > f.cursor, e.c.id <= top, e.c.kind == "pending")
                 .order_by(e.c.id)
             ):
                 f.cursor = r.id
-                f.reasons[r.workload] = Waiting(r.details["reason"], r.details["position"])
-                changed_any = True
+                if r.workload in f.pending:  # else admitted or gone since
+                    f.reasons[r.workload] = Waiting(r.details["reason"], r.details["position"])
+                    changed_any = True
         if not (changed_any or changed or nodes_changed):  # the view as it was, at this time
             self.view = replace(self.view, now=self.clock.now(), steps=self.view.steps + 1)
             return
-        running: dict[str, Running] = {}
-        pending: dict[str, Workload] = {}
-        for r in sorted(f.active.values(), key=lambda r: r.id):  # in submission order
-            workload = f.workloads[r.name]
-            if r.state == "pending":
-                pending[r.name] = workload
-                continue
-            placed = f.running.get(r.name)
-            if placed is None or placed[0] is not r:
-                assignment = assignment_from_json(r.assignment)
-                placed = (r, Running(workload, assignment, r.admitted_at - self.epoch))
-            running[r.name] = placed[1]
-        f.running = {n: (f.active[n], run) for n, run in running.items()}
-        f.workloads = {n: wl for n, wl in f.workloads.items() if n in f.active}
-        f.reasons = {n: why for n, why in f.reasons.items() if n in pending}
         engine = f.engine if f.engine is not None else self._engine(self.policy)
         f.engine = engine
         steps = self.view.steps + 1 if hasattr(self, "view") else 0
@@ -864,8 +855,8 @@ class ControlPlane:
             engine,
             tuple(f.nodes.values()),
             f.node_info,
-            running,
-            pending,
+            dict(f.running),
+            dict(f.pending),
             dict(f.reasons),
             steps,
         )
@@ -1307,19 +1298,56 @@ _NOT_YET = {
 
 @dataclass
 class _FollowerState:
-    """What a follower keeps between refreshes of its view."""
+    """What a follower keeps between refreshes of its view, changed in place by each (the
+    view gets copies)."""
 
     workloads: dict[str, Workload] = field(default_factory=dict)
+    """The pending and admitted workloads, built once each."""
+    ids: dict[str, int] = field(default_factory=dict)
+    """Their submission order (row id)."""
+    pending: dict[str, Workload] = field(default_factory=dict)
+    """In submission order."""
+    running: dict[str, Running] = field(default_factory=dict)
+    """In the order the follower saw them admitted."""
     reasons: dict[str, Waiting] = field(default_factory=dict)
-    active: dict[str, Any] = field(default_factory=dict)
-    """The pending and admitted rows (id, name, state, pending_since, admitted_at,
-    assignment) as of event ``rows_at``."""
     rows_at: int = 0
+    """The last event whose workload rows have been read."""
     nodes: dict[str, Node] = field(default_factory=dict)
     """The nodes in the cluster (replaced, never changed, when they are read again)."""
     node_info: dict[str, NodeInfo] = field(default_factory=dict)
-    running: dict[str, tuple[Any, Running]] = field(default_factory=dict)
-    """The admitted workloads placed, with the row each was built from."""
     cursor: int = 0
+    """The last ``pending`` event read."""
     policy_version: int = 0
     engine: Engine | None = None
+
+    def place(self, rows: Sequence[Any], epoch: float) -> None:
+        """Apply workload rows read since the last refresh (id, name, state, admitted_at,
+        assignment; their workloads built already): a pending row joins the queue in
+        submission order, an admitted one runs where its assignment says, an ended one
+        leaves."""
+        reorder = False
+        for r in rows:
+            name = r.name
+            if r.state == "pending":
+                self.running.pop(name, None)
+                if name not in self.pending:
+                    reorder = reorder or (bool(self.pending) and r.id < self._last_pending())
+                    self.pending[name] = self.workloads[name]
+                    self.ids[name] = r.id
+            elif r.state == "admitted":
+                self.pending.pop(name, None)
+                self.reasons.pop(name, None)
+                self.ids[name] = r.id
+                assignment = assignment_from_json(r.assignment)
+                self.running[name] = Running(
+                    self.workloads[name], assignment, r.admitted_at - epoch
+                )
+            else:
+                for held in (self.pending, self.running, self.reasons, self.workloads, self.ids):
+                    held.pop(name, None)
+        if reorder:  # a preempted workload is back in the queue at its place
+            ids = self.ids
+            self.pending = dict(sorted(self.pending.items(), key=lambda item: ids[item[0]]))
+
+    def _last_pending(self) -> int:
+        return self.ids[next(reversed(self.pending))]

@@ -69,6 +69,9 @@ WRITE_LOCK_KEY = 0x666C7368  # "flsh": the advisory lock that serializes writers
 MIGRATIONS = "fleetshare.service:migrations"
 
 DB_ENV = "FLEETSHARE_DB"
+CHECKPOINT_SECONDS = 2.0
+"""SQLite: how often the WAL is copied into the database (by a thread of each writing
+process)."""
 
 metadata = MetaData()
 
@@ -249,6 +252,9 @@ class Store:
         self._lock_path: Path | None = None
         """SQLite: the file whose ``flock`` serializes writers across processes."""
         self._lock_fd: int | None = None
+        self._checkpoints: threading.Event | None = None
+        """SQLite file: set when the checkpoint thread must stop (see :meth:`_checkpoint`)."""
+        self._checkpointer: threading.Thread | None = None
         self.sqlite = self.url.startswith("sqlite")
         self.postgresql = self.url.startswith(("postgresql", "postgres:"))
         if self.sqlite:
@@ -257,6 +263,7 @@ class Store:
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
                 if fcntl is not None:
                     self._lock_path = Path(path + ".lock")
+                self._checkpoints = threading.Event()
             self.engine: Engine = create_engine(
                 self.url, connect_args={"check_same_thread": False, "timeout": 30}
             )
@@ -314,11 +321,33 @@ class Store:
             stack.callback(self._left)
             if self._writing == 1 and self._lock_path is not None:
                 stack.enter_context(self._file_lock())
+            if self._checkpoints is not None and self._checkpointer is None:
+                self._checkpointer = threading.Thread(
+                    target=self._checkpoint, name="fleetshare-checkpoint", daemon=True
+                )
+                self._checkpointer.start()
             conn = stack.enter_context(
                 self.engine.connect().execution_options(fleetshare_write=True)
             )
             stack.enter_context(conn.begin())
             yield conn
+
+    def _checkpoint(self) -> None:
+        """SQLite: copy the WAL into the database every :data:`CHECKPOINT_SECONDS`, off the
+        writers' path (``PASSIVE``: it waits for no reader or writer, and takes no write lock).
+        Connections do not checkpoint on commit (``wal_autocheckpoint=0``): the commit that
+        crossed the WAL's threshold would fsync the database while every writer waits."""
+        stop = self._checkpoints
+        assert stop is not None
+        while not stop.wait(CHECKPOINT_SECONDS):
+            try:
+                raw = self.engine.raw_connection()
+                try:
+                    raw.cursor().execute("PRAGMA wal_checkpoint(PASSIVE)")
+                finally:
+                    raw.close()
+            except Exception:  # busy or closing: the next turn tries again
+                continue
 
     def _left(self) -> None:
         self._writing -= 1
@@ -341,6 +370,12 @@ class Store:
             yield conn
 
     def close(self) -> None:
+        if self._checkpoints is not None:
+            self._checkpoints.set()
+            if self._checkpointer is not None:
+                self._checkpointer.join(timeout=5)
+            self._checkpointer = None
+            self._checkpoints = threading.Event()
         self.engine.dispose()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
@@ -354,6 +389,7 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA wal_autocheckpoint=0")  # Store._checkpoint does it
     cursor.close()
 
 
