@@ -110,7 +110,7 @@ Mode = Literal["all", "api", "loop"]
 view; ``api`` only the view, as a follower that never tries for the lease (the loop runs in
 another process, :mod:`fleetshare.service.loop_process`); ``loop`` only the loop (no view
 while another replica leads)."""
-WRITE_CHUNK = 200
+WRITE_CHUNK = 50
 """The loop writes a step's changes in transactions of at most this many, in the order they
 happened: every other writer waits while one commits (a step of 2,000 changes held the API's
 submissions up for ~0.1 s), and a prefix of a step is a state the loop went through (each
@@ -145,14 +145,11 @@ _PG_ROW_UPDATE = """UPDATE workloads AS w SET state = v.state, pending_since = v
 admitted_at = v.admitted_at, first_admitted_at = COALESCE(w.first_admitted_at, v.first),
 finished_at = v.finished_at, assignment = v.assignment, borrowed = v.borrowed,
 preemptions = w.preemptions + v.preempted
-FROM (VALUES {rows}) AS v(name, state, pending_since, admitted_at, first, finished_at,
-assignment, borrowed, preempted) WHERE w.name = v.name"""
-""":data:`_ROW_UPDATE` on PostgreSQL: one statement for many rows (an executemany is one
-statement per row on the server)."""
-_PG_ROW = (
-    "(%s::varchar, %s::varchar, %s::float8, %s::float8, %s::float8, %s::float8, "
-    "%s::json, %s::json, %s::integer)"
-)
+FROM unnest(%s::varchar[], %s::varchar[], %s::float8[], %s::float8[], %s::float8[],
+%s::float8[], %s::json[], %s::json[], %s::integer[]) AS v(name, state, pending_since,
+admitted_at, first, finished_at, assignment, borrowed, preempted) WHERE w.name = v.name"""
+""":data:`_ROW_UPDATE` on PostgreSQL: one statement for all the rows, each column an array (an
+executemany is a statement per row on the server)."""
 _ROW_FIELDS = (
     "name",
     "state",
@@ -641,6 +638,7 @@ class ControlPlane:
                 with self.store.write() as conn:
                     if not self.lease.check(conn):
                         raise LeaseLost("another replica took the lease over")
+                    self.store.relax_durability(conn)
                     self._write_changes(conn, changes[i : i + WRITE_CHUNK])
             if acted or changes:
                 self.view = self._make_view(now, self.view.steps + 1)
@@ -1254,17 +1252,14 @@ class PoolProblems(ServiceError):
 
 def _update_rows_postgresql(conn: Connection, rows: list[dict[str, Any]]) -> None:
     """Write the touched workload rows (see :meth:`ControlPlane._write_changes`) with one
-    ``UPDATE ... FROM (VALUES ...)`` per :data:`_CHUNK` rows."""
-    for i in range(0, len(rows), _CHUNK):
-        chunk = rows[i : i + _CHUNK]
-        params: list[Any] = []
-        for r in chunk:
-            for name in _ROW_FIELDS:
-                value = r[name]
-                is_json = name in ("assignment", "borrowed") and value is not None
-                params.append(json.dumps(value) if is_json else value)
-        sql = _PG_ROW_UPDATE.format(rows=", ".join([_PG_ROW] * len(chunk)))
-        conn.exec_driver_sql(sql, tuple(params))
+    ``UPDATE ... FROM unnest(arrays)``."""
+    columns: list[list[Any]] = [[] for _ in _ROW_FIELDS]
+    for r in rows:
+        for values, name in zip(columns, _ROW_FIELDS, strict=True):
+            value = r[name]
+            is_json = name in ("assignment", "borrowed") and value is not None
+            values.append(json.dumps(value) if is_json else value)
+    conn.exec_driver_sql(_PG_ROW_UPDATE, tuple(columns))
 
 
 def _documents(conn: Connection, table: Any, rows: Sequence[Any], kind: str) -> dict[int, Any]:

@@ -69,7 +69,7 @@ WRITE_LOCK_KEY = 0x666C7368  # "flsh": the advisory lock that serializes writers
 MIGRATIONS = "fleetshare.service:migrations"
 
 DB_ENV = "FLEETSHARE_DB"
-CHECKPOINT_SECONDS = 2.0
+CHECKPOINT_SECONDS = 0.5
 """SQLite: how often the WAL is copied into the database (by a thread of each writing
 process)."""
 
@@ -275,6 +275,10 @@ class Store:
             )
             if self.postgresql:
                 event.listen(self.engine, "begin", _postgresql_begin)
+                # INSERTs of many rows (events, submissions) as one multi-row VALUES statement,
+                # as SQLAlchemy's psycopg2 dialect does; psycopg's executemany is a statement
+                # per row on the server
+                self.engine.dialect.use_insertmanyvalues_wo_returning = True
 
     @property
     def display_url(self) -> str:
@@ -331,6 +335,16 @@ class Store:
             )
             stack.enter_context(conn.begin())
             yield conn
+
+    def relax_durability(self, conn: Connection) -> None:
+        """In a write transaction: commit it without waiting for the disk (PostgreSQL's
+        ``synchronous_commit = off`` for this transaction; SQLite commits so already, in WAL
+        mode with ``synchronous=NORMAL``). For decisions that may be lost in a crash of the
+        database server and made again: the WAL keeps commit order, and every later durable
+        commit flushes it first, so a crash loses only a suffix of such commits, never a
+        durable one or a commit it followed."""
+        if self.postgresql:
+            conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
 
     def _checkpoint(self) -> None:
         """SQLite: copy the WAL into the database every :data:`CHECKPOINT_SECONDS`, off the
