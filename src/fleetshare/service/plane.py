@@ -18,9 +18,9 @@ Writers are serialized (``Store.write``), so ids are in commit order and the cur
 an event that commits late. The loop thread sleeps until woken, its next timer (a finish, a node
 becoming Ready, a guard expiring) is due, or ``poll_interval`` passes (for other replicas'
 writes); each time it wakes it applies the new events and the due timers, reconciles, writes
-everything the reconcile changed in one transaction (fenced: it also checks that the lease is
-still ours), and publishes an immutable :class:`View` that the API reads for teams, reasons
-and metrics.
+everything the reconcile changed in order, :data:`WRITE_CHUNK` changes per transaction (each
+fenced: it also checks that the lease is still ours), and publishes an immutable
+:class:`View` that the API reads for teams, reasons and metrics.
 
 Transactions. A submission is one transaction (the workload row and its ``submit`` event),
 group-committed with the submissions that arrive meanwhile; a cancellation, a policy change, a
@@ -110,7 +110,7 @@ Mode = Literal["all", "api", "loop"]
 view; ``api`` only the view, as a follower that never tries for the lease (the loop runs in
 another process, :mod:`fleetshare.service.loop_process`); ``loop`` only the loop (no view
 while another replica leads)."""
-WRITE_CHUNK = 50
+WRITE_CHUNK = 200
 """The loop writes a step's changes in transactions of at most this many, in the order they
 happened: every other writer waits while one commits (a step of 2,000 changes held the API's
 submissions up for ~0.1 s), and a prefix of a step is a state the loop went through (each
@@ -638,7 +638,6 @@ class ControlPlane:
                 with self.store.write() as conn:
                     if not self.lease.check(conn):
                         raise LeaseLost("another replica took the lease over")
-                    self.store.relax_durability(conn)
                     self._write_changes(conn, changes[i : i + WRITE_CHUNK])
             if acted or changes:
                 self.view = self._make_view(now, self.view.steps + 1)

@@ -15,9 +15,10 @@ first statement of each write transaction (released when it commits, after the c
 visible). So ids (``workloads.id``, ``events.id``) are assigned in commit order: a reader that
 sees id *n* committed sees every lower id that will ever commit, and paging with
 ``?after=ID`` (or the leader tailing the event log) never skips a row that commits late. Writers
-batch (the control loop writes a step in one transaction; API submissions are group-committed)
-so one writer at a time is not one fsync per request. Reads are plain transactions (snapshot per
-statement on PostgreSQL, per transaction on SQLite) and never wait for writers.
+batch (the control loop writes a step in a few transactions; API submissions are
+group-committed) so one writer at a time is not one fsync per request. Reads are plain
+transactions (snapshot per statement on PostgreSQL, per transaction on SQLite) and never wait
+for writers.
 
 SQLite runs in WAL mode with ``synchronous=NORMAL`` (a committed transaction survives a crash
 of the process, such as kill -9; after a power cut the last few may be lost) and a busy
@@ -335,16 +336,6 @@ class Store:
             )
             stack.enter_context(conn.begin())
             yield conn
-
-    def relax_durability(self, conn: Connection) -> None:
-        """In a write transaction: commit it without waiting for the disk (PostgreSQL's
-        ``synchronous_commit = off`` for this transaction; SQLite commits so already, in WAL
-        mode with ``synchronous=NORMAL``). For decisions that may be lost in a crash of the
-        database server and made again: the WAL keeps commit order, and every later durable
-        commit flushes it first, so a crash loses only a suffix of such commits, never a
-        durable one or a commit it followed."""
-        if self.postgresql:
-            conn.exec_driver_sql("SET LOCAL synchronous_commit = off")
 
     def _checkpoint(self) -> None:
         """SQLite: copy the WAL into the database every :data:`CHECKPOINT_SECONDS`, off the
