@@ -6,9 +6,12 @@ SQLite file on one machine). Exactly one holds the ``control-loop`` lease
 (:mod:`fleetshare.service.lease`) and runs the loop: the **leader**. The others are
 **followers**: they serve every read, accept every write (a submission, a cancellation or a
 policy change is committed to the store and is then as good as the leader's own), refresh their
-view of the cluster from the store about once a second, and try for the lease as often; one of
-them takes over within about the lease's TTL (4 s) when the leader dies, at once when it stops
-cleanly or, on the same host, when its process is gone.
+view of the cluster from the store every :data:`FOLLOW_SECONDS` and before each read of it
+(:meth:`ControlPlane.current_view`), and try for the lease about every second; one of them
+takes over within about the lease's TTL (4 s) when the leader dies, at once when it stops
+cleanly or, on the same host, when its process is gone. In ``api`` mode (:data:`Mode`) a plane
+is a follower for good: ``fleetshare serve`` runs the loop in a process of its own
+(:mod:`fleetshare.service.loop_process`).
 
 The log is the inbox. API threads never touch the loop's state: they commit a change and wake
 the loop. The leader's loop reads what was committed from the event log (``submit``,
