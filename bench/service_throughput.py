@@ -2,10 +2,10 @@
 
 For each store (SQLite; PostgreSQL when installed, started here with its default, durable
 settings: ``fsync`` and ``synchronous_commit`` on) this starts ``fleetshare serve`` on a
-cluster of ``--nodes`` m5.8xlarge nodes shared by ten teams (with ``--replicas N``, N
-processes on the one store: the first runs the loop, the others serve and write, and the
-client processes are spread over them; with ``--loop-alone`` too, over the others only, so the
-loop has a process of its own), then:
+cluster of ``--nodes`` m5.8xlarge nodes shared by ten teams (the server runs its loop in a
+process of its own, as by default; with ``--loop-in-process`` as a thread of the API's
+process; with ``--replicas N``, N servers on the one store: the first's loop leads, and the
+client processes are spread over them, with ``--loop-alone`` over the others only), then:
 
 1. **fill**: submits ``--active`` workloads (1 CPU, 2 GiB, no duration: they keep running) in
    steps of ``--step``, waits after each step until all are admitted, and records the loop's
@@ -21,7 +21,7 @@ loop has a process of its own), then:
    acknowledged submission.
 
 ``python bench/service_throughput.py --out bench/results/service_throughput.json``;
-``... --replicas 2 --loop-alone --out bench/results/service_throughput_loop_alone.json``
+``... --loop-in-process --out bench/results/service_throughput_loop_in_process.json``
 """
 
 from __future__ import annotations
@@ -193,7 +193,9 @@ def submit_from_processes(
 # -- the server --------------------------------------------------------------------------------
 
 
-def start_server(db: str, workdir: Path, nodes: int) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(
+    db: str, workdir: Path, nodes: int, loop_in_process: bool = False
+) -> tuple[subprocess.Popen[bytes], str]:
     import socket
 
     with socket.socket() as sock:
@@ -217,6 +219,7 @@ def start_server(db: str, workdir: Path, nodes: int) -> tuple[subprocess.Popen[b
             str(port),
             "--log-level",
             "warning",
+            *(["--loop-in-process"] if loop_in_process else []),
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -247,9 +250,23 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def children(pid: int) -> list[int]:
+    """The processes started by ``pid`` (its loop process; Linux ``/proc``)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
 def servers_cpu(pids: list[int]) -> float | None:
-    """CPU seconds of the server processes together."""
-    each = [cpu_seconds(pid) for pid in pids]
+    """CPU seconds of the server processes and their loop processes together."""
+    each = [cpu_seconds(p) for pid in pids for p in (pid, *children(pid))]
     return None if None in each else sum(x for x in each if x is not None)
 
 
@@ -294,7 +311,9 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     store.create()
     token = create_token(store, "admin")[1]
     # one after the other: the first takes the lease (runs the loop), the others follow
-    servers = [start_server(db, workdir, args.nodes) for _ in range(args.replicas)]
+    servers = [
+        start_server(db, workdir, args.nodes, args.loop_in_process) for _ in range(args.replicas)
+    ]
     url = servers[0][1]
     # with --loop-alone the leader (the first) serves no submissions: its process runs the loop
     urls = [u for _, u in servers[1 if args.loop_alone else 0 :]]
@@ -303,6 +322,7 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "nodes": args.nodes,
         "replicas": args.replicas,
         "loop_alone": args.loop_alone,
+        "loop_in_process": args.loop_in_process,
     }
     try:
         client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"})
@@ -316,6 +336,7 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             )
             submitted += len(sub["latencies"])
             settle = wait_admitted(store, submitted)
+            time.sleep(0.5)  # the loop process reports its metrics every 0.25 s
             after = reconcile_totals(client)
             steps = after[1] - before[1]
             growth.append(
@@ -426,6 +447,12 @@ def main() -> None:
         action="store_true",
         help="with --replicas 2 or more: the clients submit to the followers only, so the "
         "leader's process runs the control loop and serves nothing but /metrics",
+    )
+    parser.add_argument(
+        "--loop-in-process",
+        action="store_true",
+        help="run each server with --loop-in-process: the loop as a thread of the API's process "
+        "(by default each server runs it in a process of its own)",
     )
     parser.add_argument("--procs", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=16)

@@ -61,8 +61,9 @@ class Server:
                 self.kill()
 
 
-def start_server(db: str, workdir: Path, config: Path | None = None, timeout: float = 30) -> Server:
-    """Start ``fleetshare serve`` and wait until it answers /healthz."""
+def start_server(db: str, workdir: Path, config: Path | None = None, timeout: float = 90) -> Server:
+    """Start ``fleetshare serve`` and wait until it answers /healthz (two processes start:
+    the API and its loop process; on a loaded 2-core machine that can take half a minute)."""
     port = free_port()
     log = workdir / f"server-{port}.log"
     command = [

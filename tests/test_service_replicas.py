@@ -117,10 +117,12 @@ def test_a_follower_writes_the_leader_decides_and_a_dead_leader_is_replaced(
 
 
 def _seen(plane: ControlPlane) -> Any:
-    """What a view shows: running work with its placement, pending work and reasons in
-    order, the nodes."""
+    """What a view shows: running work with its placement (in name order: the order a view
+    learnt of admissions is not part of it), pending work and reasons in order, the nodes."""
     view = plane.view
-    running = [(n, r.workload.name, r.assignment, r.admitted_at) for n, r in view.running.items()]
+    running = sorted(
+        (n, r.workload.name, r.assignment, r.admitted_at) for n, r in view.running.items()
+    )
     nodes = [(n.name, n.schedulable) for n in view.nodes]
     return running, list(view.pending), dict(view.waiting), nodes
 

@@ -781,35 +781,78 @@ def serve(
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="port to listen on")] = 8080,
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
+    loop_in_process: Annotated[
+        bool,
+        typer.Option(
+            "--loop-in-process",
+            help="run the control loop in this process (a thread) instead of a process of "
+            "its own started and supervised by this one",
+        ),
+    ] = False,
+    role: Annotated[
+        str, typer.Option(hidden=True, help="'loop': the loop process, no HTTP (internal)")
+    ] = "",
 ) -> None:
     """Run the control plane: the control loop on the wall clock over an embedded cluster,
-    its state in a database, and the REST API (OpenAPI at /openapi.json) and /metrics."""
-    import uvicorn
-
-    from fleetshare.service.api import create_app
+    its state in a database, and the REST API (OpenAPI at /openapi.json) and /metrics.
+    The loop runs in a child process this one supervises (see docs/service.md)."""
     from fleetshare.service.config import load_config
-    from fleetshare.service.plane import ControlPlane
-    from fleetshare.service.runtime import tune_garbage_collector
-    from fleetshare.service.store import Store
+    from fleetshare.service.store import DB_ENV, Store, default_url
 
+    if role not in ("", "loop"):
+        _fail(f"--role: 'loop' or nothing, not {role!r}")
     try:
-        plane = ControlPlane(load_config(config), Store(db))
+        scenario = load_config(config)
     except ScenarioError as exc:
         _fail(str(exc))
-    tune_garbage_collector()
-    Console(stderr=True).print(
-        f"fleetshare serving on http://{host}:{port} (store {plane.store.display_url}, "
-        f"{plane.role()})",
-        highlight=False,
-    )
-    # open event streams (the dashboard's) end within seconds of a shutdown
-    uvicorn.run(
-        create_app(plane),
-        host=host,
-        port=port,
-        log_level=log_level,
-        timeout_graceful_shutdown=3,
-    )
+    from fleetshare.service.loop_process import LoopProcess, child_command, run_child
+    from fleetshare.service.plane import ControlPlane
+    from fleetshare.service.runtime import tune_garbage_collector
+
+    if role == "loop":
+        plane = ControlPlane(scenario, Store(db), mode="loop")
+        tune_garbage_collector()
+        raise typer.Exit(run_child(plane))
+    loop_process = None
+    if not loop_in_process:  # started first: it loads while this process does
+        env = dict(os.environ)
+        env[DB_ENV] = db or default_url()  # not on the command line: it may hold a password
+        loop_process = LoopProcess(child_command(config), env)
+        loop_process.start()
+    try:
+        import uvicorn
+
+        from fleetshare.service.api import create_app
+
+        plane = ControlPlane(scenario, Store(db), mode="api" if loop_process else "all")
+        if loop_process is not None:
+            try:
+                loop_process.wait_ready()
+            except RuntimeError as exc:
+                _fail(str(exc))
+            loop_process.attach(plane)
+        tune_garbage_collector()
+        where = f"loop process {loop_process.pid}" if loop_process else plane.role()
+        Console(stderr=True).print(
+            f"fleetshare serving on http://{host}:{port} (store {plane.store.display_url}, "
+            f"{where})",
+            highlight=False,
+        )
+        # open event streams (the dashboard's) end within seconds of a shutdown
+        uvicorn.run(
+            create_app(
+                plane,
+                loop_metrics=loop_process.metrics if loop_process else None,
+                on_stop=loop_process.stop if loop_process else None,
+            ),
+            host=host,
+            port=port,
+            log_level=log_level,
+            timeout_graceful_shutdown=3,
+        )
+    finally:  # uvicorn may end the process before this (it re-raises SIGTERM): stdin ends
+        if loop_process is not None:
+            loop_process.stop()
 
 
 @token_app.command("create")

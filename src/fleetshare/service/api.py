@@ -10,7 +10,7 @@ request names a file the server would read or write.
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -337,10 +337,19 @@ SUBMIT_BODY: dict[str, Any] = {
 # -- the app -----------------------------------------------------------------------------------
 
 
-def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
-    """The API over ``plane``; with ``start_loop`` the loop thread runs while the app does."""
+def create_app(
+    plane: ControlPlane,
+    *,
+    start_loop: bool = True,
+    loop_metrics: Callable[[], bytes] | None = None,
+    on_stop: Callable[[], None] | None = None,
+) -> FastAPI:
+    """The API over ``plane``; with ``start_loop`` the loop thread runs while the app does
+    (in ``api`` mode: the view's refresh). ``loop_metrics``: the loop's counters and
+    histograms when another process runs it (Prometheus text); ``on_stop`` is called when
+    the app stops (the loop process is stopped)."""
     store = plane.store
-    metrics = ServiceMetrics(plane)
+    metrics = ServiceMetrics(plane, loop_metrics)
     services = LiveServices(plane)
 
     @asynccontextmanager
@@ -353,6 +362,8 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
         finally:
             services.stop()
             plane.stop()
+            if on_stop is not None:
+                on_stop()
 
     app = FastAPI(
         title="fleetshare",
@@ -521,12 +532,12 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
     @app.get("/api/v1/teams", response_model=list[TeamOut], tags=["teams"])
     def list_teams(who: Who) -> list[TeamOut]:
         """Every team's quota, usage and borrowing per resource (a team token: its own)."""
-        return teams_of(plane.view, who)
+        return teams_of(plane.current_view(), who)
 
     @app.get("/api/v1/teams/{team}", response_model=TeamOut, tags=["teams"])
     def get_team(team: str, who: Who) -> TeamOut:
         """One team's quota, usage and borrowing, in total and per flavor."""
-        for out in teams_of(plane.view, who):
+        for out in teams_of(plane.current_view(), who):
             if out.name == team:
                 return out
         raise NotFound(f"no team {team!r}")
@@ -656,7 +667,7 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
     @app.get("/api/v1/nodes", response_model=list[NodeOut], tags=["nodes"])
     def list_nodes(who: Who) -> list[NodeOut]:
         """The cluster's nodes (a team token sees only its own workloads on them)."""
-        view = plane.view
+        view = plane.current_view()
         on: dict[str, list[str]] = {}
         for entry in view.running.values():
             if not who.sees_team(entry.workload.team):
@@ -806,7 +817,7 @@ def create_app(plane: ControlPlane, *, start_loop: bool = True) -> FastAPI:
         """The idle pool: per resource, the capacity of Ready and schedulable nodes, what
         admitted work uses of it and what is idle; nodes by instance and capacity type with
         their hourly cost. Totals only (a team token sees no other team's work in them)."""
-        view = plane.view
+        view = plane.current_view()
         up = {n.name for n in view.nodes if n.ready and n.schedulable}
         capacity: dict[str, int] = {}
         for node in view.nodes:

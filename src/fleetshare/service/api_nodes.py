@@ -57,7 +57,7 @@ def router(plane: ControlPlane, principal: Callable[..., Awaitable[Principal]]) 
 
     def pools_out() -> NodePoolsOut:
         row, pools = plane.pools_in_force()
-        view = plane.view
+        view = plane.current_view()
         members = [
             (info.pool, node.allocatable)
             for node in view.nodes

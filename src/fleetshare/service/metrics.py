@@ -37,7 +37,7 @@ Counters and histograms, updated by the loop as it acts (they start at 0 with th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import (
@@ -69,13 +69,14 @@ LOOP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
-class ServiceMetrics:
-    """The service's metrics on a registry of their own."""
+class LoopMetrics:
+    """The counters and histograms the loop updates as it acts, on a registry of their own
+    (in the process that runs the loop)."""
 
-    def __init__(self, plane: ControlPlane) -> None:
+    def __init__(self, plane: ControlPlane, registry: CollectorRegistry | None = None) -> None:
         # Kueue's metrics have no *_created series either
         disable_created_metrics()  # type: ignore[no-untyped-call]
-        self.registry = CollectorRegistry()
+        self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
         self.admitted = Counter(
             "fleetshare_admitted_workloads", "Admissions.", ["cluster_queue"], registry=r
@@ -105,7 +106,6 @@ class ServiceMetrics:
             buckets=LOOP_BUCKETS,
             registry=r,
         )
-        r.register(_ViewCollector(plane))
         plane.backend.on_admit = self._admitted
         plane.backend.on_preempt = self._evicted
         plane.on_step = self.loop.observe
@@ -124,6 +124,25 @@ class ServiceMetrics:
         return generate_latest(self.registry)
 
 
+class ServiceMetrics:
+    """The service's metrics: the gauges from ``plane``'s view, and the loop's counters and
+    histograms, this process's or (``loop_metrics``) the loop process's latest text."""
+
+    def __init__(
+        self, plane: ControlPlane, loop_metrics: Callable[[], bytes] | None = None
+    ) -> None:
+        disable_created_metrics()  # type: ignore[no-untyped-call]
+        self.registry = CollectorRegistry()
+        self.registry.register(_ViewCollector(plane))
+        self._loop = loop_metrics
+        if loop_metrics is None:
+            LoopMetrics(plane, self.registry)
+
+    def render(self) -> bytes:
+        text = generate_latest(self.registry)
+        return text if self._loop is None else text + self._loop()
+
+
 class _ViewCollector(Collector):
     """Gauges computed from the loop's latest view at scrape time."""
 
@@ -135,7 +154,7 @@ class _ViewCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         plane = self.plane
-        view = plane.view
+        view = plane.current_view()
         yield from _workload_gauges(view)
         yield from _quota_gauges(view)
         yield from _node_gauges(view)

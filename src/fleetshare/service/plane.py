@@ -6,9 +6,12 @@ SQLite file on one machine). Exactly one holds the ``control-loop`` lease
 (:mod:`fleetshare.service.lease`) and runs the loop: the **leader**. The others are
 **followers**: they serve every read, accept every write (a submission, a cancellation or a
 policy change is committed to the store and is then as good as the leader's own), refresh their
-view of the cluster from the store about once a second, and try for the lease as often; one of
-them takes over within about the lease's TTL (4 s) when the leader dies, at once when it stops
-cleanly or, on the same host, when its process is gone.
+view of the cluster from the store every :data:`FOLLOW_SECONDS` and before each read of it
+(:meth:`ControlPlane.current_view`), and try for the lease about every second; one of them
+takes over within about the lease's TTL (4 s) when the leader dies, at once when it stops
+cleanly or, on the same host, when its process is gone. In ``api`` mode (:data:`Mode`) a plane
+is a follower for good: ``fleetshare serve`` runs the loop in a process of its own
+(:mod:`fleetshare.service.loop_process`).
 
 The log is the inbox. API threads never touch the loop's state: they commit a change and wake
 the loop. The leader's loop reads what was committed from the event log (``submit``,
@@ -18,9 +21,9 @@ Writers are serialized (``Store.write``), so ids are in commit order and the cur
 an event that commits late. The loop thread sleeps until woken, its next timer (a finish, a node
 becoming Ready, a guard expiring) is due, or ``poll_interval`` passes (for other replicas'
 writes); each time it wakes it applies the new events and the due timers, reconciles, writes
-everything the reconcile changed in one transaction (fenced: it also checks that the lease is
-still ours), and publishes an immutable :class:`View` that the API reads for teams, reasons
-and metrics.
+everything the reconcile changed in order, :data:`WRITE_CHUNK` changes per transaction (each
+fenced: it also checks that the lease is still ours), and publishes an immutable
+:class:`View` that the API reads for teams, reasons and metrics.
 
 Transactions. A submission is one transaction (the workload row and its ``submit`` event),
 group-committed with the submissions that arrive meanwhile; a cancellation, a policy change, a
@@ -45,13 +48,14 @@ is seconds since the store's epoch, so times written before keep their meaning.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, cast, get_args
+from typing import Any, Literal, cast, get_args
 
 from sqlalchemy import JSON, Connection, Float, Integer, bindparam, func, select
 
@@ -100,6 +104,20 @@ at least ``MIN_STEP_SECONDS`` and at most ``MAX_STEP_GAP_SECONDS``: under a stre
 submissions it takes them in batches (one reconcile for many) and leaves the API most of the
 process (the GIL), while the admission lag stays a gap plus a reconcile or two (0.25 s as
 the cap gave a p99 lag of 1.4 s at 5,000 workloads; 0.1 s gives 0.6 s)."""
+FOLLOW_SECONDS = 0.25
+"""A follower serving the API refreshes its view from the store this often."""
+LEASE_TRY_SECONDS = 1.0
+"""A follower tries for the lease this often."""
+Mode = Literal["all", "api", "loop"]
+"""What a :class:`ControlPlane` runs: ``all`` the loop (when it holds the lease) and the API's
+view; ``api`` only the view, as a follower that never tries for the lease (the loop runs in
+another process, :mod:`fleetshare.service.loop_process`); ``loop`` only the loop (no view
+while another replica leads)."""
+WRITE_CHUNK = 200
+"""The loop writes a step's changes in transactions of at most this many, in the order they
+happened: every other writer waits while one commits (a step of 2,000 changes held the API's
+submissions up for ~0.1 s), and a prefix of a step is a state the loop went through (each
+change was made on the state the ones before it left), which a restart rebuilds from."""
 TAIL_BATCH = 5000
 """Events read from the log per step at most."""
 NODE_ACTIONS = ("cordon", "uncordon", "drain")
@@ -126,6 +144,26 @@ _ROW_UPDATE = (
     )
 )
 """One UPDATE for every workload row a step touched (executed with many parameter sets)."""
+_PG_ROW_UPDATE = """UPDATE workloads AS w SET state = v.state, pending_since = v.pending_since,
+admitted_at = v.admitted_at, first_admitted_at = COALESCE(w.first_admitted_at, v.first),
+finished_at = v.finished_at, assignment = v.assignment, borrowed = v.borrowed,
+preemptions = w.preemptions + v.preempted
+FROM unnest(%s::varchar[], %s::varchar[], %s::float8[], %s::float8[], %s::float8[],
+%s::float8[], %s::json[], %s::json[], %s::integer[]) AS v(name, state, pending_since,
+admitted_at, first, finished_at, assignment, borrowed, preempted) WHERE w.name = v.name"""
+""":data:`_ROW_UPDATE` on PostgreSQL: one statement for all the rows, each column an array (an
+executemany is a statement per row on the server)."""
+_ROW_FIELDS = (
+    "name",
+    "state",
+    "pending_since",
+    "admitted_at",
+    "first",
+    "finished_at",
+    "assignment",
+    "borrowed",
+    "preempted",
+)
 
 
 class LeaseLost(Exception):
@@ -186,6 +224,7 @@ class ControlPlane:
         *,
         lease_ttl: float = DEFAULT_TTL,
         poll_interval: float = POLL_SECONDS,
+        mode: Mode = "all",
     ) -> None:
         if config.workloads or config.events or config.policy_changes:
             raise ScenarioError(
@@ -202,6 +241,15 @@ class ControlPlane:
         """Held by the loop thread while it works on the backend and the loop."""
         self.lease = Lease(store, ttl=lease_ttl)
         self.poll_interval = poll_interval
+        self.mode: Mode = mode
+        self.loop_process_leads = False
+        """In ``api`` mode: whether this replica's loop process holds the lease (set by its
+        supervisor, :class:`~fleetshare.service.loop_process.LoopProcess`)."""
+        self.notify_loop: Callable[[], None] | None = None
+        """In ``api`` mode: wakes the loop process (after a commit it acts on)."""
+        self._lease_tried = 0.0
+        self._refreshing = threading.Lock()
+        """Held while a follower's view is refreshed (by its thread or a reader)."""
         self.backend = EmbeddedCluster()
         self.cache = CycleCache()
         self.cloud: SimulatedCloud | None = None
@@ -231,14 +279,16 @@ class ControlPlane:
         config's."""
         self._pools_version = 0
         self.view: View
-        if self.lease.try_acquire():
+        if mode != "api" and self.lease.try_acquire():
             self._take_over()
         else:
             self._refresh_follower()
 
     @property
     def leader(self) -> bool:
-        """True on the replica that runs the loop."""
+        """True on the replica that runs the loop (in ``api`` mode: in its loop process)."""
+        if self.mode == "api":
+            return self.loop_process_leads and self.failed is None
         return self.loop is not None and self.failed is None
 
     def role(self) -> str:
@@ -508,19 +558,29 @@ class ControlPlane:
                 break
 
     def _follow(self) -> None:
-        """One round as a follower: try for the lease, else refresh the view; then wait."""
+        """One round as a follower: try for the lease (about every second; never in ``api``
+        mode), else refresh the view (not in ``loop`` mode); then wait."""
         try:
-            if self.lease.try_acquire():
-                log.warning("this replica holds the lease now: running the control loop")
-                with self.lock:
-                    self._take_over()
-                return
-            self._refresh_follower()
+            tried = time.monotonic()
+            if self.mode != "api" and tried - self._lease_tried >= self._lease_interval:
+                self._lease_tried = tried
+                if self.lease.try_acquire():
+                    log.warning("this replica holds the lease now: running the control loop")
+                    with self.lock:
+                        self._take_over()
+                    return
+            if self.mode != "loop":
+                with self._refreshing:
+                    self._refresh_follower()
         except LeaseLost:
             self.loop = None
         except Exception:  # the database may be away for a while: keep trying
             log.warning("follower: could not read the store", exc_info=True)
-        self._stop.wait(min(1.0, self.lease.ttl / 4))
+        self._stop.wait(self._lease_interval if self.mode == "loop" else FOLLOW_SECONDS)
+
+    @property
+    def _lease_interval(self) -> float:
+        return min(LEASE_TRY_SECONDS, self.lease.ttl / 4)
 
     def _renew(self) -> None:
         """The leader's heartbeat: renew the lease every TTL/4 seconds."""
@@ -577,11 +637,11 @@ class ControlPlane:
                 seconds = time.perf_counter() - started
                 self._last_reconcile = seconds
             changes, backend.changes = backend.changes, []
-            if changes:
+            for i in range(0, len(changes), WRITE_CHUNK):  # in order: a crash leaves a prefix
                 with self.store.write() as conn:
                     if not self.lease.check(conn):
                         raise LeaseLost("another replica took the lease over")
-                    self._write_changes(conn, changes)
+                    self._write_changes(conn, changes[i : i + WRITE_CHUNK])
             if acted or changes:
                 self.view = self._make_view(now, self.view.steps + 1)
         if acted and self.on_step is not None:
@@ -688,6 +748,19 @@ class ControlPlane:
 
     # -- a follower's view -------------------------------------------------------------------
 
+    def current_view(self) -> View:
+        """The view for a read: the loop's latest on the leader; on a follower refreshed from
+        the store first, so it shows every change committed before the call (a client that saw
+        its workload admitted sees it in its team's usage). The view as it was when the store
+        cannot be read."""
+        if self.loop is None and self.mode != "loop":
+            try:
+                with self._refreshing:
+                    self._refresh_follower()
+            except Exception:
+                log.warning("follower: could not read the store", exc_info=True)
+        return self.view
+
     def _refresh_follower(self) -> None:
         """Publish a view read from the store: nodes, pending and admitted work, and the
         pending reasons as the leader last logged them. The first refresh reads every active
@@ -702,16 +775,22 @@ class ControlPlane:
             latest = conn.execute(
                 select(pv.c.id, pv.c.document).order_by(pv.c.id.desc()).limit(1)
             ).first()
+            changed_any = not hasattr(self, "view")
             if latest is not None and latest.id != f.policy_version:
                 self.policy = load_policy(latest.document, "stored policy")
                 f.engine = self._engine(self.policy)
                 f.policy_version = latest.id
+                changed_any = True
             columns = (w.c.id, w.c.name, w.c.state, w.c.pending_since, w.c.admitted_at)
             changed: list[Any] = []
             if f.rows_at == 0:
                 nodes_changed = True
                 changed = list(
-                    conn.execute(select(*columns, w.c.assignment).where(w.c.state.in_(ACTIVE)))
+                    conn.execute(
+                        select(*columns, w.c.assignment)
+                        .where(w.c.state.in_(ACTIVE))
+                        .order_by(w.c.id)
+                    )
                 )
             elif top > f.rows_at:
                 since = (e.c.id > f.rows_at) & (e.c.id <= top)
@@ -734,58 +813,50 @@ class ControlPlane:
             else:
                 nodes_changed = False
             if nodes_changed:
-                f.nodes = list(
-                    conn.execute(select(tables.nodes).where(tables.nodes.c.left_at.is_(None)))
-                )
-            for r in changed:
-                if r.state in ACTIVE:
-                    f.active[r.name] = r
-                else:
-                    f.active.pop(r.name, None)
+                f.nodes = {}
+                f.node_info = {}
+                for r in conn.execute(select(tables.nodes).where(tables.nodes.c.left_at.is_(None))):
+                    f.nodes[r.name] = node_from_row(dict(r._mapping))
+                    f.node_info[r.name] = NodeInfo(r.source, r.pool, r.price_per_hour, r.instance)
             f.rows_at = max(f.rows_at, top)
-            missing = [n for n in f.active if n not in f.workloads]
+            if len(self._prebuilt) > 100_000:  # entries never needed: rebuilt on use
+                self._prebuilt.clear()
+            missing = []
+            for r in changed:
+                if r.state not in ACTIVE or r.name in f.workloads:
+                    continue
+                built = self._prebuilt.pop(r.name, None)  # committed here: built already
+                if built is None:
+                    missing.append(r.name)
+                else:
+                    f.workloads[r.name] = built
             for i in range(0, len(missing), _CHUNK):
                 query = select(w).where(w.c.name.in_(missing[i : i + _CHUNK]))
                 for r in conn.execute(query):
                     f.workloads[r.name] = self._workload_from_row(dict(r._mapping), self.policy)
+            f.place(changed, self.epoch)
             for r in conn.execute(
                 select(e.c.id, e.c.workload, e.c.details)
-                .where(e.c.id > f.cursor, e.c.kind == "pending")
+                .where(e.c.id > f.cursor, e.c.id <= top, e.c.kind == "pending")
                 .order_by(e.c.id)
             ):
                 f.cursor = r.id
-                f.reasons[r.workload] = Waiting(r.details["reason"], r.details["position"])
-        nodes = {}
-        info = {}
-        for r in f.nodes:
-            data = dict(r._mapping)
-            nodes[r.name] = node_from_row(data)
-            info[r.name] = NodeInfo(r.source, r.pool, r.price_per_hour, r.instance)
-        running: dict[str, Running] = {}
-        pending: dict[str, Workload] = {}
-        for r in sorted(f.active.values(), key=lambda r: r.id):  # in submission order
-            workload = f.workloads[r.name]
-            if r.state == "pending":
-                pending[r.name] = workload
-                continue
-            placed = f.running.get(r.name)
-            if placed is None or placed[0] is not r:
-                assignment = assignment_from_json(r.assignment)
-                placed = (r, Running(workload, assignment, r.admitted_at - self.epoch))
-            running[r.name] = placed[1]
-        f.running = {n: (f.active[n], run) for n, run in running.items()}
-        f.workloads = {n: wl for n, wl in f.workloads.items() if n in f.active}
-        f.reasons = {n: why for n, why in f.reasons.items() if n in pending}
+                if r.workload in f.pending:  # else admitted or gone since
+                    f.reasons[r.workload] = Waiting(r.details["reason"], r.details["position"])
+                    changed_any = True
+        if not (changed_any or changed or nodes_changed):  # the view as it was, at this time
+            self.view = replace(self.view, now=self.clock.now(), steps=self.view.steps + 1)
+            return
         engine = f.engine if f.engine is not None else self._engine(self.policy)
         f.engine = engine
         steps = self.view.steps + 1 if hasattr(self, "view") else 0
         self.view = View(
             self.clock.now(),
             engine,
-            tuple(nodes.values()),
-            info,
-            running,
-            pending,
+            tuple(f.nodes.values()),
+            f.node_info,
+            dict(f.running),
+            dict(f.pending),
             dict(f.reasons),
             steps,
         )
@@ -881,7 +952,9 @@ class ControlPlane:
             else:  # the autoscaler's log: launch, autoscaler, node
                 details = dict(data)
                 event(at, str(details.pop("event")), None, None, details)
-        if touched:
+        if touched and conn.dialect.name == "postgresql":
+            _update_rows_postgresql(conn, list(touched.values()))
+        elif touched:
             conn.execute(
                 _ROW_UPDATE,
                 [
@@ -988,7 +1061,6 @@ class ControlPlane:
         if item.error is not None:
             raise item.error
         assert item.row is not None
-        self._wakeup.set()
         return item.row
 
     def _commit_submissions(self, batch: list[_Submission]) -> None:
@@ -997,6 +1069,7 @@ class ControlPlane:
         store fails, every one of them gets a 503."""
         try:
             self._commit_batch(batch)
+            self.wake()
         except Exception as exc:
             log.warning("a batch of %d submissions failed", len(batch), exc_info=True)
             for item in batch:
@@ -1041,10 +1114,10 @@ class ControlPlane:
             ).scalars()
             for item, row, row_id in zip(ok, rows, ids, strict=True):
                 item.row = {**row, "id": int(row_id), **_NOT_YET}
-            if self.loop is not None:  # the loop takes these instead of rebuilding them
-                since = at - self.epoch
-                for item in ok:
-                    self._prebuilt[item.workload.name] = replace(item.workload, submit_time=since)
+            # the loop (or a follower's view) takes these instead of rebuilding them
+            since = at - self.epoch
+            for item in ok:
+                self._prebuilt[item.workload.name] = replace(item.workload, submit_time=since)
             conn.execute(
                 tables.events.insert(),
                 [
@@ -1071,7 +1144,7 @@ class ControlPlane:
             if row.state not in ACTIVE:
                 raise Conflict(f"workload {name!r} is {row.state} already")
             self.cancel_in(conn, name, row.team, principal.actor, self.unix(self.clock.now()))
-        self._wakeup.set()
+        self.wake()
 
     def cancel_in(self, conn: Connection, name: str, team: str, actor: str, at: float) -> None:
         """Within the write transaction ``conn``: mark the active workload ``name``
@@ -1082,8 +1155,11 @@ class ControlPlane:
         self._event(conn, at, "cancel", name, team, {"by": actor})
 
     def wake(self) -> None:
-        """Wake the loop (after committing a change it acts on)."""
+        """Wake the loop (after committing a change it acts on): its thread, or in ``api``
+        mode the loop process."""
         self._wakeup.set()
+        if self.notify_loop is not None:
+            self.notify_loop()
 
     def set_policy(
         self, policy: Policy, source_format: str, original: Any, principal: Principal
@@ -1111,7 +1187,7 @@ class ControlPlane:
                 self.unix(self.clock.now()),
             )
         self.policy = policy
-        self._wakeup.set()
+        self.wake()
         return version
 
     def pools_in_force(self) -> tuple[Any, list[NodePool]]:
@@ -1134,7 +1210,7 @@ class ControlPlane:
             raise PoolProblems(found)
         with self.store.write() as conn:
             version = nodepools.save(conn, pools, principal.actor, self.unix(self.clock.now()))
-        self._wakeup.set()
+        self.wake()
         return version
 
     def node_action(self, name: str, action: str, principal: Principal) -> bool:
@@ -1162,7 +1238,7 @@ class ControlPlane:
                 )
             )
             self._event(conn, at, action, None, None, {"node": name, "by": principal.actor})
-        self._wakeup.set()
+        self.wake()
         return cordoned
 
 
@@ -1174,6 +1250,18 @@ class PoolProblems(ServiceError):
     def __init__(self, problems: list[tuple[list[str | int], str]]) -> None:
         super().__init__("; ".join(why for _, why in problems))
         self.problems = problems
+
+
+def _update_rows_postgresql(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    """Write the touched workload rows (see :meth:`ControlPlane._write_changes`) with one
+    ``UPDATE ... FROM unnest(arrays)``."""
+    columns: list[list[Any]] = [[] for _ in _ROW_FIELDS]
+    for r in rows:
+        for values, name in zip(columns, _ROW_FIELDS, strict=True):
+            value = r[name]
+            is_json = name in ("assignment", "borrowed") and value is not None
+            values.append(json.dumps(value) if is_json else value)
+    conn.exec_driver_sql(_PG_ROW_UPDATE, tuple(columns))
 
 
 def _documents(conn: Connection, table: Any, rows: Sequence[Any], kind: str) -> dict[int, Any]:
@@ -1207,18 +1295,56 @@ _NOT_YET = {
 
 @dataclass
 class _FollowerState:
-    """What a follower keeps between refreshes of its view."""
+    """What a follower keeps between refreshes of its view, changed in place by each (the
+    view gets copies)."""
 
     workloads: dict[str, Workload] = field(default_factory=dict)
+    """The pending and admitted workloads, built once each."""
+    ids: dict[str, int] = field(default_factory=dict)
+    """Their submission order (row id)."""
+    pending: dict[str, Workload] = field(default_factory=dict)
+    """In submission order."""
+    running: dict[str, Running] = field(default_factory=dict)
+    """In the order the follower saw them admitted."""
     reasons: dict[str, Waiting] = field(default_factory=dict)
-    active: dict[str, Any] = field(default_factory=dict)
-    """The pending and admitted rows (id, name, state, pending_since, admitted_at,
-    assignment) as of event ``rows_at``."""
     rows_at: int = 0
-    nodes: list[Any] = field(default_factory=list)
-    """The rows of the nodes in the cluster."""
-    running: dict[str, tuple[Any, Running]] = field(default_factory=dict)
-    """The admitted workloads placed, with the row each was built from."""
+    """The last event whose workload rows have been read."""
+    nodes: dict[str, Node] = field(default_factory=dict)
+    """The nodes in the cluster (replaced, never changed, when they are read again)."""
+    node_info: dict[str, NodeInfo] = field(default_factory=dict)
     cursor: int = 0
+    """The last ``pending`` event read."""
     policy_version: int = 0
     engine: Engine | None = None
+
+    def place(self, rows: Sequence[Any], epoch: float) -> None:
+        """Apply workload rows read since the last refresh (id, name, state, admitted_at,
+        assignment; their workloads built already): a pending row joins the queue in
+        submission order, an admitted one runs where its assignment says, an ended one
+        leaves."""
+        reorder = False
+        for r in rows:
+            name = r.name
+            if r.state == "pending":
+                self.running.pop(name, None)
+                if name not in self.pending:
+                    reorder = reorder or (bool(self.pending) and r.id < self._last_pending())
+                    self.pending[name] = self.workloads[name]
+                    self.ids[name] = r.id
+            elif r.state == "admitted":
+                self.pending.pop(name, None)
+                self.reasons.pop(name, None)
+                self.ids[name] = r.id
+                assignment = assignment_from_json(r.assignment)
+                self.running[name] = Running(
+                    self.workloads[name], assignment, r.admitted_at - epoch
+                )
+            else:
+                for held in (self.pending, self.running, self.reasons, self.workloads, self.ids):
+                    held.pop(name, None)
+        if reorder:  # a preempted workload is back in the queue at its place
+            ids = self.ids
+            self.pending = dict(sorted(self.pending.items(), key=lambda item: ids[item[0]]))
+
+    def _last_pending(self) -> int:
+        return self.ids[next(reversed(self.pending))]

@@ -15,13 +15,18 @@ first statement of each write transaction (released when it commits, after the c
 visible). So ids (``workloads.id``, ``events.id``) are assigned in commit order: a reader that
 sees id *n* committed sees every lower id that will ever commit, and paging with
 ``?after=ID`` (or the leader tailing the event log) never skips a row that commits late. Writers
-batch (the control loop writes a step in one transaction; API submissions are group-committed)
-so one writer at a time is not one fsync per request. Reads are plain transactions (snapshot per
-statement on PostgreSQL, per transaction on SQLite) and never wait for writers.
+batch (the control loop writes a step in a few transactions; API submissions are
+group-committed) so one writer at a time is not one fsync per request. Reads are plain
+transactions (snapshot per statement on PostgreSQL, per transaction on SQLite) and never wait
+for writers.
 
 SQLite runs in WAL mode with ``synchronous=NORMAL`` (a committed transaction survives a crash
 of the process, such as kill -9; after a power cut the last few may be lost) and a busy
-timeout. PostgreSQL keeps its own durability settings (``synchronous_commit`` on by default).
+timeout. Writers of every process on one SQLite file first take an exclusive ``flock`` on
+``FILE.lock`` beside it: the kernel hands it to the next writer at once, where SQLite's busy
+handler would poll, sleeping up to 100 ms between tries (the API and the loop process write
+to the same file many times a second). PostgreSQL keeps its own durability settings
+(``synchronous_commit`` on by default).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +61,18 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import make_url
 
+try:
+    import fcntl
+except ImportError:  # not on Windows: SQLite's busy handler alone serializes processes
+    fcntl = None  # type: ignore[assignment]
+
 WRITE_LOCK_KEY = 0x666C7368  # "flsh": the advisory lock that serializes writers (PostgreSQL)
 MIGRATIONS = "fleetshare.service:migrations"
 
 DB_ENV = "FLEETSHARE_DB"
+CHECKPOINT_SECONDS = 0.5
+"""SQLite: how often the WAL is copied into the database (by a thread of each writing
+process)."""
 
 metadata = MetaData()
 
@@ -235,12 +248,23 @@ class Store:
     def __init__(self, url: str | None = None) -> None:
         self.url = url or default_url()
         self._writer = threading.RLock()
+        self._writing = 0
+        """Nested write transactions of the thread holding ``_writer``."""
+        self._lock_path: Path | None = None
+        """SQLite: the file whose ``flock`` serializes writers across processes."""
+        self._lock_fd: int | None = None
+        self._checkpoints: threading.Event | None = None
+        """SQLite file: set when the checkpoint thread must stop (see :meth:`_checkpoint`)."""
+        self._checkpointer: threading.Thread | None = None
         self.sqlite = self.url.startswith("sqlite")
         self.postgresql = self.url.startswith(("postgresql", "postgres:"))
         if self.sqlite:
             path = self.url.split("///", 1)[1] if "///" in self.url else ""
             if path and path != ":memory:" and not path.startswith("file:"):
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
+                if fcntl is not None:
+                    self._lock_path = Path(path + ".lock")
+                self._checkpoints = threading.Event()
             self.engine: Engine = create_engine(
                 self.url, connect_args={"check_same_thread": False, "timeout": 30}
             )
@@ -252,6 +276,10 @@ class Store:
             )
             if self.postgresql:
                 event.listen(self.engine, "begin", _postgresql_begin)
+                # INSERTs of many rows (events, submissions) as one multi-row VALUES statement,
+                # as SQLAlchemy's psycopg2 dialect does; psycopg's executemany is a statement
+                # per row on the server
+                self.engine.dialect.use_insertmanyvalues_wo_returning = True
 
     @property
     def display_url(self) -> str:
@@ -290,14 +318,55 @@ class Store:
     def write(self) -> Iterator[Connection]:
         """A write transaction (committed on leaving, rolled back on an exception); one at a
         time across every process on the database. Threads of this process queue on a lock
-        first: the database's own wait (SQLite's busy handler) polls, sleeping up to 100 ms
-        at a time, where the lock hands over at once."""
-        with (
-            self._writer,
-            self.engine.connect().execution_options(fleetshare_write=True) as conn,
-            conn.begin(),
-        ):
+        first, and on SQLite processes on ``flock``: the database's own wait (SQLite's busy
+        handler) polls, sleeping up to 100 ms at a time, where the locks hand over at once."""
+        with ExitStack() as stack:
+            stack.enter_context(self._writer)
+            self._writing += 1
+            stack.callback(self._left)
+            if self._writing == 1 and self._lock_path is not None:
+                stack.enter_context(self._file_lock())
+            if self._checkpoints is not None and self._checkpointer is None:
+                self._checkpointer = threading.Thread(
+                    target=self._checkpoint, name="fleetshare-checkpoint", daemon=True
+                )
+                self._checkpointer.start()
+            conn = stack.enter_context(
+                self.engine.connect().execution_options(fleetshare_write=True)
+            )
+            stack.enter_context(conn.begin())
             yield conn
+
+    def _checkpoint(self) -> None:
+        """SQLite: copy the WAL into the database every :data:`CHECKPOINT_SECONDS`, off the
+        writers' path (``PASSIVE``: it waits for no reader or writer, and takes no write lock).
+        Connections do not checkpoint on commit (``wal_autocheckpoint=0``): the commit that
+        crossed the WAL's threshold would fsync the database while every writer waits."""
+        stop = self._checkpoints
+        assert stop is not None
+        while not stop.wait(CHECKPOINT_SECONDS):
+            try:
+                raw = self.engine.raw_connection()
+                try:
+                    raw.cursor().execute("PRAGMA wal_checkpoint(PASSIVE)")
+                finally:
+                    raw.close()
+            except Exception:  # busy or closing: the next turn tries again
+                continue
+
+    def _left(self) -> None:
+        self._writing -= 1
+
+    @contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        assert fcntl is not None and self._lock_path is not None
+        if self._lock_fd is None:
+            self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(self._lock_fd, fcntl.LOCK_EX)  # waits without holding the GIL
+        try:
+            yield
+        finally:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -306,7 +375,16 @@ class Store:
             yield conn
 
     def close(self) -> None:
+        if self._checkpoints is not None:
+            self._checkpoints.set()
+            if self._checkpointer is not None:
+                self._checkpointer.join(timeout=5)
+            self._checkpointer = None
+            self._checkpoints = threading.Event()
         self.engine.dispose()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -316,6 +394,7 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA wal_autocheckpoint=0")  # Store._checkpoint does it
     cursor.close()
 
 

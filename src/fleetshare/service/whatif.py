@@ -118,7 +118,7 @@ _one_at_a_time = threading.Lock()
 
 def gather(plane: ControlPlane, hours: float, max_workloads: int) -> Inputs:
     """The current state (from the loop's latest view) and the replay (from the store)."""
-    view: View = plane.view
+    view: View = plane.current_view()
     now = plane.clock.now()
     running: list[tuple[Running, float | None]] = []
     for entry in sorted(view.running.values(), key=lambda r: r.admitted_at):
