@@ -72,7 +72,7 @@ class PlanBudget:
     """Column generation: price every knapsack as an LP (and exactly, within
     ``exact_pricings``) every round, not only when the greedy pricing finds no column (slower
     rounds, far fewer of them; for proving how tight a bound is)."""
-    exact_pricings: int = 40
+    exact_pricings: int = 20
     """Column generation: knapsacks solved exactly as MILPs (:mod:`knapsack`) in all, after
     each LP pricing, for the candidates whose LP value bounds the Farley ratio; they tighten
     the lower bound and give the best patterns."""
