@@ -36,6 +36,7 @@ import re
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,11 @@ import scipy
 from fleetshare.autoscaling.cloud import Offering
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.provisioner import Plan, PodShape, plan_nodes
+from fleetshare.autoscaling.provisioner.bound import resource_prices
+from fleetshare.autoscaling.provisioner.budget import PlanBudget, SafetyNet
+from fleetshare.autoscaling.provisioner.columns import Columns, add_singletons, column_generation
+from fleetshare.autoscaling.provisioner.greedy import greedy
+from fleetshare.autoscaling.provisioner.problem import build_problem
 from fleetshare.autoscaling.simulated_cloud import SimulatedCloud, SimulatedCloudConfig
 from fleetshare.model.catalog import Catalog, InstanceType, load_catalog
 from fleetshare.model.node import HOSTNAME_LABEL
@@ -163,6 +169,81 @@ def ray_v1(types: list[InstanceType], shapes: list[PodShape], repeat: int) -> di
     }
 
 
+def pattern_lp(
+    shapes: list[PodShape],
+    pools: list[NodePool],
+    catalog: Catalog,
+    offers: list[Offering],
+    rounds: int,
+) -> dict[str, Any]:
+    """The pattern (configuration) LP of the plan's problem by column generation with exact
+    knapsack pricing every round (``PlanBudget.lp_pricing_always``): its value after
+    ``rounds`` rounds (an upper bound on the LP optimum) and the Farley lower bound (valid
+    however early it stops), CPU seconds; then a plan from it by price and dive (its cost
+    and nodes: whole nodes of the problem's classes, valid for the same problem as the
+    plan's). Not part of a plan: a check of how tight the plan's reported bound is, and of
+    whether a cheaper plan exists."""
+    started = time.process_time()
+    p = build_problem(shapes, pools, catalog, offers, {}, None, (), Plan())
+    if p is None:
+        return {}
+    res, pi_res, _ = resource_prices(p)
+    cols = Columns()
+    for rule in ("pod", "big", "spread", "balance"):
+        pack = greedy(p, rule)
+        for n in range(pack.n):
+            cols.add(int(pack.cand[n]), pack.counts[n])
+    add_singletons(p, cols)
+    budget = PlanBudget(
+        cg_rounds=rounds,
+        cg_columns=10**6,
+        cg_gap=1e-4,
+        lp_pricings=rounds,
+        lp_pricing_always=True,
+        lp_pricing_pairs=10**9,
+        exact_pricings=10**6,
+        knapsack_nodes=1000,
+    )
+    relax = column_generation(p, cols, budget, SafetyNet(3600.0), res, pi_res)
+    out: dict[str, Any] = {
+        "lp_value": round(relax.value, 4),
+        "lower_bound": round(relax.bound, 4),
+        "rounds": relax.rounds,
+        "knapsacks": relax.knapsacks,
+        "columns": len(cols),
+        "cpu_s": round(time.process_time() - started, 1),
+    }
+    # price and dive: whole nodes of the LP solution taken (its columns at y >= 1, else the
+    # largest), columns generated again for the pods left, until every pod is on a node
+    started = time.process_time()
+    left, cost, nodes = p.demand.copy(), 0.0, 0
+    dive = replace(budget, cg_rounds=40, cg_gap=1e-3)
+    while left.any():
+        rest = replace(
+            p,
+            demand=left.copy(),
+            fit=np.minimum(p.fit, left[:, None]),
+            upper=np.minimum(p.upper, np.maximum(left, 1)),
+        )
+        res, pi_res, _ = resource_prices(rest)
+        y = column_generation(rest, cols, dive, SafetyNet(3600.0), res, pi_res).y
+        take = np.floor(y + 1e-6)
+        if not take.any():
+            take[int(np.argmax(y))] = 1
+        for k in np.flatnonzero(take).tolist():
+            pattern = np.zeros(p.n_classes, np.int64)
+            pattern[cols.rows[k]] = cols.vals[k].astype(np.int64)
+            for _ in range(int(take[k])):
+                if (np.minimum(pattern, left) > 0).any():
+                    left -= np.minimum(pattern, left)
+                    cost += float(p.obj[cols.cand[k]])
+                    nodes += 1
+    out["dive_cost"] = round(cost, 4)
+    out["dive_nodes"] = nodes
+    out["dive_cpu_s"] = round(time.process_time() - started, 1)
+    return out
+
+
 def measure(
     n: int, gangs: bool, spot: bool, args: argparse.Namespace, catalog: Catalog
 ) -> dict[str, Any]:
@@ -197,6 +278,15 @@ def measure(
         if n in args.ray_sizes and not spot and import_ray() is not None
         else None
     )
+    pattern = (
+        pattern_lp(shapes, pools, catalog, offers, args.pattern_rounds)
+        if n in args.pattern_sizes
+        else None
+    )
+    if pattern:
+        pattern["gap_to_best_bound"] = round(
+            plan.hourly_cost / max(plan.lower_bound, pattern["lower_bound"]) - 1, 5
+        )
     return {
         "pods": n,
         "gangs": gangs,
@@ -221,6 +311,7 @@ def measure(
         "gangs_in_one_domain": kept,
         "instance_types_used": dict(types_used.most_common(8)),
         "ray_v1": ray,
+        "pattern_lp": pattern,
         "solver": {k: round(v, 4) for k, v in plan.stats.items()},
         "timings_s": [round(t, 3) for t in times],
         "cpu_s": [round(t, 3) for t in cpu],
@@ -241,6 +332,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=lambda v: {int(x) for x in v.split(",") if x.strip()},
         help="sizes where Ray's v1 autoscaler plans the same pods (on-demand runs only)",
     )
+    p.add_argument(
+        "--pattern-sizes",
+        default="2000",
+        type=lambda v: {int(x) for x in v.split(",") if x.strip()},
+        help="sizes where the pattern LP with exact pricing checks the plan's bound (slow)",
+    )
+    p.add_argument("--pattern-rounds", type=int, default=250, help="its column-generation rounds")
     p.add_argument("--gap-target", type=float, default=0.01)
     p.add_argument("--seconds-target", type=float, default=5.0, help="at the largest size")
     p.add_argument("--out", type=Path, default=Path("bench/results/provisioning_real_catalog.json"))
@@ -272,6 +370,14 @@ def main(argv: list[str] | None = None) -> int:
                         f"({r['ray_v1']['best_cpu_s']:.2f} cpu) {r['ray_v1']['nodes']} nodes "
                         f"{r['ray_v1']['hourly_cost_on_demand']:.3f} $/h"
                         if r["ray_v1"]
+                        else ""
+                    )
+                    + (
+                        f"  pattern-LP {r['pattern_lp']['lp_value']:.3f} bound "
+                        f"{r['pattern_lp']['lower_bound']:.3f} "
+                        f"({r['pattern_lp']['cpu_s']:.0f} cpu s) dive "
+                        f"{r['pattern_lp']['dive_cost']:.3f}"
+                        if r["pattern_lp"]
                         else ""
                     ),
                     flush=True,

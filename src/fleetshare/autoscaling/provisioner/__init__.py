@@ -21,12 +21,15 @@ reservation. Limits (node pools, account quotas, reservations: ``account_limits.
 - ``bound``: lower bounds from resource prices, from the fluid LP's duals (checked over every
   candidate) and from column-generation duals;
 - ``columns``: column generation (master LP with HiGHS, knapsack pricing: greedy, then one
-  block LP), LP rounding and a MILP over the columns, whose plans compete with the greedy one;
+  block LP, then exact knapsack MILPs for the candidates that bound the Farley ratio,
+  ``knapsack``), LP rounding and a MILP over the columns, whose plans compete with the greedy
+  one;
 - ``topology_check``: zone spreads trimmed to skew 1, gangs not placed in full removed;
 - ``reasons``: why pods are left out (no fitting pool, or the limit that blocks them).
 
 Every search is bounded by a work budget (:class:`PlanBudget`: passes, moves, swap work,
-rounds, columns, LP pricings, rounding passes, branch-and-bound nodes), never by the clock, so
+rounds, columns, LP pricings, exact knapsacks, rounding passes, branch-and-bound nodes), never
+by the clock, so
 the same input gives the same plan on any machine. ``time_limit`` is only an outer safety net;
 when it fires, ``Plan.time_limit_hit`` says so.
 """

@@ -56,6 +56,9 @@ class PlanBudget:
     cg_round_work: int = 40_000
     """Column generation: new columns per round times classes at most (a larger problem adds
     fewer columns a round, at least 40, so its master LP stays small)."""
+    cg_gap: float = 0.002
+    """Column generation stops once the master LP's value is this close to the lower bound
+    (relative)."""
     cg_smoothing: float = 0.5
     """Column generation prices at this mix of the resource prices and the LP's duals first
     (0: the LP's duals alone), and at the LP's duals when the mix finds no column."""
@@ -65,6 +68,17 @@ class PlanBudget:
     lp_pricing_pairs: int = 40_000
     """LP pricing only for problems with at most this many (class, candidate) pairs that fit
     (its block LP grows with them)."""
+    lp_pricing_always: bool = False
+    """Column generation: price every knapsack as an LP (and exactly, within
+    ``exact_pricings``) every round, not only when the greedy pricing finds no column (slower
+    rounds, far fewer of them; for proving how tight a bound is)."""
+    exact_pricings: int = 20
+    """Column generation: knapsacks solved exactly as MILPs (:mod:`knapsack`) in all, after
+    each LP pricing, for the candidates whose LP value bounds the Farley ratio; they tighten
+    the lower bound and give the best patterns."""
+    knapsack_nodes: int = 200
+    """HiGHS branch-and-bound nodes per exact knapsack (when they run out, its dual bound
+    still bounds the knapsack)."""
     rounding_passes: int = 20
     """LP rounding: master LP solves for the pods the whole nodes taken so far leave."""
     milp_columns: int = 60

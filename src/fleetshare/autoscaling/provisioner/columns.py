@@ -13,13 +13,10 @@ from scipy.optimize import Bounds, LinearConstraint
 
 from fleetshare.autoscaling.provisioner.bound import lower_bound
 from fleetshare.autoscaling.provisioner.budget import PlanBudget, SafetyNet
+from fleetshare.autoscaling.provisioner.knapsack import exact_pricing
 from fleetshare.autoscaling.provisioner.packing import Packing
 from fleetshare.autoscaling.provisioner.problem import Problem
 from fleetshare.autoscaling.provisioner.solver import lp, mip
-
-CG_GAP = 0.002
-"""Column generation stops once the LP value is this close to the lower bound."""
-
 
 SMALL = 60
 """Problems with at most this many classes may use the MILP."""
@@ -186,6 +183,7 @@ class Relaxation:
     exact: bool = False
     y: np.ndarray = field(default_factory=lambda: np.zeros(0))
     rounds: int = 0
+    knapsacks: int = 0
     pi: np.ndarray = field(default_factory=lambda: np.zeros(0))
     mu: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
@@ -203,11 +201,15 @@ def column_generation(
 
     A round prices every candidate greedily; when that finds no improving column, every
     knapsack is solved as an LP (:func:`_price_lp`), whose values bound the knapsacks (a
-    Farley bound on the master) and whose rounded solutions are new columns."""
+    Farley bound on the master) and whose rounded solutions are new columns; the knapsacks
+    whose LP value bounds the Farley ratio are then solved exactly
+    (:func:`~fleetshare.autoscaling.provisioner.knapsack.exact_pricing`), which tightens the
+    bound. The bound holds at every round, however early generation stops."""
     out = Relaxation(bound=bound_res)
     per_round = min(budget.cg_per_round, max(40, budget.cg_round_work // p.n_classes))
     pairs = int((p.fit > 0).sum())
     lp_left = budget.lp_pricings if pairs <= budget.lp_pricing_pairs else 0
+    exact_left = budget.exact_pricings
     tol = 1e-9 * max(1.0, float(p.obj.max()))
     pi = mu = np.zeros(0)
     for _ in range(budget.cg_rounds):
@@ -227,11 +229,21 @@ def column_generation(
             values = patterns @ pi
             if (reduced_base - values < -tol).any():
                 break
-        if not (reduced_base - values < -tol).any() and lp_left > 0:
+        found = (reduced_base - values < -tol).any()
+        if (budget.lp_pricing_always or not found) and lp_left > 0:
             lp_left -= 1
-            upper, values, patterns = _price_lp(p, pi)
+            upper, lp_values, lp_patterns = _price_lp(p, pi)
+            if exact_left > 0:
+                exact_left -= exact_pricing(
+                    p, pi, reduced_base, upper, lp_patterns, exact_left, budget.knapsack_nodes
+                )
+                out.knapsacks = budget.exact_pricings - exact_left
             out.bound = max(out.bound, lower_bound(p, out.value, pi, mu, upper))
-            if out.value - out.bound <= CG_GAP * max(out.value, 1e-12):
+            lp_values = lp_patterns @ pi
+            better = lp_values > values if found else np.ones(len(values), bool)
+            values = np.where(better, lp_values, values)
+            patterns = np.where(better[:, None], lp_patterns, patterns)
+            if out.value - out.bound <= budget.cg_gap * max(out.value, 1e-12):
                 break
         rc = reduced_base - values
         improving = np.flatnonzero(rc < -tol)
@@ -240,7 +252,7 @@ def column_generation(
             break
     if out.value > 0:
         out.bound = min(out.bound, out.value)
-        out.exact = out.bound >= out.value * (1 - CG_GAP)
+        out.exact = out.bound >= out.value * (1 - budget.cg_gap)
     return out
 
 

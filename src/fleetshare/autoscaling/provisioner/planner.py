@@ -243,6 +243,7 @@ def plan_nodes(
         "candidates": len(p.candidates),
         "columns": len(cols),
         "rounds": relax.rounds,
+        "knapsacks": relax.knapsacks,
         "lp_value": relax.value,
         "lp_converged": float(relax.exact),
         "resource_bound": res_bound,
