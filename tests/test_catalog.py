@@ -20,6 +20,7 @@ from fleetshare.model.catalog import (
 )
 from fleetshare.model.quantity import parse_quantity
 from fleetshare.model.resources import CPU, GPU, MEMORY, NEURON
+from tests.catalog_helpers import cpu_type
 
 SHARED_DATA = Path(__file__).parents[1] / ".." / "shared" / "data"
 SHARED_CSV = SHARED_DATA / "ec2" / "ec2_instance_types.csv"
@@ -137,21 +138,10 @@ def test_normalize_mig_profile() -> None:
 
 
 def _small(name: str, price: float | None = None) -> InstanceType:
-    return InstanceType(
-        name=name,
-        family=name.split(".")[0],
-        arch="amd64",
-        vcpu=2,
-        memory_mib=4096,
-        gpu_count=0,
-        gpu_name=None,
-        gpu_manufacturer=None,
-        gpu_memory_mib=0,
-        accelerator_count=0,
-        accelerator_name=None,
-        efa=0,
-        allocatable={CPU: 1930, MEMORY: 3000 * 2**20 * 1000, "pods": 29_000},
-        price_per_hour=price,
+    allocatable = {CPU: 1930, MEMORY: 3000 * 2**20 * 1000, "pods": 29_000}
+    family = name.split(".")[0]
+    return cpu_type(
+        name, family=family, vcpu=2, memory_mib=4096, allocatable=allocatable, price=price
     )
 
 

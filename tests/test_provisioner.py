@@ -11,9 +11,10 @@ from fleetshare.autoscaling.cloud import Offering
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.provisioner import PodShape, plan_nodes
 from fleetshare.cli import app
-from fleetshare.model.catalog import Catalog, InstanceType, load_catalog
+from fleetshare.model.catalog import Catalog, load_catalog
 from fleetshare.model.node import Toleration
 from fleetshare.model.resources import parse_resources
+from tests.catalog_helpers import cpu_type
 
 CATALOG = load_catalog()
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -170,25 +171,17 @@ def test_every_planned_node_lists_its_pods() -> None:
 def fake_types(count: int) -> Catalog:
     """Karpenter's fake instance types: i+1 vCPU, 2(i+1) GiB, 10(i+1) pods, linear prices."""
     return Catalog(
-        InstanceType(
-            name=f"fake-{i}",
+        cpu_type(
+            f"fake-{i}",
             family="fake",
-            arch="amd64",
             vcpu=i + 1,
             memory_mib=2048 * (i + 1),
-            gpu_count=0,
-            gpu_name=None,
-            gpu_manufacturer=None,
-            gpu_memory_mib=0,
-            accelerator_count=0,
-            accelerator_name=None,
-            efa=0,
             allocatable={
                 "cpu": 1000 * (i + 1) - 100,
                 "memory": (2 * (i + 1) * 2**30 - 10 * 2**20) * 1000,
                 "pods": 10_000 * (i + 1),
             },
-            price_per_hour=0.3 * (i + 1),
+            price=0.3 * (i + 1),
         )
         for i in range(count)
     )

@@ -19,8 +19,9 @@ from fleetshare.autoscaling.provisioner.columns import Columns, add_singletons, 
 from fleetshare.autoscaling.provisioner.knapsack import exact_pricing, knapsack
 from fleetshare.autoscaling.provisioner.problem import Problem, build_problem
 from fleetshare.autoscaling.provisioner.result import Plan
-from fleetshare.model.catalog import Catalog, InstanceType
+from fleetshare.model.catalog import Catalog
 from fleetshare.model.node import HOSTNAME_LABEL
+from tests.catalog_helpers import cpu_type
 
 GI = 2**30 * 1000  # memory in milli-bytes
 
@@ -30,21 +31,13 @@ TYPES = ((2, 4, 0.10), (4, 8, 0.17), (4, 32, 0.26), (8, 16, 0.37), (16, 32, 0.70
 
 def catalog() -> Catalog:
     return Catalog(
-        InstanceType(
-            name=f"t-{i}",
+        cpu_type(
+            f"t-{i}",
             family="t",
-            arch="amd64",
             vcpu=cpu,
             memory_mib=mem * 1024,
-            gpu_count=0,
-            gpu_name=None,
-            gpu_manufacturer=None,
-            gpu_memory_mib=0,
-            accelerator_count=0,
-            accelerator_name=None,
-            efa=0,
             allocatable={"cpu": cpu * 1000, "memory": mem * GI, "pods": 110_000},
-            price_per_hour=price,
+            price=price,
         )
         for i, (cpu, mem, price) in enumerate(TYPES)
     )

@@ -19,26 +19,15 @@ from fleetshare.autoscaling.provisioner.problem import Problem, build_problem
 from fleetshare.autoscaling.provisioner.result import Plan
 from fleetshare.model.catalog import Catalog, InstanceType
 from fleetshare.model.node import HOSTNAME_LABEL, ZONE_LABEL
+from tests.catalog_helpers import cpu_type
 
 GI = 2**30 * 1000  # memory in milli-bytes
 
 
 def node_type(name: str, cpu: int, mem_gi: int, price: float) -> InstanceType:
-    return InstanceType(
-        name=name,
-        family=name,
-        arch="amd64",
-        vcpu=cpu // 1000,
-        memory_mib=mem_gi * 1024,
-        gpu_count=0,
-        gpu_name=None,
-        gpu_manufacturer=None,
-        gpu_memory_mib=0,
-        accelerator_count=0,
-        accelerator_name=None,
-        efa=0,
-        allocatable={"cpu": cpu, "memory": mem_gi * GI, "pods": 110_000},
-        price_per_hour=price,
+    allocatable = {"cpu": cpu, "memory": mem_gi * GI, "pods": 110_000}
+    return cpu_type(
+        name, vcpu=cpu // 1000, memory_mib=mem_gi * 1024, allocatable=allocatable, price=price
     )
 
 
