@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import operator
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from fleetshare.governance.preemption_cache import Attempt
 from fleetshare.governance.quota import FR, QuotaModel
 from fleetshare.governance.snapshot import Pending
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import PreemptTeamTasks
+
+T = TypeVar("T")
 
 QueueKey = tuple[int, float, int, str]
 _uids = itertools.count()
@@ -224,6 +227,49 @@ class PendingView(list[Workload]):
         self.source = source
         self.serial = serial
         self.changes = changes
+
+
+class PendingBook(dict[str, Workload]):
+    """A cluster's pending workloads by name, in arrival order, that remember what changed
+    since the last :meth:`view`: the one place a runner or backend records pending changes
+    for the engine's :class:`PendingIndex`. Change it only through :meth:`put` and
+    :meth:`take` (a plain ``dict`` write would go unrecorded)."""
+
+    __slots__ = ("_changes", "_serial")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._changes: list[tuple[bool, Workload]] = []
+        self._serial = 0
+
+    def put(self, workload: Workload) -> None:
+        """Make ``workload`` pending (replacing a pending one of the same name)."""
+        replaced = self.get(workload.name)
+        if replaced is not None:
+            self._changes.append((False, replaced))
+        self[workload.name] = workload
+        self._changes.append((True, workload))
+
+    def take(self, name: str) -> Workload | None:
+        """Remove and return the pending workload ``name`` (None when it is not pending)."""
+        workload = self.pop(name, None)
+        if workload is not None:
+            self._changes.append((False, workload))
+        return workload
+
+    def view(self, source: object) -> PendingView:
+        """The pending workloads for a cycle, with the changes since the previous view."""
+        self._serial += 1
+        changes, self._changes = self._changes, []
+        return PendingView(self.values(), source, self._serial, changes)
+
+
+def same_nodes(nodes: tuple[T, ...], last: tuple[T, ...]) -> tuple[T, ...]:
+    """``last`` when ``nodes`` holds the same objects in the same order (the engine's cache
+    then knows at a glance that its node state still holds), else ``nodes``."""
+    if len(nodes) == len(last) and all(map(operator.is_, nodes, last)):
+        return last
+    return nodes
 
 
 def _newest_first(pending: Sequence[Workload], new: set[int]) -> list[Workload]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import heapq
-import operator
 import re
 import time
 from collections import Counter
@@ -28,7 +27,7 @@ from fleetshare.control.autoscaler import Autoscaler
 from fleetshare.control.clock import VirtualClock
 from fleetshare.control.loop import ControlLoop
 from fleetshare.governance.admission import CycleCache, Engine
-from fleetshare.governance.queues import PendingView
+from fleetshare.governance.queues import PendingBook, PendingView, same_nodes
 from fleetshare.governance.snapshot import Admission, CycleResult, Pending, Running
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import to_number
@@ -133,12 +132,10 @@ class Runner:
         self.cache = CycleCache()
         """Carried between this run's cycles (the engine's decisions do not depend on it)."""
         self.clock = VirtualClock()
-        self._pending_changes: list[tuple[bool, Workload]] = []
-        self._pending_serial = 0
         self._node_view: tuple[Node, ...] = ()
         self.nodes: dict[str, Node] = {n.name: n for n in scenario.nodes}
         self.records = {w.name: WorkloadRecord(w) for w in scenario.workloads}
-        self.pending: dict[str, Workload] = {}
+        self.pending = PendingBook()
         self.running: dict[str, Running] = {}
         self.events: list[dict[str, Any]] = []
         self.warnings: list[str] = []
@@ -304,7 +301,7 @@ class Runner:
             self._progress = True  # an input event (a launched node joining is none)
         if kind == _SUBMIT:
             wl: Workload = payload
-            self._pend(wl)
+            self.pending.put(wl)
             self.records[wl.name].submitted = True
             self._log(now, "submit", workload=wl.name, team=wl.team, pods=wl.pod_count)
         elif kind == _FINISH:
@@ -367,7 +364,7 @@ class Runner:
     def _requeue(self, now: float, wl: Workload, by: str, reason: str, message: str = "") -> None:
         del self.running[wl.name]
         self._finish_version[wl.name] = self._finish_version.get(wl.name, 0) + 1
-        self._pend(wl)
+        self.pending.put(wl)
         record = self.records[wl.name]
         record.state = "preempted"
         record.preemptions.append({"at": to_number_time(now), "by": by, "reason": reason})
@@ -379,12 +376,8 @@ class Runner:
     def node_list(self) -> tuple[Node, ...]:
         """The nodes as a tuple, the same object as last time when no node changed (the
         engine's cache then knows at a glance that its node state still holds)."""
-        nodes = tuple(self.nodes.values())
-        view = self._node_view
-        if len(nodes) == len(view) and all(map(operator.is_, nodes, view)):
-            return view
-        self._node_view = nodes
-        return nodes
+        self._node_view = same_nodes(tuple(self.nodes.values()), self._node_view)
+        return self._node_view
 
     def running_workloads(self) -> dict[str, Running]:
         return self.running
@@ -395,9 +388,7 @@ class Runner:
     def pending_for_cycle(self) -> PendingView:
         """The pending workloads, with what changed since the last cycle (so that the
         engine's cache need not compare the whole lists)."""
-        self._pending_serial += 1
-        changes, self._pending_changes = self._pending_changes, []
-        return PendingView(self.pending.values(), self, self._pending_serial, changes)
+        return self.pending.view(self)
 
     def busy(self, now: float) -> bool:
         """Endless work (no duration) running alone keeps no one busy: with no ``until`` the
@@ -422,7 +413,7 @@ class Runner:
 
     def bind(self, admission: Admission, now: float) -> None:
         wl = admission.workload
-        self._pending_changes.append((False, self.pending.pop(wl.name)))
+        self.pending.take(wl.name)
         self.running[wl.name] = Running(wl, admission.assignment, now)
         record = self.records[wl.name]
         record.state, record.admitted_at = "admitted", now
@@ -496,13 +487,6 @@ class Runner:
 
     def log(self, now: float, event: str, **details: Any) -> None:
         self._log(now, event, **details)
-
-    def _pend(self, wl: Workload) -> None:
-        replaced = self.pending.get(wl.name)
-        if replaced is not None:
-            self._pending_changes.append((False, replaced))
-        self.pending[wl.name] = wl
-        self._pending_changes.append((True, wl))
 
     def _final_positions(self) -> None:
         """Cycles with a cache report only the pending workloads whose reason changed; the

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetshare.governance.queues import PendingView
+from fleetshare.governance.queues import PendingBook, PendingView, same_nodes
 from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Running
 from fleetshare.model.node import Node, Taint
 from fleetshare.model.quantity import to_number
@@ -71,7 +71,7 @@ class EmbeddedCluster:
     def __init__(self) -> None:
         self.nodes: dict[str, Node] = {}
         self.node_info: dict[str, NodeInfo] = {}
-        self.pending: dict[str, Workload] = {}
+        self.pending = PendingBook()
         self.running: dict[str, Running] = {}
         self.waiting: dict[str, Waiting] = {}
         self.pending_since: dict[str, float] = {}
@@ -85,8 +85,6 @@ class EmbeddedCluster:
         self._seq = 0
         self._versions: dict[str, int] = {}
         self._wakes: set[float] = set()
-        self._pending_changes: list[tuple[bool, Workload]] = []
-        self._pending_serial = 0
         self._node_view: tuple[Node, ...] = ()
 
     # -- timers ------------------------------------------------------------------------------
@@ -130,7 +128,7 @@ class EmbeddedCluster:
 
     def add_pending(self, workload: Workload, since: float) -> None:
         """A submitted (or restored) workload joins its queue."""
-        self._pend(workload)
+        self.pending.put(workload)
         self.pending_since[workload.name] = since
 
     def restore_running(self, running: Running) -> None:
@@ -146,10 +144,9 @@ class EmbeddedCluster:
             del self.running[name]
             self._versions.pop(name, None)
             return True
-        workload = self.pending.pop(name, None)
+        workload = self.pending.take(name)
         if workload is None:
             return False
-        self._pending_changes.append((False, workload))
         self.waiting.pop(name, None)
         self.pending_since.pop(name, None)
         return True
@@ -171,12 +168,8 @@ class EmbeddedCluster:
     # -- the Cluster protocol: observe -----------------------------------------------------------
 
     def node_list(self) -> tuple[Node, ...]:
-        nodes = tuple(self.nodes.values())
-        view = self._node_view
-        if len(nodes) == len(view) and all(a is b for a, b in zip(nodes, view, strict=True)):
-            return view
-        self._node_view = nodes
-        return nodes
+        self._node_view = same_nodes(tuple(self.nodes.values()), self._node_view)
+        return self._node_view
 
     def running_workloads(self) -> dict[str, Running]:
         return self.running
@@ -185,9 +178,7 @@ class EmbeddedCluster:
         return list(self.pending.values())
 
     def pending_for_cycle(self) -> PendingView:
-        self._pending_serial += 1
-        changes, self._pending_changes = self._pending_changes, []
-        return PendingView(self.pending.values(), self, self._pending_serial, changes)
+        return self.pending.view(self)
 
     def busy(self, now: float) -> bool:
         return bool(self.pending or self.running)
@@ -200,7 +191,7 @@ class EmbeddedCluster:
 
     def bind(self, admission: Admission, now: float) -> None:
         workload = admission.workload
-        self._pending_changes.append((False, self.pending.pop(workload.name)))
+        self.pending.take(workload.name)
         self.waiting.pop(workload.name, None)
         since = self.pending_since.pop(workload.name, workload.submit_time)
         self.running[workload.name] = Running(workload, admission.assignment, now)
@@ -317,13 +308,6 @@ class EmbeddedCluster:
 
     def log(self, now: float, event: str, **details: Any) -> None:
         self.changes.append(Change("log", now, {"event": event, **details}))
-
-    def _pend(self, workload: Workload) -> None:
-        replaced = self.pending.get(workload.name)
-        if replaced is not None:
-            self._pending_changes.append((False, replaced))
-        self.pending[workload.name] = workload
-        self._pending_changes.append((True, workload))
 
 
 # -- JSON forms ------------------------------------------------------------------------------

@@ -226,7 +226,7 @@ class ServiceRunner(Runner):
         state.pods[name] = pod
         self._owner[name] = (state, pod)
         self.records[name] = WorkloadRecord(wl, submitted=True)
-        self._pend(wl)
+        self.pending.put(wl)
         self.loop.world_changed()
         self._log(now, "submit", workload=name, team=wl.team, pods=1)
 
@@ -234,10 +234,7 @@ class ServiceRunner(Runner):
         pod.deleted_at = now
         pod.stop(now)
         record = self.records[pod.name]
-        if pod.name in self.pending:
-            wl = self.pending.pop(pod.name)
-            self._pending_changes.append((False, wl))
-        elif pod.name in self.running:
+        if self.pending.take(pod.name) is None and pod.name in self.running:
             del self.running[pod.name]
             self._finish_version[pod.name] = self._finish_version.get(pod.name, 0) + 1
         record.state, record.finished_at = "deleted", now
