@@ -84,6 +84,22 @@ class PlanBudget:
     milp_columns: int = 60
     """The MILP chooses among at most this many columns: those the LP solution uses, then the
     lowest reduced costs."""
+    dive_gap: float = 0.01
+    """Price and dive (:mod:`dive`) runs when the best plan after the local search is more
+    than this far above the bound (relative)."""
+    dive_rounds: int = 10
+    """Price and dive: column-generation rounds on the whole problem before the first step."""
+    dive_step_rounds: int = 1
+    """Price and dive: column-generation rounds for the pods left, at every later step."""
+    dive_work: int = 800_000
+    """Price and dive: pricing rounds in all, counted as classes x candidates each (a larger
+    problem prices fewer rounds); once spent, the steps re-solve the LP over the pool alone."""
+    dive_steps: int = 30
+    """Price and dive: steps at most (master LP solves); at the last, what the LP still uses
+    is rounded up in one go."""
+    dive_round_up: float = 0.6
+    """Price and dive: a step without whole nodes takes one node of every column at least
+    this much used (else of the most used one)."""
     milp_nodes: int = 200
     """HiGHS branch-and-bound nodes of the MILP over those columns."""
 

@@ -23,6 +23,7 @@ from fleetshare.autoscaling.provisioner.columns import (
     round_columns,
     solve_milp,
 )
+from fleetshare.autoscaling.provisioner.dive import add_nodes, pattern_dive
 from fleetshare.autoscaling.provisioner.fluid import Solves, fluid_packing
 from fleetshare.autoscaling.provisioner.greedy import greedy
 from fleetshare.autoscaling.provisioner.local_search import improve
@@ -189,10 +190,25 @@ def plan_nodes(
         starts = [plans[0], greedy_best, *variants]
     else:
         starts = [min(plans, key=lambda mp: _score(p, mp[1])), *variants]
+    pool = Columns()  # every node of every plan: the pool of patterns for the dive
+    for _, pack in [*plans, *variants]:
+        add_nodes(pool, pack)
     work = {"search_moves": float(sum(improve(p, pack, budget, net) for _, pack in starts))}
     best_method, best = min(starts, key=lambda mp: _score(p, mp[1]))
     costs["cost_improved"] = _score(p, best)
     lap("improve_s")
+    if _gap(p, best, near) > budget.dive_gap and not net.fired():
+        for _, pack in starts:
+            add_nodes(pool, pack)
+        dived, dive_work = pattern_dive(p, pool, budget, net, pi_res)
+        work.update(dive_work)
+        dived = greedy(p, "spread", start=dived)
+        costs["cost_dive"] = _score(p, dived)
+        work["search_moves"] += improve(p, dived, budget, net)
+        costs["cost_dive_improved"] = _score(p, dived)
+        if _score(p, dived) < _score(p, best) - 1e-9:
+            best_method, best = "dive", dived
+        lap("dive_s")
     relax = Relaxation(bound=bound)
     cols = Columns()
     # column generation for small problems, or when there is no fluid plan and the greedy one
