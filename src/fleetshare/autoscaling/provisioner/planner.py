@@ -197,18 +197,6 @@ def plan_nodes(
     best_method, best = min(starts, key=lambda mp: _score(p, mp[1]))
     costs["cost_improved"] = _score(p, best)
     lap("improve_s")
-    if _gap(p, best, near) > budget.dive_gap and not net.fired():
-        for _, pack in starts:
-            add_nodes(pool, pack)
-        dived, dive_work = pattern_dive(p, pool, budget, net, pi_res)
-        work.update(dive_work)
-        dived = greedy(p, "spread", start=dived)
-        costs["cost_dive"] = _score(p, dived)
-        work["search_moves"] += improve(p, dived, budget, net)
-        costs["cost_dive_improved"] = _score(p, dived)
-        if _score(p, dived) < _score(p, best) - 1e-9:
-            best_method, best = "dive", dived
-        lap("dive_s")
     relax = Relaxation(bound=bound)
     cols = Columns()
     # column generation for small problems, or when there is no fluid plan and the greedy one
@@ -239,6 +227,24 @@ def plan_nodes(
         if best_method in ("lp-rounding", "milp"):
             work["search_moves"] += improve(p, best, budget, net)
             lap("improve2_s")
+    # price and dive over the pool of every plan's nodes, while the best is not close (after
+    # column generation and the MILP on small problems, which often close the gap)
+    if _gap(p, best, max(near, bound)) > budget.dive_gap and not net.fired():
+        for _, pack in starts:
+            add_nodes(pool, pack)
+        for j, rows, vals in zip(cols.cand, cols.rows, cols.vals, strict=True):
+            pattern = np.zeros(p.n_classes, np.int64)
+            pattern[rows] = vals.astype(np.int64)
+            pool.add(j, pattern)  # the columns generated above
+        dived, dive_work = pattern_dive(p, pool, budget, net, pi_res)
+        work.update(dive_work)
+        dived = greedy(p, "spread", start=dived)
+        costs["cost_dive"] = _score(p, dived)
+        work["search_moves"] += improve(p, dived, budget, net)
+        costs["cost_dive_improved"] = _score(p, dived)
+        if _score(p, dived) < _score(p, best) - 1e-9:
+            best_method, best = "dive", dived
+        lap("dive_s")
     net.fired()  # a solve the time limit cut short inside HiGHS is reported too
     why, cover = enforce_topology(p, best)
     _finish(p, best, plan, why, cover)
