@@ -122,7 +122,9 @@ def plan_nodes(
     close to the lower bound, no further fluid plans are made (``PlanBudget.fluid_variants``)
     and the four greedy plans are skipped; column generation and the
     MILP run on small problems, and on others only without a fluid plan when the best plan is
-    not this close. ``budget``: how
+    not this close. When the best plan is then still more than ``PlanBudget.dive_gap`` (1 %)
+    above the bound, a price-and-dive plan from the pool of every plan's nodes competes
+    (:mod:`~fleetshare.autoscaling.provisioner.dive`). ``budget``: how
     much search each phase may do (:class:`PlanBudget`); the plan depends only on the input and
     the budget. ``time_limit`` (seconds) is an outer safety net:
     if it fires, the search stops where it is and ``Plan.time_limit_hit`` is set.
