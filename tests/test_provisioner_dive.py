@@ -44,7 +44,8 @@ def dive(p: Problem) -> tuple[Packing, dict[str, float]]:
     pool = Columns()
     for rule in ("pod", "big"):
         add_nodes(pool, greedy(p, rule))
-    pack, stats = pattern_dive(p, pool, PlanBudget(), SafetyNet(600), pi_res)
+    budget = PlanBudget()
+    pack, stats = pattern_dive(p, pool, budget, SafetyNet(600), pi_res, budget.dive_work // 2)
     return greedy(p, "spread", start=pack), stats
 
 
@@ -70,7 +71,7 @@ def test_plans_through_the_dive_keep_gangs_on_one_host_and_are_never_dearer() ->
     shapes = shapes_with_gangs()
     dived = plan_nodes(shapes, POOLS, CATALOG, OFFERS, budget=ALWAYS)
     plain = plan_nodes(shapes, POOLS, CATALOG, OFFERS, budget=PlanBudget(dive_gap=10.0))
-    assert "cost_dive" in dived.stats and "cost_dive" not in plain.stats
+    assert "cost_dive_1" in dived.stats and "cost_dive_1" not in plain.stats
     check(dived, shapes)
     hosts: dict[str, set[int]] = {}
     for n, node in enumerate(dived.nodes):

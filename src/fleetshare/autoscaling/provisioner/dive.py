@@ -66,30 +66,41 @@ def _round_up(p: Problem, pack: Packing, cols: Columns, y: np.ndarray, need: np.
         _take(pack, cols, one, need)
 
 
+def round_work(p: Problem) -> int:
+    """What one pricing round costs in ``PlanBudget.dive_work``: classes x candidates."""
+    return p.n_classes * len(p.candidates)
+
+
 def pattern_dive(
-    p: Problem, cols: Columns, budget: PlanBudget, net: SafetyNet, pi_res: np.ndarray
+    p: Problem,
+    cols: Columns,
+    budget: PlanBudget,
+    net: SafetyNet,
+    pi_res: np.ndarray,
+    work_left: int,
 ) -> tuple[Packing, dict[str, float]]:
-    """The dive (see the module docstring) from the pool ``cols`` (extended in place).
-    Returns the nodes (pods may be left uncovered, e.g. when the safety net fires) and work
-    counts (steps, pricing rounds, columns, the first master LP's value)."""
+    """The dive (see the module docstring) from the pool ``cols`` (extended in place), with
+    pricing rounds worth at most ``work_left`` (:func:`round_work` each). Returns the nodes
+    (pods may be left uncovered, e.g. when the safety net fires) and work counts (steps,
+    pricing rounds and their work, columns, the first master LP's value)."""
     add_singletons(p, cols)
     cg = replace(budget, lp_pricings=0, exact_pricings=0, cg_gap=0.0)
     pack = Packing(p)
     need = p.demand.copy()
-    work = 0  # classes x candidates per pricing round
-    round_work = p.n_classes * len(p.candidates)
+    work = 0
+    per_round = round_work(p)
     stats = {"dive_steps": 0.0, "dive_rounds": 0.0, "dive_lp": 0.0}
     y = np.zeros(0)
     while need.any() and not net.fired():
         first = stats["dive_steps"] == 0
         stats["dive_steps"] += 1
         rounds = budget.dive_rounds if first else budget.dive_step_rounds
-        rounds = min(rounds, max(0, budget.dive_work - work) // max(round_work, 1))
+        rounds = min(rounds, max(0, work_left - work) // max(per_round, 1))
         if rounds > 0:
             relax = column_generation(
                 _rest(p, need, pack.head), cols, replace(cg, cg_rounds=rounds), net, 0.0, pi_res
             )
-            work += relax.rounds * round_work
+            work += relax.rounds * per_round
             stats["dive_rounds"] += relax.rounds
             y = relax.y
             if first:
@@ -111,4 +122,5 @@ def pattern_dive(
         _take(pack, cols, take, need)
     pack.compact()
     stats["dive_columns"] = float(len(cols))
+    stats["dive_work"] = float(work)
     return pack, stats

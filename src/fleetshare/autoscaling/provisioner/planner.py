@@ -23,7 +23,7 @@ from fleetshare.autoscaling.provisioner.columns import (
     round_columns,
     solve_milp,
 )
-from fleetshare.autoscaling.provisioner.dive import add_nodes, pattern_dive
+from fleetshare.autoscaling.provisioner.dive import add_nodes, pattern_dive, round_work
 from fleetshare.autoscaling.provisioner.fluid import Solves, fluid_packing
 from fleetshare.autoscaling.provisioner.greedy import greedy
 from fleetshare.autoscaling.provisioner.local_search import improve
@@ -238,14 +238,27 @@ def plan_nodes(
             pattern = np.zeros(p.n_classes, np.int64)
             pattern[rows] = vals.astype(np.int64)
             pool.add(j, pattern)  # the columns generated above
-        dived, dive_work = pattern_dive(p, pool, budget, net, pi_res)
-        work.update(dive_work)
-        dived = greedy(p, "spread", start=dived)
-        costs["cost_dive"] = _score(p, dived)
-        work["search_moves"] += improve(p, dived, budget, net)
-        costs["cost_dive_improved"] = _score(p, dived)
-        if _score(p, dived) < _score(p, best) - 1e-9:
-            best_method, best = "dive", dived
+        # each dive may price its share of the work; another dive from the pool the last one
+        # grew (its nodes after the local search included) while the plan is not close and
+        # its share pays for its first rounds (so on large problems there is one)
+        share = budget.dive_work // max(budget.dive_repeats, 1)
+        for i in range(budget.dive_repeats):
+            if i and (
+                _gap(p, best, max(near, bound)) <= budget.dive_gap
+                or share < budget.dive_rounds * round_work(p)
+                or net.fired()
+            ):
+                break
+            dived, dive_work = pattern_dive(p, pool, budget, net, pi_res, share)
+            for key, value in dive_work.items():
+                work[key] = work.get(key, 0.0) + value if key != "dive_lp" else value
+            dived = greedy(p, "spread", start=dived)
+            costs[f"cost_dive_{i + 1}"] = _score(p, dived)
+            work["search_moves"] += improve(p, dived, budget, net)
+            costs[f"cost_dive_{i + 1}_improved"] = _score(p, dived)
+            add_nodes(pool, dived)
+            if _score(p, dived) < _score(p, best) - 1e-9:
+                best_method, best = "dive", dived
         lap("dive_s")
     net.fired()  # a solve the time limit cut short inside HiGHS is reported too
     why, cover = enforce_topology(p, best)
