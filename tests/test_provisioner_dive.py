@@ -8,6 +8,7 @@ from collections import Counter
 
 import numpy as np
 
+from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.provisioner import Plan, PlanBudget, PodShape, plan_nodes
 from fleetshare.autoscaling.provisioner.bound import resource_prices
 from fleetshare.autoscaling.provisioner.budget import SafetyNet
@@ -18,7 +19,7 @@ from fleetshare.autoscaling.provisioner.packing import Packing
 from fleetshare.autoscaling.provisioner.problem import Problem, build_problem
 from fleetshare.model.node import HOSTNAME_LABEL
 from tests import test_provisioner_knapsack as small
-from tests.test_provisioner_fluid import CATALOG, MI, OFFERS, POOLS, batch, check
+from tests.test_provisioner_fluid import CATALOG, FAMILIES, MI, OFFERS, POOLS, batch, check
 
 ALWAYS = PlanBudget(dive_gap=-1.0)  # dive whatever the gap
 
@@ -69,8 +70,10 @@ def test_every_node_of_the_dive_fits_its_candidate_and_the_pods_constraints() ->
 
 def test_plans_through_the_dive_keep_gangs_on_one_host_and_are_never_dearer() -> None:
     shapes = shapes_with_gangs()
-    dived = plan_nodes(shapes, POOLS, CATALOG, OFFERS, budget=ALWAYS)
-    plain = plan_nodes(shapes, POOLS, CATALOG, OFFERS, budget=PlanBudget(dive_gap=10.0))
+    dived = plan_nodes(shapes, POOLS, CATALOG, OFFERS, budget=ALWAYS, time_limit=600)
+    plain = plan_nodes(
+        shapes, POOLS, CATALOG, OFFERS, budget=PlanBudget(dive_gap=10.0), time_limit=600
+    )
     assert "cost_dive_1" in dived.stats and "cost_dive_1" not in plain.stats
     check(dived, shapes)
     hosts: dict[str, set[int]] = {}
@@ -107,7 +110,19 @@ def test_the_same_input_gives_the_same_dive_and_plan() -> None:
     a, b = dive(p1)[0], dive(p2)[0]
     assert a.n == b.n
     assert (a.cand[: a.n] == b.cand[: b.n]).all() and (a.counts[: a.n] == b.counts[: b.n]).all()
-    first = plan_nodes(shapes, POOLS, CATALOG, OFFERS, budget=ALWAYS)
-    again = plan_nodes(list(shapes), POOLS, CATALOG, OFFERS, budget=ALWAYS)
+    first = plan_nodes(shapes, POOLS, CATALOG, OFFERS, budget=ALWAYS, time_limit=600)
+    again = plan_nodes(list(shapes), POOLS, CATALOG, OFFERS, budget=ALWAYS, time_limit=600)
     assert first.launches == again.launches
     assert Counter(n.pods for n in first.nodes) == Counter(n.pods for n in again.nodes)
+
+
+def test_the_dive_keeps_pool_limits() -> None:
+    """A CPU limit below what the pods need, with a node count limit: the nodes the dive opens
+    (whole nodes of the LP and its round-ups) stay within every limit row."""
+    for most in (5, 20):
+        pools = [NodePool(name="cpu", families=FAMILIES, limits={"nodes": most, "cpu": "100"})]
+        p = build_problem(shapes_with_gangs(), pools, CATALOG, OFFERS, {}, None, (), Plan())
+        assert p is not None and len(p.limits)
+        pack, _ = dive(p)
+        use = p.limits.matrix[:, pack.cand[: pack.n]].sum(axis=1)
+        assert pack.n > 0 and (use <= p.limits.headroom + 1e-9).all()

@@ -52,18 +52,32 @@ def _rest(p: Problem, need: np.ndarray, head: np.ndarray) -> Problem:
     )
 
 
-def _round_up(p: Problem, pack: Packing, cols: Columns, y: np.ndarray, need: np.ndarray) -> None:
-    """One node of each column ``y`` uses (most used first) while its pods are needed and the
-    limits allow it."""
+def _round_up(
+    p: Problem,
+    pack: Packing,
+    cols: Columns,
+    y: np.ndarray,
+    need: np.ndarray,
+    least: float = 0.0,
+) -> bool:
+    """One node of each column ``y`` uses at least ``least`` (none that much: of the most used
+    one) that the limits allow (most used first), taken together while their pods are needed.
+    Returns whether a node was opened."""
     L = p.limits.matrix
-    for k in np.argsort(-y, kind="stable").tolist():
-        if y[k] <= 1e-9 or not need.any():
-            break
-        if len(L) and (L[:, cols.cand[k]] > pack.head + 1e-9).any():
-            continue
-        one = np.zeros(len(y))
+    chosen = np.flatnonzero((y > 1e-9) & (y >= least - 1e-9))
+    if not len(chosen) and (y > 1e-9).any():
+        chosen = np.array([int(np.argmax(y))])
+    head = pack.head.copy()
+    one = np.zeros(len(y))
+    for k in chosen[np.argsort(-y[chosen], kind="stable")].tolist():
+        if len(L):
+            if (L[:, cols.cand[k]] > head + 1e-9).any():
+                continue
+            head -= L[:, cols.cand[k]]
         one[k] = 1
-        _take(pack, cols, one, need)
+    before = pack.n
+    _take(pack, cols, one, need)
+    return pack.n > before
 
 
 def round_work(p: Problem) -> int:
@@ -114,12 +128,11 @@ def pattern_dive(
         if stats["dive_steps"] >= budget.dive_steps:
             _round_up(p, pack, cols, y, need)  # budget spent: the rest in one step
             break
-        take = np.floor(y + 1e-6)
-        if not take.any():
-            take = (y >= budget.dive_round_up - 1e-9).astype(float)
-        if not take.any():
-            take[int(np.argmax(y))] = 1
-        _take(pack, cols, take, need)
+        take = np.floor(y + 1e-6)  # within the limits, as the LP's solution is
+        if take.any():
+            _take(pack, cols, take, need)
+        elif not _round_up(p, pack, cols, y, need, budget.dive_round_up):
+            break  # no column the limits allow: the caller's greedy fills the rest
     pack.compact()
     stats["dive_columns"] = float(len(cols))
     stats["dive_work"] = float(work)
