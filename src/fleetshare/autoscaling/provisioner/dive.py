@@ -7,12 +7,14 @@ pattern. Column generation (greedy knapsack pricing at the LP's duals, :mod:`col
 for the pods still uncovered (with ``dive_step_rounds`` more rounds of pricing for them, while
 ``dive_work`` lasts), takes the whole nodes of its solution (the columns at ``y >= 1``,
 rounded down), or when there are none, one node of every column at ``y >=
-dive_round_up`` (or the largest), and repeats until every pod is on a node. When the work
-budget is spent, the last solution is rounded up in one step (one node of each column it uses,
-most used first, while its pods are needed). Every node is a pattern that fits its candidate
-(capacity, per-node caps, zones and pools through ``Problem.fit``, a host-sharing gang as one
-bundle), so the plan keeps every constraint; the caller fills any pods left over and
-right-sizes the nodes (:func:`~fleetshare.autoscaling.provisioner.greedy.greedy`).
+dive_round_up`` (or the largest) as far as the limit rows allow, and repeats until every pod
+is on a node. After ``dive_steps`` steps, the last solution is rounded up in one step (one node
+of each column it uses that the limits allow, most used first, while its pods are needed).
+Every node is a pattern that fits its candidate (capacity, per-node caps, zones and pools
+through ``Problem.fit``, a host-sharing gang as one bundle), so the plan keeps every
+constraint; the caller fills any pods left over and right-sizes the nodes
+(:func:`~fleetshare.autoscaling.provisioner.greedy.greedy`). The planner may run a second
+dive from the pool the first grew (``PlanBudget.dive_repeats``).
 """
 
 from __future__ import annotations
