@@ -24,11 +24,17 @@ reservation. Limits (node pools, account quotas, reservations: ``account_limits.
   block LP, then exact knapsack MILPs for the candidates that bound the Farley ratio,
   ``knapsack``), LP rounding and a MILP over the columns, whose plans compete with the greedy
   one;
+- ``dive``: price and dive over a pool of the node patterns of every plan so far, when the
+  best plan is still more than ``dive_gap`` above the bound (on small problems after column
+  generation and the MILP): column generation on the pool, then whole nodes of the master
+  LP's solution taken step by step, re-priced for the pods left; filled, right-sized and
+  improved by the local search, kept when cheaper;
 - ``topology_check``: zone spreads trimmed to skew 1, gangs not placed in full removed;
 - ``reasons``: why pods are left out (no fitting pool, or the limit that blocks them).
 
 Every search is bounded by a work budget (:class:`PlanBudget`: passes, moves, swap work,
-rounds, columns, LP pricings, exact knapsacks, rounding passes, branch-and-bound nodes), never
+rounds, columns, LP pricings, exact knapsacks, rounding passes, dive steps and pricing work,
+branch-and-bound nodes), never
 by the clock, so
 the same input gives the same plan on any machine. ``time_limit`` is only an outer safety net;
 when it fires, ``Plan.time_limit_hit`` says so.

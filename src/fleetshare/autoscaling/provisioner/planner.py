@@ -23,6 +23,7 @@ from fleetshare.autoscaling.provisioner.columns import (
     round_columns,
     solve_milp,
 )
+from fleetshare.autoscaling.provisioner.dive import add_nodes, pattern_dive, round_work
 from fleetshare.autoscaling.provisioner.fluid import Solves, fluid_packing
 from fleetshare.autoscaling.provisioner.greedy import greedy
 from fleetshare.autoscaling.provisioner.local_search import improve
@@ -121,7 +122,9 @@ def plan_nodes(
     close to the lower bound, no further fluid plans are made (``PlanBudget.fluid_variants``)
     and the four greedy plans are skipped; column generation and the
     MILP run on small problems, and on others only without a fluid plan when the best plan is
-    not this close. ``budget``: how
+    not this close. When the best plan is then still more than ``PlanBudget.dive_gap`` (1 %)
+    above the bound, a price-and-dive plan from the pool of every plan's nodes competes
+    (:mod:`~fleetshare.autoscaling.provisioner.dive`). ``budget``: how
     much search each phase may do (:class:`PlanBudget`); the plan depends only on the input and
     the budget. ``time_limit`` (seconds) is an outer safety net:
     if it fires, the search stops where it is and ``Plan.time_limit_hit`` is set.
@@ -189,6 +192,9 @@ def plan_nodes(
         starts = [plans[0], greedy_best, *variants]
     else:
         starts = [min(plans, key=lambda mp: _score(p, mp[1])), *variants]
+    pool = Columns()  # every node of every plan: the pool of patterns for the dive
+    for _, pack in [*plans, *variants]:
+        add_nodes(pool, pack)
     work = {"search_moves": float(sum(improve(p, pack, budget, net) for _, pack in starts))}
     best_method, best = min(starts, key=lambda mp: _score(p, mp[1]))
     costs["cost_improved"] = _score(p, best)
@@ -223,6 +229,37 @@ def plan_nodes(
         if best_method in ("lp-rounding", "milp"):
             work["search_moves"] += improve(p, best, budget, net)
             lap("improve2_s")
+    # price and dive over the pool of every plan's nodes, while the best is not close (after
+    # column generation and the MILP on small problems, which often close the gap)
+    if _gap(p, best, max(near, bound)) > budget.dive_gap and not net.fired():
+        for _, pack in starts:
+            add_nodes(pool, pack)
+        for j, rows, vals in zip(cols.cand, cols.rows, cols.vals, strict=True):
+            pattern = np.zeros(p.n_classes, np.int64)
+            pattern[rows] = vals.astype(np.int64)
+            pool.add(j, pattern)  # the columns generated above
+        # each dive may price its share of the work; another dive from the pool the last one
+        # grew (its nodes after the local search included) while the plan is not close and
+        # its share pays for its first rounds (so on large problems there is one)
+        share = budget.dive_work // max(budget.dive_repeats, 1)
+        for i in range(budget.dive_repeats):
+            if i and (
+                _gap(p, best, max(near, bound)) <= budget.dive_gap
+                or share < budget.dive_rounds * round_work(p)
+                or net.fired()
+            ):
+                break
+            dived, dive_work = pattern_dive(p, pool, budget, net, pi_res, share)
+            for key, value in dive_work.items():
+                work[key] = work.get(key, 0.0) + value if key != "dive_lp" else value
+            dived = greedy(p, "spread", start=dived)
+            costs[f"cost_dive_{i + 1}"] = _score(p, dived)
+            work["search_moves"] += improve(p, dived, budget, net)
+            costs[f"cost_dive_{i + 1}_improved"] = _score(p, dived)
+            add_nodes(pool, dived)
+            if _score(p, dived) < _score(p, best) - 1e-9:
+                best_method, best = "dive", dived
+        lap("dive_s")
     net.fired()  # a solve the time limit cut short inside HiGHS is reported too
     why, cover = enforce_topology(p, best)
     _finish(p, best, plan, why, cover)
