@@ -171,7 +171,8 @@ def _job(name: str, cpu: int, priority: str = "low") -> dict[str, Any]:
                                 "fleetshare.io/priority-class": priority}},
         "spec": {"parallelism": 1, "completions": 1, "suspend": True, "template": {"spec": {
             "restartPolicy": "Never",
-            "containers": [{"name": "m", "image": "x", "resources": {"requests": {"cpu": str(cpu)}}}],
+            "containers": [{"name": "m", "image": "x",
+                            "resources": {"requests": {"cpu": str(cpu)}}}],
         }}},
     }  # fmt: skip
 
