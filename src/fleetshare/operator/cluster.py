@@ -15,7 +15,10 @@ Acting:
   way); pods lose the ``fleetshare.io/admission`` scheduling gate and gain
   the node selector, and kube-scheduler binds them. The admission is recorded on the object
   in the same write (annotation ``operator.fleetshare.io/admission``), made conditional on
-  the resourceVersion the decision saw, so a stale view can never admit twice.
+  the resourceVersion the decision saw, so a stale view can never admit twice. The writes
+  go out in the background (:mod:`.writer`): the view counts each workload admitted as soon
+  as it is decided (assumed) and the answers are taken at the next refresh (a refusal puts
+  the workload back to pending).
 - ``evict`` preempts: a Job is suspended again (the job controller deletes its pods) and
   queued again; pods are evicted through the Eviction API (PodDisruptionBudgets apply) and,
   being bare pods nobody recreates, leave. The reason goes to an Event, an annotation and,
