@@ -21,7 +21,15 @@ from fleetshare.operator.controller import TEAMS
 from fleetshare.operator.kube import JOBS, Kube, Resource
 from fleetshare.operator.objects import ADMISSION, PENDING_REASON
 from fleetshare.policy.schema import load_policy
-from tests.kube_harness import G5, Harness, OperatorThread, admitted, apply_policy, gpu_job, wait_for
+from tests.kube_harness import (
+    G5,
+    Harness,
+    OperatorThread,
+    admitted,
+    apply_policy,
+    gpu_job,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
