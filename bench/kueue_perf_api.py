@@ -226,6 +226,15 @@ def job_write_kind(body: Any, path: str) -> str:
     return "pending reason" if any(k.endswith("pending-reason") for k in annotations) else "other"
 
 
+def _role(thread: str) -> str:
+    """What a thread of the operator does (for the token waits)."""
+    for prefix, role in (("admission-write", "admission writer"), ("operator", "loop"),
+                         ("watch-", "watches"), ("events-", "events")):  # fmt: skip
+        if thread.startswith(prefix):
+            return role
+    return "other"
+
+
 def throttled(kube: Any, qps: float, burst: int) -> Any:
     """``kube`` with client-go's token bucket (``qps`` tokens a second, ``burst`` at most)
     in front of every request, watches included; counts requests per verb and kind."""
@@ -240,6 +249,8 @@ def throttled(kube: Any, qps: float, burst: int) -> Any:
             self.counts: Counter[str] = Counter()
             self.job_writes: Counter[str] = Counter()
             """PATCHes of Jobs by purpose (:func:`job_write_kind`)."""
+            self.waited: Counter[str] = Counter()
+            """Seconds spent waiting for a token, by the waiting thread's role."""
 
         def _send(self, method: str, path: str, **kw: Any) -> Any:
             parts = path.strip("/").split("/")
@@ -252,6 +263,7 @@ def throttled(kube: Any, qps: float, burst: int) -> Any:
                 if method == "PATCH" and what == "jobs":
                     self.job_writes[job_write_kind(kw.get("body"), path)] += 1
             if qps > 0:
+                began = time.monotonic()
                 while True:
                     with self.lock:
                         now = time.monotonic()
@@ -262,6 +274,9 @@ def throttled(kube: Any, qps: float, burst: int) -> Any:
                             break
                         wait = (1 - self.tokens) / qps
                     time.sleep(wait)
+                if now > began:
+                    with self.lock:
+                        self.waited[_role(threading.current_thread().name)] += now - began
             return super()._send(method, path, **kw)
 
     return Throttled()
@@ -536,7 +551,8 @@ def run(
         # recorder has its own clientset, so Kueue's events do not spend its 50 QPS either
         operator.events.kube = throttled(plane.client(), qps, burst)
         stop = threading.Event()
-        op_thread = threading.Thread(target=operator.run, args=(stop,), daemon=True)
+        op_thread = threading.Thread(target=operator.run, args=(stop,), name="operator",
+                                     daemon=True)  # fmt: skip
         op_thread.start()
         if not operator.ready.wait(120):
             raise RuntimeError("the operator did not reconcile within 120 s")
@@ -631,6 +647,7 @@ def run(
                 "p99": round(sorted(spent)[int(0.99 * (len(spent) - 1))], 3) if spent else None,
                 "max": round(max(spent, default=0.0), 3),
             },
+            "operator_token_wait_s": {k: round(v, 1) for k, v in op_kube.waited.most_common()},
             "event_requests": sum(operator.events.kube.counts.values()),
             "events_dropped": operator.events.dropped,
             "load_average_before": load_before,

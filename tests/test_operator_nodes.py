@@ -134,6 +134,9 @@ class RefusingCluster:
     def busy(self, now: float) -> bool:
         return False
 
+    def admitting(self) -> bool:
+        return True
+
     def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
         assert not admissions, "nothing to admit"
 

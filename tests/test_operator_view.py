@@ -99,7 +99,7 @@ class World:
         self.version = 0
         self.kube = FakeKube(self)
         self.cluster = KubeCluster(self.kube, self.store, Events(self.kube),  # type: ignore[arg-type]
-                                   write_concurrency=1, incremental=incremental)  # fmt: skip
+                                   writes_in_flight=0, incremental=incremental)  # fmt: skip
         self.engine = Engine(policy, load_catalog())
         self.engine.cache = CycleCache() if incremental else None
         self.loop = ControlLoop(self.cluster, self.engine)

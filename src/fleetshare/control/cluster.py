@@ -52,6 +52,12 @@ class Cluster(Protocol):
         only matter while there is work are skipped otherwise)."""
         ...
 
+    def admitting(self) -> bool:
+        """False while the backend cannot take more admissions at this moment (the
+        operator's admission writes are at their bound): the loop runs no admission cycle
+        then, and the backend calls it again when it can."""
+        ...
+
     # -- act -----------------------------------------------------------------------------------
 
     def bind_all(self, admissions: Sequence[Admission], now: float) -> None:

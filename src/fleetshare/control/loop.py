@@ -97,6 +97,8 @@ class ControlLoop:
             ledger.advance(now)
             weights = queue_weights(self.engine.policy)
         for _ in range(MAX_CYCLES_PER_INSTANT):
+            if not cluster.admitting():
+                break  # the backend takes no more admissions now (it wakes the loop)
             result = self.engine.cycle(
                 Snapshot(
                     now,
@@ -119,11 +121,10 @@ class ControlLoop:
                         ledger.admitted(admission.workload)
             if not result.admissions and not result.preemptions:
                 break
-        assert result is not None
         if ledger is not None:
             running = (r.workload for r in cluster.running_workloads().values())
             ledger.observe(running, self._fair_teams)
-        if result.wake_at is not None and result.wake_at > now:
+        if result is not None and result.wake_at is not None and result.wake_at > now:
             cluster.wake(result.wake_at, now, unless_sooner=True)
 
     def apply(self, now: float, result: CycleResult) -> None:

@@ -15,7 +15,10 @@ Acting:
   way); pods lose the ``fleetshare.io/admission`` scheduling gate and gain
   the node selector, and kube-scheduler binds them. The admission is recorded on the object
   in the same write (annotation ``operator.fleetshare.io/admission``), made conditional on
-  the resourceVersion the decision saw, so a stale view can never admit twice.
+  the resourceVersion the decision saw, so a stale view can never admit twice. The writes
+  go out in the background (:mod:`.writer`): the view counts each workload admitted as soon
+  as it is decided (assumed) and the answers are taken at the next refresh (a refusal puts
+  the workload back to pending).
 - ``evict`` preempts: a Job is suspended again (the job controller deletes its pods) and
   queued again; pods are evicted through the Eviction API (PodDisruptionBudgets apply) and,
   being bare pods nobody recreates, leave. The reason goes to an Event, an annotation and,
@@ -30,13 +33,13 @@ Acting:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +105,7 @@ from fleetshare.operator.objects import (
 )
 from fleetshare.operator.owners import OwnerIndex, Ref
 from fleetshare.operator.watch import Key, Store, key_of
+from fleetshare.operator.writer import AdmissionWriter, Answer, send_now
 
 if TYPE_CHECKING:
     from fleetshare.operator.nodeclaims import NodeClaims
@@ -135,6 +139,18 @@ class Tracked:
     pod_podset: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass
+class Assumed:
+    """An admission handed to the writer and not yet answered: the view counts its workload
+    as admitted with ``admitted`` (quota reserved, not pending) until the answer is taken."""
+
+    kind: str
+    admitted: Admitted
+    evicted: tuple[str, str, str] | None = None
+    """Preempted while its write was being sent: (by, reason, message), carried out once
+    the write's answer says it landed."""
+
+
 class KubeCluster:
     """The control loop's backend over the API server (see the module docstring)."""
 
@@ -146,6 +162,8 @@ class KubeCluster:
         *,
         may_act: Callable[[], bool] = lambda: True,
         write_concurrency: int = 8,
+        writes_in_flight: int = 100,
+        wake: Callable[[], None] = lambda: None,
         pending_writes: int = 50,
         pending_writes_per_second: float = 2.0,
         incremental: bool = True,
@@ -188,8 +206,17 @@ class KubeCluster:
         self.changed = False
         """Set by :meth:`refresh` when the world moved (submission, finish, node change)."""
         self._signature: tuple[Any, ...] = ()
-        self.write_concurrency = write_concurrency
-        self._writers: ThreadPoolExecutor | None = None
+        self.writer = (
+            AdmissionWriter(threads=max(1, write_concurrency), limit=writes_in_flight,
+                            may_send=may_act, wake=wake)
+            if writes_in_flight > 0 else None
+        )  # fmt: skip
+        """Admission writes in the background, at most ``writes_in_flight`` unanswered
+        (:mod:`.writer`); None: each cycle's writes are sent before :meth:`bind_all` returns."""
+        self._assumed: dict[str, Assumed] = {}
+        """Admissions handed to the writer whose answer was not taken yet, by workload."""
+        self._refused: list[str] = []
+        self._deferred_evictions: list[tuple[str, tuple[str, str, str]]] = []
         self.reason_budget = WriteBudget(pending_writes_per_second, pending_writes)
         """Pending-reason annotations: ``pending_writes`` at once, ``pending_writes_per_second``
         on average (4 % of a 50 requests/s client), so they hardly hold admissions back."""
@@ -205,7 +232,12 @@ class KubeCluster:
         the last refresh are read again (:meth:`Store.take_changes`), and nodes and workloads
         that did not change keep their objects, so the engine's cache carries its state and
         pending order over; a new engine (policy) reads everything again. Else every object
-        is read (:meth:`rebuild`): the plain path the incremental one must agree with."""
+        is read (:meth:`rebuild`): the plain path the incremental one must agree with.
+
+        First the admission writes answered since the last refresh are taken
+        (:meth:`_take_answers`): what they wrote goes to the store, so it is read below."""
+        if self.writer is not None:
+            self._take_answers(self.writer.take())
         changes = self.store.take_changes()
         if not self.incremental or engine is not self.engine or not self._built:
             self.rebuild(engine, now)
@@ -250,6 +282,7 @@ class KubeCluster:
         self._requeue_lost(now, None if nodes_changed else started)
         if changes and self.store.of("PodDisruptionBudget"):
             self.pdbs = self._pdbs()
+        self._settle_answers(now)
         self._end()
 
     def rebuild(self, engine: Engine, now: float) -> None:
@@ -283,11 +316,14 @@ class KubeCluster:
         self._requeue_lost(now)
         self.pdbs = self._pdbs()
         self._built = True
+        self._settle_answers(now)
         self._end()
 
     def _begin(self, engine: Engine) -> None:
         self.engine, self.policy = engine, engine.policy
         self.blocked.clear()
+        # preempted while their write was being sent: not admitted again before its answer
+        self.blocked.update(n for n, a in self._assumed.items() if a.evicted is not None)
         self.retry_soon = False
 
     def _end(self) -> None:
@@ -472,7 +508,8 @@ class KubeCluster:
             priority_class=parsed.priority_class, labels=dict(parsed.labels),
             created=self._created(name),
         )  # fmt: skip
-        return Tracked(name, kind.kind, ns, [job], workload, phase, admission_of(job))
+        return self._assume(Tracked(name, kind.kind, ns, [job], workload, phase,
+                                    admission_of(job)))  # fmt: skip
 
     def _pods(self, ns: str, ident: str, pods: list[dict[str, Any]], now: float) -> Tracked | None:
         kind, _, base = ident.partition(":")
@@ -502,12 +539,38 @@ class KubeCluster:
             priority=priority, priority_class=parsed.priority_class,
             labels=dict(parsed.labels), created=self._created(name),
         )  # fmt: skip
-        t = Tracked(name, "Pod", ns, pods, workload, phase, admitted)
+        t = self._assume(Tracked(name, "Pod", ns, pods, workload, phase, admitted))
         t.pod_podset = self._pod_podsets(t)
         if phase == "outside" and self.may_act():
             self._gate_late(t)
-        elif admitted is not None and any(pod_gated(p) for p in live) and self.may_act():
-            self._ungate(t, admitted, self._selectors_of(t, admitted))
+        elif (
+            admitted is not None
+            and name not in self._assumed  # its own write is still being sent
+            and any(pod_gated(p) for p in live)
+            and self.may_act()
+        ):
+            self._finish_ungating(t, admitted)
+        return t
+
+    def _finish_ungating(self, t: Tracked, admitted: Admitted) -> None:
+        """An admission of pods interrupted half-way (a crash, a refused write): ungate the
+        rest as the admission record says."""
+        written: list[dict[str, Any]] = []
+        try:
+            self._ungate(t, admitted, self._selectors_of(t, admitted), written)
+        except KubeError as exc:
+            log.warning("admission of %s not finished: %s", t.name, exc)
+            self.retry_soon = True
+        for pod in written:
+            self.store.put("Pod", pod)
+
+    def _assume(self, t: Tracked) -> Tracked:
+        """``t`` as the loop counts it: admitted while an admission write for it is
+        outstanding (the objects still say pending until the write lands), unless it was
+        preempted meanwhile."""
+        assumed = self._assumed.get(t.name)
+        if assumed is not None and assumed.evicted is None and t.phase == "pending":
+            t.phase, t.admitted = "admitted", assumed.admitted
         return t
 
     def _pod_podsets(self, t: Tracked) -> dict[str, int]:
@@ -616,19 +679,39 @@ class KubeCluster:
                 out.append({INSTANCE_TYPE_LABEL: label or flavor})
         return out
 
+    def admitting(self) -> bool:
+        """False while ``writes_in_flight`` admission writes are outstanding: the loop runs
+        no admission cycle until answers free room (the writer wakes it)."""
+        return self.writer is None or self.writer.room() > 0
+
     def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
-        """Admit one cycle's workloads: their admission writes (and Admitted Events) go out
-        concurrently, up to ``write_concurrency`` at a time (as Kueue's scheduler writes its
-        admissions asynchronously); the view is updated in the cycle's order once they are
-        answered. A failed write leaves its workload pending, retried at the next reconcile."""
+        """Admit one cycle's workloads, in the cycle's order.
+
+        Each is *assumed* at once: counted as admitted (its quota reserved, no longer pending)
+        and its admission write handed to the background writer (:mod:`.writer`), which sends
+        the writes in this order, up to ``write_concurrency`` at a time; the reconcile does not
+        wait for them. The answers are taken at the next refresh: a landed write confirms the
+        assumption, a refused one puts the workload back to pending, retried at a later
+        reconcile. Beyond the writer's room (``writes_in_flight`` outstanding) the rest of the
+        cycle's admissions are not carried out now: they stay pending, decided again at a later
+        reconcile. Without a writer (``writes_in_flight=0``) the writes are sent here, in
+        order, before this returns."""
         if not admissions:
             return
         if not self.may_act():
             self.blocked.update(a.workload.name for a in admissions)
             return
-        writes = []
-        for admission in admissions:
+        room = self.writer.room() if self.writer is not None else len(admissions)
+        answers: list[Answer] = []
+        for admission in admissions[room:]:  # no room left: decided again later
+            self.blocked.add(admission.workload.name)
+        if len(admissions) > room and self.writer is not None:
+            log.info("%d admissions left for a later reconcile: %d writes outstanding",
+                     len(admissions) - room, self.writer.outstanding())  # fmt: skip
+            self.writer.full()
+        for admission in admissions[:room]:
             workload = admission.workload
+            name = workload.name
             admitted = Admitted(
                 admission.assignment.flavors,
                 admission.assignment.placement,
@@ -636,39 +719,95 @@ class KubeCluster:
                 workload.team,
                 {k: v for k, v in admission.borrowed.items() if v},
             )
-            t = self.tracked[workload.name]
-            writes.append((admission, t, admitted, self._selectors_of(t, admitted)))
-        if len(writes) == 1 or self.write_concurrency <= 1:
-            errors = [self._write_admission(*w[1:]) for w in writes]
-        else:
-            if self._writers is None:
-                self._writers = ThreadPoolExecutor(self.write_concurrency, "admission-write")
-            errors = list(self._writers.map(lambda w: self._write_admission(*w[1:]), writes))
-        for (admission, t, admitted, _), error in zip(writes, errors, strict=True):
-            name = admission.workload.name
-            if error is not None:
-                log.info("admission of %s not written (%s): retried", name, error)
-                self.blocked.add(name)
-                self.retry_soon = True
-                continue
+            t = self.tracked[name]
+            send = functools.partial(
+                self._write_admission,
+                dataclasses.replace(t, objects=list(t.objects)),  # the writer's own copy
+                admitted,
+                self._selectors_of(t, admitted),
+            )
             t.phase, t.admitted = "admitted", admitted
             self.pending.pop(name, None)
-            self.running[name] = Running(admission.workload, admission.assignment, now)
+            self.running[name] = Running(workload, admission.assignment, now)
             self._said.pop(name, None)
-            log.info("admitted %s (team %s, flavor %s)", name, admitted.team,
-                     ",".join(dict.fromkeys(admitted.flavors)))  # fmt: skip
+            self._assumed[name] = Assumed(t.kind, admitted)
+            if self.writer is not None:
+                self.writer.submit(name, send)
+            else:
+                answers.append(send_now(name, send))
+        if answers:
+            self._take_answers(answers)
+            self.blocked.update(self._refused)
+            self._settle_answers(now)
+
+    def _take_answers(self, answers: Sequence[Answer]) -> None:
+        """Apply the writer's answers to the view: what landed goes to the store (the
+        refresh reads it); an assumption whose write was refused is undone (the workload is
+        pending again, its quota free; :meth:`_settle_answers` blocks it until a later
+        reconcile); a workload preempted while its write was sent is evicted now if it
+        landed."""
+        for answer in answers:
+            name = answer.name
+            assumed = self._assumed.pop(name, None)
+            if assumed is None:
+                continue
+            t = self.tracked.get(name)
+            for obj in answer.written:
+                if self.store.put(assumed.kind, obj) and t is not None:
+                    key = key_of(obj)
+                    t.objects = [obj if key_of(o) == key else o for o in t.objects]
+            if answer.error is None:
+                log.info("admitted %s (team %s, flavor %s)", name, assumed.admitted.team,
+                         ",".join(dict.fromkeys(assumed.admitted.flavors)))  # fmt: skip
+                if assumed.evicted is not None:
+                    self._deferred_evictions.append((name, assumed.evicted))
+                continue
+            log.info("admission of %s not written (%s): retried", name, answer.error)
+            if assumed.evicted is not None:
+                if answer.written:  # a gang partly ungated: evict what landed
+                    self._deferred_evictions.append((name, assumed.evicted))
+                continue
+            self._refused.append(name)
+            if t is not None:
+                self.store.changes.update(dict.fromkeys((t.kind, key_of(o)) for o in t.objects))
+                if t.admitted is assumed.admitted:  # still the assumption: undo it
+                    t.phase, t.admitted = "pending", None
+                    self.running.pop(name, None)
+                    self.pending[name] = t.workload
+
+    def _settle_answers(self, now: float) -> None:
+        """What the answers taken leave to do once the view is read: refused workloads wait
+        for a later reconcile; preempted ones whose write landed are evicted."""
+        if self._refused:
+            self.blocked.update(self._refused)
+            self.retry_soon = True
+            self._refused = []
+        evictions, self._deferred_evictions = self._deferred_evictions, []
+        for name, (by, reason, message) in evictions:
+            t = self.tracked.get(name)
+            if t is not None and t.phase == "admitted":
+                self.evict(t.workload, by, reason, message, now)
+
+    def close(self) -> None:
+        """Stop the writer: writes not sent yet are dropped (their workloads stay pending in
+        the API server)."""
+        if self.writer is not None:
+            self.writer.close()
 
     def _write_admission(
-        self, t: Tracked, admitted: Admitted, selectors: list[dict[str, str]]
-    ) -> KubeError | None:
-        """Write one admission and post its Event; the API's refusal, if any."""
-        try:
-            if t.kind in SUSPENDABLE:
-                self._admit_suspended(t, admitted, selectors)
-            else:
-                self._ungate(t, admitted, selectors)
-        except KubeError as exc:
-            return exc
+        self,
+        t: Tracked,
+        admitted: Admitted,
+        selectors: list[dict[str, str]],
+        written: list[dict[str, Any]],
+    ) -> None:
+        """Write one admission (appending what the API answered to ``written``) and post its
+        Event; raises the API's refusal. Runs in the writer's threads: it reads only ``t``
+        (the writer's copy) and never touches the store."""
+        if t.kind in SUSPENDABLE:
+            self._admit_suspended(t, admitted, selectors, written)
+        else:
+            self._ungate(t, admitted, selectors, written)
         borrowed = ", ".join(f"{k}={v / 1000:g}" for k, v in sorted(admitted.borrowed.items()))
         flavors = ",".join(dict.fromkeys(admitted.flavors))
         self.events.post(
@@ -676,10 +815,13 @@ class KubeCluster:
             f"admitted by team {admitted.team} on flavor {flavors}"
             + (f", borrowing {borrowed}" if borrowed else ""),
         )  # fmt: skip
-        return None
 
     def _admit_suspended(
-        self, t: Tracked, admitted: Admitted, selectors: list[dict[str, str]]
+        self,
+        t: Tracked,
+        admitted: Admitted,
+        selectors: list[dict[str, str]],
+        written: list[dict[str, Any]],
     ) -> None:
         """Unsuspend with each pod set's node selector in its template (Kueue's way)."""
         kind = SUSPENDABLE[t.kind]
@@ -695,7 +837,7 @@ class KubeCluster:
 
         obj = t.objects[0]
         name = str(obj["metadata"]["name"])
-        self.store.put(kind.kind, self._conditional(kind.res, name, t.namespace, obj, patch))
+        written.append(self._conditional(kind.res, name, t.namespace, obj, patch))
 
     def _conditional(
         self,
@@ -728,7 +870,15 @@ class KubeCluster:
                 raise
             return send(fresh)
 
-    def _ungate(self, t: Tracked, admitted: Admitted, selectors: list[dict[str, str]]) -> None:
+    def _ungate(
+        self,
+        t: Tracked,
+        admitted: Admitted,
+        selectors: list[dict[str, str]],
+        written: list[dict[str, Any]],
+    ) -> None:
+        """Remove the gate from each gated pod, adding its pod set's node selector (appending
+        each pod as the API answered to ``written``)."""
         for pod in t.objects:
             if pod_done(pod) or not pod_gated(pod):
                 continue
@@ -750,12 +900,28 @@ class KubeCluster:
             if selector:
                 body["spec"]["nodeSelector"] = selector
             name = str(pod["metadata"]["name"])
-            self.store.put("Pod", self._conditional(PODS, name, t.namespace, pod, body))
+            written.append(self._conditional(PODS, name, t.namespace, pod, body))
 
     def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
+        """Preempt ``workload`` (see the module docstring). One whose admission write is
+        still outstanding (assumed) is pending again at once: its write is withdrawn if not
+        sent yet (nothing was written, nothing to undo); if it is being sent, the eviction is
+        carried out when its answer says it landed (:meth:`_take_answers`)."""
         t = self.tracked.get(workload.name)
         self.running.pop(workload.name, None)
         if t is None or not self.may_act():
+            return
+        assumed = self._assumed.get(workload.name)
+        if assumed is not None:
+            if self.writer is not None and self.writer.cancel(workload.name):
+                del self._assumed[workload.name]
+            else:
+                assumed.evicted = (by, reason, message)
+            t.phase, t.admitted = "pending", None
+            self.pending[workload.name] = workload
+            self.blocked.add(workload.name)
+            log.info("evicted %s before its admission was written: %s (by %s)",
+                     workload.name, reason, by)  # fmt: skip
             return
         text = message or reason
         record = json.dumps({"reason": reason, "by": by, "message": text, "at": now})

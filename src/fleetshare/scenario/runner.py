@@ -407,6 +407,9 @@ class Runner:
     def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
         self._requeue(now, workload, by=by, reason=reason, message=message)
 
+    def admitting(self) -> bool:
+        return True
+
     def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
         for admission in admissions:
             self.bind(admission, now)

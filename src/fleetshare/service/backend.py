@@ -185,6 +185,9 @@ class EmbeddedCluster:
 
     # -- ... and act ----------------------------------------------------------------------------
 
+    def admitting(self) -> bool:
+        return True
+
     def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
         for admission in admissions:
             self.bind(admission, now)
