@@ -48,7 +48,6 @@ is seconds since the store's epoch, so times written before keep their meaning.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -73,7 +72,7 @@ from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import Policy, load_policy
 from fleetshare.scenario.loader import Scenario, ScenarioError, build_workload
 from fleetshare.scenario.schema import WorkloadSpec
-from fleetshare.service import nodepools
+from fleetshare.service import nodepools, pg_writes
 from fleetshare.service import store as tables
 from fleetshare.service.auth import Principal
 from fleetshare.service.backend import (
@@ -144,26 +143,6 @@ _ROW_UPDATE = (
     )
 )
 """One UPDATE for every workload row a step touched (executed with many parameter sets)."""
-_PG_ROW_UPDATE = """UPDATE workloads AS w SET state = v.state, pending_since = v.pending_since,
-admitted_at = v.admitted_at, first_admitted_at = COALESCE(w.first_admitted_at, v.first),
-finished_at = v.finished_at, assignment = v.assignment, borrowed = v.borrowed,
-preemptions = w.preemptions + v.preempted
-FROM unnest(%s::varchar[], %s::varchar[], %s::float8[], %s::float8[], %s::float8[],
-%s::float8[], %s::json[], %s::json[], %s::integer[]) AS v(name, state, pending_since,
-admitted_at, first, finished_at, assignment, borrowed, preempted) WHERE w.name = v.name"""
-""":data:`_ROW_UPDATE` on PostgreSQL: one statement for all the rows, each column an array (an
-executemany is a statement per row on the server)."""
-_ROW_FIELDS = (
-    "name",
-    "state",
-    "pending_since",
-    "admitted_at",
-    "first",
-    "finished_at",
-    "assignment",
-    "borrowed",
-    "preempted",
-)
 
 
 class LeaseLost(Exception):
@@ -952,8 +931,9 @@ class ControlPlane:
             else:  # the autoscaler's log: launch, autoscaler, node
                 details = dict(data)
                 event(at, str(details.pop("event")), None, None, details)
-        if touched and conn.dialect.name == "postgresql":
-            _update_rows_postgresql(conn, list(touched.values()))
+        postgresql = conn.dialect.name == "postgresql"
+        if touched and postgresql:
+            pg_writes.update_workloads(conn, list(touched.values()))
         elif touched:
             conn.execute(
                 _ROW_UPDATE,
@@ -972,7 +952,9 @@ class ControlPlane:
                     for r in touched.values()
                 ],
             )
-        if events:
+        if events and postgresql:
+            pg_writes.insert_events(conn, events)
+        elif events:
             conn.execute(tables.events.insert(), events)
 
     def _upsert_node(self, conn: Connection, node: Node, info: NodeInfo, at: float) -> None:
@@ -1082,21 +1064,16 @@ class ControlPlane:
         w = tables.workloads
         with self.store.write() as conn:
             at = self.unix(self.clock.now())
-            names = [item.workload.name for item in batch]
-            taken = set(conn.execute(select(w.c.name).where(w.c.name.in_(names))).scalars())
-            ok = []
-            for item in batch:
-                name = item.workload.name
-                if name in taken:
-                    item.error = Conflict(f"a workload named {name!r} exists already")
-                    continue
-                taken.add(name)
-                ok.append(item)
-            if not ok:
-                return
-            rows = [
-                {
-                    "name": item.workload.name,
+            postgresql = conn.dialect.name == "postgresql"
+            firsts: dict[str, _Submission] = {}
+            for item in batch:  # a name twice in one batch: the first wins
+                if item.workload.name in firsts:
+                    item.error = self._taken(item.workload.name)
+                else:
+                    firsts[item.workload.name] = item
+            rows = {
+                name: {
+                    "name": name,
                     "team": item.workload.team,
                     "state": "pending",
                     "spec": item.spec,
@@ -1107,30 +1084,50 @@ class ControlPlane:
                     "preemptions": 0,
                     "submitted_by": item.actor,
                 }
-                for item in ok
-            ]
-            ids = conn.execute(
-                w.insert().returning(w.c.id, sort_by_parameter_order=True), rows
-            ).scalars()
-            for item, row, row_id in zip(ok, rows, ids, strict=True):
-                item.row = {**row, "id": int(row_id), **_NOT_YET}
+                for name, item in firsts.items()
+            }
+            ids: dict[str, int] = {}
+            if postgresql:  # one statement; a name taken already is skipped
+                ids = pg_writes.insert_workloads(conn, list(rows.values()))
+            elif rows:
+                taken = set(conn.execute(select(w.c.name).where(w.c.name.in_(rows))).scalars())
+                new = [row for name, row in rows.items() if name not in taken]
+                if new:
+                    inserted = conn.execute(
+                        w.insert().returning(w.c.id, sort_by_parameter_order=True), new
+                    ).scalars()
+                    ids = {row["name"]: int(i) for row, i in zip(new, inserted, strict=True)}
+            ok = []
+            for name, item in firsts.items():
+                if name not in ids:
+                    item.error = self._taken(name)
+                    continue
+                item.row = {**rows[name], "id": ids[name], **_NOT_YET}
+                ok.append(item)
+            if not ok:
+                return
             # the loop (or a follower's view) takes these instead of rebuilding them
             since = at - self.epoch
             for item in ok:
                 self._prebuilt[item.workload.name] = replace(item.workload, submit_time=since)
-            conn.execute(
-                tables.events.insert(),
-                [
-                    {
-                        "at": at,
-                        "kind": "submit",
-                        "workload": item.workload.name,
-                        "team": item.workload.team,
-                        "details": {"pods": item.workload.pod_count, "by": item.actor},
-                    }
-                    for item in ok
-                ],
-            )
+            events = [
+                {
+                    "at": at,
+                    "kind": "submit",
+                    "workload": item.workload.name,
+                    "team": item.workload.team,
+                    "details": {"pods": item.workload.pod_count, "by": item.actor},
+                }
+                for item in ok
+            ]
+            if postgresql:
+                pg_writes.insert_events(conn, events)
+            else:
+                conn.execute(tables.events.insert(), events)
+
+    @staticmethod
+    def _taken(name: str) -> Conflict:
+        return Conflict(f"a workload named {name!r} exists already")
 
     def cancel(self, name: str, principal: Principal) -> None:
         """Commit the cancellation of a pending or admitted workload and wake the loop."""
@@ -1250,18 +1247,6 @@ class PoolProblems(ServiceError):
     def __init__(self, problems: list[tuple[list[str | int], str]]) -> None:
         super().__init__("; ".join(why for _, why in problems))
         self.problems = problems
-
-
-def _update_rows_postgresql(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """Write the touched workload rows (see :meth:`ControlPlane._write_changes`) with one
-    ``UPDATE ... FROM unnest(arrays)``."""
-    columns: list[list[Any]] = [[] for _ in _ROW_FIELDS]
-    for r in rows:
-        for values, name in zip(columns, _ROW_FIELDS, strict=True):
-            value = r[name]
-            is_json = name in ("assignment", "borrowed") and value is not None
-            values.append(json.dumps(value) if is_json else value)
-    conn.exec_driver_sql(_PG_ROW_UPDATE, tuple(columns))
 
 
 def _documents(conn: Connection, table: Any, rows: Sequence[Any], kind: str) -> dict[int, Any]:
