@@ -819,10 +819,13 @@ class ControlPlane:
                 .where(e.c.id > f.cursor, e.c.id <= top, e.c.kind == "pending")
                 .order_by(e.c.id)
             ):
-                f.cursor = r.id
                 if r.workload in f.pending:  # else admitted or gone since
                     f.reasons[r.workload] = Waiting(r.details["reason"], r.details["position"])
                     changed_any = True
+            # every event up to top is committed (ids in commit order): the next refresh
+            # starts after it, not after the last ``pending`` event (with none for a while,
+            # each refresh scanned every event since)
+            f.cursor = max(f.cursor, top)
         if not (changed_any or changed or nodes_changed):  # the view as it was, at this time
             self.view = replace(self.view, now=self.clock.now(), steps=self.view.steps + 1)
             return
@@ -1298,7 +1301,7 @@ class _FollowerState:
     """The nodes in the cluster (replaced, never changed, when they are read again)."""
     node_info: dict[str, NodeInfo] = field(default_factory=dict)
     cursor: int = 0
-    """The last ``pending`` event read."""
+    """The last event read for ``pending`` reasons."""
     policy_version: int = 0
     engine: Engine | None = None
 
