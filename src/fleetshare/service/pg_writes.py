@@ -16,6 +16,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+import psycopg
 from sqlalchemy import Connection
 
 ROW_FIELDS = (
@@ -44,7 +45,7 @@ _INSERT_WORKLOADS = """INSERT INTO workloads (name, team, state, spec, priority,
 submitted_at, pending_since, preemptions, submitted_by)
 SELECT v.name, v.team, v.state, v.spec, v.priority, v.priority_class, v.submitted_at,
 v.pending_since, v.preemptions, v.submitted_by
-FROM ROWS FROM (json_to_recordset(%s::json) AS (name varchar, team varchar, state varchar,
+FROM ROWS FROM (json_to_recordset(%(rows)s::json) AS (name varchar, team varchar, state varchar,
 spec json, priority integer, priority_class varchar, submitted_at float8, pending_since float8,
 preemptions integer, submitted_by varchar))
 WITH ORDINALITY AS v(name, team, state, spec, priority, priority_class, submitted_at,
@@ -75,6 +76,13 @@ ORDER BY v.i"""
 
 _EVENT_FIELDS = ("at", "kind", "workload", "team", "details")
 
+_SUBMIT = f"""WITH new AS ({_INSERT_WORKLOADS}, submitted_at, team),
+logged AS (INSERT INTO events (at, kind, workload, team, details)
+SELECT new.submitted_at, 'submit', new.name, new.team, d.details
+FROM new JOIN json_to_recordset(%(details)s::json) AS d(name varchar, details json)
+ON d.name = new.name ORDER BY new.id)
+SELECT id, name FROM new"""
+
 
 def _document(rows: Sequence[dict[str, Any]], fields: Sequence[str]) -> tuple[str]:
     """The rows' ``fields`` as one JSON array of objects: the statement's one parameter."""
@@ -87,10 +95,18 @@ def update_workloads(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     conn.exec_driver_sql(_UPDATE, _document(rows, ROW_FIELDS))
 
 
-def insert_workloads(conn: Connection, rows: Sequence[dict[str, Any]]) -> dict[str, int]:
-    """Insert new workload rows in the order given, skipping each whose name is taken; the
-    ids of those inserted, by name. ``rows`` must not repeat a name."""
-    found = conn.exec_driver_sql(_INSERT_WORKLOADS, _document(rows, _WORKLOAD_FIELDS))
+def submit(
+    conn: psycopg.Connection[Any], rows: Sequence[dict[str, Any]], details: Sequence[Any]
+) -> dict[str, int]:
+    """Insert new workload rows in the order given, each with its ``submit`` event (its
+    ``details``), skipping each whose name is taken: one statement, on the driver's
+    connection (:meth:`Store.pipelined_write`). The ids of the rows inserted, by name. ``rows``
+    must not repeat a name."""
+    (document,) = _document(rows, _WORKLOAD_FIELDS)
+    named = json.dumps(
+        [{"name": r["name"], "details": d} for r, d in zip(rows, details, strict=True)]
+    )
+    found = conn.execute(_SUBMIT, {"rows": document, "details": named}).fetchall()
     return {name: int(row_id) for row_id, name in found}
 
 

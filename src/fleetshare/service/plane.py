@@ -1064,69 +1064,92 @@ class ControlPlane:
                     item.error = Unavailable(f"the store refused the batch: {exc}")
 
     def _commit_batch(self, batch: list[_Submission]) -> None:
+        firsts: dict[str, _Submission] = {}
+        for item in batch:  # a name twice in one batch: the first wins
+            if item.workload.name in firsts:
+                item.error = self._taken(item.workload.name)
+            else:
+                firsts[item.workload.name] = item
+        if not firsts:
+            return
+        if self.store.postgresql:  # one statement, two round trips (see pipelined_write)
+            with self.store.pipelined_write() as pg:
+                at = self.unix(self.clock.now())
+                rows = self._new_rows(firsts, at)
+                details = [self._submit_details(item) for item in firsts.values()]
+                self._accepted(firsts, rows, pg_writes.submit(pg, rows, details), at)
+            return
         w = tables.workloads
         with self.store.write() as conn:
             at = self.unix(self.clock.now())
-            postgresql = conn.dialect.name == "postgresql"
-            firsts: dict[str, _Submission] = {}
-            for item in batch:  # a name twice in one batch: the first wins
-                if item.workload.name in firsts:
-                    item.error = self._taken(item.workload.name)
-                else:
-                    firsts[item.workload.name] = item
-            rows = {
-                name: {
-                    "name": name,
-                    "team": item.workload.team,
-                    "state": "pending",
-                    "spec": item.spec,
-                    "priority": item.workload.priority,
-                    "priority_class": item.workload.priority_class,
-                    "submitted_at": at,
-                    "pending_since": at,
-                    "preemptions": 0,
-                    "submitted_by": item.actor,
-                }
-                for name, item in firsts.items()
-            }
+            rows = self._new_rows(firsts, at)
+            taken = set(conn.execute(select(w.c.name).where(w.c.name.in_(firsts))).scalars())
+            new = [row for row in rows if row["name"] not in taken]
             ids: dict[str, int] = {}
-            if postgresql:  # one statement; a name taken already is skipped
-                ids = pg_writes.insert_workloads(conn, list(rows.values()))
-            elif rows:
-                taken = set(conn.execute(select(w.c.name).where(w.c.name.in_(rows))).scalars())
-                new = [row for name, row in rows.items() if name not in taken]
-                if new:
-                    inserted = conn.execute(
-                        w.insert().returning(w.c.id, sort_by_parameter_order=True), new
-                    ).scalars()
-                    ids = {row["name"]: int(i) for row, i in zip(new, inserted, strict=True)}
-            ok = []
-            for name, item in firsts.items():
-                if name not in ids:
-                    item.error = self._taken(name)
-                    continue
-                item.row = {**rows[name], "id": ids[name], **_NOT_YET}
-                ok.append(item)
-            if not ok:
-                return
-            # the loop (or a follower's view) takes these instead of rebuilding them
-            since = at - self.epoch
-            for item in ok:
-                self._prebuilt[item.workload.name] = replace(item.workload, submit_time=since)
-            events = [
-                {
-                    "at": at,
-                    "kind": "submit",
-                    "workload": item.workload.name,
-                    "team": item.workload.team,
-                    "details": {"pods": item.workload.pod_count, "by": item.actor},
-                }
-                for item in ok
-            ]
-            if postgresql:
-                pg_writes.insert_events(conn, events)
-            else:
-                conn.execute(tables.events.insert(), events)
+            if new:
+                inserted = conn.execute(
+                    w.insert().returning(w.c.id, sort_by_parameter_order=True), new
+                ).scalars()
+                ids = {row["name"]: int(i) for row, i in zip(new, inserted, strict=True)}
+            ok = self._accepted(firsts, rows, ids, at)
+            if ok:
+                conn.execute(
+                    tables.events.insert(),
+                    [
+                        {
+                            "at": at,
+                            "kind": "submit",
+                            "workload": item.workload.name,
+                            "team": item.workload.team,
+                            "details": self._submit_details(item),
+                        }
+                        for item in ok
+                    ],
+                )
+
+    @staticmethod
+    def _new_rows(items: dict[str, _Submission], at: float) -> list[dict[str, Any]]:
+        """The workload rows of new submissions (in the order given)."""
+        return [
+            {
+                "name": name,
+                "team": item.workload.team,
+                "state": "pending",
+                "spec": item.spec,
+                "priority": item.workload.priority,
+                "priority_class": item.workload.priority_class,
+                "submitted_at": at,
+                "pending_since": at,
+                "preemptions": 0,
+                "submitted_by": item.actor,
+            }
+            for name, item in items.items()
+        ]
+
+    @staticmethod
+    def _submit_details(item: _Submission) -> dict[str, Any]:
+        return {"pods": item.workload.pod_count, "by": item.actor}
+
+    def _accepted(
+        self,
+        items: dict[str, _Submission],
+        rows: list[dict[str, Any]],
+        ids: dict[str, int],
+        at: float,
+    ) -> list[_Submission]:
+        """Set each item's committed row (``ids``: those inserted; the others get a 409) and
+        keep its workload built for the loop; the items inserted."""
+        ok = []
+        since = at - self.epoch
+        for row, (name, item) in zip(rows, items.items(), strict=True):
+            if name not in ids:
+                item.error = self._taken(name)
+                continue
+            item.row = {**row, "id": ids[name], **_NOT_YET}
+            # the loop (or a follower's view) takes this instead of rebuilding it
+            self._prebuilt[name] = replace(item.workload, submit_time=since)
+            ok.append(item)
+        return ok
 
     @staticmethod
     def _taken(name: str) -> Conflict:

@@ -338,6 +338,32 @@ class Store:
             stack.enter_context(conn.begin())
             yield conn
 
+    @contextmanager
+    def pipelined_write(self) -> Iterator[Any]:
+        """PostgreSQL: a write transaction (serialized as :meth:`write`'s) on the driver's own
+        connection (psycopg) in pipeline mode: the ``BEGIN``, the lock and the statements
+        the caller sends go out together and come back in one round trip when the caller
+        first reads a result, then the commit is one more. Committed on leaving, rolled back
+        on an exception. Each round trip releases the GIL and waits to take it back (up to
+        the switch interval, 5 ms, while the event loop's thread runs): few round trips are
+        what keeps a commit short in a busy process."""
+        assert self.postgresql, "pipeline mode is PostgreSQL's"
+        with self._writer:
+            raw = self.engine.raw_connection()
+            try:
+                conn = raw.driver_connection
+                assert conn is not None
+                try:
+                    with conn.pipeline():
+                        conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
+                        yield conn
+                        conn.commit()
+                except BaseException:
+                    conn.rollback()
+                    raise
+            finally:
+                raw.close()
+
     def _checkpoint(self) -> None:
         """SQLite: copy the WAL into the database every :data:`CHECKPOINT_SECONDS`, off the
         writers' path (``PASSIVE``: it waits for no reader or writer, and takes no write lock).
