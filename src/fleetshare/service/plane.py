@@ -88,7 +88,7 @@ from fleetshare.service.backend import (
 )
 from fleetshare.service.group_commit import GroupCommit
 from fleetshare.service.lease import DEFAULT_TTL, Lease
-from fleetshare.service.store import Store
+from fleetshare.service.store import Store, named
 
 log = logging.getLogger("fleetshare.service")
 
@@ -646,12 +646,12 @@ class ControlPlane:
                 chunk = submitted[i : i + _CHUNK]
                 built = [n for n in chunk if n in self._prebuilt]
                 if built:  # only the state is needed
-                    query = select(w.c.name, w.c.state).where(w.c.name.in_(built))
+                    query = select(w.c.name, w.c.state).where(named(conn, w.c.name, built))
                     for state_row in conn.execute(query):
                         found[state_row.name] = state_row
                 rest = [n for n in chunk if n not in self._prebuilt]
                 if rest:
-                    for r in conn.execute(select(w).where(w.c.name.in_(rest))):
+                    for r in conn.execute(select(w).where(named(conn, w.c.name, rest))):
                         found[r.name] = r
             documents = _documents(conn, tables.policy_versions, rows, "policy")
             pool_documents = _documents(conn, tables.nodepool_versions, rows, nodepools.POOLS_EVENT)
@@ -787,7 +787,9 @@ class ControlPlane:
                 for i in range(0, len(names), _CHUNK):
                     chunk = names[i : i + _CHUNK]
                     changed.extend(
-                        conn.execute(select(*columns, w.c.assignment).where(w.c.name.in_(chunk)))
+                        conn.execute(
+                            select(*columns, w.c.assignment).where(named(conn, w.c.name, chunk))
+                        )
                     )
             else:
                 nodes_changed = False
@@ -810,7 +812,7 @@ class ControlPlane:
                 else:
                     f.workloads[r.name] = built
             for i in range(0, len(missing), _CHUNK):
-                query = select(w).where(w.c.name.in_(missing[i : i + _CHUNK]))
+                query = select(w).where(named(conn, w.c.name, missing[i : i + _CHUNK]))
                 for r in conn.execute(query):
                     f.workloads[r.name] = self._workload_from_row(dict(r._mapping), self.policy)
             f.place(changed, self.epoch)
@@ -866,7 +868,7 @@ class ControlPlane:
                     w.c.finished_at,
                     w.c.assignment,
                     w.c.borrowed,
-                ).where(w.c.name.in_(listed[i : i + _CHUNK]))
+                ).where(named(conn, w.c.name, listed[i : i + _CHUNK]))
             ):
                 rows[r.name] = {**r._mapping, "first": None, "preempted": 0}
         touched: dict[str, dict[str, Any]] = {}
