@@ -424,7 +424,8 @@ def named(conn: Connection, column: Any, names: Sequence[str]) -> ColumnElement[
     caches only short ones: an ``IN`` of 500 names was ~3 ms of its parsing), and the server
     looks each up in the index."""
     if conn.dialect.name == "postgresql":
-        return column == any_(bindparam("names", list(names), type_=ARRAY(String), unique=True))
+        array = bindparam("names", list(names), type_=ARRAY(String), unique=True)
+        return cast(ColumnElement[bool], column == any_(array))
     return cast(ColumnElement[bool], column.in_(names))
 
 
