@@ -1,4 +1,5 @@
-"""The API's hot path: the token cache and group commit (unit level, no server)."""
+"""The API's hot path: the token cache, group commit, and a batch of submissions committed in the
+store (SQLite and a real PostgreSQL); no HTTP server."""
 
 from __future__ import annotations
 

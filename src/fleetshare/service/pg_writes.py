@@ -16,8 +16,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import psycopg
 from sqlalchemy import Connection
+
+from fleetshare.service.store import Store
 
 ROW_FIELDS = (
     "name",
@@ -95,18 +96,14 @@ def update_workloads(conn: Connection, rows: Sequence[dict[str, Any]]) -> None:
     conn.exec_driver_sql(_UPDATE, _document(rows, ROW_FIELDS))
 
 
-def submit(
-    conn: psycopg.Connection[Any], rows: Sequence[dict[str, Any]], details: Sequence[Any]
-) -> dict[str, int]:
+def submit(store: Store, rows: Sequence[dict[str, Any]], details: Sequence[Any]) -> dict[str, int]:
     """Insert new workload rows in the order given, each with its ``submit`` event (its
-    ``details``), skipping each whose name is taken: one statement, on the driver's
-    connection (:meth:`Store.pipelined_write`). The ids of the rows inserted, by name. ``rows``
-    must not repeat a name."""
+    ``details``), skipping each whose name is taken: one statement, committed in one round trip
+    (:meth:`Store.write_at_once`). The ids of the rows inserted, by name. ``rows`` must not
+    repeat a name."""
     (document,) = _document(rows, _WORKLOAD_FIELDS)
-    named = json.dumps(
-        [{"name": r["name"], "details": d} for r, d in zip(rows, details, strict=True)]
-    )
-    found = conn.execute(_SUBMIT, {"rows": document, "details": named}).fetchall()
+    named = [{"name": r["name"], "details": d} for r, d in zip(rows, details, strict=True)]
+    found = store.write_at_once(_SUBMIT, {"rows": document, "details": json.dumps(named)})
     return {name: int(row_id) for row_id, name in found}
 
 

@@ -1074,12 +1074,11 @@ class ControlPlane:
                 firsts[item.workload.name] = item
         if not firsts:
             return
-        if self.store.postgresql:  # one statement, two round trips (see pipelined_write)
-            with self.store.pipelined_write() as pg:
-                at = self.unix(self.clock.now())
-                rows = self._new_rows(firsts, at)
-                details = [self._submit_details(item) for item in firsts.values()]
-                self._accepted(firsts, rows, pg_writes.submit(pg, rows, details), at)
+        if self.store.postgresql:  # one statement, one round trip (Store.write_at_once)
+            at = self.unix(self.clock.now())
+            rows = self._new_rows(firsts, at)
+            details = [self._submit_details(item) for item in firsts.values()]
+            self._accepted(firsts, rows, pg_writes.submit(self.store, rows, details), at)
             return
         w = tables.workloads
         with self.store.write() as conn:

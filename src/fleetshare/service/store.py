@@ -34,11 +34,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, cast
 
+import psycopg
 from sqlalchemy import (
     ARRAY,
     JSON,
@@ -342,29 +343,37 @@ class Store:
             stack.enter_context(conn.begin())
             yield conn
 
-    @contextmanager
-    def pipelined_write(self) -> Iterator[Any]:
-        """PostgreSQL: a write transaction (serialized as :meth:`write`'s) on the driver's own
-        connection (psycopg) in pipeline mode: the ``BEGIN``, the lock and the statements
-        the caller sends go out together and come back in one round trip when the caller
-        first reads a result, then the commit is one more. Committed on leaving, rolled back
-        on an exception. Each round trip releases the GIL and waits to take it back (up to
-        the switch interval, 5 ms, while the event loop's thread runs): few round trips are
-        what keeps a commit short in a busy process."""
-        assert self.postgresql, "pipeline mode is PostgreSQL's"
+    def write_at_once(self, statement: str, params: Mapping[str, Any]) -> list[Any]:
+        """PostgreSQL: ``statement`` as a write transaction (serialized as :meth:`write`'s) in
+        one round trip: ``BEGIN``, the writer lock, the statement and ``COMMIT`` go as one
+        query (the parameters bound by psycopg on the client); the statement's rows once
+        committed. Raises, rolled back, when any part fails. Each round trip releases the GIL
+        and waits to take it back (up to the switch interval, 5 ms, while the event loop's
+        thread runs), so in the API process a commit in one round trip, not six, is a shorter
+        wait for every submission in the batch."""
+        assert self.postgresql, "one query of several statements: PostgreSQL's"
+        script = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY}); {statement}; COMMIT"
         with self._writer:
             raw = self.engine.raw_connection()
             try:
                 conn = raw.driver_connection
                 assert conn is not None
+                conn.autocommit = True  # the script's BEGIN and COMMIT are the transaction
                 try:
-                    with conn.pipeline():
-                        conn.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK_KEY,))
-                        yield conn
-                        conn.commit()
+                    cursor = psycopg.ClientCursor(conn)
+                    cursor.execute(script, params)
+                    cursor.nextset()  # past BEGIN
+                    cursor.nextset()  # past the lock
+                    rows = cursor.fetchall()
                 except BaseException:
-                    conn.rollback()
+                    try:
+                        conn.rollback()
+                        conn.autocommit = False
+                    except Exception:  # the connection is broken: the pool drops it
+                        raw.invalidate()
                     raise
+                conn.autocommit = False
+                return rows
             finally:
                 raw.close()
 
