@@ -1,13 +1,13 @@
-"""The service's bulk writes on PostgreSQL, each one short statement over arrays.
+"""The service's bulk writes on PostgreSQL, each one statement of fixed text.
 
 SQLAlchemy renders an INSERT of many rows as one ``VALUES (...), (...)`` statement whose text
 depends on the number of rows; psycopg parses every such text (to turn its placeholders into
 ``$n``) and caches only short ones, so a 30-row INSERT cost ~2 ms of client CPU in that parse
-alone. Here every statement has a fixed text and one parameter: the rows as one JSON array
-(``json.dumps``, in C), which the server reads with ``json_to_recordset``: psycopg parses the
-text once and prepares it on the server after a few executions, and no value is adapted one
-by one (arrays of text, the first try, cost ~1 ms per 30 rows in psycopg's escaping of each
-element). Rows go in in the order given (``WITH ORDINALITY``), so ids stay in that order.
+alone. Here every statement has a fixed text and the rows go as one JSON array (``json.dumps``,
+in C) that the server reads with ``json_to_recordset``: psycopg parses the text once, and no
+value is adapted one by one (arrays of text, the first try, cost ~1 ms per 30 rows in
+psycopg's escaping of each element). Rows go in in the order given (``WITH ORDINALITY``), so
+ids stay in that order. The server pays ~7 µs per row to read the JSON.
 """
 
 from __future__ import annotations
