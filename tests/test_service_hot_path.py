@@ -219,6 +219,8 @@ def test_a_batch_commits_new_names_in_submission_order_and_refuses_taken_ones(
 
     assert plane.submit(WorkloadSpec.model_validate(job("old", "team-a")), principal)["id"]
     batch = [item("b"), item("old"), item("a"), item("b")]
+    note = 'it\'s "quoted" \\ 100 %s %(x)s é; COMMIT; --'  # values are data, never SQL
+    batch[2].spec["labels"] = {"note": note}
     plane._commit_submissions(batch)  # what the commit thread does with a batch
     assert [type(i.error).__name__ for i in batch] == [
         "NoneType",
@@ -228,11 +230,14 @@ def test_a_batch_commits_new_names_in_submission_order_and_refuses_taken_ones(
     ]
     w, e = store_tables.workloads, store_tables.events
     with any_store.read() as conn:
-        rows = conn.execute(select(w.c.id, w.c.name, w.c.submitted_at).order_by(w.c.id)).all()
+        rows = conn.execute(
+            select(w.c.id, w.c.name, w.c.submitted_at, w.c.spec).order_by(w.c.id)
+        ).all()
         events = conn.execute(
             select(e.c.kind, e.c.workload, e.c.at, e.c.details).order_by(e.c.id)
         ).all()
     assert [r.name for r in rows] == ["old", "b", "a"]
+    assert rows[2].spec["labels"] == {"note": note}
     ok = [batch[0], batch[2]]
     # the answers are the rows as committed
     assert [(i.row["id"], i.row["name"]) for i in ok] == [(r.id, r.name) for r in rows[1:]]

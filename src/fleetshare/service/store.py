@@ -350,7 +350,8 @@ class Store:
         committed. Raises, rolled back, when any part fails. Each round trip releases the GIL
         and waits to take it back (up to the switch interval, 5 ms, while the event loop's
         thread runs), so in the API process a commit in one round trip, not six, is a shorter
-        wait for every submission in the batch."""
+        wait for every submission in the batch. Not inside another write of the same thread
+        (its own connection would wait for the lock the other holds)."""
         assert self.postgresql, "one query of several statements: PostgreSQL's"
         script = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY}); {statement}; COMMIT"
         with self._writer:
