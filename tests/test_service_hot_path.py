@@ -1,19 +1,28 @@
-"""The API's hot path: the token cache and group commit (unit level, no server)."""
+"""The API's hot path: the token cache, group commit, and a batch of submissions committed in the
+store (SQLite and a real PostgreSQL); no HTTP server."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import select
 
+from fleetshare.scenario.schema import WorkloadSpec
 from fleetshare.service import auth
+from fleetshare.service import store as store_tables
 from fleetshare.service.auth import Principal, TokenCache, create_token, revoke_token
+from fleetshare.service.config import load_config
 from fleetshare.service.group_commit import GroupCommit
+from fleetshare.service.plane import ControlPlane
 from fleetshare.service.store import Store
+from tests.service_helpers import job
 
 # -- the token cache ---------------------------------------------------------------------------
 
@@ -184,3 +193,57 @@ def test_a_failed_batch_fails_each_of_its_items() -> None:
     recorder.fail = False
     assert commits.submit(_Item(2)).committed
     commits.close()
+
+
+# -- one batch of submissions in the store ---------------------------------------------------
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "postgresql":
+        s = Store(request.getfixturevalue("postgresql").database())
+    else:
+        s = Store(f"sqlite:///{tmp_path / 'fleetshare.db'}")
+    yield s
+    s.close()
+
+
+def test_a_batch_commits_new_names_in_submission_order_and_refuses_taken_ones(
+    any_store: Store,
+) -> None:
+    plane = ControlPlane(load_config(None), any_store, mode="api")
+    principal = Principal(1, "team:team-a")
+
+    def item(name: str) -> Any:
+        return plane._submission(WorkloadSpec.model_validate(job(name, "team-a")), principal)
+
+    assert plane.submit(WorkloadSpec.model_validate(job("old", "team-a")), principal)["id"]
+    batch = [item("b"), item("old"), item("a"), item("b")]
+    note = 'it\'s "quoted" \\ 100 %s %(x)s é; COMMIT; --'  # values are data, never SQL
+    batch[2].spec["labels"] = {"note": note}
+    plane._commit_submissions(batch)  # what the commit thread does with a batch
+    assert [type(i.error).__name__ for i in batch] == [
+        "NoneType",
+        "Conflict",
+        "NoneType",
+        "Conflict",
+    ]
+    w, e = store_tables.workloads, store_tables.events
+    with any_store.read() as conn:
+        rows = conn.execute(
+            select(w.c.id, w.c.name, w.c.submitted_at, w.c.spec).order_by(w.c.id)
+        ).all()
+        events = conn.execute(
+            select(e.c.kind, e.c.workload, e.c.at, e.c.details).order_by(e.c.id)
+        ).all()
+    assert [r.name for r in rows] == ["old", "b", "a"]
+    assert rows[2].spec["labels"] == {"note": note}
+    ok = [batch[0], batch[2]]
+    # the answers are the rows as committed
+    assert [(i.row["id"], i.row["name"]) for i in ok] == [(r.id, r.name) for r in rows[1:]]
+    assert all(i.row["submitted_at"] == r.submitted_at for i, r in zip(ok, rows[1:], strict=True))
+    submits = [ev for ev in events if ev.kind == "submit"]
+    assert [ev.workload for ev in submits] == ["old", "b", "a"]
+    assert [ev.at for ev in submits[1:]] == [r.submitted_at for r in rows[1:]]
+    assert submits[1].details == {"pods": 1, "by": "token 1 (team:team-a)"}
+    plane.close()

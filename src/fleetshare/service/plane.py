@@ -48,7 +48,6 @@ is seconds since the store's epoch, so times written before keep their meaning.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -73,7 +72,7 @@ from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import Policy, load_policy
 from fleetshare.scenario.loader import Scenario, ScenarioError, build_workload
 from fleetshare.scenario.schema import WorkloadSpec
-from fleetshare.service import nodepools
+from fleetshare.service import nodepools, pg_writes
 from fleetshare.service import store as tables
 from fleetshare.service.auth import Principal
 from fleetshare.service.backend import (
@@ -89,7 +88,7 @@ from fleetshare.service.backend import (
 )
 from fleetshare.service.group_commit import GroupCommit
 from fleetshare.service.lease import DEFAULT_TTL, Lease
-from fleetshare.service.store import Store
+from fleetshare.service.store import Store, named
 
 log = logging.getLogger("fleetshare.service")
 
@@ -144,26 +143,6 @@ _ROW_UPDATE = (
     )
 )
 """One UPDATE for every workload row a step touched (executed with many parameter sets)."""
-_PG_ROW_UPDATE = """UPDATE workloads AS w SET state = v.state, pending_since = v.pending_since,
-admitted_at = v.admitted_at, first_admitted_at = COALESCE(w.first_admitted_at, v.first),
-finished_at = v.finished_at, assignment = v.assignment, borrowed = v.borrowed,
-preemptions = w.preemptions + v.preempted
-FROM unnest(%s::varchar[], %s::varchar[], %s::float8[], %s::float8[], %s::float8[],
-%s::float8[], %s::json[], %s::json[], %s::integer[]) AS v(name, state, pending_since,
-admitted_at, first, finished_at, assignment, borrowed, preempted) WHERE w.name = v.name"""
-""":data:`_ROW_UPDATE` on PostgreSQL: one statement for all the rows, each column an array (an
-executemany is a statement per row on the server)."""
-_ROW_FIELDS = (
-    "name",
-    "state",
-    "pending_since",
-    "admitted_at",
-    "first",
-    "finished_at",
-    "assignment",
-    "borrowed",
-    "preempted",
-)
 
 
 class LeaseLost(Exception):
@@ -667,12 +646,12 @@ class ControlPlane:
                 chunk = submitted[i : i + _CHUNK]
                 built = [n for n in chunk if n in self._prebuilt]
                 if built:  # only the state is needed
-                    query = select(w.c.name, w.c.state).where(w.c.name.in_(built))
+                    query = select(w.c.name, w.c.state).where(named(conn, w.c.name, built))
                     for state_row in conn.execute(query):
                         found[state_row.name] = state_row
                 rest = [n for n in chunk if n not in self._prebuilt]
                 if rest:
-                    for r in conn.execute(select(w).where(w.c.name.in_(rest))):
+                    for r in conn.execute(select(w).where(named(conn, w.c.name, rest))):
                         found[r.name] = r
             documents = _documents(conn, tables.policy_versions, rows, "policy")
             pool_documents = _documents(conn, tables.nodepool_versions, rows, nodepools.POOLS_EVENT)
@@ -808,7 +787,9 @@ class ControlPlane:
                 for i in range(0, len(names), _CHUNK):
                     chunk = names[i : i + _CHUNK]
                     changed.extend(
-                        conn.execute(select(*columns, w.c.assignment).where(w.c.name.in_(chunk)))
+                        conn.execute(
+                            select(*columns, w.c.assignment).where(named(conn, w.c.name, chunk))
+                        )
                     )
             else:
                 nodes_changed = False
@@ -831,7 +812,7 @@ class ControlPlane:
                 else:
                     f.workloads[r.name] = built
             for i in range(0, len(missing), _CHUNK):
-                query = select(w).where(w.c.name.in_(missing[i : i + _CHUNK]))
+                query = select(w).where(named(conn, w.c.name, missing[i : i + _CHUNK]))
                 for r in conn.execute(query):
                     f.workloads[r.name] = self._workload_from_row(dict(r._mapping), self.policy)
             f.place(changed, self.epoch)
@@ -840,10 +821,13 @@ class ControlPlane:
                 .where(e.c.id > f.cursor, e.c.id <= top, e.c.kind == "pending")
                 .order_by(e.c.id)
             ):
-                f.cursor = r.id
                 if r.workload in f.pending:  # else admitted or gone since
                     f.reasons[r.workload] = Waiting(r.details["reason"], r.details["position"])
                     changed_any = True
+            # every event up to top is committed (ids in commit order): the next refresh
+            # starts after it, not after the last ``pending`` event (with none for a while,
+            # each refresh scanned every event since)
+            f.cursor = max(f.cursor, top)
         if not (changed_any or changed or nodes_changed):  # the view as it was, at this time
             self.view = replace(self.view, now=self.clock.now(), steps=self.view.steps + 1)
             return
@@ -884,7 +868,7 @@ class ControlPlane:
                     w.c.finished_at,
                     w.c.assignment,
                     w.c.borrowed,
-                ).where(w.c.name.in_(listed[i : i + _CHUNK]))
+                ).where(named(conn, w.c.name, listed[i : i + _CHUNK]))
             ):
                 rows[r.name] = {**r._mapping, "first": None, "preempted": 0}
         touched: dict[str, dict[str, Any]] = {}
@@ -952,8 +936,9 @@ class ControlPlane:
             else:  # the autoscaler's log: launch, autoscaler, node
                 details = dict(data)
                 event(at, str(details.pop("event")), None, None, details)
-        if touched and conn.dialect.name == "postgresql":
-            _update_rows_postgresql(conn, list(touched.values()))
+        postgresql = conn.dialect.name == "postgresql"
+        if touched and postgresql:
+            pg_writes.update_workloads(conn, list(touched.values()))
         elif touched:
             conn.execute(
                 _ROW_UPDATE,
@@ -972,7 +957,9 @@ class ControlPlane:
                     for r in touched.values()
                 ],
             )
-        if events:
+        if events and postgresql:
+            pg_writes.insert_events(conn, events)
+        elif events:
             conn.execute(tables.events.insert(), events)
 
     def _upsert_node(self, conn: Connection, node: Node, info: NodeInfo, at: float) -> None:
@@ -1079,58 +1066,95 @@ class ControlPlane:
                     item.error = Unavailable(f"the store refused the batch: {exc}")
 
     def _commit_batch(self, batch: list[_Submission]) -> None:
+        firsts: dict[str, _Submission] = {}
+        for item in batch:  # a name twice in one batch: the first wins
+            if item.workload.name in firsts:
+                item.error = self._taken(item.workload.name)
+            else:
+                firsts[item.workload.name] = item
+        if not firsts:
+            return
+        if self.store.postgresql:  # one statement, one round trip (Store.write_at_once)
+            at = self.unix(self.clock.now())
+            rows = self._new_rows(firsts, at)
+            details = [self._submit_details(item) for item in firsts.values()]
+            self._accepted(firsts, rows, pg_writes.submit(self.store, rows, details), at)
+            return
         w = tables.workloads
         with self.store.write() as conn:
             at = self.unix(self.clock.now())
-            names = [item.workload.name for item in batch]
-            taken = set(conn.execute(select(w.c.name).where(w.c.name.in_(names))).scalars())
-            ok = []
-            for item in batch:
-                name = item.workload.name
-                if name in taken:
-                    item.error = Conflict(f"a workload named {name!r} exists already")
-                    continue
-                taken.add(name)
-                ok.append(item)
-            if not ok:
-                return
-            rows = [
-                {
-                    "name": item.workload.name,
-                    "team": item.workload.team,
-                    "state": "pending",
-                    "spec": item.spec,
-                    "priority": item.workload.priority,
-                    "priority_class": item.workload.priority_class,
-                    "submitted_at": at,
-                    "pending_since": at,
-                    "preemptions": 0,
-                    "submitted_by": item.actor,
-                }
-                for item in ok
-            ]
-            ids = conn.execute(
-                w.insert().returning(w.c.id, sort_by_parameter_order=True), rows
-            ).scalars()
-            for item, row, row_id in zip(ok, rows, ids, strict=True):
-                item.row = {**row, "id": int(row_id), **_NOT_YET}
-            # the loop (or a follower's view) takes these instead of rebuilding them
-            since = at - self.epoch
-            for item in ok:
-                self._prebuilt[item.workload.name] = replace(item.workload, submit_time=since)
-            conn.execute(
-                tables.events.insert(),
-                [
-                    {
-                        "at": at,
-                        "kind": "submit",
-                        "workload": item.workload.name,
-                        "team": item.workload.team,
-                        "details": {"pods": item.workload.pod_count, "by": item.actor},
-                    }
-                    for item in ok
-                ],
-            )
+            rows = self._new_rows(firsts, at)
+            taken = set(conn.execute(select(w.c.name).where(w.c.name.in_(firsts))).scalars())
+            new = [row for row in rows if row["name"] not in taken]
+            ids: dict[str, int] = {}
+            if new:
+                inserted = conn.execute(
+                    w.insert().returning(w.c.id, sort_by_parameter_order=True), new
+                ).scalars()
+                ids = {row["name"]: int(i) for row, i in zip(new, inserted, strict=True)}
+            ok = self._accepted(firsts, rows, ids, at)
+            if ok:
+                conn.execute(
+                    tables.events.insert(),
+                    [
+                        {
+                            "at": at,
+                            "kind": "submit",
+                            "workload": item.workload.name,
+                            "team": item.workload.team,
+                            "details": self._submit_details(item),
+                        }
+                        for item in ok
+                    ],
+                )
+
+    @staticmethod
+    def _new_rows(items: dict[str, _Submission], at: float) -> list[dict[str, Any]]:
+        """The workload rows of new submissions (in the order given)."""
+        return [
+            {
+                "name": name,
+                "team": item.workload.team,
+                "state": "pending",
+                "spec": item.spec,
+                "priority": item.workload.priority,
+                "priority_class": item.workload.priority_class,
+                "submitted_at": at,
+                "pending_since": at,
+                "preemptions": 0,
+                "submitted_by": item.actor,
+            }
+            for name, item in items.items()
+        ]
+
+    @staticmethod
+    def _submit_details(item: _Submission) -> dict[str, Any]:
+        return {"pods": item.workload.pod_count, "by": item.actor}
+
+    def _accepted(
+        self,
+        items: dict[str, _Submission],
+        rows: list[dict[str, Any]],
+        ids: dict[str, int],
+        at: float,
+    ) -> list[_Submission]:
+        """Set each item's committed row (``ids``: those inserted; the others get a 409) and
+        keep its workload built for the loop; the items inserted."""
+        ok = []
+        since = at - self.epoch
+        for row, (name, item) in zip(rows, items.items(), strict=True):
+            if name not in ids:
+                item.error = self._taken(name)
+                continue
+            item.row = {**row, "id": ids[name], **_NOT_YET}
+            # the loop (or a follower's view) takes this instead of rebuilding it
+            self._prebuilt[name] = replace(item.workload, submit_time=since)
+            ok.append(item)
+        return ok
+
+    @staticmethod
+    def _taken(name: str) -> Conflict:
+        return Conflict(f"a workload named {name!r} exists already")
 
     def cancel(self, name: str, principal: Principal) -> None:
         """Commit the cancellation of a pending or admitted workload and wake the loop."""
@@ -1252,18 +1276,6 @@ class PoolProblems(ServiceError):
         self.problems = problems
 
 
-def _update_rows_postgresql(conn: Connection, rows: list[dict[str, Any]]) -> None:
-    """Write the touched workload rows (see :meth:`ControlPlane._write_changes`) with one
-    ``UPDATE ... FROM unnest(arrays)``."""
-    columns: list[list[Any]] = [[] for _ in _ROW_FIELDS]
-    for r in rows:
-        for values, name in zip(columns, _ROW_FIELDS, strict=True):
-            value = r[name]
-            is_json = name in ("assignment", "borrowed") and value is not None
-            values.append(json.dumps(value) if is_json else value)
-    conn.exec_driver_sql(_PG_ROW_UPDATE, tuple(columns))
-
-
 def _documents(conn: Connection, table: Any, rows: Sequence[Any], kind: str) -> dict[int, Any]:
     """The documents of the versions that ``kind`` events among ``rows`` name."""
     versions = [v for r in rows if r.kind == kind and (v := r.details.get("version"))]
@@ -1313,7 +1325,7 @@ class _FollowerState:
     """The nodes in the cluster (replaced, never changed, when they are read again)."""
     node_info: dict[str, NodeInfo] = field(default_factory=dict)
     cursor: int = 0
-    """The last ``pending`` event read."""
+    """The last event read for ``pending`` reasons."""
     policy_version: int = 0
     engine: Engine | None = None
 
