@@ -47,6 +47,11 @@ class PlanBudget:
     Once spent, moves go on without swaps."""
     search_swaps_per_move: int = 8
     """Local search: swaps per node move at most (a move that needs more is not made)."""
+    search_rebalances: int = 1
+    """Local search: times a run exchanges pods between nodes with room in different
+    resources (``local_search.balance``) when no move is left, and searches again."""
+    search_balance_swaps: int = 200
+    """Local search: exchanges per rebalance at most."""
     cg_rounds: int = 50
     """Column generation: rounds, each one master-LP solve and one pricing step."""
     cg_columns: int = 20_000

@@ -1,6 +1,7 @@
 """Local search on a packing: move a node to the next cheaper candidate (or empty it) when
 the pods that no longer fit find room on other nodes, directly or by a swap (a pod of the
-other node makes way, onto the moved node or a third one).
+other node makes way, onto the moved node or a third one); when no move is left, exchange
+pods between nodes with room in different resources (:func:`balance`) and search again.
 """
 
 from __future__ import annotations
@@ -35,14 +36,17 @@ def improve(p: Problem, pack: Packing, budget: PlanBudget, net: SafetyNet) -> in
     that no longer fit can be re-homed in the spare room of the other nodes. Passes over the
     nodes, least utilised first: after one that improved, the next visits only the nodes it
     changed (moved, emptied, gave or took pods: where the next move is most likely), and
-    after one of those that improved nothing, every node again. Ends at a pass over every
-    node that improves nothing, or when the budget (``search_passes``, ``search_moves``;
-    swaps: ``search_swap_work``, ``search_swaps_per_move``) is spent. Returns the moves
-    tried."""
+    after one of those that improved nothing, every node again. At a pass over every node
+    that improves nothing, pods are exchanged between nodes with room in different resources
+    (:func:`balance`, at most ``search_rebalances`` times, each with a new swap budget) and
+    the passes go on from the nodes that exchanged; the search ends when there is nothing
+    to exchange, or when the budget (``search_passes``, ``search_moves``; swaps:
+    ``search_swap_work``, ``search_swaps_per_move``) is spent. Returns the moves tried."""
     L = p.limits.matrix
     swaps = SwapBudget(budget.search_swap_work, budget.search_swaps_per_move)
     norm = p.size / p.capref
     tried = 0
+    rebalances = budget.search_rebalances
     dirty: np.ndarray | None = None  # nodes changed in the previous pass (None: all)
     for _ in range(budget.search_passes):
         improved = False
@@ -77,7 +81,12 @@ def improve(p: Problem, pack: Packing, budget: PlanBudget, net: SafetyNet) -> in
                     improved = True
                     break
         if not improved and dirty is None:
-            break
+            if rebalances <= 0 or not balance(p, pack, budget.search_balance_swaps, touched):
+                break
+            # the room the exchanges made may let nodes move: search again, with new swaps
+            rebalances -= 1
+            swaps = SwapBudget(budget.search_swap_work, budget.search_swaps_per_move)
+            improved = True
         dirty = touched if improved else None
     return tried
 
@@ -272,3 +281,78 @@ def _swap(
     d[m] = False
     m3 = int(np.flatnonzero(d)[np.argmin(spare[d])])  # the fullest with room
     return [(m, c2, -1), (m3, c2, 1), (m, c, 1)]
+
+
+def balance(p: Problem, pack: Packing, most: int, touched: np.ndarray) -> int:
+    """Exchange pods one for one between a node with room only in CPU and one with room only
+    in memory when that raises the sum of the two nodes' smaller
+    room (relative to the largest capacity): room in one resource alone holds no pod, and the
+    exchanges turn it into room a pod can use, for the moves that follow. The cost does not
+    change. Pairs: the ``BALANCE_NODES`` nodes with most CPU room over memory room, each with
+    the as many with most memory room over CPU room; every pair exchanges while that helps,
+    and the sweep repeats while it exchanged anything, at most ``most`` exchanges in all.
+    Classes keep to their allowed candidates (zones, pools) and per-node caps; a host bundle
+    moves whole (it is one unit of its class). Marks the nodes changed in ``touched``;
+    returns the exchanges made."""
+    done = 0
+    if "cpu" not in p.resources or "memory" not in p.resources:
+        return 0
+    two = [p.resources.index("cpu"), p.resources.index("memory")]
+    while done < most:
+        cand = pack.cand[: pack.n]
+        room = (p.cap[cand][:, two] - pack.used[: pack.n][:, two]) / p.capref[two]
+        lean = room[:, 0] - room[:, 1]  # > 0: CPU room to spare, < 0: memory room
+        cpu = np.argsort(-lean, kind="stable")[:BALANCE_NODES]
+        mem = np.argsort(lean, kind="stable")[:BALANCE_NODES]
+        cpu, mem = cpu[lean[cpu] > 0], mem[lean[mem] < 0]
+        before = done
+        for a in cpu.tolist():
+            for b in mem.tolist():
+                while done < most:
+                    pair = _exchange(p, pack, a, b, two)
+                    if pair is None:
+                        break
+                    x, y = pair
+                    one = np.ones(1, np.int64)
+                    pack.add(np.array([a]), x, -one)
+                    pack.add(np.array([b]), x, one)
+                    pack.add(np.array([b]), y, -one)
+                    pack.add(np.array([a]), y, one)
+                    touched[[a, b]] = True
+                    done += 1
+        if done == before:
+            break
+    return done
+
+
+BALANCE_NODES = 12
+""":func:`balance`: nodes on each side (CPU room, memory room) whose pairs exchange."""
+
+
+def _exchange(
+    p: Problem, pack: Packing, a: int, b: int, two: list[int]
+) -> tuple[int, int] | None:
+    """The best exchange of one pod of class ``x`` on node ``a`` for one of class ``y`` on
+    node ``b`` (both fit, allowed candidates, per-node caps): the one that raises the sum of
+    the two nodes' smaller room (CPU, memory) most, or None when none raises it."""
+    ca, cb = int(pack.cand[a]), int(pack.cand[b])
+    xs = np.flatnonzero(pack.counts[a])
+    ys = np.flatnonzero(pack.counts[b])
+    xs = xs[p.allowed[xs, cb] & (pack.counts[b, xs] < p.upper[xs])]
+    ys = ys[p.allowed[ys, ca] & (pack.counts[a, ys] < p.upper[ys])]
+    if not len(xs) or not len(ys):
+        return None
+    sx, sy = p.size[xs][:, None, :], p.size[ys][None, :, :]
+    left_a = p.cap[ca] - (pack.used[a] - sx + sy)  # x-by-y room left on a after the exchange
+    left_b = p.cap[cb] - (pack.used[b] - sy + sx)
+    fits = (left_a >= 0).all(axis=2) & (left_b >= 0).all(axis=2) & (xs[:, None] != ys[None, :])
+    if not fits.any():
+        return None
+    ref = p.capref[two]
+    now = ((p.cap[ca] - pack.used[a])[two] / ref).min() + ((p.cap[cb] - pack.used[b])[two] / ref).min()
+    after = (left_a[:, :, two] / ref).min(axis=2) + (left_b[:, :, two] / ref).min(axis=2)
+    gain = np.where(fits, after - now, -np.inf)
+    i, k = np.unravel_index(int(np.argmax(gain)), gain.shape)
+    if gain[i, k] <= 1e-9:
+        return None
+    return int(xs[i]), int(ys[k])

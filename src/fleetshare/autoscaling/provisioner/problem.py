@@ -54,6 +54,7 @@ class Problem:
     allowed_id: np.ndarray  # C: index into allowed_rows
     allowed_rows: np.ndarray  # U x J: the distinct rows of ``allowed``
     unit: np.ndarray  # S: pods per planned unit (a bundle sharing one node; else 1)
+    resources: tuple[str, ...] = ()  # R: the resource of each column of ``cap`` and ``size``
 
     @property
     def n_classes(self) -> int:
@@ -334,4 +335,5 @@ def build_problem(
         allowed_id=allowed_id.ravel(),
         allowed_rows=allowed_rows,
         unit=unit,
+        resources=tuple(resources),
     )
