@@ -47,11 +47,17 @@ class PlanBudget:
     Once spent, moves go on without swaps."""
     search_swaps_per_move: int = 8
     """Local search: swaps per node move at most (a move that needs more is not made)."""
-    search_rebalances: int = 1
+    search_rebalances: int = 2
     """Local search: times a run exchanges pods between nodes with room in different
-    resources (``local_search.balance``) when no move is left, and searches again."""
+    resources (``local_search.balance``) when no move is left, and searches again. The
+    planner's runs from the starts and the dives search without; the best plan is searched
+    again with them while it is more than ``dive_gap`` above the bound (before the dive, and
+    after it)."""
     search_balance_swaps: int = 200
     """Local search: exchanges per rebalance at most."""
+    search_rebalance_swap_work: int = 6_000_000
+    """Local search: the swap budget (as ``search_swap_work``) of the search after each
+    rebalance."""
     cg_rounds: int = 50
     """Column generation: rounds, each one master-LP solve and one pricing step."""
     cg_columns: int = 20_000

@@ -85,7 +85,7 @@ def improve(p: Problem, pack: Packing, budget: PlanBudget, net: SafetyNet) -> in
                 break
             # the room the exchanges made may let nodes move: search again, with new swaps
             rebalances -= 1
-            swaps = SwapBudget(budget.search_swap_work, budget.search_swaps_per_move)
+            swaps = SwapBudget(budget.search_rebalance_swap_work, budget.search_swaps_per_move)
             improved = True
         dirty = touched if improved else None
     return tried

@@ -20,6 +20,16 @@ class Packing:
         self.used = np.zeros((16, p.cap.shape[1]), np.int64)
         self.head = p.limits.headroom.astype(float).copy()
 
+    def copy(self) -> Packing:
+        """An independent copy (nodes, pods and headroom)."""
+        other = Packing(self.p)
+        other.n = self.n
+        other.cand = self.cand.copy()
+        other.counts = self.counts.copy()
+        other.used = self.used.copy()
+        other.head = self.head.copy()
+        return other
+
     def _grow(self, extra: int) -> None:
         need = self.n + extra
         if need <= len(self.cand):

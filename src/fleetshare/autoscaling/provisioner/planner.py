@@ -100,6 +100,25 @@ def _score(p: Problem, pack: Packing) -> float:
     return float(p.obj[pack.cand[: pack.n]].sum()) + p.penalty * float(short)
 
 
+def _rebalanced(
+    p: Problem,
+    best: Packing,
+    budget: PlanBudget,
+    net: SafetyNet,
+    work: dict[str, float],
+    costs: dict[str, float],
+    key: str,
+) -> Packing:
+    """``best``, or a copy of it improved by the local search with its rebalances
+    (``PlanBudget.search_rebalances``) when that is cheaper."""
+    if not budget.search_rebalances:
+        return best
+    polished = best.copy()
+    work["search_moves"] += improve(p, polished, budget, net)
+    costs[key] = _score(p, polished)
+    return polished if _score(p, polished) < _score(p, best) - 1e-9 else best
+
+
 def plan_nodes(
     shapes: Sequence[PodShape],
     pools: Sequence[NodePool],
@@ -195,9 +214,14 @@ def plan_nodes(
     pool = Columns()  # every node of every plan: the pool of patterns for the dive
     for _, pack in [*plans, *variants]:
         add_nodes(pool, pack)
-    work = {"search_moves": float(sum(improve(p, pack, budget, net) for _, pack in starts))}
+    plain = replace(budget, search_rebalances=0)  # starts and dives: moves and swaps only
+    work = {"search_moves": float(sum(improve(p, pack, plain, net) for _, pack in starts))}
     best_method, best = min(starts, key=lambda mp: _score(p, mp[1]))
     costs["cost_improved"] = _score(p, best)
+    # not close: the best goes on with the local search's rebalances (a copy: the other
+    # starts stay as they were, and the dive's pool gets both)
+    if _gap(p, best, near) > budget.dive_gap and not net.fired():
+        best = _rebalanced(p, best, budget, net, work, costs, "cost_rebalanced")
     lap("improve_s")
     relax = Relaxation(bound=bound)
     cols = Columns()
@@ -254,12 +278,14 @@ def plan_nodes(
                 work[key] = work.get(key, 0.0) + value if key != "dive_lp" else value
             dived = greedy(p, "spread", start=dived)
             costs[f"cost_dive_{i + 1}"] = _score(p, dived)
-            work["search_moves"] += improve(p, dived, budget, net)
+            work["search_moves"] += improve(p, dived, plain, net)
             costs[f"cost_dive_{i + 1}_improved"] = _score(p, dived)
             add_nodes(pool, dived)
             if _score(p, dived) < _score(p, best) - 1e-9:
                 best_method, best = "dive", dived
         lap("dive_s")
+        if _gap(p, best, max(near, bound)) > budget.dive_gap and not net.fired():
+            best = _rebalanced(p, best, budget, net, work, costs, "cost_dive_rebalanced")
     net.fired()  # a solve the time limit cut short inside HiGHS is reported too
     why, cover = enforce_topology(p, best)
     _finish(p, best, plan, why, cover)
