@@ -329,9 +329,7 @@ BALANCE_NODES = 12
 """:func:`balance`: nodes on each side (CPU room, memory room) whose pairs exchange."""
 
 
-def _exchange(
-    p: Problem, pack: Packing, a: int, b: int, two: list[int]
-) -> tuple[int, int] | None:
+def _exchange(p: Problem, pack: Packing, a: int, b: int, two: list[int]) -> tuple[int, int] | None:
     """The best exchange of one pod of class ``x`` on node ``a`` for one of class ``y`` on
     node ``b`` (both fit, allowed candidates, per-node caps): the one that raises the sum of
     the two nodes' smaller room (CPU, memory) most, or None when none raises it."""
@@ -349,7 +347,9 @@ def _exchange(
     if not fits.any():
         return None
     ref = p.capref[two]
-    now = ((p.cap[ca] - pack.used[a])[two] / ref).min() + ((p.cap[cb] - pack.used[b])[two] / ref).min()
+    now = ((p.cap[ca] - pack.used[a])[two] / ref).min() + (
+        (p.cap[cb] - pack.used[b])[two] / ref
+    ).min()
     after = (left_a[:, :, two] / ref).min(axis=2) + (left_b[:, :, two] / ref).min(axis=2)
     gain = np.where(fits, after - now, -np.inf)
     i, k = np.unravel_index(int(np.argmax(gain)), gain.shape)
