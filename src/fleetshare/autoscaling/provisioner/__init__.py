@@ -18,6 +18,9 @@ reservation. Limits (node pools, account quotas, reservations: ``account_limits.
   empty it, when its pods find room, directly or by swaps (a pod of another node makes way,
   onto the node being made cheaper or a third node); later passes visit the nodes the last
   one changed, then every node once more; run from the best plan and the other fluid plans;
+  while the best plan is more than ``dive_gap`` above the bound (before and after the dive),
+  a copy of it is searched again with rebalances (pods exchanged between nodes with room only
+  in CPU and nodes with room only in memory, so the room becomes usable), kept when cheaper;
 - ``bound``: lower bounds from resource prices, from the fluid LP's duals (checked over every
   candidate) and from column-generation duals;
 - ``columns``: column generation (master LP with HiGHS, knapsack pricing: greedy, then one
