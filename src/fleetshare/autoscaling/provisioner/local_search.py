@@ -285,14 +285,14 @@ def _swap(
 
 def balance(p: Problem, pack: Packing, most: int, touched: np.ndarray) -> int:
     """Exchange pods one for one between a node with room only in CPU and one with room only
-    in memory when that raises the sum of the two nodes' smaller
-    room (relative to the largest capacity): room in one resource alone holds no pod, and the
-    exchanges turn it into room a pod can use, for the moves that follow. The cost does not
-    change. Pairs: the ``BALANCE_NODES`` nodes with most CPU room over memory room, each with
-    the as many with most memory room over CPU room; every pair exchanges while that helps,
-    and the sweep repeats while it exchanged anything, at most ``most`` exchanges in all.
-    Classes keep to their allowed candidates (zones, pools) and per-node caps; a host bundle
-    moves whole (it is one unit of its class). Marks the nodes changed in ``touched``;
+    in memory when that raises the sum of the two nodes' smaller room (relative to the
+    largest capacity): room in one resource alone holds no pod, and the exchanges turn it
+    into room a pod can use, for the moves that follow. The cost does not change. Pairs: each
+    of the ``BALANCE_NODES`` nodes with most CPU room over memory room with each of the
+    ``BALANCE_NODES`` with most memory room over CPU room; every pair exchanges while that
+    helps, and the sweep repeats while it exchanged anything, at most ``most`` exchanges in
+    all. Classes keep to their allowed candidates (zones, pools) and per-node caps; a host
+    bundle moves whole (it is one unit of its class). Marks the nodes changed in ``touched``;
     returns the exchanges made."""
     done = 0
     if "cpu" not in p.resources or "memory" not in p.resources:
