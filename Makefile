@@ -66,11 +66,14 @@ bench: $(STAMP)
 	$(BIN)/python bench/forecast_philly.py --out bench/results/forecast_philly.json
 
 # the service under load (issue 15's targets), SQLite and PostgreSQL: as it runs by default
-# (the loop in a process of its own), then with --loop-in-process (one process)
+# (the loop in a process of its own), then with --loop-in-process (one process), then the
+# default at an open load of 1,000 submissions/s (the target's rate)
 bench-service: $(STAMP)
 	$(BIN)/python bench/service_throughput.py --out bench/results/service_throughput.json
 	$(BIN)/python bench/service_throughput.py --loop-in-process \
 		--out bench/results/service_throughput_loop_in_process.json
+	$(BIN)/python bench/service_throughput.py --rate 1000 \
+		--out bench/results/service_throughput_rate1000.json
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests bench scripts

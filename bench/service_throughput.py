@@ -109,11 +109,18 @@ async def _client(
     until: float,
     duration: float | None,
     count: int | None,
+    rate: float | None = None,
 ) -> dict[str, Any]:
     """``concurrency`` connections, each posting one submission after another. A bare
     HTTP/1.1 client (keep-alive, Content-Length): the load generator shares the machine's
-    cores with the server, so it should cost little CPU."""
+    cores with the server, so it should cost little CPU.
+
+    With ``rate`` (submissions/s of this process) the load is open: the i-th submission is
+    due at ``i / rate`` s after the start, a connection sends it then (or at once when it is
+    late), and its latency counts from when it was due, so time spent waiting for a free
+    connection counts too (no coordinated omission)."""
     cpu = time.process_time()
+    start = time.perf_counter()
     latencies: list[float] = []
     errors: dict[str, int] = {}
     counter = iter(range(10**9))
@@ -132,6 +139,13 @@ async def _client(
                 break
             body = json.dumps(spec(f"{prefix}-{i}", TEAMS[i % len(TEAMS)], duration)).encode()
             started = time.perf_counter()
+            if rate is not None:
+                due = start + i / rate
+                if due > started:
+                    await asyncio.sleep(due - started)
+                started = due
+                if time.time() >= until:
+                    break
             try:
                 if connection is None:
                     connection = await asyncio.open_connection(host, int(port))
@@ -168,13 +182,16 @@ def submit_from_processes(
     seconds: float,
     duration: float | None = None,
     total: int | None = None,
+    rate: float | None = None,
 ) -> dict[str, Any]:
-    """``procs`` processes submitting at once (process ``p`` to ``urls[p % len(urls)]``);
+    """``procs`` processes submitting at once (process ``p`` to ``urls[p % len(urls)]``),
+    as fast as they are answered or, with ``rate``, at that many submissions/s in all;
     their latencies and errors, and the wall time."""
     until = time.time() + seconds
     per = None if total is None else -(-total // procs)
+    each = None if rate is None else rate / procs
     jobs = [
-        (urls[p % len(urls)], token, f"{prefix}{p}", concurrency, until, duration, per)
+        (urls[p % len(urls)], token, f"{prefix}{p}", concurrency, until, duration, per, each)
         for p in range(procs)
     ]
     started = time.perf_counter()
@@ -357,7 +374,14 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         cpu_before = servers_cpu(pids)
         started = time.time()
         burst = submit_from_processes(
-            urls, token, "burst", args.procs, args.concurrency, args.seconds, duration=2.0
+            urls,
+            token,
+            "burst",
+            args.procs,
+            args.concurrency,
+            args.seconds,
+            duration=2.0,
+            rate=args.rate,
         )
         cpu_burst = servers_cpu(pids)
         time.sleep(3)
@@ -375,6 +399,7 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         result["burst"] = {
             "procs": args.procs,
             "concurrency_per_proc": args.concurrency,
+            "offered_rate_per_s": args.rate,
             "seconds": round(burst["wall"], 2),
             "acknowledged": len(latencies),
             "errors": burst["errors"],
@@ -457,6 +482,12 @@ def main() -> None:
     parser.add_argument("--procs", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--rate",
+        type=float,
+        help="the burst as an open load of this many submissions/s in all (latency counted "
+        "from each submission's due time); by default the clients submit as fast as answered",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     if args.loop_alone and args.replicas < 2:
