@@ -17,7 +17,8 @@ ms), 15,000 in all. Here:
   priority class, class, running time), one pod requesting the workload's CPU, at the
   generator's arrival time (the k-th of a set at (k + 1) x its interval) by a pool of
   creator threads with no client limit (Kueue's generator uses the runner's client);
-- the operator (:class:`~fleetshare.operator.controller.Operator`, in this process) admits
+- the operator (:class:`~fleetshare.operator.controller.Operator`, in a process of its own as
+  Kueue's runner runs its controller, or with ``--operator-in-process`` on a thread) admits
   through a client limited like Kueue's controller's (``--qps`` 50, burst 100: minimalkueue's
   ``kubeConfig.QPS = 50; Burst = 100``) or not at all (``--qps 0``);
 - a timed kubelet (the harness's fake kubelet, watching instead of listing; 16 threads write
@@ -438,10 +439,10 @@ class OperatorProcess:
                                      stderr=self.log, text=True)  # fmt: skip
 
     def wait_ready(self, timeout: float) -> None:
-        assert self.proc.stdout is not None
+        stdout = self.proc.stdout
+        assert stdout is not None
         box: list[str] = []
-        reader = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()),
-                                  daemon=True)  # type: ignore[union-attr]  # fmt: skip
+        reader = threading.Thread(target=lambda: box.append(stdout.readline()), daemon=True)
         reader.start()
         reader.join(timeout)
         if not box or box[0].strip() != "ready":
