@@ -172,7 +172,7 @@ def test_operator_in_its_own_process_admits_and_reports(
     assert child.proc.returncode == 0
     assert stats["operator_job_writes"].get("admit", 0) >= 1
     assert stats["operator_reconciles"] >= 1 and stats["operator_requests"] >= 1
-    assert stats["operator_reconcile_wall_s"]["total"] > 0
+    assert stats["operator_reconcile_wall_s"]["p99"] is not None  # its reconciles were timed
     assert stats["views"][key]  # the admitted Job is in the operator's view
     assert {"operator_token_wait_s", "event_requests", "events_dropped",
             "operator_reconcile_cpu_s", "operator_process_cpu_s"} <= stats.keys()  # fmt: skip
