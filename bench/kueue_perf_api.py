@@ -17,7 +17,8 @@ ms), 15,000 in all. Here:
   priority class, class, running time), one pod requesting the workload's CPU, at the
   generator's arrival time (the k-th of a set at (k + 1) x its interval) by a pool of
   creator threads with no client limit (Kueue's generator uses the runner's client);
-- the operator (:class:`~fleetshare.operator.controller.Operator`, in this process) admits
+- the operator (:class:`~fleetshare.operator.controller.Operator`, in a process of its own as
+  Kueue's runner runs its controller, or with ``--operator-in-process`` on a thread) admits
   through a client limited like Kueue's controller's (``--qps`` 50, burst 100: minimalkueue's
   ``kubeConfig.QPS = 50; Burst = 100``) or not at all (``--qps 0``);
 - a timed kubelet (the harness's fake kubelet, watching instead of listing; 16 threads write
@@ -180,21 +181,39 @@ def observed_of(
 # -- the pieces that talk to the API server -----------------------------------------------------
 
 
-def unfinished_sample(
-    operator: Any, harness: Any, jobs: list[Arrival], finished: set[str], n: int = 5
-) -> list[dict[str, Any]]:
-    """Up to ``n`` Jobs not finished when the run ended: what the API and the operator's
-    view say of them (for a run that timed out)."""
-    from fleetshare.operator.kube import JOBS
-
-    cluster = operator.cluster
+def unfinished_keys(jobs: list[Arrival], finished: set[str], n: int = 5) -> list[str]:
+    """Up to ``n`` Jobs (``ns/name``) not finished, in arrival order."""
     out = []
     for a in jobs:
         key = f"{a.namespace}/{a.name}"
-        if key in finished:
-            continue
+        if key not in finished:
+            out.append(key)
+            if len(out) >= n:
+                break
+    return out
+
+
+def view_of(operator: Any, keys: list[str]) -> dict[str, list[str]]:
+    """Where each Job is in the operator's view (tracked, pending, running, blocked)."""
+    cluster = operator.cluster
+    return {key: [k for k, d in (("tracked", cluster.tracked), ("pending", cluster.pending),
+                                 ("running", cluster.running), ("blocked", cluster.blocked))
+                  if key in d]
+            for key in keys}  # fmt: skip
+
+
+def unfinished_sample(
+    kube: Any, keys: list[str], views: Mapping[str, list[str]]
+) -> list[dict[str, Any]]:
+    """What the API and the operator's view (``views``) say of Jobs not finished when the
+    run ended (for a run that timed out)."""
+    from fleetshare.operator.kube import JOBS
+
+    out: list[dict[str, Any]] = []
+    for key in keys:
+        namespace, name = key.split("/", 1)
         try:
-            job = harness.kube.get(JOBS, a.name, a.namespace)
+            job = kube.get(JOBS, name, namespace)
         except Exception as exc:
             out.append({"job": key, "error": str(exc)[:200]})
         else:
@@ -203,12 +222,8 @@ def unfinished_sample(
                 "suspend": job["spec"].get("suspend"),
                 "annotations": sorted(job["metadata"].get("annotations") or {}),
                 "status": job.get("status"),
-                "view": [k for k, d in (("tracked", cluster.tracked), ("pending", cluster.pending),
-                                        ("running", cluster.running), ("blocked", cluster.blocked))
-                         if key in d],
+                "view": views.get(key),
             })  # fmt: skip
-        if len(out) >= n:
-            break
     return out
 
 
@@ -280,6 +295,180 @@ def throttled(kube: Any, qps: float, burst: int) -> Any:
             return super()._send(method, path, **kw)
 
     return Throttled()
+
+
+def make_operator(
+    kubeconfig: str | None, qps: float, burst: int, plain: bool, client: Any = None
+) -> tuple[Any, Any]:
+    """The operator under test and its client: limited to ``qps`` / ``burst`` (0: not at
+    all), its Events through a second client limited alike (controller-runtime's event
+    recorder has its own clientset, so Kueue's events do not spend its 50 QPS either), the
+    incremental view unless ``plain``, no leader election. ``client`` makes a fresh
+    unthrottled client (default: from ``kubeconfig``)."""
+    from fleetshare.operator.controller import Operator, Settings
+    from fleetshare.operator.kube import Kube, load_client
+
+    def fresh() -> Any:
+        return client() if client is not None else Kube(load_client(kubeconfig))
+
+    op_kube = throttled(fresh(), qps, burst)
+    operator = Operator(op_kube, Settings(leader_elect=False, install_crds=False,
+                                          incremental=not plain))  # fmt: skip
+    operator.events.kube = throttled(fresh(), qps, burst)
+    return operator, op_kube
+
+
+class OperatorMeter:
+    """The operator's statistics over the measured run: :meth:`ready` once it reconciled
+    (the setup's requests end there), :meth:`start` when the first Job is due,
+    :meth:`stats` at the end. Wraps the operator's reconcile to time it."""
+
+    def __init__(self, operator: Any, op_kube: Any) -> None:
+        self.operator, self.op_kube = operator, op_kube
+        self.setup_requests = 0
+        self.reconciles0 = 0
+        self.writes0: Counter[str] = Counter()
+        self.busy = 0.0
+        self.spent: list[float] = []
+
+    def ready(self) -> None:
+        self.setup_requests = sum(self.op_kube.counts.values())
+
+    def start(self) -> None:
+        self.reconciles0 = self.operator.reconciles
+        self.writes0 = Counter(self.op_kube.job_writes)
+        reconcile = self.operator.reconcile
+
+        def timed_reconcile() -> float:
+            t, wall = time.thread_time(), time.monotonic()
+            try:
+                return float(reconcile())
+            finally:
+                self.busy += time.thread_time() - t
+                self.spent.append(time.monotonic() - wall)
+
+        self.operator.reconcile = timed_reconcile
+
+    def stats(self) -> dict[str, Any]:
+        """The measures of the operator (JSON), keys as in the report."""
+        counts, spent = self.op_kube.counts, self.spent
+        job_writes = Counter(self.op_kube.job_writes)
+        job_writes.subtract(self.writes0)
+        return {
+            "operator_reconciles": self.operator.reconciles - self.reconciles0,
+            "operator_requests": sum(counts.values()) - self.setup_requests,
+            "operator_requests_by_kind": dict(counts.most_common(12)),
+            "operator_job_writes": dict(job_writes.most_common()),
+            "operator_reconcile_cpu_s": round(self.busy, 1),
+            "operator_reconcile_wall_s": {
+                "total": round(sum(spent), 1),
+                "mean": round(sum(spent) / max(len(spent), 1), 3),
+                "p99": round(sorted(spent)[int(0.99 * (len(spent) - 1))], 3) if spent else None,
+                "max": round(max(spent, default=0.0), 3),
+            },
+            "operator_token_wait_s": {k: round(v, 1) for k, v in self.op_kube.waited.most_common()},
+            "event_requests": sum(self.operator.events.kube.counts.values()),
+            "events_dropped": self.operator.events.dropped,
+        }
+
+
+def operator_child(kubeconfig: str, qps: float, burst: int, plain: bool, stats_path: Path) -> int:
+    """The operator in a process of its own (``--operator-child``), as Kueue's runner runs
+    minimalkueue. Protocol on stdin/stdout (one line each): prints ``ready`` once it
+    reconciled; ``start`` on stdin starts the measures; then a JSON list of Job keys (the
+    unfinished sample) or EOF (or SIGTERM) stops it. It writes :meth:`OperatorMeter.stats`
+    plus ``views`` (where those Jobs are in its view) and ``operator_process_cpu_s`` (the
+    whole process's CPU over the measures) to ``stats_path``."""
+    import signal
+
+    operator, op_kube = make_operator(kubeconfig, qps, burst, plain)
+    meter = OperatorMeter(operator, op_kube)
+    stop = threading.Event()
+
+    def terminate(*_: Any) -> None:
+        stop.set()
+        raise EOFError  # ends the read of stdin below
+
+    signal.signal(signal.SIGTERM, terminate)
+    error: list[BaseException] = []
+
+    def loop() -> None:
+        try:
+            operator.run(stop)
+        except BaseException as exc:
+            error.append(exc)
+            stop.set()
+
+    thread = threading.Thread(target=loop, name="operator", daemon=True)
+    thread.start()
+    while not operator.ready.wait(0.5):
+        if stop.is_set():
+            raise SystemExit(f"the operator stopped before reconciling: {error}")
+    meter.ready()
+    print("ready", flush=True)
+    keys: list[str] = []
+    cpu0 = time.process_time()
+    with contextlib.suppress(EOFError):
+        for line in sys.stdin:
+            if line.strip() == "start":
+                meter.start()
+                cpu0 = time.process_time()
+            elif line.strip():
+                keys = [str(k) for k in json.loads(line)]
+                break
+    views = view_of(operator, keys)
+    cpu = time.process_time() - cpu0
+    stop.set()
+    thread.join(timeout=15)
+    out = {**meter.stats(), "views": views, "operator_process_cpu_s": round(cpu, 1)}
+    stats_path.write_text(json.dumps(out))
+    return 1 if error else 0
+
+
+class OperatorProcess:
+    """The parent's end of :func:`operator_child`."""
+
+    def __init__(self, kubeconfig: Path, qps: float, burst: int, plain: bool,
+                 workdir: Path) -> None:  # fmt: skip
+        self.stats_path = workdir / "operator-stats.json"
+        cmd = [sys.executable, __file__, "--operator-child", str(kubeconfig),
+               "--qps", str(qps), "--burst", str(burst), "--stats", str(self.stats_path),
+               *(["--plain"] if plain else [])]  # fmt: skip
+        self.log = (workdir / "operator.log").open("w")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, text=True)  # fmt: skip
+
+    def wait_ready(self, timeout: float) -> None:
+        stdout = self.proc.stdout
+        assert stdout is not None
+        box: list[str] = []
+        reader = threading.Thread(target=lambda: box.append(stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(timeout)
+        if not box or box[0].strip() != "ready":
+            self.proc.kill()
+            raise RuntimeError(f"the operator process did not reconcile within {timeout} s")
+
+    def start(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("start\n")
+        self.proc.stdin.flush()
+
+    def stop(self, keys: list[str], timeout: float = 60.0) -> dict[str, Any]:
+        """Stop it (sending the Jobs to sample) and read its statistics."""
+        assert self.proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            self.proc.stdin.write(json.dumps(keys) + "\n")
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+        if not self.stats_path.exists():
+            log = self.stats_path.with_name("operator.log").read_text()[-2000:]
+            raise RuntimeError(f"the operator process wrote no statistics: {log}")
+        return dict(json.loads(self.stats_path.read_text()))
 
 
 class TimedKubelet:
@@ -506,13 +695,19 @@ class Recorder:
 
 
 def run(
-    scale: str, qps: float, burst: int, creators: int, timeout: float, plain: bool = False
+    scale: str,
+    qps: float,
+    burst: int,
+    creators: int,
+    timeout: float,
+    plain: bool = False,
+    in_process: bool = False,
 ) -> dict[str, Any]:
     """Start the control plane, apply the scenario, measure (see the module docstring)."""
     from tests.kube_harness import ControlPlane, Harness, apply_policy, bin_dir
 
     from fleetshare.model.resources import CPU
-    from fleetshare.operator.controller import Operator, Settings, install_crds
+    from fleetshare.operator.controller import install_crds
     from fleetshare.operator.kube import JOBS, KubeError
     from fleetshare.traces.kueue_generator import CLASS_LABEL
     from fleetshare.traces.kueue_generator import load as load_kueue
@@ -530,6 +725,7 @@ def run(
     plane = ControlPlane(bins, workdir, extra_args=FAST_CLIENTS)
     load_before = [round(x, 2) for x in os.getloadavg()]
     t_start = time.monotonic()
+    child: OperatorProcess | None = None
     try:
         plane.start()
         harness = Harness(plane)
@@ -544,19 +740,19 @@ def run(
         recorder = Recorder(plane.client())
         kubelet = TimedKubelet(harness.kubelet, forward=recorder.inbox)
         kubelet.start()
-        op_kube = throttled(plane.client(), qps, burst)
-        operator = Operator(op_kube, Settings(leader_elect=False, install_crds=False,
-                                              incremental=not plain))  # fmt: skip
-        # Events through a client of their own, limited alike: controller-runtime's event
-        # recorder has its own clientset, so Kueue's events do not spend its 50 QPS either
-        operator.events.kube = throttled(plane.client(), qps, burst)
-        stop = threading.Event()
-        op_thread = threading.Thread(target=operator.run, args=(stop,), name="operator",
-                                     daemon=True)  # fmt: skip
-        op_thread.start()
-        if not operator.ready.wait(120):
-            raise RuntimeError("the operator did not reconcile within 120 s")
-        setup_requests = sum(op_kube.counts.values())
+        if in_process:
+            operator, op_kube = make_operator(None, qps, burst, plain, client=plane.client)
+            meter = OperatorMeter(operator, op_kube)
+            stop = threading.Event()
+            op_thread = threading.Thread(target=operator.run, args=(stop,), name="operator",
+                                         daemon=True)  # fmt: skip
+            op_thread.start()
+            if not operator.ready.wait(120):
+                raise RuntimeError("the operator did not reconcile within 120 s")
+            meter.ready()
+        else:
+            child = OperatorProcess(plane.kubeconfig, qps, burst, plain, workdir)
+            child.wait_ready(120)
         recorder.start()
         create_kube = plane.client()
         errors: list[str] = []
@@ -572,21 +768,10 @@ def run(
                 return
             recorder.mark_created(f"{a.namespace}/{a.name}")
 
-        reconciles0 = operator.reconciles
-        writes0 = Counter(op_kube.job_writes)
-        busy = [0.0]
-        spent: list[float] = []
-        reconcile = operator.reconcile
-
-        def timed_reconcile() -> float:
-            t, wall = time.thread_time(), time.monotonic()
-            try:
-                return reconcile()
-            finally:
-                busy[0] += time.thread_time() - t
-                spent.append(time.monotonic() - wall)
-
-        operator.reconcile = timed_reconcile  # type: ignore[method-assign]
+        if child is not None:
+            child.start()
+        else:
+            meter.start()
         recorder.t0 = time.monotonic()
         with ThreadPoolExecutor(creators, thread_name_prefix="creator") as pool:
             for a in jobs:  # in arrival order: each thread sleeps until its Job is due
@@ -598,9 +783,16 @@ def run(
                 if created_s is None and len(recorder.created) + len(errors) >= len(jobs):
                     created_s = time.monotonic() - recorder.t0
         done = len(recorder.finished)
-        unfinished = unfinished_sample(operator, harness, jobs, recorder.finished)
-        stop.set()
-        op_thread.join(timeout=15)
+        keys = unfinished_keys(jobs, recorder.finished)
+        if child is not None:
+            stats = child.stop(keys)
+            views = stats.pop("views")
+        else:
+            views = view_of(operator, keys)
+            stop.set()
+            op_thread.join(timeout=15)
+            stats = meter.stats()
+        unfinished = unfinished_sample(harness.kube, keys, views)
         recorder.stop()
         kubelet.stop()
         with recorder.lock:
@@ -609,10 +801,8 @@ def run(
         ran = {k: [t - recorder.t0 for t in v] for k, v in kubelet.ran.items()}
         latency = hops(recorder.spans, ran)
         first = min(recorder.created.values(), default=0.0)
-        counts = op_kube.counts
-        job_writes = Counter(op_kube.job_writes)
-        job_writes.subtract(writes0)
         admissions = sum(len(v) for v in recorder.spans.values())
+        job_writes = sum(stats["operator_job_writes"].values())
         return {
             "scale": scale,
             "scenario": {
@@ -634,22 +824,14 @@ def run(
             "wall_s": round(recorder.last_finish - first, 1) if done == len(jobs) else None,
             "timed_out": done < len(jobs),
             "unfinished_sample": unfinished,
-            "operator_reconciles": operator.reconciles - reconciles0,
-            "operator_requests": sum(counts.values()) - setup_requests,
-            "operator_requests_by_kind": dict(counts.most_common(12)),
-            "operator_job_writes": dict(job_writes.most_common()),
+            "operator_process": "in process (a thread of the benchmark's)"
+            if in_process
+            else "a process of its own",
+            **{k: v for k, v in stats.items() if k not in ("event_requests", "events_dropped")},
             "admissions": admissions,
-            "job_writes_per_admission": round(sum(job_writes.values()) / max(admissions, 1), 3),
-            "operator_reconcile_cpu_s": round(busy[0], 1),
-            "operator_reconcile_wall_s": {
-                "total": round(sum(spent), 1),
-                "mean": round(sum(spent) / max(len(spent), 1), 3),
-                "p99": round(sorted(spent)[int(0.99 * (len(spent) - 1))], 3) if spent else None,
-                "max": round(max(spent, default=0.0), 3),
-            },
-            "operator_token_wait_s": {k: round(v, 1) for k, v in op_kube.waited.most_common()},
-            "event_requests": sum(operator.events.kube.counts.values()),
-            "events_dropped": operator.events.dropped,
+            "job_writes_per_admission": round(job_writes / max(admissions, 1), 3),
+            "event_requests": stats["event_requests"],
+            "events_dropped": stats["events_dropped"],
             "load_average_before": load_before,
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "kueue": measures,
@@ -657,6 +839,8 @@ def run(
             "pods_found_unschedulable": len(kubelet.unschedulable),
         }
     finally:
+        if child is not None and child.proc.poll() is None:
+            child.proc.kill()
         plane.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -680,11 +864,22 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the operator's plain view (every object read at every reconcile)",
     )
+    parser.add_argument(
+        "--operator-in-process",
+        action="store_true",
+        help="run the operator on a thread of the benchmark's process (default: a process "
+        "of its own, as Kueue's runner runs its controller)",
+    )
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--operator-child", metavar="KUBECONFIG", help=argparse.SUPPRESS)
+    parser.add_argument("--stats", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.operator_child:  # the operator's own process (OperatorProcess starts it)
+        qps = args.qps[0] if args.qps else 50.0
+        return operator_child(args.operator_child, qps, args.burst, args.plain, args.stats)
     if args.one:  # one run, in this process
         row = run(args.scale[0], args.qps[0], args.burst, args.creators, args.timeout,
-                  args.plain)  # fmt: skip
+                  args.plain, args.operator_in_process)  # fmt: skip
         print(json.dumps(row))
         return 0
     rows = []
@@ -716,7 +911,8 @@ def run_sub(scale: str, qps: float, args: argparse.Namespace) -> dict[str, Any]:
     """One run in a fresh process (nothing of one run's threads survives into the next)."""
     cmd = [sys.executable, __file__, "--one", "--scale", scale, "--qps", str(qps),
            "--burst", str(args.burst), "--creators", str(args.creators),
-           "--timeout", str(args.timeout), *(["--plain"] if args.plain else [])]  # fmt: skip
+           "--timeout", str(args.timeout), *(["--plain"] if args.plain else []),
+           *(["--operator-in-process"] if args.operator_in_process else [])]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 600)
     lines = proc.stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:

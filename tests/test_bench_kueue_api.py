@@ -1,12 +1,15 @@
-"""bench/kueue_perf_api.py's pieces without an API server: the Jobs it creates, and Kueue's
-measures (bench/kueue_measures.py) on a hand-built case."""
+"""bench/kueue_perf_api.py's pieces: the Jobs it creates, Kueue's measures
+(bench/kueue_measures.py) on a hand-built case, and the operator in a process of its own
+through the real API server."""
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -134,3 +137,42 @@ def test_recorder_releases_a_job_when_its_pod_succeeded(bench: ModuleType) -> No
                                 "status": {"phase": "Succeeded"}}}  # fmt: skip
     recorder.observe(key, 3.0)
     assert recorder.spans[key] == [[1.0, 3.0]] and key in recorder.finished
+
+
+def test_operator_in_its_own_process_admits_and_reports(
+    bench: ModuleType, kube: Any, ns: str, tmp_path: Path
+) -> None:
+    """The benchmark's default: the operator in a process of its own (as Kueue's runner runs
+    its controller) admits a Job through the real API server and, once stopped, hands back
+    its statistics and where the sampled Jobs are in its view."""
+    from fleetshare.operator.kube import JOBS
+    from tests.kube_harness import apply_policy
+
+    trace = load(cohorts=1, queues_per_cohort=1, node_cpus=20)
+    apply_policy(kube, trace.load_policy())
+    job = bench.arrivals(trace)[0]
+    kube.ensure_namespace(job.namespace)
+    kube.add_node(f"{ns}-n0", {"cpu": "20", "memory": "1Ti", "pods": "100"},
+                  {"fleetshare-test": ns})  # fmt: skip
+    child = bench.OperatorProcess(kube.plane.kubeconfig, 50.0, 100, False, tmp_path)
+    try:
+        child.wait_ready(120)
+        child.start()
+        kube.kube.create(JOBS, job.body, job.namespace)
+        deadline = time.monotonic() + 60
+        while kube.kube.get(JOBS, job.name, job.namespace)["spec"].get("suspend"):
+            assert time.monotonic() < deadline, "the Job was not admitted"
+            time.sleep(0.2)
+        key = f"{job.namespace}/{job.name}"
+        stats = child.stop([key])
+    finally:
+        if child.proc.poll() is None:
+            child.proc.kill()
+        kube.kube.delete(JOBS, job.name, job.namespace, propagationPolicy="Background")
+    assert child.proc.returncode == 0
+    assert stats["operator_job_writes"].get("admit", 0) >= 1
+    assert stats["operator_reconciles"] >= 1 and stats["operator_requests"] >= 1
+    assert stats["operator_reconcile_wall_s"]["p99"] is not None  # its reconciles were timed
+    assert stats["views"][key]  # the admitted Job is in the operator's view
+    assert {"operator_token_wait_s", "event_requests", "events_dropped",
+            "operator_reconcile_cpu_s", "operator_process_cpu_s"} <= stats.keys()  # fmt: skip
