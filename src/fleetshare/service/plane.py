@@ -112,11 +112,13 @@ Mode = Literal["all", "api", "loop"]
 view; ``api`` only the view, as a follower that never tries for the lease (the loop runs in
 another process, :mod:`fleetshare.service.loop_process`); ``loop`` only the loop (no view
 while another replica leads)."""
-WRITE_CHUNK = 200
+WRITE_CHUNK = 100
 """The loop writes a step's changes in transactions of at most this many, in the order they
 happened: every other writer waits while one commits (a step of 2,000 changes held the API's
 submissions up for ~0.1 s), and a prefix of a step is a state the loop went through (each
-change was made on the state the ones before it left), which a restart rebuilds from."""
+change was made on the state the ones before it left), which a restart rebuilds from. 100
+rather than 200: the API's p99 at 1,000 submissions/s is 35-50 ms instead of 51-66 ms
+(bench/README.md)."""
 TAIL_BATCH = 5000
 """Events read from the log per step at most."""
 NODE_ACTIONS = ("cordon", "uncordon", "drain")
