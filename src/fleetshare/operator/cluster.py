@@ -737,8 +737,7 @@ class KubeCluster:
                 answers.append(send_now(name, send))
         if answers:
             self._take_answers(answers)
-            self.blocked.update(self._refused)
-            self._settle_answers(now)
+            self._settle_answers(now)  # blocks the refused until a later reconcile
 
     def _take_answers(self, answers: Sequence[Answer]) -> None:
         """Apply the writer's answers to the view: what landed goes to the store (the
