@@ -20,6 +20,7 @@ server (``kueue_perf_api.py``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -86,3 +87,43 @@ def kueue_measures(observed: Sequence[Observed], nominal_cpu: float) -> dict[str
         "mean_time_admitted_s": {cls: round(sum(v) / len(v), 2) for cls, v in sorted(held.items())},
         "admitted_per_class": {cls: len(v) for cls, v in sorted(waits.items())},
     }
+
+
+def usage_timeline(
+    observed: Sequence[Observed], nominal_cpu: float, step: float = 10.0
+) -> list[dict[str, float]]:
+    """Where the average usage comes from: per ``step`` seconds of the window (from the first
+    creation), the usage over that interval (Σ CPU x time admitted in it / step / nominal
+    quota, percent), the admissions per second that began in it, and the workloads created
+    and not yet admitted at its end (the backlog). A workload still admitted at the end
+    counts until the last event."""
+    if nominal_cpu <= 0 or step <= 0:
+        raise ValueError(f"nominal_cpu and step must be positive; got {nominal_cpu}, {step}")
+    start = min((w.created for w in observed), default=0.0)
+    ends = [r for w in observed for _, r in w.admissions if r is not None]
+    end = max([*ends, *(a for w in observed for a, _ in w.admissions)], default=start)
+    n = max(1, math.ceil((end - start) / step))
+    area = [0.0] * n
+    began = [0] * n
+    backlog = [0] * n
+    for w in observed:
+        for admitted, released in w.admissions:
+            released = end if released is None else released
+            began[min(n - 1, int((admitted - start) // step))] += 1
+            first, last = int((admitted - start) // step), int((released - start) // step)
+            for b in range(first, min(last, n - 1) + 1):
+                lo, hi = start + b * step, start + (b + 1) * step
+                area[b] += w.cpu * max(0.0, min(hi, released) - max(lo, admitted))
+        first_admitted = w.admissions[0][0] if w.admissions else float("inf")
+        for b in range(n):
+            if w.created <= start + (b + 1) * step < first_admitted:
+                backlog[b] += 1
+    return [
+        {
+            "t": round(b * step, 1),
+            "usage_percent": round(100 * area[b] / (step * nominal_cpu), 1),
+            "admissions_per_s": round(began[b] / step, 1),
+            "backlog": backlog[b],
+        }
+        for b in range(n)
+    ]

@@ -66,7 +66,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # tests.kube_harness
 
-from kueue_measures import Observed, kueue_measures  # noqa: E402
+from kueue_measures import Observed, kueue_measures, usage_timeline  # noqa: E402
 from run_info import machine  # noqa: E402
 
 SCALES: dict[str, dict[str, int]] = {
@@ -408,11 +408,14 @@ def operator_child(kubeconfig: str, qps: float, burst: int, plain: bool, stats_p
     print("ready", flush=True)
     keys: list[str] = []
     cpu0 = time.process_time()
+    samples: list[list[float]] = []
     with contextlib.suppress(EOFError):
         for line in sys.stdin:
             if line.strip() == "start":
                 meter.start()
                 cpu0 = time.process_time()
+                threading.Thread(target=sample_view, args=(operator, samples, stop),
+                                 name="sampler", daemon=True).start()  # fmt: skip
             elif line.strip():
                 keys = [str(k) for k in json.loads(line)]
                 break
@@ -420,9 +423,50 @@ def operator_child(kubeconfig: str, qps: float, burst: int, plain: bool, stats_p
     cpu = time.process_time() - cpu0
     stop.set()
     thread.join(timeout=15)
-    out = {**meter.stats(), "views": views, "operator_process_cpu_s": round(cpu, 1)}
+    out = {**meter.stats(), "views": views, "operator_process_cpu_s": round(cpu, 1),
+           "view_samples": samples}  # fmt: skip
     stats_path.write_text(json.dumps(out))
     return 1 if error else 0
+
+
+def sample_view(operator: Any, samples: list[list[float]], stop: threading.Event) -> None:
+    """Every second until ``stop``: (monotonic time, workloads pending, admitted, CPU
+    admitted, admission writes outstanding) in the operator's view (admitted includes the
+    writes not answered yet: the loop counts them admitted)."""
+    from fleetshare.model.resources import CPU
+
+    cluster = operator.cluster
+    while not stop.wait(1.0):
+        try:
+            running = list(cluster.running.values())
+        except RuntimeError:  # changed while copied: the next sample
+            continue
+        cpu = sum(r.workload.total_requests().get(CPU, 0) for r in running) / 1000
+        writer = cluster.writer
+        samples.append([time.monotonic(), len(cluster.pending), len(running), cpu,
+                        writer.outstanding() if writer is not None else 0])  # fmt: skip
+
+
+def view_timeline(
+    samples: list[list[float]], t0: float, nominal_cpu: float, step: float
+) -> list[dict[str, float]]:
+    """The operator's :func:`sample_view` samples averaged per ``step`` seconds from ``t0``:
+    its admitted CPU in percent of the nominal quota (what it believes it uses, beside the
+    recorder's usage), its pending workloads and its outstanding writes."""
+    bins: dict[int, list[list[float]]] = {}
+    for t, *rest in samples:
+        if t >= t0:
+            bins.setdefault(int((t - t0) // step), []).append(rest)
+    out = []
+    for b, rows in sorted(bins.items()):
+        n = len(rows)
+        out.append({
+            "t": round(b * step, 1),
+            "view_usage_percent": round(100 * sum(r[2] for r in rows) / n / nominal_cpu, 1),
+            "pending": round(sum(r[0] for r in rows) / n),
+            "writes_outstanding": round(sum(r[3] for r in rows) / n),
+        })  # fmt: skip
+    return out
 
 
 class OperatorProcess:
@@ -784,9 +828,11 @@ def run(
                     created_s = time.monotonic() - recorder.t0
         done = len(recorder.finished)
         keys = unfinished_keys(jobs, recorder.finished)
+        samples: list[list[float]] = []
         if child is not None:
             stats = child.stop(keys)
             views = stats.pop("views")
+            samples = stats.pop("view_samples")
         else:
             views = view_of(operator, keys)
             stop.set()
@@ -797,7 +843,9 @@ def run(
         kubelet.stop()
         with recorder.lock:
             observed = observed_of(recorder.created, recorder.spans, classes)
-        measures = kueue_measures(observed, float(trace.facts["nominal_cpu"]))
+        nominal = float(trace.facts["nominal_cpu"])
+        step = 10.0 if scale == "full" else 5.0  # the timelines' interval
+        measures = kueue_measures(observed, nominal)
         ran = {k: [t - recorder.t0 for t in v] for k, v in kubelet.ran.items()}
         latency = hops(recorder.spans, ran)
         first = min(recorder.created.values(), default=0.0)
@@ -836,6 +884,8 @@ def run(
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "kueue": measures,
             "pipeline_latency": latency,
+            "usage_timeline": usage_timeline(observed, nominal, step),
+            "operator_view_timeline": view_timeline(samples, recorder.t0, nominal, step),
             "pods_found_unschedulable": len(kubelet.unschedulable),
         }
     finally:

@@ -88,6 +88,24 @@ def test_kueue_measures_on_a_hand_built_run(measures: ModuleType) -> None:
     assert out["mean_time_admitted_s"] == {"large": 0.75, "small": 2.0}
 
 
+def test_usage_timeline_splits_the_average_into_intervals(measures: ModuleType) -> None:
+    """The hand-built run above in 1 s intervals: usage 0, 50, 100, 100 % (A's 1 CPU over
+    [1, 2]; A's 1 and B's 2 x 0.5 over [2, 3]; B's 2 over [3, 4]), which average to the run's
+    62.5 %; one admission begins in each interval but the first; B waits at t = 1."""
+    observed = [
+        measures.Observed("small", 1.0, 0.0, [(1.0, 3.0)], runtime=2.0),
+        measures.Observed("large", 2.0, 1.0, [(2.0, 2.5), (3.0, 4.0)], runtime=1.0),
+    ]
+    timeline = measures.usage_timeline(observed, 2.0, step=1.0)
+    assert [b["t"] for b in timeline] == [0.0, 1.0, 2.0, 3.0]
+    assert [b["usage_percent"] for b in timeline] == [0.0, 50.0, 100.0, 100.0]
+    assert sum(b["usage_percent"] for b in timeline) / 4 == 62.5
+    assert [b["admissions_per_s"] for b in timeline] == [0.0, 1.0, 1.0, 1.0]
+    assert [b["backlog"] for b in timeline] == [1, 0, 0, 0]
+    with pytest.raises(ValueError, match="step"):
+        measures.usage_timeline(observed, 2.0, step=0.0)
+
+
 def test_a_workload_never_admitted_counts_in_the_window_only(measures: ModuleType) -> None:
     observed = [
         measures.Observed("small", 1.0, 0.0, [(0.0, 2.0)]),

@@ -8,6 +8,8 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from fleetshare.control.loop import ControlLoop
 from fleetshare.governance.admission import Engine
 from fleetshare.model.catalog import load_catalog
@@ -55,7 +57,10 @@ def _job(i: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def test_pending_reasons_are_written_within_a_budget_oldest_first() -> None:
+@pytest.mark.parametrize("in_flight", [100, 0], ids=["background", "in line"])
+def test_pending_reasons_are_written_within_a_budget_oldest_first(in_flight: int) -> None:
+    """Written in the background (the default: a slow API server holds up no admission
+    cycle) or in line, the same reasons go out, oldest first, each once."""
     policy = load_policy({"teams": [{"name": "t", "quota": [{"resources": {"cpu": 64}}]}]})
     engine = Engine(policy, load_catalog())
     store = Store()
@@ -73,18 +78,69 @@ def test_pending_reasons_are_written_within_a_budget_oldest_first() -> None:
     store.put("Node", node)
     kube = RecordingKube(store)
     cluster = KubeCluster(kube, store, Events(kube), pending_writes=50,  # type: ignore[arg-type]
-                          pending_writes_per_second=5.0)  # fmt: skip
+                          pending_writes_per_second=5.0, writes_in_flight=in_flight)  # fmt: skip
+    assert (cluster.notes is None) == (in_flight == 0)
+
+    def settled() -> None:  # the background writes answered
+        deadline = time.monotonic() + 10
+        while cluster.notes is not None and not cluster.notes.idle():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+
     loop = ControlLoop(cluster, engine)
     for now in (0.0, 4.0, 30.0):  # a burst of 50; 4 s later 20 more; a full burst again
         cluster.refresh(engine, now)
         loop.reconcile(now)
-        assert len(kube.patched) == {0.0: 50, 4.0: 70, 30.0: 120}[now]
-    assert kube.patched == [f"j{i:03d}" for i in range(120)]  # oldest first, each once
+        settled()
+        n = {0.0: 50, 4.0: 70, 30.0: 120}[now]
+        assert sorted(kube.patched) == [f"j{i:03d}" for i in range(n)]  # oldest first, once
+    if in_flight == 0:
+        assert kube.patched == [f"j{i:03d}" for i in range(120)]  # one by one, in order
+    cluster.refresh(engine, 60.0)  # the answers are kept
     reasons = {o["metadata"]["annotations"][PENDING_REASON] for o in store.of("Job").values()}
     assert all(reasons)
-    cluster.refresh(engine, 60.0)
     loop.reconcile(60.0)
+    settled()
     assert len(kube.patched) == 120  # nothing changed: nothing rewritten
+
+
+def test_a_pending_reason_refused_in_the_background_is_said_again() -> None:
+    """The background write carries the resourceVersion the decision saw; the API refuses
+    it once (409: the Job moved). The reason is not lost: the next reconcile writes it."""
+    from fleetshare.operator.kube import KubeError
+
+    policy = load_policy({"teams": [{"name": "t", "quota": [{"resources": {"cpu": 64}}]}]})
+    engine = Engine(policy, load_catalog())
+    store = Store()
+    store.put("Job", _job(0))
+    store.put("Node", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
+                       "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "9"},
+                                  "conditions": [{"type": "Ready", "status": "True"}]}})  # fmt: skip
+    bodies: list[dict[str, Any]] = []
+
+    class RefusingOnce(RecordingKube):
+        def patch(self, res: Any, name: str, body: dict[str, Any], namespace: str | None = None,
+                  **kw: Any) -> dict[str, Any]:  # fmt: skip
+            bodies.append(body)
+            if len(bodies) == 1:
+                raise KubeError(409, "Conflict", "the object has been modified")
+            return super().patch(res, name, body, namespace, **kw)
+
+    kube = RefusingOnce(store)
+    cluster = KubeCluster(kube, store, Events(kube))  # type: ignore[arg-type]
+    loop = ControlLoop(cluster, engine)
+    for now in (0.0, 1.0):
+        cluster.refresh(engine, now)
+        loop.reconcile(now)
+        assert cluster.notes is not None
+        deadline = time.monotonic() + 10
+        while not cluster.notes.idle():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    assert [b["metadata"]["resourceVersion"] for b in bodies] == ["1", "1"]
+    assert kube.patched == ["j000"]  # the second landed
+    cluster.refresh(engine, 2.0)
+    assert store.of("Job")[("ns", "j000")]["metadata"]["annotations"][PENDING_REASON]
 
 
 def test_events_wait_in_a_bounded_queue_and_never_hold_the_caller() -> None:

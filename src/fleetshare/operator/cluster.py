@@ -105,7 +105,7 @@ from fleetshare.operator.objects import (
 )
 from fleetshare.operator.owners import OwnerIndex, Ref
 from fleetshare.operator.watch import Key, Store, key_of
-from fleetshare.operator.writer import AdmissionWriter, Answer, send_now
+from fleetshare.operator.writer import AdmissionWriter, Answer, Send, send_now
 
 if TYPE_CHECKING:
     from fleetshare.operator.nodeclaims import NodeClaims
@@ -222,6 +222,14 @@ class KubeCluster:
         on average (4 % of a 50 requests/s client), so they hardly hold admissions back."""
         self._unsaid: dict[str, str] = {}
         """Pending reasons not written yet, oldest first (the latest reason of each)."""
+        self.notes = (
+            AdmissionWriter(threads=2, limit=pending_writes, may_send=may_act)
+            if self.writer is not None else None
+        )  # fmt: skip
+        """Pending-reason writes in the background (with the admission writer; None: in line),
+        so a slow API server holds up no admission cycle."""
+        self._noting: dict[str, str] = {}
+        """Pending reasons handed to :attr:`notes` and not answered yet, by workload."""
 
     # -- reading the objects ---------------------------------------------------------------------
 
@@ -238,6 +246,8 @@ class KubeCluster:
         (:meth:`_take_answers`): what they wrote goes to the store, so it is read below."""
         if self.writer is not None:
             self._take_answers(self.writer.take())
+        if self.notes is not None:
+            self._take_notes(self.notes.take())
         changes = self.store.take_changes()
         if not self.incremental or engine is not self.engine or not self._built:
             self.rebuild(engine, now)
@@ -789,9 +799,10 @@ class KubeCluster:
 
     def close(self) -> None:
         """Stop the writer: writes not sent yet are dropped (their workloads stay pending in
-        the API server)."""
-        if self.writer is not None:
-            self.writer.close()
+        the API server; pending reasons are said again by the next leader)."""
+        for writer in (self.writer, self.notes):
+            if writer is not None:
+                writer.close()
 
     def _write_admission(
         self,
@@ -1072,8 +1083,11 @@ class KubeCluster:
             pending = result.pending.get(name)
             if pending is not None:
                 self._unsaid[name] = pending.reason
+        notes = self.notes
         while self._unsaid and self.reason_budget.tokens >= 1:
             name = next(iter(self._unsaid))
+            if notes is not None and (name in self._noting or not notes.room()):
+                break  # its last reason (or the writer's room) is not answered yet: it waits
             reason = self._unsaid.pop(name)
             t = self.tracked.get(name)
             if t is None or name not in self.pending:
@@ -1087,12 +1101,46 @@ class KubeCluster:
                 continue
             self._said[name] = gist
             self.reason_budget.take()
-            body = {"metadata": {"annotations": {PENDING_REASON: reason[:1000]}}}
-            try:
-                out = self.kube.patch(_res(t), str(obj["metadata"]["name"]), body, t.namespace)
-                self._keep(t, out)
-            except KubeError as exc:
-                log.debug("pending reason not written for %s: %s", name, exc)
+            if notes is None:
+                body = {"metadata": {"annotations": {PENDING_REASON: reason[:1000]}}}
+                try:
+                    self._keep(t, self.kube.patch(_res(t), str(obj["metadata"]["name"]), body,
+                                                  t.namespace))  # fmt: skip
+                except KubeError as exc:
+                    log.debug("pending reason not written for %s: %s", name, exc)
+                continue
+            self._noting[name] = reason
+            notes.submit(name, self._note_write(t, obj, reason))
+
+    def _note_write(self, t: Tracked, seen: dict[str, Any], reason: str) -> Send:
+        """The background write of a pending reason, on condition that the object is as
+        ``seen`` (a merge patch carrying its resourceVersion): sent after the workload was
+        admitted it would put a stale reason on admitted work; refused instead (409)."""
+        meta = seen["metadata"]
+        body = {"metadata": {"annotations": {PENDING_REASON: reason[:1000]},
+                             "resourceVersion": meta["resourceVersion"]}}  # fmt: skip
+        res, name, namespace = _res(t), str(meta["name"]), t.namespace
+
+        def send(written: list[dict[str, Any]]) -> None:
+            written.append(self.kube.patch(res, name, body, namespace))
+
+        return send
+
+    def _take_notes(self, answers: list[Answer]) -> None:
+        """The pending-reason writes answered since the last refresh: a landed one goes to
+        the store; a refused one is said again later if its workload still waits with a
+        reason of that gist (unless a newer reason came meanwhile)."""
+        for answer in answers:
+            reason = self._noting.pop(answer.name, "")
+            t = self.tracked.get(answer.name)
+            if answer.written and t is not None:
+                self._keep(t, answer.written[0])
+            elif answer.error is not None:
+                log.debug("pending reason not written for %s: %s", answer.name, answer.error)
+                if self._said.get(answer.name) == _gist(reason):
+                    del self._said[answer.name]
+                if answer.name in self.pending:
+                    self._unsaid.setdefault(answer.name, reason)
 
     def _keep(self, t: Tracked, out: dict[str, Any]) -> None:
         """The API's answer to a write of ``t``'s first object: kept in the store and in

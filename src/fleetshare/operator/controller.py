@@ -83,13 +83,17 @@ class Settings:
     answer; while this many are outstanding it runs no admission cycle (the writer wakes it
     when half are answered). 100 is two seconds of a 50 requests/s client. 0: each cycle's
     writes are sent before its reconcile ends."""
-    write_threads: int = 8
+    write_threads: int = 32
     """Admission writes sent at once."""
     incremental: bool = True
     """Follow the watches' changes (:meth:`KubeCluster.refresh`) and carry the engine's
     state between cycles; False reads every object at every reconcile (the plain path)."""
     scaled_objects: bool = True
     """Scale the Deployments of KEDA ScaledObjects (where their CRD is installed)."""
+
+
+SUMMARY_SECONDS = 1.0
+"""The metrics' summary is refreshed at most this often (monotonic; no decision reads it)."""
 
 
 def install_crds(kube: Kube, timeout: float = 30.0) -> None:
@@ -149,6 +153,7 @@ class Operator:
         self._policy_key: tuple[Any, ...] | None = None
         self.autoscaler: Autoscaler | None = None
         self.metrics = OperatorMetrics()
+        self._summary_due = 0.0
         self._pools_key: tuple[Any, ...] | None = None
         self._status_written: dict[str, float] = {}
         """When each Team's status was last written (clock time)."""
@@ -286,11 +291,15 @@ class Operator:
             due = self.scalers.sync(list(self.store.of(SCALED_OBJECTS.kind).values()), now)
             if due is not None:
                 next_in = min(next_in, max(0.05, due - now))
-        self._summarize()
+        if time.monotonic() >= self._summary_due or next_in > SUMMARY_SECONDS:
+            self._summarize()  # at most every second while busy; always before a pause
         return time.monotonic() + next_in
 
     def _summarize(self) -> None:
-        """What the metrics show until the next reconcile."""
+        """What the metrics show, refreshed after a reconcile at most every
+        :data:`SUMMARY_SECONDS` (it walks every pending workload: with thousands pending and
+        many reconciles a second, refreshing it each time took a tenth of the loop)."""
+        self._summary_due = time.monotonic() + SUMMARY_SECONDS
         cluster, scaler = self.cluster, self.autoscaler
         live = scaler.live() if scaler is not None else []
         engine = self.loop.engine if self.loop is not None else None
