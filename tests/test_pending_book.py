@@ -83,3 +83,39 @@ def test_the_node_view_is_kept_only_while_the_same_nodes_stand_in_order() -> Non
     assert same_nodes((a, b), last) is last
     assert same_nodes((b, a), last) == (b, a)
     assert same_nodes((a,), last) == (a,)
+
+
+def test_a_reason_without_its_position_is_the_reason_with_it() -> None:
+    """``reason_of`` (what the operator reads for every changed reason) answers as the full
+    entry does, on a cycle's lazily built result, on it materialized and on a plain
+    dictionary; a workload that is not pending has no reason."""
+    from fleetshare.governance.admission import CycleCache, Engine
+    from fleetshare.governance.queues import PendingMap, reason_of
+    from fleetshare.governance.snapshot import Snapshot
+    from fleetshare.model.catalog import load_catalog
+    from fleetshare.traces.kueue_generator import load
+
+    trace = load(cohorts=1, queues_per_cohort=2, node_cpus=40)
+    engine = Engine(trace.load_policy(), load_catalog())
+    snapshot = Snapshot(0.0, list(trace.nodes), [], list(trace.workloads[:400]))
+    lazy = engine.cycle(snapshot, CycleCache()).pending
+    plain = engine.cycle(snapshot).pending
+    assert isinstance(lazy, PendingMap) and not isinstance(plain, PendingMap)
+    names = [w.name for w in trace.workloads[:400]]
+    expected = {n: plain[n].reason for n in plain}
+    assert len({*expected.values()}) > 1  # several reasons, some given in bulk
+    assert {n: reason_of(lazy, n) for n in names if n in plain} == expected
+    assert {n: reason_of(plain, n) for n in names if n in plain} == expected
+    assert all(reason_of(lazy, n) is None for n in names if n not in plain)
+    assert reason_of(lazy, "no/such-workload") is None
+    lazy.materialize()
+    assert {n: reason_of(lazy, n) for n in names if n in plain} == expected
+
+
+def test_a_reasons_gist_leaves_out_only_its_numbers() -> None:
+    from fleetshare.governance.queues import reason_gist
+
+    a = "not enough idle cpu on rf: needs 1, q may take 0 (quota 20, 20 in use)"
+    b = "not enough idle cpu on rf: needs 5, q may take 2.5 (quota 20, 17.5 in use)"
+    assert reason_gist(a) == reason_gist(b)
+    assert reason_gist(a) != reason_gist(a.replace("cpu", "memory"))

@@ -16,9 +16,11 @@ their shape's reason; positions are computed on demand.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import operator
+import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,6 +37,18 @@ T = TypeVar("T")
 QueueKey = tuple[int, float, int, str]
 _uids = itertools.count()
 ShapeKey = tuple[object, ...]
+
+
+_NUMBERS = re.compile(r"\d+(?:\.\d+)?")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def reason_gist(reason: str) -> str:
+    """A pending reason without its numbers: what tells a new reason from the same one with
+    other amounts (usage moving under a waiting workload changes only those), for whoever
+    reports reasons (the runner's log, the service's changes, the operator's annotations).
+    Many workloads share one reason: cached."""
+    return _NUMBERS.sub("#", reason)
 
 
 def queue_key(wl: Workload) -> QueueKey:
@@ -519,6 +533,18 @@ class PendingMap(Mapping[str, Pending]):
         wl = group.wls[i]
         return Pending(wl, group.reason, self.position(wl))
 
+    def reason(self, name: str) -> str | None:
+        """Why ``name`` waits (None: it is not pending): ``self[name].reason`` without
+        computing its queue position."""
+        if self._full is not None:
+            found_full = self._full.get(name)
+            return None if found_full is None else found_full.reason
+        found = self._explicit.get(name) or self._known.get(name)
+        if found is not None:
+            return found[1]
+        located = self._group_index().get(name)
+        return None if located is None else located[0].reason
+
     def __contains__(self, name: object) -> bool:
         if self._full is not None:
             return name in self._full
@@ -564,6 +590,15 @@ class PendingMap(Mapping[str, Pending]):
 
     def __repr__(self) -> str:
         return f"PendingMap({self.materialize()!r})"
+
+
+def reason_of(pending: Mapping[str, Pending], name: str) -> str | None:
+    """Why ``name`` waits in a cycle's ``pending`` result (None: not pending), without its
+    queue position where the result computes those on demand (:meth:`PendingMap.reason`)."""
+    if isinstance(pending, PendingMap):
+        return pending.reason(name)
+    found = pending.get(name)
+    return None if found is None else found.reason
 
 
 def _merge_key(item: tuple[tuple[object, ...], Workload, str]) -> tuple[object, ...]:

@@ -46,7 +46,8 @@ from typing import TYPE_CHECKING, Any
 from fleetshare.autoscaling.settings import PdbSpec
 from fleetshare.control.cluster import RemovalRefused
 from fleetshare.governance.admission import Engine
-from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Running
+from fleetshare.governance.queues import reason_gist, reason_of
+from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Pending, Running
 from fleetshare.manifests import ManifestError
 from fleetshare.manifests.pods import read_pod_spec
 from fleetshare.manifests.values import Fields
@@ -112,17 +113,11 @@ if TYPE_CHECKING:
 from fleetshare.policy.schema import DEFAULT_FLAVOR, Policy
 
 log = logging.getLogger("fleetshare.operator")
-_NUMBERS = re.compile(r"\d+(?:\.\d+)?")
 _AT = re.compile(r"at t=([0-9.e+]+)")
 NODE_FAILURE = "node-failure"
 FORCED = frozenset({"spot-interruption", "repair"})
 """Removal reasons a drain cannot refuse: the instance goes anyway (Karpenter's forceful
 disruption)."""
-
-
-@functools.lru_cache(maxsize=4096)
-def _gist(reason: str) -> str:
-    return _NUMBERS.sub("#", reason)
 
 
 @dataclass
@@ -220,8 +215,12 @@ class KubeCluster:
         self.reason_budget = WriteBudget(pending_writes_per_second, pending_writes)
         """Pending-reason annotations: ``pending_writes`` at once, ``pending_writes_per_second``
         on average (4 % of a 50 requests/s client), so they hardly hold admissions back."""
-        self._unsaid: dict[str, str] = {}
-        """Pending reasons not written yet, oldest first (the latest reason of each)."""
+        self._unsaid: dict[str, None] = {}
+        """Workloads whose pending reason changed and was not written yet, oldest first (an
+        ordered set: with thousands waiting, usage moving changes every reason's numbers at
+        every cycle, so the reasons themselves are looked up only when a write may follow)."""
+        self._reasons: Mapping[str, Pending] = {}
+        """The last cycle's pending result: where the reasons of :attr:`_unsaid` are read."""
         self.notes = (
             AdmissionWriter(threads=2, limit=pending_writes, may_send=may_act)
             if self.writer is not None else None
@@ -1079,24 +1078,25 @@ class KubeCluster:
             return
         self.reason_budget.refill(now)
         changed = result.pending_changed
-        for name in changed if changed is not None else list(result.pending):
-            pending = result.pending.get(name)
-            if pending is not None:
-                self._unsaid[name] = pending.reason
+        self._unsaid.update(dict.fromkeys(changed if changed is not None else result.pending))
+        self._reasons = result.pending
         notes = self.notes
         while self._unsaid and self.reason_budget.tokens >= 1:
             name = next(iter(self._unsaid))
             if notes is not None and (name in self._noting or not notes.room()):
                 break  # its last reason (or the writer's room) is not answered yet: it waits
-            reason = self._unsaid.pop(name)
+            del self._unsaid[name]
             t = self.tracked.get(name)
-            if t is None or name not in self.pending:
+            reason = reason_of(self._reasons, name)
+            if t is None or name not in self.pending or reason is None:
                 continue
-            gist = _gist(reason)
+            gist = reason_gist(reason)
             obj = t.objects[0]
             said = self._said.get(name)
             if said is None:
-                said = _gist((obj["metadata"].get("annotations") or {}).get(PENDING_REASON, ""))
+                said = reason_gist(
+                    (obj["metadata"].get("annotations") or {}).get(PENDING_REASON, "")
+                )
             if said == gist:
                 continue
             self._said[name] = gist
@@ -1137,10 +1137,10 @@ class KubeCluster:
                 self._keep(t, answer.written[0])
             elif answer.error is not None:
                 log.debug("pending reason not written for %s: %s", answer.name, answer.error)
-                if self._said.get(answer.name) == _gist(reason):
+                if self._said.get(answer.name) == reason_gist(reason):
                     del self._said[answer.name]
                 if answer.name in self.pending:
-                    self._unsaid.setdefault(answer.name, reason)
+                    self._unsaid.setdefault(answer.name, None)
 
     def _keep(self, t: Tracked, out: dict[str, Any]) -> None:
         """The API's answer to a write of ``t``'s first object: kept in the store and in
@@ -1152,9 +1152,9 @@ class KubeCluster:
         """What the autoscaler does for a pending workload: the annotation
         ``operator.fleetshare.io/autoscaler`` (written when its gist changes)."""
         t = self.tracked.get(workload)
-        if t is None or not self.may_act() or self._noted.get(workload) == _gist(note):
+        if t is None or not self.may_act() or self._noted.get(workload) == reason_gist(note):
             return
-        self._noted[workload] = _gist(note)
+        self._noted[workload] = reason_gist(note)
         note = _AT.sub(lambda m: f"at {_rfc3339(float(m.group(1)))}", note)  # Unix times here
         obj = t.objects[0]
         body = {"metadata": {"annotations": {AUTOSCALER_NOTE: note[:1000]}}}

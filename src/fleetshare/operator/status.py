@@ -3,6 +3,7 @@ current policy over the admitted workloads (the numbers ``kubectl get teams`` sh
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +31,8 @@ def team_status(
         engine.model, engine.policy.cluster, Snapshot(now, list(nodes), list(running), [])
     )
     tree = state.tree
+    admitted = Counter(r.workload.team for r in running)
+    waiting = Counter(w.team for w in pending)
     out: dict[str, dict[str, Any]] = {}
     for team in engine.model.teams:
         totals: dict[str, dict[str, int]] = {"quota": {}, "used": {}, "borrowed": {}}
@@ -48,7 +51,7 @@ def team_status(
         }
         for kind, amounts in totals.items():
             status[f"{kind}Text"] = _text(amounts)
-        status["admitted"] = sum(1 for r in running if r.workload.team == team)
-        status["pending"] = sum(1 for w in pending if w.team == team)
+        status["admitted"] = admitted[team]
+        status["pending"] = waiting[team]
         out[team] = status
     return out

@@ -12,9 +12,7 @@ checkpointing).
 
 from __future__ import annotations
 
-import functools
 import heapq
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -27,7 +25,7 @@ from fleetshare.control.autoscaler import Autoscaler
 from fleetshare.control.clock import VirtualClock
 from fleetshare.control.loop import ControlLoop
 from fleetshare.governance.admission import CycleCache, Engine
-from fleetshare.governance.queues import PendingBook, PendingView, same_nodes
+from fleetshare.governance.queues import PendingBook, PendingView, reason_gist, same_nodes
 from fleetshare.governance.snapshot import Admission, CycleResult, Pending, Running
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import to_number
@@ -36,14 +34,6 @@ from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import Policy
 from fleetshare.scenario.loader import Scenario, ScenarioError, build_nodes
 from fleetshare.scenario.schema import NodeEvent
-
-_NUMBERS = re.compile(r"\d+(?:\.\d+)?")
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _gist(reason: str) -> str:
-    """A pending reason without its numbers (many workloads share one reason: cached)."""
-    return _NUMBERS.sub("#", reason)
 
 
 @dataclass
@@ -452,7 +442,9 @@ class Runner:
         for name, pending in reports:
             record = self.records[name]
             last = record.engine_reason
-            if last != pending.reason and (last is None or _gist(last) != _gist(pending.reason)):
+            if last != pending.reason and (
+                last is None or reason_gist(last) != reason_gist(pending.reason)
+            ):
                 # logged when the reason changes, not when only its numbers do (usage moving
                 # under a waiting job would log it every cycle); the record keeps the latest.
                 # Compared with the engine's last reason, not the record's (which carries the

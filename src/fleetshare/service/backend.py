@@ -12,30 +12,20 @@ Not thread-safe: the control plane holds its lock around every use.
 
 from __future__ import annotations
 
-import functools
 import heapq
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetshare.governance.queues import PendingBook, PendingView, same_nodes
+from fleetshare.governance.queues import PendingBook, PendingView, reason_gist, same_nodes
 from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Running
 from fleetshare.model.node import Node, Taint
 from fleetshare.model.quantity import to_number
 from fleetshare.model.reason import Reason
 from fleetshare.model.workload import Workload
 
-_NUMBERS = re.compile(r"\d+(?:\.\d+)?")
-
 FINISH, JOIN, WAKE = 0, 1, 2
 """Timer kinds, in the order they apply at one instant."""
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _gist(reason: str) -> str:
-    """A pending reason without its numbers (logged again only when the gist changes)."""
-    return _NUMBERS.sub("#", reason)
 
 
 @dataclass
@@ -251,7 +241,7 @@ class EmbeddedCluster:
                 continue
             pending = result.pending[name]
             before = self.waiting.get(name)
-            if before is None or _gist(before.reason) != _gist(pending.reason):
+            if before is None or reason_gist(before.reason) != reason_gist(pending.reason):
                 self.changes.append(
                     Change(
                         "pending",
