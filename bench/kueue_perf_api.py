@@ -469,6 +469,24 @@ def view_timeline(
     return out
 
 
+def accounted_usage(
+    samples: list[list[float]], start: float, end: float, nominal_cpu: float
+) -> float | None:
+    """Average usage in the operator's own accounting, Kueue's definition of usage (its
+    recorder integrates the CPU its controller reports in each ClusterQueue's
+    ``status.flavorsUsage``, which counts an admission from the moment the controller assumes
+    it until the workload finishes): each :func:`sample_view` sample's admitted CPU holds
+    until the next, integrated over [``start``, ``end``] (monotonic), over the window and the
+    nominal quota, in percent. None without samples in the window."""
+    inside = [(t, cpu) for t, _, _, cpu, _ in samples if start <= t <= end]
+    if not inside or end <= start:
+        return None
+    area = 0.0
+    for (t, cpu), (t_next, _) in zip(inside, [*inside[1:], (end, 0.0)], strict=True):
+        area += cpu * (t_next - t)
+    return round(100 * area / ((end - start) * nominal_cpu), 2)
+
+
 class OperatorProcess:
     """The parent's end of :func:`operator_child`."""
 
@@ -886,6 +904,9 @@ def run(
             "pipeline_latency": latency,
             "usage_timeline": usage_timeline(observed, nominal, step),
             "operator_view_timeline": view_timeline(samples, recorder.t0, nominal, step),
+            "accounted_usage_percent": accounted_usage(
+                samples, recorder.t0 + first, recorder.t0 + recorder.last_finish, nominal
+            ),
             "pods_found_unschedulable": len(kubelet.unschedulable),
         }
     finally:

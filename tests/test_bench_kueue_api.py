@@ -106,6 +106,19 @@ def test_usage_timeline_splits_the_average_into_intervals(measures: ModuleType) 
         measures.usage_timeline(observed, 2.0, step=0.0)
 
 
+def test_usage_in_the_operators_accounting(bench: ModuleType) -> None:
+    """Samples (time, pending, admitted, CPU, writes): 1 CPU from 10 s, 2 from 12 s, none
+    from 13 s; the one at 15 s is after the window [10, 14]. 1 x 2 + 2 x 1 + 0 x 1 = 4 CPU-s
+    over 4 s of a 2-CPU quota: 50 %."""
+    samples = [[10.0, 5, 1, 1.0, 0], [12.0, 4, 2, 2.0, 1], [13.0, 0, 0, 0.0, 0],
+               [15.0, 0, 3, 3.0, 0]]  # fmt: skip
+    assert bench.accounted_usage(samples, 10.0, 14.0, 2.0) == 50.0
+    assert bench.accounted_usage(samples, 20.0, 24.0, 2.0) is None
+    timeline = bench.view_timeline(samples, 10.0, 2.0, step=2.0)
+    assert [b["t"] for b in timeline] == [0.0, 2.0, 4.0]
+    assert [b["view_usage_percent"] for b in timeline] == [50.0, 50.0, 150.0]  # 1; (2 + 0) / 2
+
+
 def test_a_workload_never_admitted_counts_in_the_window_only(measures: ModuleType) -> None:
     observed = [
         measures.Observed("small", 1.0, 0.0, [(0.0, 2.0)]),
