@@ -1102,12 +1102,7 @@ class KubeCluster:
             self._said[name] = gist
             self.reason_budget.take()
             if notes is None:
-                body = {"metadata": {"annotations": {PENDING_REASON: reason[:1000]}}}
-                try:
-                    self._keep(t, self.kube.patch(_res(t), str(obj["metadata"]["name"]), body,
-                                                  t.namespace))  # fmt: skip
-                except KubeError as exc:
-                    log.debug("pending reason not written for %s: %s", name, exc)
+                self._annotate(t, PENDING_REASON, reason)
                 continue
             self._noting[name] = reason
             notes.submit(name, self._note_write(t, obj, reason))
@@ -1156,13 +1151,18 @@ class KubeCluster:
             return
         self._noted[workload] = reason_gist(note)
         note = _AT.sub(lambda m: f"at {_rfc3339(float(m.group(1)))}", note)  # Unix times here
-        obj = t.objects[0]
-        body = {"metadata": {"annotations": {AUTOSCALER_NOTE: note[:1000]}}}
+        self._annotate(t, AUTOSCALER_NOTE, note)
+
+    def _annotate(self, t: Tracked, key: str, text: str) -> None:
+        """Write annotation ``key`` (at most 1,000 characters of ``text``) on ``t``'s first
+        object now, keeping the answer; a refusal is logged (the note is said again when it
+        changes)."""
+        body = {"metadata": {"annotations": {key: text[:1000]}}}
         try:
-            self._keep(t, self.kube.patch(_res(t), str(obj["metadata"]["name"]), body,
-                                          t.namespace))  # fmt: skip
+            name = str(t.objects[0]["metadata"]["name"])
+            self._keep(t, self.kube.patch(_res(t), name, body, t.namespace))
         except KubeError as exc:
-            log.debug("autoscaler note not written for %s: %s", workload, exc)
+            log.debug("%s not written for %s: %s", key, t.name, exc)
 
     def join_node(self, node: Node, at: float) -> None:
         """The autoscaler launched ``node``: its NodeClaim records it; the node joins when
