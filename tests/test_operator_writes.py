@@ -113,9 +113,10 @@ def test_a_pending_reason_refused_in_the_background_is_said_again() -> None:
     engine = Engine(policy, load_catalog())
     store = Store()
     store.put("Job", _job(0))
+    ready = [{"type": "Ready", "status": "True"}]
+    allocatable = {"cpu": "1", "memory": "1Gi", "pods": "9"}
     store.put("Node", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
-                       "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "9"},
-                                  "conditions": [{"type": "Ready", "status": "True"}]}})  # fmt: skip
+                       "status": {"allocatable": allocatable, "conditions": ready}})  # fmt: skip
     bodies: list[dict[str, Any]] = []
 
     class RefusingOnce(RecordingKube):
