@@ -520,30 +520,33 @@ class PendingMap(Mapping[str, Pending]):
         ahead -= bisect_left(self._admitted.get(wl.team, []), key)
         return ahead + 1
 
+    def _entry(self, name: str) -> tuple[Workload, str] | None:
+        """``name``'s workload and reason, before materializing (None: not pending)."""
+        found = self._explicit.get(name) or self._known.get(name)
+        if found is not None:
+            return found
+        located = self._group_index().get(name)
+        if located is None:
+            return None
+        group, i = located
+        return group.wls[i], group.reason
+
     def __getitem__(self, name: str) -> Pending:
         if self._full is not None:
             return self._full[name]
-        found = self._explicit.get(name) or self._known.get(name)
-        if found is not None:
-            return Pending(found[0], found[1], self.position(found[0]))
-        located = self._group_index().get(name)
-        if located is None:
+        entry = self._entry(name)
+        if entry is None:
             raise KeyError(name)
-        group, i = located
-        wl = group.wls[i]
-        return Pending(wl, group.reason, self.position(wl))
+        return Pending(entry[0], entry[1], self.position(entry[0]))
 
     def reason(self, name: str) -> str | None:
         """Why ``name`` waits (None: it is not pending): ``self[name].reason`` without
         computing its queue position."""
         if self._full is not None:
-            found_full = self._full.get(name)
-            return None if found_full is None else found_full.reason
-        found = self._explicit.get(name) or self._known.get(name)
-        if found is not None:
-            return found[1]
-        located = self._group_index().get(name)
-        return None if located is None else located[0].reason
+            full = self._full.get(name)
+            return None if full is None else full.reason
+        entry = self._entry(name)
+        return None if entry is None else entry[1]
 
     def __contains__(self, name: object) -> bool:
         if self._full is not None:

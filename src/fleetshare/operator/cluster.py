@@ -120,6 +120,11 @@ FORCED = frozenset({"spot-interruption", "repair"})
 disruption)."""
 
 
+def _annotation(key: str, text: str) -> dict[str, Any]:
+    """A merge patch setting annotation ``key`` to at most 1,000 characters of ``text``."""
+    return {"metadata": {"annotations": {key: text[:1000]}}}
+
+
 @dataclass
 class Tracked:
     """A governed workload and the objects it is made of."""
@@ -1112,8 +1117,8 @@ class KubeCluster:
         ``seen`` (a merge patch carrying its resourceVersion): sent after the workload was
         admitted it would put a stale reason on admitted work; refused instead (409)."""
         meta = seen["metadata"]
-        body = {"metadata": {"annotations": {PENDING_REASON: reason[:1000]},
-                             "resourceVersion": meta["resourceVersion"]}}  # fmt: skip
+        body = _annotation(PENDING_REASON, reason)
+        body["metadata"]["resourceVersion"] = meta["resourceVersion"]
         res, name, namespace = _res(t), str(meta["name"]), t.namespace
 
         def send(written: list[dict[str, Any]]) -> None:
@@ -1123,8 +1128,8 @@ class KubeCluster:
 
     def _take_notes(self, answers: list[Answer]) -> None:
         """The pending-reason writes answered since the last refresh: a landed one goes to
-        the store; a refused one is said again later if its workload still waits with a
-        reason of that gist (unless a newer reason came meanwhile)."""
+        the store; a refused one is queued again while its workload waits (its reason is read
+        afresh when its turn comes)."""
         for answer in answers:
             reason = self._noting.pop(answer.name, "")
             t = self.tracked.get(answer.name)
@@ -1157,10 +1162,9 @@ class KubeCluster:
         """Write annotation ``key`` (at most 1,000 characters of ``text``) on ``t``'s first
         object now, keeping the answer; a refusal is logged (the note is said again when it
         changes)."""
-        body = {"metadata": {"annotations": {key: text[:1000]}}}
         try:
             name = str(t.objects[0]["metadata"]["name"])
-            self._keep(t, self.kube.patch(_res(t), name, body, t.namespace))
+            self._keep(t, self.kube.patch(_res(t), name, _annotation(key, text), t.namespace))
         except KubeError as exc:
             log.debug("%s not written for %s: %s", key, t.name, exc)
 

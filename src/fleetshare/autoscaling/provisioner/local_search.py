@@ -298,6 +298,7 @@ def balance(p: Problem, pack: Packing, most: int, touched: np.ndarray) -> int:
     if "cpu" not in p.resources or "memory" not in p.resources:
         return 0
     two = [p.resources.index("cpu"), p.resources.index("memory")]
+    one = np.ones(1, np.int64)
     while done < most:
         cand = pack.cand[: pack.n]
         room = (p.cap[cand][:, two] - pack.used[: pack.n][:, two]) / p.capref[two]
@@ -313,7 +314,6 @@ def balance(p: Problem, pack: Packing, most: int, touched: np.ndarray) -> int:
                     if pair is None:
                         break
                     x, y = pair
-                    one = np.ones(1, np.int64)
                     pack.add(np.array([a]), x, -one)
                     pack.add(np.array([b]), x, one)
                     pack.add(np.array([b]), y, -one)
