@@ -8,12 +8,19 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fleetshare.autoscaling.cloud import Offering
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.provisioner import PlanBudget, PodShape
 from fleetshare.autoscaling.provisioner.budget import SafetyNet
-from fleetshare.autoscaling.provisioner.local_search import _swap, improve
+from fleetshare.autoscaling.provisioner.local_search import (
+    _swap,
+    evictions,
+    evictions_plain,
+    improve,
+)
 from fleetshare.autoscaling.provisioner.packing import Packing
 from fleetshare.autoscaling.provisioner.problem import Problem, build_problem
 from fleetshare.autoscaling.provisioner.result import Plan
@@ -155,3 +162,45 @@ def test_a_gang_on_one_host_moves_whole() -> None:
     check(p, pack, before)
     g = next(c for c, its in enumerate(p.class_items) if p.items[its[0]].shape == 1)
     assert (pack.counts[: pack.n, g] > 0).sum() == 1  # the bundle is on one node
+
+
+@st.composite
+def _eviction_cases(
+    draw: st.DrawFn,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A node's classes (sizes per resource, some zero; pods of each), a deficit per resource
+    (some already cleared) and an order to evict in."""
+    classes = draw(st.integers(1, 7))
+    resources = draw(st.integers(1, 3))
+    sizes = draw(
+        st.lists(
+            st.lists(st.integers(0, 6), min_size=resources, max_size=resources),
+            min_size=classes,
+            max_size=classes,
+        )
+    )
+    counts = draw(st.lists(st.integers(1, 5), min_size=classes, max_size=classes))
+    deficit = draw(st.lists(st.integers(-5, 30), min_size=resources, max_size=resources))
+    order = draw(st.permutations(range(classes)))
+    return (
+        np.array(deficit, np.int64),
+        np.array(sizes, np.int64),
+        np.array(counts, np.int64),
+        np.array(order, np.int64),
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(_eviction_cases())
+def test_array_evictions_choose_the_same_pods_as_the_plain_loop(
+    case: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> None:
+    """The local search's eviction choice in arrays is the plain per-class loop's, pod for
+    pod, and what it evicts clears the deficit (or it says nothing can)."""
+    deficit, sizes, counts, order = case
+    fast = evictions(deficit, sizes, counts, order)
+    assert fast == evictions_plain(deficit, sizes, counts, order)
+    if fast is not None:
+        cleared = sum((k * sizes[i] for i, k in fast), np.zeros_like(deficit))
+        assert (cleared >= deficit).all()
+        assert all(0 < k <= counts[i] for i, k in fast)

@@ -70,8 +70,9 @@ def improve(p: Problem, pack: Packing, budget: PlanBudget, net: SafetyNet) -> in
             ok = _node_allowed(p, pack, n) & (p.obj < p.obj[cur] - 1e-12)
             if len(L):
                 ok &= ((pack.head + L[:, cur])[:, None] + 1e-9 >= L).all(axis=0)
+            spare = _spare(p, pack, n, closed)  # the same for every target: a failed try is undone
             for j in [*_targets(p, pack, n, ok, budget.search_targets), -1]:
-                if _shrink(p, pack, n, j, norm, closed, swaps, touched):
+                if _shrink(p, pack, n, j, norm, closed, swaps, touched, spare):
                     if j >= 0:
                         if len(L):
                             pack.head += L[:, cur] - L[:, j]
@@ -105,6 +106,14 @@ def _targets(p: Problem, pack: Packing, n: int, ok: np.ndarray, most: int) -> li
     return out[:most]
 
 
+def _spare(p: Problem, pack: Packing, n: int, closed: np.ndarray) -> np.ndarray:
+    """Room per resource summed over the open nodes other than ``n``."""
+    room = p.cap[pack.cand[: pack.n]] - pack.used[: pack.n]
+    room[n] = 0
+    room[closed[: pack.n]] = 0
+    return np.asarray(np.maximum(room.sum(axis=0), 0))
+
+
 def _shrink(
     p: Problem,
     pack: Packing,
@@ -114,17 +123,14 @@ def _shrink(
     closed: np.ndarray,
     swaps: SwapBudget,
     touched: np.ndarray,
+    spare: np.ndarray,
 ) -> bool:
     """Evict pods from node ``n`` until it fits candidate ``j`` (all of them when ``j`` is
     -1) and re-home them on other nodes; undone unless every pod finds a place (then the
-    nodes it changed are marked in ``touched``). Two choices of
-    pods to evict are tried: those using least of what the other nodes have spare per unit of
-    the shortfall they clear, then simply the smallest."""
+    nodes it changed are marked in ``touched``). ``spare``: the other open nodes' room
+    (:func:`_spare`). Two choices of pods to evict are tried: those using least of what the
+    other nodes have spare per unit of the shortfall they clear, then simply the smallest."""
     present = np.flatnonzero(pack.counts[n])
-    room = p.cap[pack.cand[: pack.n]] - pack.used[: pack.n]
-    room[n] = 0
-    room[closed[: pack.n]] = 0
-    spare = np.maximum(room.sum(axis=0), 0)
     if j < 0:
         if (pack.used[n] > spare).any():
             return False
@@ -139,24 +145,60 @@ def _shrink(
     gain = (sizes[:, short] / np.maximum(deficit0[short], 1)).sum(axis=1)
     orders = [np.argsort(cost / np.maximum(gain, 1e-12), kind="stable")]
     orders.append(np.argsort(norm[present].sum(axis=1), kind="stable"))
-    size_of = sizes.tolist()  # plain ints: this loop runs per class on the node
-    count_of = pack.counts[n, present].tolist()
+    counts = pack.counts[n, present]
     for order in orders:
-        deficit = deficit0.tolist()
-        evict: dict[int, int] = {}
-        for i in order.tolist():
-            if max(deficit) <= 0:
-                break
-            size = size_of[i]
-            ks = [-(-d // s) for d, s in zip(deficit, size, strict=True) if d > 0 and s > 0]
-            if not ks:
-                continue
-            k = min(max(ks), count_of[i])
-            evict[int(present[i])] = k
-            deficit = [d - k * s for d, s in zip(deficit, size, strict=True)]
-        if max(deficit) <= 0 and _rehome(p, pack, n, evict, closed, norm, swaps, touched, j):
+        chosen = evictions(deficit0, sizes, counts, order)
+        if chosen is None:
+            continue
+        evict = {int(present[i]): k for i, k in chosen}
+        if _rehome(p, pack, n, evict, closed, norm, swaps, touched, j):
             return True
     return False
+
+
+def evictions_plain(
+    deficit: np.ndarray, sizes: np.ndarray, counts: np.ndarray, order: np.ndarray
+) -> list[tuple[int, int]] | None:
+    """The pods to evict so that ``deficit`` (per resource) is cleared: classes in ``order``
+    (rows of ``sizes`` and ``counts``), each as many as clear what is left of the deficit in
+    the resources it uses, at most all of them. Returns (row, pods) in order, or None when
+    evicting everything does not clear it."""
+    left = deficit.tolist()
+    out: list[tuple[int, int]] = []
+    for i in order.tolist():
+        if max(left) <= 0:
+            break
+        size = sizes[i].tolist()
+        ks = [-(-d // s) for d, s in zip(left, size, strict=True) if d > 0 and s > 0]
+        if not ks:
+            continue
+        k = min(max(ks), int(counts[i]))
+        out.append((i, k))
+        left = [d - k * s for d, s in zip(left, size, strict=True)]
+    return out if max(left) <= 0 else None
+
+
+def evictions(
+    deficit: np.ndarray, sizes: np.ndarray, counts: np.ndarray, order: np.ndarray
+) -> list[tuple[int, int]] | None:
+    """:func:`evictions_plain`, in arrays when every class uses every resource short (then
+    each class in order goes whole until one clears the rest: the first whose whole count
+    would)."""
+    short = deficit > 0
+    if not short.any():
+        return []
+    if not (sizes[:, short] > 0).all():
+        return evictions_plain(deficit, sizes, counts, order)
+    whole = counts[order, None] * sizes[order]  # what each class clears when it goes whole
+    before = deficit[None, :] - (np.cumsum(whole, axis=0) - whole)  # the deficit it meets
+    clears = (before - whole <= 0).all(axis=1)
+    if not clears.any():
+        return None
+    t = int(np.argmax(clears))
+    need = before[t] > 0
+    last = int((-(-before[t][need] // sizes[order[t]][need])).max())
+    chosen = [(int(i), int(counts[i])) for i in order[:t].tolist()]
+    return [*chosen, (int(order[t]), last)]
 
 
 def _rehome(
@@ -197,29 +239,30 @@ def _rehome(
     pack.used[n] -= ks @ p.size[cls]
     weight = norm[cls].sum(axis=1).tolist()
     by_weight = sorted(zip(evict.items(), weight, strict=True), key=lambda cw: -cw[1])
+    cand = pack.cand[: pack.n]  # no node changes candidate here
+    cap_now = p.cap[cand]
+    work = pack.n * p.n_classes  # what one swap examines
     for (c, k), _ in by_weight:
         size = p.size[c]
         nz = size > 0
-        cand = pack.cand[: pack.n]
-        free = p.cap[cand][:, nz] - pack.used[: pack.n][:, nz]
-        q = np.floor_divide(free, size[nz]).min(axis=1)
+        room = cap_now - pack.used[: pack.n]
+        q = np.floor_divide(room[:, nz], size[nz]).min(axis=1)
         q = np.minimum(q, p.upper[c] - pack.counts[: pack.n, c])
         q = np.where(others & p.allowed[c, cand], np.maximum(q, 0), 0)
         short = k - min(k, int(q.sum()))
-        work = pack.n * p.n_classes  # what one swap examines
         if short > min(per_move, swaps.left // work):  # more swaps than the budget allows
             return undo()
-        spare = ((p.cap[cand] - pack.used[: pack.n]) / p.capref).sum(axis=1)
+        spare = (room / p.capref).sum(axis=1)
         order = np.argsort(spare, kind="stable")  # best fit: fullest nodes first
         qo = q[order]
-        take_o = np.clip(k - (np.cumsum(qo) - qo), 0, qo)
+        take_o = np.minimum(np.maximum(k - (np.cumsum(qo) - qo), 0), qo)
         take = np.zeros(pack.n, np.int64)
         take[order] = take_o
         add(slice(0, pack.n), c, take)
         for _ in range(short):
             per_move -= 1
             swaps.left -= work
-            swap = _swap(p, pack, n, j, c, others)
+            swap = _swap(p, pack, n, j, c, others, cap_now)
             if swap is None:
                 return undo()
             for m, c2, delta in swap:
@@ -231,17 +274,24 @@ def _rehome(
 
 
 def _swap(
-    p: Problem, pack: Packing, n: int, j: int, c: int, others: np.ndarray
+    p: Problem,
+    pack: Packing,
+    n: int,
+    j: int,
+    c: int,
+    others: np.ndarray,
+    cap_now: np.ndarray | None = None,
 ) -> list[tuple[int, int, int]] | None:
     """Room for one pod of class ``c`` (off node ``n``) by a swap: on another node ``m`` it
     takes the place of one pod of class ``c2`` that moves to node ``n`` (as candidate ``j``;
     not when ``n`` is being emptied) or to a third node with room. Classes keep to their
     allowed candidates (zones, pools) and per-node caps. Returns the changes (node, class,
-    +-1) or None; the first that works, nodes fullest first, then classes in index order."""
+    +-1) or None; the first that works, nodes fullest first, then classes in index order.
+    ``cap_now``: each node's capacity (``p.cap`` of its candidate), when the caller has it."""
     cand = pack.cand[: pack.n]
     used = pack.used[: pack.n]
     counts = pack.counts[: pack.n]
-    room = p.cap[cand] - used
+    room = (p.cap[cand] if cap_now is None else cap_now) - used
     short = np.maximum(p.size[c][None, :] - room, 0)  # what each node lacks for one c
     hosts = others & p.allowed[c, cand] & (counts[:, c] < p.upper[c]) & short.any(axis=1)
     if not hosts.any():
