@@ -166,6 +166,31 @@ def test_static_quotas_never_borrow(results: dict[str, VariantResult]) -> None:
     assert results["static"].teams["a"]["queue_wait_seconds"]["p99"] == pytest.approx(7100)
 
 
+def test_static_run_use_paid_spillover_and_completion_by_hand(
+    results: dict[str, VariantResult],
+) -> None:
+    """Static quotas on the two-team case, by hand. a1 runs 0-3600 on a's 8 GPUs, b1 1800-5400
+    on b's; a2 (submitted at 0) waits for a's quota until 3600 and runs to 7200, a3 (at 100)
+    runs 7200-7800. Window 5400 s (the latest submit + duration: b1's), run 7800 s.
+    used = 8 x (3600 + 3600 + 3600 + 600) = 91,200 GPU-s; spillover = 8 x (1800 + 600) =
+    19,200 GPU-s (a2 after 5400, a3); paid = 16 GPUs x 7800 s = 124,800 GPU-s, so utilisation
+    of paid = 91,200 / 124,800; JCT: a1 3600, b1 3600, a2 7200, a3 7700 (mean 5525, nearest-rank
+    p50 the 2nd of 4 = 3600); team a's: 3600, 7200, 7700."""
+    c = results["static"].cluster
+    assert c["window_hours"] == pytest.approx(5400 / HOUR, abs=1e-4)
+    assert c["run_hours"] == pytest.approx(7800 / HOUR, abs=1e-4)
+    assert c["used_hours"] == pytest.approx(91_200 / HOUR, abs=1e-3)
+    assert c["spillover_hours"] == pytest.approx(19_200 / HOUR, abs=1e-3)
+    assert c["paid_hours"] == pytest.approx(124_800 / HOUR, abs=1e-3)
+    assert c["utilisation_of_paid"] == pytest.approx(91_200 / 124_800, abs=1e-4)
+    assert c["completion_seconds"]["mean"] == pytest.approx(5525, abs=1e-3)
+    assert c["completion_seconds"]["p50"] == pytest.approx(3600)
+    assert c["completion_seconds"]["p99"] == pytest.approx(7700)
+    a = results["static"].teams["a"]["completion_seconds"]
+    assert (a["p50"], a["p99"]) == (pytest.approx(7200), pytest.approx(7700))
+    assert (c["fixed_nodes"], c["peak_nodes"], c["node_hours"]) == (2, 2, 0)
+
+
 def test_idle_sharing_borrows_until_the_owner_reclaims(results: dict[str, VariantResult]) -> None:
     for name in ("fair-share", "no-fair-share", "borrow-quota"):
         r = results[name]
