@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
+from fleetshare.autoscaling.nodepool import NodePool
+from fleetshare.inference.service import Service
 from fleetshare.inference.traffic import Traffic
+from fleetshare.model.catalog import load_catalog
+from fleetshare.model.resources import GPU, parse_resources
+from fleetshare.simulate.service_compare import OptionResult, cheapest_replica_hour, versus_reactive
 from fleetshare.simulate.sla import gpu_hours, measure, serving_steps, time_to_capacity
 
 
@@ -62,3 +69,55 @@ def test_serving_steps_count_overlapping_intervals() -> None:
 
 def test_gpu_hours_clip_to_the_window() -> None:
     assert gpu_hours([(0, 7200, 4), (3600, 10_800, 1)], 3600, 7200) == pytest.approx(5.0)
+
+
+def _results(option: str, minutes: tuple[float, float], gpu_hours: float) -> OptionResult:
+    services = {name: {"violation_minutes": m} for name, m in zip(("a", "b"), minutes, strict=True)}
+    return OptionResult(option, services, {"gpu_hours": gpu_hours}, {})
+
+
+def test_versus_reactive_sums_services_and_compares_gpu_hours() -> None:
+    # reactive: 5 + 3 = 8 violation minutes on 100 GPU-h; headroom: 1.5 + 0.5 = 2 minutes,
+    # 8 / 2 = 4x fewer, on 110 GPU-h: +10 GPU-h, +10 %; all: no violation (no ratio), 125 GPU-h
+    out = versus_reactive(
+        [
+            _results("reactive", (5.0, 3.0), 100.0),
+            _results("headroom", (1.5, 0.5), 110.0),
+            _results("all", (0.0, 0.0), 125.0),
+        ]
+    )
+    assert out["reactive"] == {
+        "violation_minutes": 8.0,
+        "fewer_violation_minutes_x": 1.0,
+        "extra_gpu_hours": 0.0,
+        "extra_gpu_hours_percent": 0.0,
+    }
+    assert out["headroom"]["violation_minutes"] == 2.0
+    assert out["headroom"]["fewer_violation_minutes_x"] == 4.0
+    assert (out["headroom"]["extra_gpu_hours"], out["headroom"]["extra_gpu_hours_percent"]) == (
+        10.0,
+        10.0,
+    )
+    assert out["all"]["fewer_violation_minutes_x"] is None
+    assert out["all"]["extra_gpu_hours_percent"] == 25.0
+    assert versus_reactive([_results("headroom", (1.0, 0.0), 1.0)]) == {}  # no baseline
+
+
+def test_perfect_foresight_price_is_the_cheapest_replica_hour_that_fits() -> None:
+    """A replica of 1 GPU, 3 CPUs, 12Gi: g5.xlarge (1 GPU, 3.92 CPUs, 13.8Gi allocatable,
+    $1.006/h) holds one, $1.006 per replica-hour; g5.12xlarge (4 GPUs, $5.672/h) four, $1.418;
+    p4d.24xlarge (8 GPUs, $21.957642/h) eight, $2.7447. With 4 CPUs a g5.xlarge holds none, so
+    the g5.12xlarge's $1.418 is the best; a pool of p4d only gives $2.7447."""
+    catalog = load_catalog()
+    types = ["g5.xlarge", "g5.12xlarge", "p4d.24xlarge"]
+    pools = [NodePool(name="gpu", instance_types=types)]
+
+    def replica(cpu: int) -> Service:
+        requests = parse_resources({GPU: 1, "cpu": cpu, "memory": "12Gi"})
+        return cast(Service, SimpleNamespace(pod=SimpleNamespace(requests=requests)))
+
+    assert cheapest_replica_hour(replica(3), pools, catalog) == pytest.approx(1.006)
+    assert cheapest_replica_hour(replica(4), pools, catalog) == pytest.approx(5.672 / 4)
+    p4d = [NodePool(name="p4d", instance_types=["p4d.24xlarge"])]
+    assert cheapest_replica_hour(replica(3), p4d, catalog) == pytest.approx(21.957642 / 8)
+    assert cheapest_replica_hour(replica(200), pools, catalog) is None  # fits nowhere
