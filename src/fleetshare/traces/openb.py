@@ -1,6 +1,6 @@
 """Load the Alibaba GPU cluster trace (cluster-trace-gpu-v2023, "openb") for GPU packing.
 
-Files (see ``../shared/data/README.md``): ``openb_node_list_gpu_node.csv`` (1,213 GPU nodes,
+Files (see ``fleetshare/data/traces/README.md``): ``openb_node_list_gpu_node.csv`` (1,213 GPU nodes,
 6,212 GPUs) and ``openb_pod_list_*.csv`` (``default`` is the full trace of 8,152 pods; the
 others are samples stressing GPU sharing, GPU-model constraints or multi-GPU pods).
 
