@@ -104,6 +104,30 @@ def test_fair_share_does_not_preempt_a_team_that_borrows_less() -> None:
     assert "not enough idle cpu" in result["workloads"]["a-more"]["pending_reason"]
 
 
+def test_fair_share_ties_between_teams_go_by_candidate_order_not_by_name() -> None:
+    """Two teams borrow the same amount (equal shares) and a third, borrowing less, needs
+    room: it preempts the job admitted last (the cheaper loss, Kueue's candidate order),
+    whatever the teams are called; here that is "alpha"'s, which sorts first by name."""
+    policy = {
+        "cluster": {"fair_share": True},
+        "teams": [
+            {"name": "zeta", "quota": [{"resources": {"cpu": 2}}]},
+            {"name": "alpha", "quota": [{"resources": {"cpu": 2}}]},
+            {"name": "c", "quota": [{"resources": {"cpu": 2}}]},
+            {"name": "lender", "quota": [{"resources": {"cpu": 6}}]},
+        ],
+    }
+    jobs = [
+        cpu_job("zeta-old", "zeta", 5),
+        cpu_job("alpha-new", "alpha", 5, at=1),
+        cpu_job("c-more", "c", 4, at=10),
+    ]
+    result = run_case(policy, [{"name": "n", "allocatable": {"cpu": 12}}], jobs)
+    assert preempted_by(result) == {"alpha-new": [("c-more", "fair-share")]}
+    assert state(result, "zeta-old") == "admitted"
+    assert state(result, "c-more") == "admitted"
+
+
 def test_priority_preemption_stays_within_the_team_and_respects_never() -> None:
     policy = {
         "cluster": {"priority_classes": PRIORITIES},

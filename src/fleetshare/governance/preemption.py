@@ -438,7 +438,9 @@ def _fair_share(
         for entry in remaining:
             by_team.setdefault(entry.workload.team, []).append(entry)
         while by_team and not settled():
-            team = max(by_team, key=lambda t: (current[t], t))
+            # the largest share first; a tie goes to the team whose candidate comes first
+            # (candidate order: priority, then admission), never to a team's name
+            team = max(by_team, key=lambda t: current[t])
             entry = by_team[team].pop(0)
             if not by_team[team]:
                 del by_team[team]
