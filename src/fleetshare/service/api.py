@@ -337,6 +337,17 @@ SUBMIT_BODY: dict[str, Any] = {
 # -- the app -----------------------------------------------------------------------------------
 
 
+_FOREIGN_PREEMPTION = {
+    "reclaim": "another team reclaims its lent quota; {team} was borrowing",
+    "reclaim-while-borrowing": (
+        "a workload of another team must borrow and preempts borrowed work of lower priority"
+    ),
+    "fair-share": "fair share: another team borrows less than {team} (weighted dominant share)",
+}
+"""A preemption's message as a team token sees it when the preemptor is another team's
+(the engine's, ``governance/cycle.py`` ``_why``, names that team and its workload)."""
+
+
 def create_app(
     plane: ControlPlane,
     *,
@@ -701,6 +712,10 @@ def create_app(
         if "by_team" in details:
             if who.team is not None and details["by_team"] not in (None, who.team):
                 details["by"] = "a workload of another team"
+                # the engine's message names the preemptor and its team
+                details["message"] = _FOREIGN_PREEMPTION.get(
+                    str(details.get("reason")), "preempted by a workload of another team"
+                ).format(team=who.team)
             details.pop("by_team")
         return EventOut(
             id=r.id,
