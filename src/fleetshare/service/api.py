@@ -52,7 +52,7 @@ from fleetshare.service.shortcut import Shortcut
 from fleetshare.service.submission import (
     Submission,
     SubmissionError,
-    check_team,
+    check_spec,
     is_manifest,
     manifest,
     native,
@@ -1047,7 +1047,7 @@ def _read_submission(body: bytes, content_type: str, policy: Policy, who: Princi
     if is_manifest(data):
         return manifest(data, policy, who)
     spec = native(data)
-    check_team(spec, policy, who)
+    check_spec(spec, policy, who)
     return Submission(spec)
 
 

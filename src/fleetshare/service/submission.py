@@ -174,7 +174,8 @@ def _team(mw: ManifestWorkload, policy: Policy, principal: Principal) -> str:
         team = policy.team_for(mw.queue)
     except KeyError as exc:
         if principal.team is not None:
-            raise foreign(principal) from None
+            where = f"{mw.where}: {mw.queue_field}: "
+            raise _not_found(mw.queue, principal, ["body"], where) from None
         why = f"{mw.where}: {mw.queue_field}: {exc.args[0]}"
         raise SubmissionError([(["body"], why)]) from None
     if not principal.sees_team(team):
@@ -189,17 +190,34 @@ def foreign(principal: Principal) -> SubmissionError:
     )
 
 
-def check_team(spec: WorkloadSpec, policy: Policy, principal: Principal) -> None:
-    """A team token may name only its own team (or one of its queues): 403 otherwise, the
-    same whether the named team or queue exists or not."""
-    if principal.team is None:
-        return
+def _not_found(
+    queue: str, principal: Principal, loc: list[str | int], where: str
+) -> SubmissionError:
+    """A team token naming a team or queue the policy lacks: its own team is told so (422;
+    the policy's teams are not listed to it), any other name gets :func:`foreign`."""
+    if queue != principal.team:
+        return foreign(principal)
+    why = f"{where}team {queue!r} (this token's team) is not in the policy in force"
+    return SubmissionError([(loc, why)])
+
+
+def check_spec(spec: WorkloadSpec, policy: Policy, principal: Principal) -> None:
+    """A native spec's team and priority class against ``policy``: a team token may name only
+    its own team (or one of its queues), 403 otherwise, the same whether the named team or
+    queue exists or not; an unknown team (for an admin, or a team token's own) or priority
+    class is 422 on that field."""
     try:
         team = policy.team_for(spec.team)
-    except KeyError:
-        raise foreign(principal) from None
-    if team != principal.team:
+    except KeyError as exc:
+        if principal.team is not None:
+            raise _not_found(spec.team, principal, ["body", "team"], "") from None
+        raise SubmissionError([(["body", "team"], exc.args[0])]) from None
+    if principal.team is not None and team != principal.team:
         raise foreign(principal)
+    try:
+        policy.priority_of(spec.priority)
+    except KeyError as exc:
+        raise SubmissionError([(["body", "priority"], exc.args[0])]) from None
 
 
 def _amount(milli: int) -> int | str:
