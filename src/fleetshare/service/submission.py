@@ -179,15 +179,18 @@ def _team(mw: ManifestWorkload, policy: Policy, principal: Principal) -> str:
         why = f"{mw.where}: {mw.queue_field}: {exc.args[0]}"
         raise SubmissionError([(["body"], why)]) from None
     if not principal.sees_team(team):
-        raise foreign(principal)
+        raise foreign(principal, mw.queue)
     return team
 
 
-def foreign(principal: Principal) -> SubmissionError:
-    """The one answer a team token gets for any queue or team that is not its own."""
-    return SubmissionError(
-        [(["body"], f"a {principal.scope} token submits to team {principal.team} only")], 403
+def foreign(principal: Principal, queue: str) -> SubmissionError:
+    """The one answer a team token gets for any queue or team that is not its own (it names
+    only what the request named, the same whether that exists or not)."""
+    why = (
+        f"a {principal.scope} token submits to team {principal.team} only: {queue!r} is not "
+        f"team {principal.team} or one of its queues"
     )
+    return SubmissionError([(["body"], why)], 403)
 
 
 def _not_found(
@@ -196,7 +199,7 @@ def _not_found(
     """A team token naming a team or queue the policy lacks: its own team is told so (422;
     the policy's teams are not listed to it), any other name gets :func:`foreign`."""
     if queue != principal.team:
-        return foreign(principal)
+        return foreign(principal, queue)
     why = f"{where}team {queue!r} (this token's team) is not in the policy in force"
     return SubmissionError([(loc, why)])
 
@@ -213,7 +216,7 @@ def check_spec(spec: WorkloadSpec, policy: Policy, principal: Principal) -> None
             raise _not_found(spec.team, principal, ["body", "team"], "") from None
         raise SubmissionError([(["body", "team"], exc.args[0])]) from None
     if principal.team is not None and team != principal.team:
-        raise foreign(principal)
+        raise foreign(principal, spec.team)
     try:
         policy.priority_of(spec.priority)
     except KeyError as exc:
