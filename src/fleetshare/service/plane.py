@@ -86,6 +86,7 @@ from fleetshare.service.backend import (
     node_from_row,
     node_row,
 )
+from fleetshare.service.config import check_config
 from fleetshare.service.group_commit import GroupCommit
 from fleetshare.service.lease import DEFAULT_TTL, Lease
 from fleetshare.service.store import Store, named
@@ -207,13 +208,7 @@ class ControlPlane:
         poll_interval: float = POLL_SECONDS,
         mode: Mode = "all",
     ) -> None:
-        if config.workloads or config.events or config.policy_changes:
-            raise ScenarioError(
-                "a service config holds the cluster, policy and node pools only: submit "
-                "workloads through the API (workloads, cluster.events and policy_changes "
-                "are scenario features)"
-            )
-        self.config = config
+        self.config = check_config(config)
         self.catalog: Catalog = config.catalog
         self.store = store
         self.epoch = store.create()
