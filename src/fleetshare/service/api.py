@@ -218,7 +218,8 @@ class WhatIfIn(PolicyIn):
         default=whatif.MAX_WORKLOADS,
         ge=1,
         le=whatif.MAX_WORKLOADS,
-        description="at most this many workloads simulated (running, pending, replayed)",
+        description="every running workload is simulated, and pending and replayed ones "
+        "while the count is below this",
     )
 
 
