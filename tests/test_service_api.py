@@ -412,6 +412,9 @@ def test_duplicate_names_conflict(team_a: httpx.Client) -> None:
         ({"name": "bad", "team": "nobody", "requests": {"cpu": 1}}, "team"),
         ({"name": "bad", "team": "team-a", "priority": "vip", "requests": {"cpu": 1}}, "priority"),
         ({"team": "team-a", "requests": {"cpu": 1}}, "name"),
+        # a name the API's paths could not reach: never read, explained or cancelled
+        ({"name": "bad/1", "team": "team-a", "requests": {"cpu": 1}}, "name"),
+        ({"name": "..", "team": "team-a", "requests": {"cpu": 1}}, "name"),
     ],
 )
 def test_invalid_workloads_are_422_naming_the_field(

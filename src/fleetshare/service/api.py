@@ -52,6 +52,7 @@ from fleetshare.service.shortcut import Shortcut
 from fleetshare.service.submission import (
     Submission,
     SubmissionError,
+    check_name,
     check_spec,
     is_manifest,
     manifest,
@@ -1046,10 +1047,13 @@ def _read_submission(body: bytes, content_type: str, policy: Policy, who: Princi
     """The body of a submission as a spec for ``policy`` (see :mod:`.submission`)."""
     data = read_body(body, content_type)
     if is_manifest(data):
-        return manifest(data, policy, who)
-    spec = native(data)
-    check_spec(spec, policy, who)
-    return Submission(spec)
+        sub = manifest(data, policy, who)
+    else:
+        spec = native(data)
+        check_spec(spec, policy, who)
+        sub = Submission(spec)
+    check_name(sub.spec)
+    return sub
 
 
 def _workload_out(plane: ControlPlane, row: Mapping[Any, Any]) -> WorkloadOut:

@@ -223,6 +223,15 @@ def check_spec(spec: WorkloadSpec, policy: Policy, principal: Principal) -> None
         raise SubmissionError([(["body", "priority"], exc.args[0])]) from None
 
 
+def check_name(spec: WorkloadSpec) -> None:
+    """A workload's name is a segment of the API's paths (``/api/v1/workloads/NAME``): one
+    with a ``/``, or ``.`` or ``..`` (which URLs resolve away), could never be read, explained
+    or cancelled, so it is refused (422 on ``name``)."""
+    if "/" in spec.name or spec.name in (".", ".."):
+        why = f"{spec.name!r}: a workload name may not hold '/' nor be '.' or '..' (it names "
+        raise SubmissionError([(["body", "name"], why + "the workload in URLs)")])
+
+
 def _amount(milli: int) -> int | str:
     return milli // MILLI if milli % MILLI == 0 else f"{milli}m"
 
