@@ -1013,7 +1013,7 @@ def _parse_policy(body: PolicyIn, plane: ControlPlane) -> Policy:
     except InputError as exc:
         raise _PolicyProblems([("", exc.why)]) from None
     except (ValueError, TypeError, KeyError) as exc:
-        raise Invalid(f"policy: {exc}") from None
+        raise Invalid(str(exc), "policy") from None
     return policy
 
 
@@ -1031,7 +1031,8 @@ def _policy_out(plane: ControlPlane, row: Row[Any]) -> PolicyOut:
 
 def _service_error_response(exc: ServiceError) -> JSONResponse:
     if exc.status == 422:  # shaped as FastAPI's (the spec's HTTPValidationError)
-        detail = [{"loc": ["body"], "msg": exc.message, "type": "value_error"}]
+        loc = ["body"] if exc.field is None else ["body", exc.field]
+        detail = [{"loc": loc, "msg": exc.message, "type": "value_error"}]
         return JSONResponse({"detail": detail}, status_code=422)
     return JSONResponse({"detail": exc.message}, status_code=exc.status)
 

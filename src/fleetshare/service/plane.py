@@ -153,13 +153,15 @@ class LeaseLost(Exception):
 
 
 class ServiceError(Exception):
-    """An operation refused; ``status`` is the HTTP status it maps to."""
+    """An operation refused; ``status`` is the HTTP status it maps to, ``field`` the body's
+    field a 422 is about (None: the body)."""
 
     status = 400
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.field = field
 
 
 class NotFound(ServiceError):
