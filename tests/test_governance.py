@@ -286,6 +286,40 @@ def test_starvation_guard_holds_back_later_work_until_the_large_job_fits() -> No
     assert "held back for large" in held[0]["reason"]
 
 
+def test_work_held_back_for_another_teams_job_is_not_told_its_name() -> None:
+    """A workload's reason is read by its own team (``fleetshare job explain``): when the
+    starvation guard holds it back for another team's job, the reason says so without
+    naming that job or its team; for its own team's job it names it."""
+    policy = {
+        "cluster": {"starvation_guard_seconds": 60},
+        "teams": [
+            {"name": "team-a", "quota": [{"resources": {"cpu": 6}}]},
+            {"name": "team-b", "quota": [{"resources": {"cpu": 6}}]},
+        ],
+    }
+    jobs = [
+        cpu_job("a-run", "team-a", 6, duration=100),
+        cpu_job("b-large", "team-b", 8, at=1, duration=10),  # must borrow 2: starves
+        cpu_job("a-late", "team-a", 2, at=70, duration=10),  # would borrow: held back
+        cpu_job("b-late", "team-b", 2, at=71, duration=10),  # its own team's: held back too
+    ]
+    result = run_case(policy, CPU_NODE, jobs)
+    assert result["workloads"]["b-large"]["admitted_at"] == 100
+
+    def held(name: str) -> str:
+        reasons = [
+            e["reason"]
+            for e in result["events"]
+            if e["event"] == "pending" and e["workload"] == name and "held back" in e["reason"]
+        ]
+        assert reasons, result["events"]
+        return str(reasons[0])
+
+    assert "another team" in held("a-late")
+    assert "b-large" not in held("a-late") and "team-b" not in held("a-late")
+    assert "held back for b-large" in held("b-late")
+
+
 def test_two_starving_jobs_never_hold_each_other_back() -> None:
     """Both wait past the guard behind a low-priority job that may not be preempted before
     t=100. Then the older one preempts it: the newer one's reservation does not hold it."""

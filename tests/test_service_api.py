@@ -412,6 +412,9 @@ def test_duplicate_names_conflict(team_a: httpx.Client) -> None:
         ({"name": "bad", "team": "nobody", "requests": {"cpu": 1}}, "team"),
         ({"name": "bad", "team": "team-a", "priority": "vip", "requests": {"cpu": 1}}, "priority"),
         ({"team": "team-a", "requests": {"cpu": 1}}, "name"),
+        # a name the API's paths could not reach: never read, explained or cancelled
+        ({"name": "bad/1", "team": "team-a", "requests": {"cpu": 1}}, "name"),
+        ({"name": "..", "team": "team-a", "requests": {"cpu": 1}}, "name"),
     ],
 )
 def test_invalid_workloads_are_422_naming_the_field(
@@ -419,8 +422,36 @@ def test_invalid_workloads_are_422_naming_the_field(
 ) -> None:
     response = admin.post("/api/v1/workloads", json=spec)
     assert response.status_code == 422, response.text
-    assert field in json.dumps(response.json()["detail"])
+    assert ["body", field] in [item["loc"] for item in response.json()["detail"]], response.text
     assert admin.get("/api/v1/workloads/bad").status_code == 404
+
+
+def test_a_token_of_a_team_the_policy_lacks_is_told_so(server: Server) -> None:
+    """A team:NAME token for a team not in the policy (made before the team, or after it was
+    dropped) submitting to NAME is told that its team is not in the policy (422 on ``team``),
+    not that it may submit to NAME only; the policy's teams are not listed to it."""
+    store = Store(server.db)
+    token = create_token(store, "team:team-later")[1]
+    store.close()
+    with server.client(token) as client:
+        response = client.post("/api/v1/workloads", json=job("later", "team-later"))
+        assert response.status_code == 422, response.text
+        (item,) = response.json()["detail"]
+        assert item["loc"] == ["body", "team"] and "team-later" in item["msg"]
+        assert "not in the policy" in item["msg"] and "team-a" not in item["msg"]
+        manifest = {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "later-job", "labels": {"fleetshare.io/team": "team-later"}},
+            "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}},
+        }
+        response = client.post("/api/v1/workloads", json=manifest)
+        assert response.status_code == 422, response.text
+        assert "not in the policy" in response.text and "team-a" not in response.text
+        # another team's name, existing or not, is still the one 403
+        for team in ("team-a", "nobody"):
+            response = client.post("/api/v1/workloads", json=job("later", team))
+            assert response.status_code == 403, response.text
 
 
 def test_bodies_are_bounded_and_checked(admin: httpx.Client) -> None:

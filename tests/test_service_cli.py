@@ -65,6 +65,23 @@ def test_tokens_are_created_listed_and_revoked(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "admin, viewer or team:NAME" in bad.stderr
 
 
+def test_serve_refuses_a_config_with_workloads_once_as_bad_input(tmp_path: Path) -> None:
+    """A scenario with workloads as ``serve --config`` is bad input: exit 2 and one message
+    (not one from the loop process and another from the API's, exit 1)."""
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "cluster:\n  nodes: [{instance_type: ml.g5.8xlarge, count: 1}]\n"
+        "policy:\n  teams: [{name: t, quota: [{instance_type: ml.g5.8xlarge, count: 1}]}]\n"
+        "workloads:\n  - {name: w, team: t, requests: {cpu: 1}}\n"
+    )
+    db = f"sqlite:///{tmp_path / 'fleetshare.db'}"
+    result = fleetshare("serve", "--config", str(config), "--db", db, "--port", "0")
+    assert result.returncode == 2, result.stderr
+    text = " ".join(result.stderr.split())  # as one line, however the terminal wraps it
+    assert text.count("submit workloads through the API") == 1, result.stderr
+    assert "ScenarioError" not in text
+
+
 def test_client_commands(server: Server, tmp_path: Path) -> None:
     admin = token(server, "admin")
     team_a = token(server, "team:team-a")

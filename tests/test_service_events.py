@@ -131,6 +131,41 @@ def test_a_team_stream_holds_its_team_only(server: Server, tokens: dict[str, str
         reader.close()
 
 
+def test_a_preemption_by_another_team_names_neither_it_nor_its_workload(
+    server: Server, tokens: dict[str, str]
+) -> None:
+    """team-b reclaims the GPU team-a borrowed: team-a's preempt event, paged and streamed,
+    names neither team-b nor team-b's workload (not even in its message); the admin's does."""
+    reader = Reader(server, tokens["team:team-a"], **{"Last-Event-ID": "0"})
+    names = ["reclaim-a0", "reclaim-a1", "reclaim-a2", "reclaim-b0", "reclaim-b1"]
+    try:
+        with server.client(tokens["admin"]) as admin:
+            for name in names[:3]:  # quota 2, borrowing 1: all three run
+                assert admin.post("/api/v1/workloads", json=job(name, "team-a")).status_code == 201
+            reader.wait(lambda m: sum("admit" in kinds(m, n) for n in names[:3]) == 3)
+            for name in names[3:]:  # team-b's quota: it takes its lent GPU back
+                assert admin.post("/api/v1/workloads", json=job(name, "team-b")).status_code == 201
+            reader.wait(lambda m: any(e["kind"] == "preempt" for _, e in m))
+            with server.client(tokens["team:team-a"]) as team_a:
+                paged = team_a.get("/api/v1/events", params={"limit": 1000}).json()["items"]
+            theirs = [e for e in paged if e["kind"] == "preempt"]
+            streamed = [e for _, e in reader.messages if e["kind"] == "preempt"]
+            assert theirs and streamed
+            for event in theirs + streamed:
+                assert event["details"]["by"] == "a workload of another team"
+                assert event["details"]["reason"] == "reclaim"
+                text = json.dumps(event)
+                assert "team-b" not in text and "reclaim-b" not in text, text
+            full = admin.get("/api/v1/events", params={"limit": 1000}).json()["items"]
+            preempt = next(e for e in full if e["kind"] == "preempt")
+            assert preempt["details"]["by"].startswith("reclaim-b")
+            assert "team-b" in preempt["details"]["message"]
+            for name in names:
+                admin.delete(f"/api/v1/workloads/{name}")
+    finally:
+        reader.close()
+
+
 def test_the_stream_wants_a_token(server: Server) -> None:
     assert httpx.get(f"{server.url}/api/v1/events/stream").status_code == 401
     headers = {"Authorization": "Bearer fs_nope"}

@@ -103,7 +103,12 @@ def test_registration_is_checked(
     assert response.status_code == 422
     assert "scaler.triggers[0].prometheus" in response.text
     response = client.post("/api/v1/services", json={**_spec(address), "priority": "urgent"})
-    assert response.status_code == 422 and "priority" in response.text
+    assert response.status_code == 422 and "urgent" in response.text
+    assert [d["loc"] for d in response.json()["detail"]] == [["body", "priority"]]
+    nosuch = {**_spec(address), "team": "nosuch"}
+    response = client.post("/api/v1/services", json=nosuch, headers=_as(tokens, "admin"))
+    assert response.status_code == 422 and "nosuch" in response.text
+    assert [d["loc"] for d in response.json()["detail"]] == [["body", "team"]]
     response = client.post("/api/v1/services", json={**_spec(address), "team": "team-b"})
     assert response.status_code == 403
     viewer = {"Authorization": f"Bearer {tokens['viewer']}"}

@@ -181,8 +181,13 @@ def test_a_team_token_submits_only_to_its_team_leaking_nothing(
     native_unknown = team_a.post(
         "/api/v1/workloads", json={"name": "n", "team": "secret-team", "requests": {"cpu": 1}}
     )
-    bodies = {r.text for r in (other, unknown, native_other, native_unknown)}
-    assert {r.status_code for r in (other, unknown, native_other, native_unknown)} == {403}
+    responses = (other, unknown, native_other, native_unknown)
+    named = ("ml-b/training", "nowhere/training", "team-b", "secret-team")
+    assert {r.status_code for r in responses} == {403}
+    # each names what it asked for (and why that is refused), and is otherwise the same
+    for response, queue in zip(responses, named, strict=True):
+        assert f"{queue!r} is not team team-a" in response.json()["detail"], response.text
+    bodies = {r.text.replace(queue, "Q") for r, queue in zip(responses, named, strict=True)}
     assert len(bodies) == 1 and "team-b" not in bodies.pop()
     assert admin.get("/api/v1/workloads/mf-b").status_code == 404
 

@@ -97,6 +97,23 @@ def test_bounds_are_kept_and_said(service: tuple[TestClient, dict[str, str]]) ->
         assert next(iter(bad)) in str(response.json()["detail"])
 
 
+@pytest.mark.parametrize("max_workloads", [1, 3])
+def test_a_bound_holding_running_work_only_is_answered(
+    service: tuple[TestClient, dict[str, str]], max_workloads: int
+) -> None:
+    """A bound the running work fills (its three all take part; nothing is submitted in the
+    run) is a 200 with the numbers of what ran, not a 500."""
+    client, _ = service
+    body = {"policy": policy_of(client), "hours": 1, "max_workloads": max_workloads}
+    response = client.post("/api/v1/what-if", json=body)
+    assert response.status_code == 200, response.text
+    out = response.json()
+    assert out["bounds"]["running"] == 3 and out["bounds"]["pending"] == 0  # running all
+    for run in ("current", "proposed"):
+        cluster = out[run]["cluster"]
+        assert cluster["workloads"] == 0 and cluster["used_hours"] > 0
+
+
 def test_a_proposed_policy_dropping_a_team_says_so(
     service: tuple[TestClient, dict[str, str]],
 ) -> None:

@@ -282,7 +282,7 @@ class Cycle:
         held = self.guard.held_by(wl, option)
         if held is not None:  # quota would allow it: the reservation is what stops it
             if self._held is None:
-                self._held = held_message(held, option.usage, self.snapshot.now)
+                self._held = held_message(held, option.usage, self.snapshot.now, wl.team)
             return False
         plan = self.state.fit.place(option.flavors, wl.podsets)
         if isinstance(plan, NoFit):

@@ -103,13 +103,15 @@ def _key(wl: Workload) -> tuple[int, float, str]:
     return (-wl.priority, wl.submit_time, wl.name)
 
 
-def held_message(res: Reservation, usage: dict[FR, int], now: float) -> str:
-    """Why a workload waits behind a reservation."""
+def held_message(res: Reservation, usage: dict[FR, int], now: float, team: str) -> str:
+    """Why a workload of ``team`` waits behind a reservation. Its reason is its team's to
+    read, so another team's workload is not named (nor its team)."""
     other = res.workload
     shared = sorted(usage.keys() & res.usage.keys())
     needs = ", ".join(amount(fr, res.usage[fr]) for fr in shared)
+    whom = other.name if other.team == team else "a workload of another team"
     return (
-        f"held back for {other.name} (pending {now - other.submit_time:.0f}s), which needs "
+        f"held back for {whom} (pending {now - other.submit_time:.0f}s), which needs "
         f"{needs} on {shared[0][0]} first (starvation guard)"
     )
 

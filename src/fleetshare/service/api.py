@@ -52,7 +52,8 @@ from fleetshare.service.shortcut import Shortcut
 from fleetshare.service.submission import (
     Submission,
     SubmissionError,
-    check_team,
+    check_name,
+    check_spec,
     is_manifest,
     manifest,
     native,
@@ -218,7 +219,8 @@ class WhatIfIn(PolicyIn):
         default=whatif.MAX_WORKLOADS,
         ge=1,
         le=whatif.MAX_WORKLOADS,
-        description="at most this many workloads simulated (running, pending, replayed)",
+        description="every running workload is simulated, and pending and replayed ones "
+        "while the count is below this",
     )
 
 
@@ -335,6 +337,17 @@ SUBMIT_BODY: dict[str, Any] = {
 
 
 # -- the app -----------------------------------------------------------------------------------
+
+
+_FOREIGN_PREEMPTION = {
+    "reclaim": "another team reclaims its lent quota; {team} was borrowing",
+    "reclaim-while-borrowing": (
+        "a workload of another team must borrow and preempts borrowed work of lower priority"
+    ),
+    "fair-share": "fair share: another team borrows less than {team} (weighted dominant share)",
+}
+"""A preemption's message as a team token sees it when the preemptor is another team's
+(the engine's, ``governance/cycle.py`` ``_why``, names that team and its workload)."""
 
 
 def create_app(
@@ -701,6 +714,10 @@ def create_app(
         if "by_team" in details:
             if who.team is not None and details["by_team"] not in (None, who.team):
                 details["by"] = "a workload of another team"
+                # the engine's message names the preemptor and its team
+                details["message"] = _FOREIGN_PREEMPTION.get(
+                    str(details.get("reason")), "preempted by a workload of another team"
+                ).format(team=who.team)
             details.pop("by_team")
         return EventOut(
             id=r.id,
@@ -996,7 +1013,7 @@ def _parse_policy(body: PolicyIn, plane: ControlPlane) -> Policy:
     except InputError as exc:
         raise _PolicyProblems([("", exc.why)]) from None
     except (ValueError, TypeError, KeyError) as exc:
-        raise Invalid(f"policy: {exc}") from None
+        raise Invalid(str(exc), "policy") from None
     return policy
 
 
@@ -1014,7 +1031,8 @@ def _policy_out(plane: ControlPlane, row: Row[Any]) -> PolicyOut:
 
 def _service_error_response(exc: ServiceError) -> JSONResponse:
     if exc.status == 422:  # shaped as FastAPI's (the spec's HTTPValidationError)
-        detail = [{"loc": ["body"], "msg": exc.message, "type": "value_error"}]
+        loc = ["body"] if exc.field is None else ["body", exc.field]
+        detail = [{"loc": loc, "msg": exc.message, "type": "value_error"}]
         return JSONResponse({"detail": detail}, status_code=422)
     return JSONResponse({"detail": exc.message}, status_code=exc.status)
 
@@ -1030,10 +1048,13 @@ def _read_submission(body: bytes, content_type: str, policy: Policy, who: Princi
     """The body of a submission as a spec for ``policy`` (see :mod:`.submission`)."""
     data = read_body(body, content_type)
     if is_manifest(data):
-        return manifest(data, policy, who)
-    spec = native(data)
-    check_team(spec, policy, who)
-    return Submission(spec)
+        sub = manifest(data, policy, who)
+    else:
+        spec = native(data)
+        check_spec(spec, policy, who)
+        sub = Submission(spec)
+    check_name(sub.spec)
+    return sub
 
 
 def _workload_out(plane: ControlPlane, row: Mapping[Any, Any]) -> WorkloadOut:

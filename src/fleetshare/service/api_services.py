@@ -76,7 +76,7 @@ def router(
         replicas submitted from then on use the new replica spec and priority. Its team
         stays (422 when the body names another; delete it and register it again)."""
         if body.name != name:
-            raise Invalid(f"name: the body names {body.name!r}, the path {name!r}")
+            raise Invalid(f"the body names {body.name!r}, the path {name!r}", "name")
         stored, created = services.apply(body, who)
         if created:
             response.status_code = 201

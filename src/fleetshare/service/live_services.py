@@ -161,8 +161,9 @@ class LiveServices:
                 )
             elif row.team != spec.team:
                 raise Invalid(
-                    f"team: service {spec.name!r} is team {row.team}'s; delete it and "
-                    "register it again to move it"
+                    f"service {spec.name!r} is team {row.team}'s; delete it and register it "
+                    "again to move it",
+                    "team",
                 )
             elif row.spec != document:
                 stored_services.update(conn, spec.name, row.team, document, principal.actor, at)
@@ -179,11 +180,11 @@ class LiveServices:
                 f"a {principal.scope} token registers services of team {principal.team} only"
             )
         if spec.team not in {t.name for t in self.plane.policy.teams}:
-            raise Invalid(f"team: unknown team {spec.team!r}")
+            raise Invalid(f"unknown team {spec.team!r}", "team")
         try:
             self.plane.policy.priority_of(spec.priority)
         except KeyError as exc:
-            raise Invalid(f"priority: {exc.args[0]}") from None
+            raise Invalid(exc.args[0], "priority") from None
 
     def visible(self, name: str, who: Principal) -> dict[str, Any]:
         """The service ``name`` as ``who`` may see it (404 when it may not, as when there is

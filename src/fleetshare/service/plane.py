@@ -86,6 +86,7 @@ from fleetshare.service.backend import (
     node_from_row,
     node_row,
 )
+from fleetshare.service.config import check_config
 from fleetshare.service.group_commit import GroupCommit
 from fleetshare.service.lease import DEFAULT_TTL, Lease
 from fleetshare.service.store import Store, named
@@ -152,13 +153,15 @@ class LeaseLost(Exception):
 
 
 class ServiceError(Exception):
-    """An operation refused; ``status`` is the HTTP status it maps to."""
+    """An operation refused; ``status`` is the HTTP status it maps to, ``field`` the body's
+    field a 422 is about (None: the body)."""
 
     status = 400
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.field = field
 
 
 class NotFound(ServiceError):
@@ -207,13 +210,7 @@ class ControlPlane:
         poll_interval: float = POLL_SECONDS,
         mode: Mode = "all",
     ) -> None:
-        if config.workloads or config.events or config.policy_changes:
-            raise ScenarioError(
-                "a service config holds the cluster, policy and node pools only: submit "
-                "workloads through the API (workloads, cluster.events and policy_changes "
-                "are scenario features)"
-            )
-        self.config = config
+        self.config = check_config(config)
         self.catalog: Catalog = config.catalog
         self.store = store
         self.epoch = store.create()

@@ -174,32 +174,62 @@ def _team(mw: ManifestWorkload, policy: Policy, principal: Principal) -> str:
         team = policy.team_for(mw.queue)
     except KeyError as exc:
         if principal.team is not None:
-            raise foreign(principal) from None
+            where = f"{mw.where}: {mw.queue_field}: "
+            raise _not_found(mw.queue, principal, ["body"], where) from None
         why = f"{mw.where}: {mw.queue_field}: {exc.args[0]}"
         raise SubmissionError([(["body"], why)]) from None
     if not principal.sees_team(team):
-        raise foreign(principal)
+        raise foreign(principal, mw.queue)
     return team
 
 
-def foreign(principal: Principal) -> SubmissionError:
-    """The one answer a team token gets for any queue or team that is not its own."""
-    return SubmissionError(
-        [(["body"], f"a {principal.scope} token submits to team {principal.team} only")], 403
+def foreign(principal: Principal, queue: str) -> SubmissionError:
+    """The one answer a team token gets for any queue or team that is not its own (it names
+    only what the request named, the same whether that exists or not)."""
+    why = (
+        f"a {principal.scope} token submits to team {principal.team} only: {queue!r} is not "
+        f"team {principal.team} or one of its queues"
     )
+    return SubmissionError([(["body"], why)], 403)
 
 
-def check_team(spec: WorkloadSpec, policy: Policy, principal: Principal) -> None:
-    """A team token may name only its own team (or one of its queues): 403 otherwise, the
-    same whether the named team or queue exists or not."""
-    if principal.team is None:
-        return
+def _not_found(
+    queue: str, principal: Principal, loc: list[str | int], where: str
+) -> SubmissionError:
+    """A team token naming a team or queue the policy lacks: its own team is told so (422;
+    the policy's teams are not listed to it), any other name gets :func:`foreign`."""
+    if queue != principal.team:
+        return foreign(principal, queue)
+    why = f"{where}team {queue!r} (this token's team) is not in the policy in force"
+    return SubmissionError([(loc, why)])
+
+
+def check_spec(spec: WorkloadSpec, policy: Policy, principal: Principal) -> None:
+    """A native spec's team and priority class against ``policy``: a team token may name only
+    its own team (or one of its queues), 403 otherwise, the same whether the named team or
+    queue exists or not; an unknown team (for an admin, or a team token's own) or priority
+    class is 422 on that field."""
     try:
         team = policy.team_for(spec.team)
-    except KeyError:
-        raise foreign(principal) from None
-    if team != principal.team:
-        raise foreign(principal)
+    except KeyError as exc:
+        if principal.team is not None:
+            raise _not_found(spec.team, principal, ["body", "team"], "") from None
+        raise SubmissionError([(["body", "team"], exc.args[0])]) from None
+    if principal.team is not None and team != principal.team:
+        raise foreign(principal, spec.team)
+    try:
+        policy.priority_of(spec.priority)
+    except KeyError as exc:
+        raise SubmissionError([(["body", "priority"], exc.args[0])]) from None
+
+
+def check_name(spec: WorkloadSpec) -> None:
+    """A workload's name is a segment of the API's paths (``/api/v1/workloads/NAME``): one
+    with a ``/``, or ``.`` or ``..`` (which URLs resolve away), could never be read, explained
+    or cancelled, so it is refused (422 on ``name``)."""
+    if "/" in spec.name or spec.name in (".", ".."):
+        why = f"{spec.name!r}: a workload name may not hold '/' nor be '.' or '..' (it names "
+        raise SubmissionError([(["body", "name"], why + "the workload in URLs)")])
 
 
 def _amount(milli: int) -> int | str:

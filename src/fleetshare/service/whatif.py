@@ -15,10 +15,11 @@ Both runs start from the same moment, *now*, on a virtual clock:
   Their names get ``~replay``.
 
 Each run simulates ``hours`` at most and stops earlier when its wall-clock budget
-(:data:`WALL_BUDGET_SECONDS`) is spent; at most ``max_workloads`` workloads take part
-(running work first, then pending work oldest first, then the replay newest first). The
-response says what was left out. Work of a team the proposed policy drops is left out of the
-proposed run (a note says so); a priority class it drops keeps the workload's weight.
+(:data:`WALL_BUDGET_SECONDS`) is spent; every running workload takes part, and pending and
+replayed work up to ``max_workloads`` in all (pending oldest first, then the replay newest
+first). The response says what was left out. Work of a team the proposed policy drops is
+left out of the proposed run (a note says so); a priority class it drops keeps the workload's
+weight.
 
 Numbers come from :func:`fleetshare.simulate.metrics.measure` and ``summarize`` (the
 ``fleetshare simulate`` definitions), for the cluster's GPUs (CPUs without GPUs): per team

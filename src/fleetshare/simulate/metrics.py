@@ -347,7 +347,9 @@ def extract_runs(
     for name, rec in result.records.items():
         amount_of[name] = rec.workload.total_requests().get(resource, 0) / MILLI
         team_of[name] = team_index[rec.workload.team]
-    number = workload_index or {name: i for i, name in enumerate(result.records)}
+    if workload_index is None:
+        workload_index = {name: i for i, name in enumerate(result.records)}
+    number = workload_index  # an empty index (nothing submitted) numbers nobody
     open_runs: dict[str, tuple[float, float]] = {}
     team: list[int] = []
     workload: list[int] = []
