@@ -128,6 +128,29 @@ def test_fair_share_ties_between_teams_go_by_candidate_order_not_by_name() -> No
     assert state(result, "c-more") == "admitted"
 
 
+def test_a_pod_larger_than_every_node_is_told_so_before_its_quota() -> None:
+    """An engineer asking for a 20-CPU pod on 12-CPU nodes learns that no node can hold it,
+    not only that the team's quota stands in the way (quota is checked first); a pod that
+    fits a node but not the quota is told about the quota alone."""
+    policy = {
+        "teams": [
+            {
+                "name": "a",
+                "quota": [{"resources": {"cpu": 6}}],
+                "borrow_limits": [{"absolute": 1}],
+            },
+            {"name": "b", "quota": [{"resources": {"cpu": 6}}]},
+        ],
+    }
+    jobs = [cpu_job("huge", "a", 20), cpu_job("over-quota", "a", 10)]
+    result = run_case(policy, CPU_NODE, jobs)
+    huge = result["workloads"]["huge"]["pending_reason"]
+    assert huge.startswith("a pod of 'main' is larger than any default node (1 nodes)")
+    assert "borrow" in huge  # the quota problem is still said
+    over = result["workloads"]["over-quota"]["pending_reason"]
+    assert "larger than" not in over and "borrow" in over
+
+
 def test_priority_preemption_stays_within_the_team_and_respects_never() -> None:
     policy = {
         "cluster": {"priority_classes": PRIORITIES},

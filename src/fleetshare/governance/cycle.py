@@ -271,6 +271,11 @@ class Cycle:
                 problems.append(option.problem)
             if self.guard.held_by(wl, option) is None and self._try_preemption(wl, option):
                 return
+        if self._held is None and options:
+            # quota is checked before the nodes: say first when no node could ever hold a pod
+            larger = [self.state.fit.larger_than_every_node(o.flavors, wl.podsets) for o in options]
+            if all(larger) and larger[0] not in problems:
+                problems.insert(0, str(larger[0]))
         reason = self._held or "; ".join(dict.fromkeys(problems)) or "does not fit"
         self._pend(wl, reason)
         self._options = options

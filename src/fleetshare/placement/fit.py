@@ -473,10 +473,26 @@ class NodeFit:
         counts: IntArray,
     ) -> str:
         room = int(np.minimum(counts, podset.count).sum())
-        empty = self._per_node(rows, vec, self.allocatable)
-        if int(empty.max(initial=0)) == 0:
-            return f"a pod of {podset.name!r} is larger than any {flavor} node ({len(rows)} nodes)"
+        if self._larger_than_any(rows, vec):
+            return _larger_message(flavor, podset, rows)
         return f"{flavor} nodes have room for {room} of {podset.count} pods of {podset.name!r} now"
+
+    def _larger_than_any(self, rows: IntArray, vec: tuple[IntArray, IntArray]) -> bool:
+        """Whether a pod of ``vec`` fits on none of ``rows`` even when it is empty."""
+        return int(self._per_node(rows, vec, self.allocatable).max(initial=0)) == 0
+
+    def larger_than_every_node(
+        self, flavors: Sequence[str], podsets: Sequence[PodSet]
+    ) -> str | None:
+        """Why a pod set could not fit even on an empty node of its flavor (its pod is larger
+        than every node it may use), or None. No node at all is not such a case: nodes may yet
+        be bought."""
+        for flavor, podset in zip(flavors, podsets, strict=True):
+            rows = self.eligible(flavor, podset)
+            vec = self._vector(podset.requests)
+            if len(rows) and vec is not None and self._larger_than_any(rows, vec):
+                return _larger_message(flavor, podset, rows)
+        return None
 
     # -- changes ---------------------------------------------------------------------------
 
@@ -622,3 +638,7 @@ def _choose(rows: IntArray, counts: IntArray, wanted: int) -> list[tuple[int, in
         if left == 0:
             break
     return chosen
+
+
+def _larger_message(flavor: str, podset: PodSet, rows: IntArray) -> str:
+    return f"a pod of {podset.name!r} is larger than any {flavor} node ({len(rows)} nodes)"
