@@ -792,3 +792,27 @@ def test_help_does_not_load_the_engine() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert "HEAVY []" in out, out
+
+
+@pytest.mark.parametrize(
+    ("param", "words"),
+    [
+        ("borrow_limit=150%", "borrow_limit=150%: percent_of_idle: Input should be less than"),
+        ("borrow_limit=-5", "borrow_limit=-5: absolute: quantity must not be negative"),
+        ("borrow_limit=x%", "borrow_limit=x%: want a percentage such as 50%"),
+        ("min_runtime=-5", "min_runtime=-5: min_runtime_seconds: Input should be greater"),
+        ("min_runtime=abc", "min_runtime=abc: want a number"),
+        ("fair_share_weight.vc3sl=-1", "fair_share_weight.vc3sl=-1: fair_share_weight: Input"),
+    ],
+)
+def test_sweep_parameter_values_are_checked_before_any_run(
+    tmp_path: Path, param: str, words: str
+) -> None:
+    """A bad value once crashed the worker pool (``BrokenProcessPool``, exit 1) or printed a
+    bare ``could not convert string to float``."""
+    code, out = run(
+        *("sweep", "--trace", "helios", "--start-day", "14", "--days", "0.25"),
+        *("-p", "fair-share", "--param", param, "--jobs", "2", "--out", str(tmp_path / "o")),
+    )
+    assert code == 2, out
+    one_error_line(out, "sweep parameter", words)
