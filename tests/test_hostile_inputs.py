@@ -816,3 +816,21 @@ def test_sweep_parameter_values_are_checked_before_any_run(
     )
     assert code == 2, out
     one_error_line(out, "sweep parameter", words)
+
+
+@pytest.mark.parametrize(
+    ("setting", "words"),
+    [
+        ("{bogus: 1}", "--warm-capacity: bogus: Extra inputs are not permitted"),
+        ("{horizon_seconds: -5}", "--warm-capacity: horizon_seconds: Input should be greater"),
+    ],
+)
+def test_a_bad_warm_capacity_setting_names_the_field(setting: str, words: str) -> None:
+    """Once a raw pydantic report over several lines, with a link to pydantic's site."""
+    code, out = run(
+        *("simulate", "--trace", "helios", "--start-day", "14", "--days", "0.25"),
+        *("-p", "static-autoscale", "--warm-capacity", setting),
+    )
+    assert code == 2, out
+    one_error_line(out, words)
+    assert "pydantic" not in out

@@ -1447,13 +1447,20 @@ def _warm_setting(
 ) -> Any:
     """``--warm-capacity``: the setting, with the trace's demand of the ``history_days``
     before its window as the forecaster's history (unless the setting gives one)."""
+    from pydantic import ValidationError
+
     from fleetshare.autoscaling.warm import WarmCapacity
+    from fleetshare.policy.schema import validation_problems
     from fleetshare.simulate.run import demand_before
 
     data = parse_yaml(text, "--warm-capacity")
     if not isinstance(data, dict):
         raise ValueError("--warm-capacity: give a mapping, e.g. '{horizon_seconds: 1800}'")
-    setting = WarmCapacity.model_validate(data)
+    try:
+        setting = WarmCapacity.model_validate(data)
+    except ValidationError as exc:
+        why = "; ".join(f"{path}: {reason}" for path, reason in validation_problems(exc, data))
+        raise ValueError(f"--warm-capacity: {why}") from None
     if "history" not in data and history_days > 0:
         history = demand_before(trace, options, history_days, setting.resource or resource)
         setting = setting.model_copy(update={"history": history})
