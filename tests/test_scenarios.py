@@ -109,6 +109,17 @@ def test_text_output_is_a_timeline_and_failed_expectations_exit_1(tmp_path: Path
     assert "NOT as expected" in bad.output
 
 
+def test_failed_expectations_with_json_say_why_on_stderr(tmp_path: Path) -> None:
+    """``--json`` keeps stdout one JSON object; the exit code 1 once came with no reason."""
+    text = SCENARIOS["kueue-reclaim"].read_text().replace("reason: reclaim", "reason: priority")
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(text)
+    bad = CliRunner().invoke(app, ["scenario", "run", str(wrong), "--json"])
+    assert bad.exit_code == 1
+    assert json.loads(bad.stdout)["scenario"] == "kueue-reclaim"  # its name: field
+    assert "NOT as expected" in bad.stderr and "expected 'priority', got 'reclaim'" in bad.stderr
+
+
 def test_invalid_scenario_names_the_field_and_reason(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(

@@ -230,12 +230,7 @@ def run(
             outputs[path.stem] = data
         else:
             print_text(result, console)
-            if result.scenario.expect and check:
-                verdict = "[green]as expected[/]" if not problems else "[red]NOT as expected[/]"
-                console.print(f"expectations: {verdict}")
-            for problem in problems:
-                console.print(f"  [red]✗[/] {problem}", highlight=False)
-            console.print()
+        _verdict(path, bool(result.scenario.expect and check), problems, as_json, console)
     if as_json:
         print(json.dumps(outputs[paths[0].stem] if len(paths) == 1 else outputs, indent=2))
     if failed:
@@ -296,13 +291,28 @@ def _run_services(
         outputs[path.stem] = data
     else:
         console.print(table([result]))
-        if expect and check:
-            verdict = "[green]as expected[/]" if not problems else "[red]NOT as expected[/]"
-            console.print(f"expectations: {verdict}")
-        for problem in problems:
-            console.print(f"  [red]✗[/] {problem}", highlight=False)
-        console.print()
+    _verdict(path, bool(expect and check), problems, as_json, console)
     return bool(problems)
+
+
+def _verdict(
+    path: Path, checked: bool, problems: list[str], as_json: bool, console: Console
+) -> None:
+    """The expectations' verdict after a scenario's output; with ``--json`` only a failed one,
+    on stderr (stdout keeps one JSON object)."""
+    if as_json:
+        if problems:
+            err = Console(stderr=True)
+            err.print(f"{path.stem}: expectations: [red]NOT as expected[/]", highlight=False)
+            for problem in problems:
+                err.print(f"  [red]✗[/] {problem}", highlight=False)
+        return
+    if checked:
+        verdict = "[green]as expected[/]" if not problems else "[red]NOT as expected[/]"
+        console.print(f"expectations: {verdict}")
+    for problem in problems:
+        console.print(f"  [red]✗[/] {problem}", highlight=False)
+    console.print()
 
 
 @app.command("plan")
