@@ -7,6 +7,7 @@ and silently wrong (the hostile-input issue); it runs the real command line in-p
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import time
@@ -834,3 +835,17 @@ def test_a_bad_warm_capacity_setting_names_the_field(setting: str, words: str) -
     assert code == 2, out
     one_error_line(out, words)
     assert "pydantic" not in out
+
+
+def test_plan_with_nothing_pending_says_so(tmp_path: Path) -> None:
+    """An empty pending list once printed an empty table and a 0.0000 $/h "best bound"."""
+    for text in ("workloads: []\n", ""):
+        pending = write(tmp_path, "pending.yaml", text)
+        code, out = run("plan", "--pools", str(POOLS), "--pending", str(pending))
+        assert code == 0, out
+        assert out.strip() == "nothing to launch: no pending pods"
+    result = CliRunner().invoke(
+        app, ["plan", "--pools", str(POOLS), "--pending", str(pending), "--json"]
+    )
+    data = json.loads(result.stdout)
+    assert data["launches"] == [] and data["unplaceable"] == [] and data["hourly_cost"] == 0

@@ -336,6 +336,10 @@ def plan(
             raise typer.Exit(1)
         return
     console = Console()
+    if not result.launches and not result.unplaceable:
+        where = f"fit on existing nodes: {', '.join(fits_now)}" if fits_now else "no pending pods"
+        console.print(f"nothing to launch: {where}", highlight=False)
+        return
     table = Table(title="launch now", title_justify="left")
     for column in ("pool", "instance type", "zone", "capacity", "count", "$/h each", "$/h"):
         table.add_column(column)
