@@ -322,7 +322,11 @@ def plan(
     nodes: Annotated[Path | None, typer.Option("--nodes", help="existing nodes (YAML)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
-    """What the provisioner would launch now: the cheapest nodes for the pending pods."""
+    """What the provisioner would launch now: the cheapest nodes for the pending pods.
+
+    Exit code 1 when some pods cannot be placed (the plan for the rest is still printed),
+    2 for bad input.
+    """
     from fleetshare.model.catalog import load_catalog
     from fleetshare.scenario.planning import describe, plan_to_json, run_plan
 
