@@ -59,3 +59,17 @@ def test_the_plan_command_of_the_tour_runs_as_described(monkeypatch: pytest.Monk
     assert "cannot place 1 pods of cpu=1000 (too-big): no instance type" in text.stdout
     data = json.loads(CliRunner().invoke(app, [*command.split(), "--json"]).stdout)
     assert data["launches"] and data["unplaceable"][0]["workloads"] == ["too-big"]
+
+
+def test_the_scenario_json_shown_in_the_tour_matches_the_run() -> None:
+    """The README's excerpt of ``scenario run hyperpod-walkthrough --json``: same values."""
+    shown = README.split("Add `--json` for one machine-readable object:", 1)[1]
+    shown = shown.split("```json", 1)[1].split("```", 1)[0]
+    result = CliRunner().invoke(app, ["scenario", "run", "hyperpod-walkthrough", "--json"])
+    data = json.loads(result.stdout)
+    a = data["workloads"]["a-training"]
+    for key in ("state", "borrowed"):
+        assert f'"{key}": {json.dumps(a[key])}' in shown
+    assert float(re.findall(r'"admitted_at": ([0-9.]+)', shown)[0]) == a["admitted_at"]
+    assert json.dumps(a["preemptions"][0]) in shown
+    assert f'"placement": {json.dumps(a["placement"])}' in shown
