@@ -849,3 +849,13 @@ def test_plan_with_nothing_pending_says_so(tmp_path: Path) -> None:
     )
     data = json.loads(result.stdout)
     assert data["launches"] == [] and data["unplaceable"] == [] and data["hourly_cost"] == 0
+
+
+@pytest.mark.parametrize("command", ["simulate", "sweep"])
+def test_a_misspelt_trace_lists_the_traces(tmp_path: Path, command: str) -> None:
+    """``simulate --trace helio`` once spoke only of files and bundled scenarios; ``sweep``
+    announced a sweep of it before saying it does not exist."""
+    extra = ("--out", str(tmp_path / "o")) if command == "sweep" else ()
+    code, out = run(command, "--trace", "helio", "--days", "1", "-p", "static", *extra)
+    assert code == 2, out
+    one_error_line(out, "'helio'", "helios, philly")

@@ -184,13 +184,21 @@ def list_scenarios() -> None:
         console.print(path.stem, highlight=False)
 
 
-def _resolve(name: str) -> Path:
+def _resolve(name: str, *, or_trace: bool = False) -> Path:
+    """A scenario file or bundled scenario name; ``or_trace`` when a trace name would also do
+    (the message lists the traces)."""
     path = Path(name)
     if path.exists():
         return path
     for bundled in bundled_scenarios():
         if bundled.stem == name:
             return bundled
+    if or_trace:
+        from fleetshare.traces import TRACES
+
+        raise typer.BadParameter(
+            f"no trace, file or bundled scenario {name!r}; traces: {', '.join(TRACES)}"
+        )
     raise typer.BadParameter(f"no file {name!r} and no bundled scenario of that name")
 
 
@@ -498,7 +506,7 @@ def simulate(
     ref = scenario if scenario is not None else trace
     if ref is not None and ref not in TRACES:
         try:
-            path = _resolve(ref)
+            path = _resolve(ref, or_trace=trace is not None)
             if load_scenario(path).spec.services:
                 if options or days is not None or start_day is not None or jobs is not None:
                     _fail("--days, --start-day, --option and --jobs do not apply to services")
@@ -694,9 +702,11 @@ def sweep_command(
 
     from fleetshare.simulate.api import Sweep, frame
     from fleetshare.simulate.sweep import points, run_sweep
+    from fleetshare.traces import trace_options
 
     _report_folder(out)
     try:
+        trace_options(trace)  # an unknown trace is refused before the sweep starts
         opts = _trace_options(options or [])
         if days is not None:
             opts["days"] = days
