@@ -859,3 +859,11 @@ def test_a_misspelt_trace_lists_the_traces(tmp_path: Path, command: str) -> None
     code, out = run(command, "--trace", "helio", "--days", "1", "-p", "static", *extra)
     assert code == 2, out
     one_error_line(out, "'helio'", "helios, philly")
+
+
+def test_sweep_help_gives_no_default_for_its_required_policies() -> None:
+    """``sweep -p`` is required; its help once promised the defaults of ``simulate -p``."""
+    for command, default in (("simulate", True), ("sweep", False)):
+        result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "1000"})
+        policy_help = next(line for line in result.output.splitlines() if "--policy" in line)
+        assert ("Default: static" in policy_help) is default, policy_help

@@ -390,15 +390,12 @@ def plan(
         raise typer.Exit(1)
 
 
-def _policy_help() -> str:
+def _policy_help(*, default: bool = True) -> str:
     from fleetshare.simulate.showcase import DEFAULT_POLICIES
     from fleetshare.simulate.variants import VARIANTS
 
-    return (
-        "policy variant to compare (repeatable): "
-        + ", ".join(VARIANTS)
-        + f". Default: {', '.join(DEFAULT_POLICIES)}"
-    )
+    text = "policy variant to compare (repeatable): " + ", ".join(VARIANTS)
+    return text + (f". Default: {', '.join(DEFAULT_POLICIES)}" if default else "")
 
 
 @app.command("simulate")
@@ -662,7 +659,7 @@ def sweep_command(
     trace: Annotated[str, typer.Option("--trace", metavar="NAME", help="a trace (helios, ...)")],
     out: Annotated[Path, typer.Option("--out", help="folder for runs.parquet and teams.parquet")],
     policies: Annotated[
-        list[str], typer.Option("--policy", "-p", metavar="P", help=_policy_help())
+        list[str], typer.Option("--policy", "-p", metavar="P", help=_policy_help(default=False))
     ],
     params: Annotated[
         list[str] | None,
