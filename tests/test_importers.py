@@ -329,6 +329,11 @@ def edit_uncovered_resource(docs: list[dict[str, Any]]) -> None:
     team_a_cpu(docs)["name"] = "memory"
 
 
+def edit_misspelt_nominal_quota(docs: list[dict[str, Any]]) -> None:
+    resource = team_a_cpu(docs)
+    resource["nominalQuta"] = resource.pop("nominalQuota")
+
+
 @pytest.mark.parametrize(
     ("edit", "path", "reason"),
     [
@@ -363,6 +368,11 @@ def edit_uncovered_resource(docs: list[dict[str, Any]]) -> None:
             "ClusterQueue/team-a.spec.resourceGroups[0].flavors[0].resources[0].name",
             "'memory' is not listed in coveredResources",
         ),
+        (  # once "not a Kubernetes quantity: None", the typo only in notes never shown
+            edit_misspelt_nominal_quota,
+            "ClusterQueue/team-a.spec.resourceGroups[0].flavors[0].resources[0].nominalQuota",
+            "required (unknown field here: nominalQuta)",
+        ),
     ],
     ids=[
         "undeclared-flavor",
@@ -372,6 +382,7 @@ def edit_uncovered_resource(docs: list[dict[str, Any]]) -> None:
         "unknown-preemption-policy",
         "weight-not-a-quantity",
         "resource-not-covered",
+        "nominal-quota-misspelt",
     ],
 )
 def test_kueue_invalid_input_names_path_and_reason(edit: Any, path: str, reason: str) -> None:

@@ -477,7 +477,13 @@ class _QuotaReader:
             return
         if covered and name not in covered:
             self.report.problem(f"{where}.name", f"{name!r} is not listed in coveredResources")
-        amount = _quantity(resource.get("nominalQuota"), f"{where}.nominalQuota", self.report)
+        amount: Quantity | None = None
+        if "nominalQuota" in resource:
+            amount = _quantity(resource["nominalQuota"], f"{where}.nominalQuota", self.report)
+        else:  # required in Kueue's API; a misspelling is the likely cause
+            unknown = [key for key in resource if key not in fields]
+            hint = f" (unknown field here: {', '.join(unknown)})" if unknown else ""
+            self.report.problem(f"{where}.nominalQuota", f"required{hint}")
         if amount is not None:
             nominal[name] = amount
         if "borrowingLimit" in resource:
