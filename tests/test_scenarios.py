@@ -189,3 +189,17 @@ def test_policy_validate_rejects_with_field_and_reason(tmp_path: Path) -> None:
     assert "cluster.priority_classes[0](x).weight" in result.output
     assert "teams[0](a).sharing" in result.output
     assert "count gives whole instances" in result.output
+
+
+def test_the_diurnal_scenario_describes_its_own_settings() -> None:
+    """``scenario run`` prints the description; it once gave 3% noise and a floor of 25
+    replicas from 08:30 to 17:30 while the file had 8% and 34 from 09:00 to 17:00."""
+    scenario = load_scenario(SCENARIOS["inference-diurnal"])
+    text = " ".join(scenario.description.split())
+    service = scenario.spec.services[0]
+    noise = service.traffic.pattern.noise
+    floor = service.floors[0]
+    hour = int(floor.schedule.split()[1])
+    end = hour + floor.duration_seconds / 3600
+    assert f"{noise:.0%} noise" in text, text
+    assert f"floor of {floor.min_replicas} replicas from {hour:02d}:00 to {int(end):02d}:00" in text
