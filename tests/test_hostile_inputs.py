@@ -867,3 +867,46 @@ def test_sweep_help_gives_no_default_for_its_required_policies() -> None:
         result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "1000"})
         policy_help = next(line for line in result.output.splitlines() if "--policy" in line)
         assert ("Default: static" in policy_help) is default, policy_help
+
+
+GPU_AND_A_HALF = "{name: w, team: a, requests: {nvidia.com/gpu: 1.5, cpu: 1}, duration: 600}"
+
+
+def test_plan_buys_no_node_for_a_gpu_request_no_node_can_serve(tmp_path: Path) -> None:
+    """1.5 GPUs is neither whole GPUs nor a share of one: governance never places it, yet
+    ``plan`` once bought a 4-GPU g6.12xlarge for it."""
+    pending = write(
+        tmp_path,
+        "pending.yaml",
+        "workloads:\n  - "
+        + GPU_AND_A_HALF.replace(
+            "}, duration", "}, tolerations: [{key: nvidia.com/gpu, operator: Exists}], duration"
+        ),
+    )
+    code, out = run("plan", "--pools", str(POOLS), "--pending", str(pending))
+    assert code == 1, out
+    assert "cannot place 1 pods of cpu=1, nvidia.com/gpu=1.5 (w)" in " ".join(out.split())
+    assert "neither whole GPUs nor a share of one GPU" in " ".join(out.split())
+    result = CliRunner().invoke(
+        app, ["plan", "--pools", str(POOLS), "--pending", str(pending), "--json"]
+    )
+    data = json.loads(result.stdout)
+    assert data["launches"] == [] and data["hourly_cost"] == 0
+    assert data["unplaceable"][0]["workloads"] == ["w"]
+
+
+def test_the_autoscaler_buys_no_node_for_a_gpu_request_no_node_can_serve(tmp_path: Path) -> None:
+    """It once launched a g5.12xlarge for 1.5 GPUs and kept it until consolidation."""
+    scenario = write(
+        tmp_path,
+        "s.yaml",
+        "cluster: {nodes: []}\n"
+        "policy: {teams: [{name: a, quota: [{resources: {nvidia.com/gpu: 8, cpu: 64}}]}]}\n"
+        "node_pools: [{name: gpu, families: [g5], capacity_types: [on-demand]}]\n"
+        f"workloads:\n  - {GPU_AND_A_HALF}\n",
+    )
+    result = CliRunner().invoke(app, ["scenario", "run", str(scenario), "--json"])
+    data = json.loads(result.stdout)
+    assert data["nodes"] == []
+    assert data["workloads"]["w"]["state"] == "pending"
+    assert "neither whole GPUs nor a share of one GPU" in data["workloads"]["w"]["pending_reason"]
