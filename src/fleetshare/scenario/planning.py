@@ -226,8 +226,8 @@ def run_plan(
     refused = [s for i, s in enumerate(shapes) if asks[i] is not None]
     plan = plan_nodes(kept, pools, catalog, simulated_offerings(catalog, pools))
     if refused:
-        why = [f"asks {asks[i]}" for i in asks if asks[i] is not None]
-        unplaceable = {**plan.unplaceable, **{len(kept) + j: w for j, w in enumerate(why)}}
+        reasons = [f"asks {asks[i]}" for i in asks if asks[i] is not None]
+        unplaceable = {**plan.unplaceable, **{len(kept) + j: r for j, r in enumerate(reasons)}}
         plan = replace(plan, unplaceable=unplaceable)
     return plan, kept + refused, fits_now
 
