@@ -440,8 +440,16 @@ def test_simulate_refuses_work_of_a_team_only_a_policy_change_brings(tmp_path: P
             "instance_groups[0](g).instance_type: unknown instance type 'ml.g55.xlarge'",
         ),
         ("families: [g5], architectures: [arm64]", "could launch nothing"),
+        ("families: [g5], capacity_types: []", "node_pools[0](gpu).capacity_types: empty"),
     ],
-    ids=["family", "instance-type", "gpu-model", "instance-group", "no-type-matches"],
+    ids=[
+        "family",
+        "instance-type",
+        "gpu-model",
+        "instance-group",
+        "no-type-matches",
+        "no-capacity-type",  # once accepted: every pod "matches no pool", no field named
+    ],
 )
 def test_node_pools_naming_unknown_hardware(tmp_path: Path, pool: str, words: str) -> None:
     """Node pools with a typo in a family or type launched nothing, silently: their work
