@@ -259,6 +259,20 @@ def test_kueue_accepts_parsed_documents_and_kubectl_lists() -> None:
     assert import_kueue(wrapped) == kueue_fixture("kueue_borrowing.yaml")
 
 
+def test_kueue_misspelt_kind_is_noted_with_the_kind_meant() -> None:
+    """``kind: ClusterQueu`` imported nothing, noted only as "not supported; ignored"."""
+    docs = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueu", "metadata": {"name": "q"}}
+    ]
+    policy = import_kueue(docs)
+
+    assert policy.teams == []
+    assert (
+        "ClusterQueu/q: kind ClusterQueu: not supported; ignored (did you mean ClusterQueue?)"
+        in (policy.notes)
+    )
+
+
 def test_kueue_local_queue_for_an_unknown_cluster_queue_is_noted() -> None:
     docs = [
         {
