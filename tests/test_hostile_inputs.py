@@ -918,3 +918,17 @@ def test_the_autoscaler_buys_no_node_for_a_gpu_request_no_node_can_serve(tmp_pat
     assert data["nodes"] == []
     assert data["workloads"]["w"]["state"] == "pending"
     assert "neither whole GPUs nor a share of one GPU" in data["workloads"]["w"]["pending_reason"]
+
+
+def test_warm_capacity_without_an_autoscaled_policy_says_it_is_unused() -> None:
+    """``--warm-capacity`` with fixed-cluster policies only was ignored without a word."""
+    result = CliRunner().invoke(
+        app,
+        [
+            *("simulate", "--trace", "helios", "--start-day", "14", "--days", "0.1"),
+            *("-p", "static", "--warm-capacity", "{}", "--json"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)
+    assert "--warm-capacity applies to -autoscale policies" in " ".join(result.stderr.split())

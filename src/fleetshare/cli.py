@@ -547,6 +547,12 @@ def simulate(
     except typer.BadParameter as exc:
         _fail(str(exc))
     err = Console(stderr=True)
+    if warm_capacity is not None and not any(v.autoscale for v in chosen):
+        err.print(
+            "[yellow]note:[/] --warm-capacity applies to -autoscale policies; none chosen, "
+            "so it is not used",
+            highlight=False,
+        )
     if not inp.nodes:
         skipped = [v.name for v in chosen if not v.autoscale]
         chosen = [v for v in chosen if v.autoscale]
