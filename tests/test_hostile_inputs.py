@@ -812,6 +812,8 @@ def test_help_does_not_load_the_engine() -> None:
         ("min_runtime=-5", "min_runtime=-5: min_runtime_seconds: Input should be greater"),
         ("min_runtime=abc", "min_runtime=abc: want a number"),
         ("fair_share_weight.vc3sl=-1", "fair_share_weight.vc3sl=-1: fair_share_weight: Input"),
+        # a trailing comma once added a silent run without any borrow limit
+        ("borrow_limit=25%,", "borrow_limit: an empty value (write none for no limit)"),
     ],
 )
 def test_sweep_parameter_values_are_checked_before_any_run(

@@ -720,7 +720,11 @@ def sweep_command(
             name, sep, text = item.partition("=")
             if not sep or not name.strip():
                 raise ValueError(f"--param wants NAME=V1,V2,..., got {item!r}")
-            grid[name.strip()] = [parse_yaml(v, f"--param {name.strip()}") for v in text.split(",")]
+            values = text.split(",")
+            if any(not v.strip() for v in values):
+                hint = " (write none for no limit)" if name.strip() == "borrow_limit" else ""
+                raise ValueError(f"sweep parameter {name.strip()}: an empty value{hint}")
+            grid[name.strip()] = [parse_yaml(v, f"--param {name.strip()}") for v in values]
         sweep_points = points(policies, grid, seeds or [0])
     except (ValueError, TypeError) as exc:
         _fail(str(exc))
