@@ -934,3 +934,22 @@ def test_warm_capacity_without_an_autoscaled_policy_says_it_is_unused() -> None:
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)
     assert "--warm-capacity applies to -autoscale policies" in " ".join(result.stderr.split())
+
+
+def test_policy_validate_warns_of_a_quota_flavor_no_catalog_type_matches(tmp_path: Path) -> None:
+    """``{instance_type: ml.g5.8xlarg, resources: ...}`` was "valid", a quota on a flavor no
+    node would ever count in (flavors may be custom node types, so a warning, not an error)."""
+    policy = write(
+        tmp_path,
+        "policy.yaml",
+        "teams:\n  - name: v\n"
+        "    quota: [{instance_type: ml.g5.8xlarg, resources: {nvidia.com/gpu: 2}}]\n",
+    )
+    result = CliRunner().invoke(app, ["policy", "validate", str(policy)], env={"COLUMNS": "1000"})
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("valid:")
+    warning = " ".join(result.stderr.split())
+    assert warning.startswith("warning: teams[0](v).quota[0]: unknown instance type")
+    assert "did you mean ml.g5.8xlarge" in warning
+    ok = write(tmp_path, "ok.yaml", POLICY)
+    assert CliRunner().invoke(app, ["policy", "validate", str(ok)]).stderr == ""

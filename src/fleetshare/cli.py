@@ -118,12 +118,35 @@ def validate_policy(
         _fail(str(exc))
     console = Console()
     console.print(f"[green]valid:[/] {len(policy.teams)} teams, {len(policy.groups)} groups")
+    if model.implicit_flavors:  # flavors are instance types: one the catalog lacks is a typo
+        _warn_unknown_quota_types(policy, catalog)
     for name, node in model.nodes.items():
         quota = ", ".join(
             f"{res}={format_quantity(v, res)} on {flavor}{_instances(flavor, res, v, catalog)}"
             for (flavor, res), v in sorted(node.quota.items())
         )
         console.print(f"  {'team' if node.is_team else 'group'} {name}: {quota or 'no quota'}")
+
+
+def _warn_unknown_quota_types(policy: Any, catalog: Catalog) -> None:
+    """A warning (stderr) per quota on an instance type the catalog does not know: no node of
+    a catalog type counts in it (custom node types may, so it is not an error)."""
+    from fleetshare.policy.schema import DEFAULT_FLAVOR
+
+    err = Console(stderr=True)
+    for kind, owners in (("groups", policy.groups), ("teams", policy.teams)):
+        for i, owner in enumerate(owners):
+            for j, entry in enumerate(owner.quota):
+                if entry.flavor == DEFAULT_FLAVOR or entry.flavor in catalog:
+                    continue
+                try:
+                    catalog.get(entry.flavor)
+                except KeyError as exc:
+                    err.print(
+                        f"[yellow]warning:[/] {kind}[{i}]({owner.name}).quota[{j}]: "
+                        f"{str(exc).strip(chr(34))}; only nodes of that type count in it",
+                        highlight=False,
+                    )
 
 
 def _instances(flavor: str, resource: str, amount: int, catalog: Catalog) -> str:
