@@ -144,7 +144,7 @@ def _warn_unknown_quota_types(policy: Any, catalog: Catalog) -> None:
                 except KeyError as exc:
                     err.print(
                         f"[yellow]warning:[/] {kind}[{i}]({owner.name}).quota[{j}]: "
-                        f"{str(exc).strip(chr(34))}; only nodes of that type count in it",
+                        f"{str(exc).strip(chr(34))} (no node of a known type counts in it)",
                         highlight=False,
                     )
 
