@@ -7,6 +7,7 @@ and silently wrong (the hostile-input issue); it runs the real command line in-p
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import time
@@ -439,8 +440,16 @@ def test_simulate_refuses_work_of_a_team_only_a_policy_change_brings(tmp_path: P
             "instance_groups[0](g).instance_type: unknown instance type 'ml.g55.xlarge'",
         ),
         ("families: [g5], architectures: [arm64]", "could launch nothing"),
+        ("families: [g5], capacity_types: []", "node_pools[0](gpu).capacity_types: empty"),
     ],
-    ids=["family", "instance-type", "gpu-model", "instance-group", "no-type-matches"],
+    ids=[
+        "family",
+        "instance-type",
+        "gpu-model",
+        "instance-group",
+        "no-type-matches",
+        "no-capacity-type",  # once accepted: every pod "matches no pool", no field named
+    ],
 )
 def test_node_pools_naming_unknown_hardware(tmp_path: Path, pool: str, words: str) -> None:
     """Node pools with a typo in a family or type launched nothing, silently: their work
@@ -792,3 +801,155 @@ def test_help_does_not_load_the_engine() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert "HEAVY []" in out, out
+
+
+@pytest.mark.parametrize(
+    ("param", "words"),
+    [
+        ("borrow_limit=150%", "borrow_limit=150%: percent_of_idle: Input should be less than"),
+        ("borrow_limit=-5", "borrow_limit=-5: absolute: quantity must not be negative"),
+        ("borrow_limit=x%", "borrow_limit=x%: want a percentage such as 50%"),
+        ("min_runtime=-5", "min_runtime=-5: min_runtime_seconds: Input should be greater"),
+        ("min_runtime=abc", "min_runtime=abc: want a number"),
+        ("fair_share_weight.vc3sl=-1", "fair_share_weight.vc3sl=-1: fair_share_weight: Input"),
+        # a trailing comma once added a silent run without any borrow limit
+        ("borrow_limit=25%,", "borrow_limit: an empty value (write none for no limit)"),
+    ],
+)
+def test_sweep_parameter_values_are_checked_before_any_run(
+    tmp_path: Path, param: str, words: str
+) -> None:
+    """A bad value once crashed the worker pool (``BrokenProcessPool``, exit 1) or printed a
+    bare ``could not convert string to float``."""
+    code, out = run(
+        *("sweep", "--trace", "helios", "--start-day", "14", "--days", "0.25"),
+        *("-p", "fair-share", "--param", param, "--jobs", "2", "--out", str(tmp_path / "o")),
+    )
+    assert code == 2, out
+    one_error_line(out, "sweep parameter", words)
+
+
+@pytest.mark.parametrize(
+    ("setting", "words"),
+    [
+        ("{bogus: 1}", "--warm-capacity: bogus: Extra inputs are not permitted"),
+        ("{horizon_seconds: -5}", "--warm-capacity: horizon_seconds: Input should be greater"),
+    ],
+)
+def test_a_bad_warm_capacity_setting_names_the_field(setting: str, words: str) -> None:
+    """Once a raw pydantic report over several lines, with a link to pydantic's site."""
+    code, out = run(
+        *("simulate", "--trace", "helios", "--start-day", "14", "--days", "0.25"),
+        *("-p", "static-autoscale", "--warm-capacity", setting),
+    )
+    assert code == 2, out
+    one_error_line(out, words)
+    assert "pydantic" not in out
+
+
+def test_plan_with_nothing_pending_says_so(tmp_path: Path) -> None:
+    """An empty pending list once printed an empty table and a 0.0000 $/h "best bound"."""
+    for text in ("workloads: []\n", ""):
+        pending = write(tmp_path, "pending.yaml", text)
+        code, out = run("plan", "--pools", str(POOLS), "--pending", str(pending))
+        assert code == 0, out
+        assert out.strip() == "nothing to launch: no pending pods"
+    result = CliRunner().invoke(
+        app, ["plan", "--pools", str(POOLS), "--pending", str(pending), "--json"]
+    )
+    data = json.loads(result.stdout)
+    assert data["launches"] == [] and data["unplaceable"] == [] and data["hourly_cost"] == 0
+
+
+@pytest.mark.parametrize("command", ["simulate", "sweep"])
+def test_a_misspelt_trace_lists_the_traces(tmp_path: Path, command: str) -> None:
+    """``simulate --trace helio`` once spoke only of files and bundled scenarios; ``sweep``
+    announced a sweep of it before saying it does not exist."""
+    extra = ("--out", str(tmp_path / "o")) if command == "sweep" else ()
+    code, out = run(command, "--trace", "helio", "--days", "1", "-p", "static", *extra)
+    assert code == 2, out
+    one_error_line(out, "'helio'", "helios, philly")
+
+
+def test_sweep_help_gives_no_default_for_its_required_policies() -> None:
+    """``sweep -p`` is required; its help once promised the defaults of ``simulate -p``."""
+    for command, default in (("simulate", True), ("sweep", False)):
+        result = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "1000"})
+        policy_help = next(line for line in result.output.splitlines() if "--policy" in line)
+        assert ("Default: static" in policy_help) is default, policy_help
+
+
+GPU_AND_A_HALF = "{name: w, team: a, requests: {nvidia.com/gpu: 1.5, cpu: 1}, duration: 600}"
+
+
+def test_plan_buys_no_node_for_a_gpu_request_no_node_can_serve(tmp_path: Path) -> None:
+    """1.5 GPUs is neither whole GPUs nor a share of one: governance never places it, yet
+    ``plan`` once bought a 4-GPU g6.12xlarge for it."""
+    pending = write(
+        tmp_path,
+        "pending.yaml",
+        "workloads:\n  - "
+        + GPU_AND_A_HALF.replace(
+            "}, duration", "}, tolerations: [{key: nvidia.com/gpu, operator: Exists}], duration"
+        ),
+    )
+    code, out = run("plan", "--pools", str(POOLS), "--pending", str(pending))
+    assert code == 1, out
+    assert "cannot place 1 pods of cpu=1, nvidia.com/gpu=1.5 (w)" in " ".join(out.split())
+    assert "neither whole GPUs nor a share of one GPU" in " ".join(out.split())
+    result = CliRunner().invoke(
+        app, ["plan", "--pools", str(POOLS), "--pending", str(pending), "--json"]
+    )
+    data = json.loads(result.stdout)
+    assert data["launches"] == [] and data["hourly_cost"] == 0
+    assert data["unplaceable"][0]["workloads"] == ["w"]
+
+
+def test_the_autoscaler_buys_no_node_for_a_gpu_request_no_node_can_serve(tmp_path: Path) -> None:
+    """It once launched a g5.12xlarge for 1.5 GPUs and kept it until consolidation."""
+    scenario = write(
+        tmp_path,
+        "s.yaml",
+        "cluster: {nodes: []}\n"
+        "policy: {teams: [{name: a, quota: [{resources: {nvidia.com/gpu: 8, cpu: 64}}]}]}\n"
+        "node_pools: [{name: gpu, families: [g5], capacity_types: [on-demand]}]\n"
+        f"workloads:\n  - {GPU_AND_A_HALF}\n",
+    )
+    result = CliRunner().invoke(app, ["scenario", "run", str(scenario), "--json"])
+    data = json.loads(result.stdout)
+    assert data["nodes"] == []
+    assert data["workloads"]["w"]["state"] == "pending"
+    assert "neither whole GPUs nor a share of one GPU" in data["workloads"]["w"]["pending_reason"]
+
+
+def test_warm_capacity_without_an_autoscaled_policy_says_it_is_unused() -> None:
+    """``--warm-capacity`` with fixed-cluster policies only was ignored without a word."""
+    result = CliRunner().invoke(
+        app,
+        [
+            *("simulate", "--trace", "helios", "--start-day", "14", "--days", "0.1"),
+            *("-p", "static", "--warm-capacity", "{}", "--json"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)
+    assert "--warm-capacity applies to -autoscale policies" in " ".join(result.stderr.split())
+
+
+def test_policy_validate_warns_of_a_quota_flavor_no_catalog_type_matches(tmp_path: Path) -> None:
+    """``{instance_type: ml.g5.8xlarg, resources: ...}`` was "valid", a quota on a flavor no
+    node would ever count in (flavors may be custom node types, so a warning, not an error)."""
+    policy = write(
+        tmp_path,
+        "policy.yaml",
+        "teams:\n  - name: v\n"
+        "    quota: [{instance_type: ml.g5.8xlarg, resources: {nvidia.com/gpu: 2}}]\n",
+    )
+    result = CliRunner().invoke(app, ["policy", "validate", str(policy)], env={"COLUMNS": "1000"})
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("valid:")
+    warning = " ".join(result.stderr.split())
+    assert warning.startswith("warning: teams[0](v).quota[0]: unknown instance type")
+    assert "did you mean ml.g5.8xlarge" in warning
+    ok = write(tmp_path, "ok.yaml", POLICY)
+    assert CliRunner().invoke(app, ["policy", "validate", str(ok)]).stderr == ""

@@ -259,6 +259,20 @@ def test_kueue_accepts_parsed_documents_and_kubectl_lists() -> None:
     assert import_kueue(wrapped) == kueue_fixture("kueue_borrowing.yaml")
 
 
+def test_kueue_misspelt_kind_is_noted_with_the_kind_meant() -> None:
+    """``kind: ClusterQueu`` imported nothing, noted only as "not supported; ignored"."""
+    docs = [
+        {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueu", "metadata": {"name": "q"}}
+    ]
+    policy = import_kueue(docs)
+
+    assert policy.teams == []
+    assert (
+        "ClusterQueu/q: kind ClusterQueu: not supported; ignored (did you mean ClusterQueue?)"
+        in (policy.notes)
+    )
+
+
 def test_kueue_local_queue_for_an_unknown_cluster_queue_is_noted() -> None:
     docs = [
         {
@@ -329,6 +343,11 @@ def edit_uncovered_resource(docs: list[dict[str, Any]]) -> None:
     team_a_cpu(docs)["name"] = "memory"
 
 
+def edit_misspelt_nominal_quota(docs: list[dict[str, Any]]) -> None:
+    resource = team_a_cpu(docs)
+    resource["nominalQuta"] = resource.pop("nominalQuota")
+
+
 @pytest.mark.parametrize(
     ("edit", "path", "reason"),
     [
@@ -363,6 +382,11 @@ def edit_uncovered_resource(docs: list[dict[str, Any]]) -> None:
             "ClusterQueue/team-a.spec.resourceGroups[0].flavors[0].resources[0].name",
             "'memory' is not listed in coveredResources",
         ),
+        (  # once "not a Kubernetes quantity: None", the typo only in notes never shown
+            edit_misspelt_nominal_quota,
+            "ClusterQueue/team-a.spec.resourceGroups[0].flavors[0].resources[0].nominalQuota",
+            "required (unknown field here: nominalQuta)",
+        ),
     ],
     ids=[
         "undeclared-flavor",
@@ -372,6 +396,7 @@ def edit_uncovered_resource(docs: list[dict[str, Any]]) -> None:
         "unknown-preemption-policy",
         "weight-not-a-quantity",
         "resource-not-covered",
+        "nominal-quota-misspelt",
     ],
 )
 def test_kueue_invalid_input_names_path_and_reason(edit: Any, path: str, reason: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -45,3 +46,30 @@ def test_the_policy_shown_in_the_readme_is_the_example_file() -> None:
     shown = block.split("```yaml", 1)[1].split("```", 1)[0]
     example = (ROOT / "examples" / "policy.yaml").read_text(encoding="utf-8")
     assert yaml.safe_load(shown) == yaml.safe_load(example)
+
+
+def test_the_plan_command_of_the_tour_runs_as_described(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Launches, the LP lower bound, the pod no pool can run with its reason, exit code 1."""
+    command = re.findall(r"`fleetshare (plan --pools [^`]+)`", README)[0]
+    assert "exit code is 1" in README.split(command, 1)[1].split("6. ", 1)[0]
+    monkeypatch.chdir(ROOT)
+    text = CliRunner().invoke(app, command.split(), env={"COLUMNS": "200"})
+    assert text.exit_code == 1, text.output
+    assert "LP lower bound" in text.stdout
+    assert "cannot place 1 pods of cpu=1000 (too-big): no instance type" in text.stdout
+    data = json.loads(CliRunner().invoke(app, [*command.split(), "--json"]).stdout)
+    assert data["launches"] and data["unplaceable"][0]["workloads"] == ["too-big"]
+
+
+def test_the_scenario_json_shown_in_the_tour_matches_the_run() -> None:
+    """The README's excerpt of ``scenario run hyperpod-walkthrough --json``: same values."""
+    shown = README.split("Add `--json` for one machine-readable object:", 1)[1]
+    shown = shown.split("```json", 1)[1].split("```", 1)[0]
+    result = CliRunner().invoke(app, ["scenario", "run", "hyperpod-walkthrough", "--json"])
+    data = json.loads(result.stdout)
+    a = data["workloads"]["a-training"]
+    for key in ("state", "borrowed"):
+        assert f'"{key}": {json.dumps(a[key])}' in shown
+    assert float(re.findall(r'"admitted_at": ([0-9.]+)', shown)[0]) == a["admitted_at"]
+    assert json.dumps(a["preemptions"][0]) in shown
+    assert f'"placement": {json.dumps(a["placement"])}' in shown

@@ -109,6 +109,17 @@ def test_text_output_is_a_timeline_and_failed_expectations_exit_1(tmp_path: Path
     assert "NOT as expected" in bad.output
 
 
+def test_failed_expectations_with_json_say_why_on_stderr(tmp_path: Path) -> None:
+    """``--json`` keeps stdout one JSON object; the exit code 1 once came with no reason."""
+    text = SCENARIOS["kueue-reclaim"].read_text().replace("reason: reclaim", "reason: priority")
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(text)
+    bad = CliRunner().invoke(app, ["scenario", "run", str(wrong), "--json"])
+    assert bad.exit_code == 1
+    assert json.loads(bad.stdout)["scenario"] == "kueue-reclaim"  # its name: field
+    assert "NOT as expected" in bad.stderr and "expected 'priority', got 'reclaim'" in bad.stderr
+
+
 def test_invalid_scenario_names_the_field_and_reason(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(
@@ -178,3 +189,17 @@ def test_policy_validate_rejects_with_field_and_reason(tmp_path: Path) -> None:
     assert "cluster.priority_classes[0](x).weight" in result.output
     assert "teams[0](a).sharing" in result.output
     assert "count gives whole instances" in result.output
+
+
+def test_the_diurnal_scenario_describes_its_own_settings() -> None:
+    """``scenario run`` prints the description; it once gave 3% noise and a floor of 25
+    replicas from 08:30 to 17:30 while the file had 8% and 34 from 09:00 to 17:00."""
+    scenario = load_scenario(SCENARIOS["inference-diurnal"])
+    text = " ".join(scenario.description.split())
+    service = scenario.spec.services[0]
+    noise = service.traffic.pattern.noise
+    floor = service.floors[0]
+    hour = int(floor.schedule.split()[1])
+    end = hour + floor.duration_seconds / 3600
+    assert f"{noise:.0%} noise" in text, text
+    assert f"floor of {floor.min_replicas} replicas from {hour:02d}:00 to {int(end):02d}:00" in text

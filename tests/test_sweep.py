@@ -155,3 +155,19 @@ def test_simulate_returns_frames_per_policy_team_and_job() -> None:
     assert json.dumps(sim.input["facts"])  # plain data
     with pytest.raises(ValueError, match="give a trace or a scenario"):
         fleetshare.simulate()
+
+
+def test_errors_raised_in_a_worker_process_reach_the_caller() -> None:
+    """Exceptions are pickled back from a worker: one that does not unpickle breaks the pool
+    (``BrokenProcessPool``) and hides the message."""
+    import pickle
+
+    from fleetshare.inputs import InputError
+    from fleetshare.policy.errors import PolicyError
+
+    policy = PolicyError([("teams[0](a).fair_share_weight", "must be >= 0")], "variant policy")
+    back = pickle.loads(pickle.dumps(policy))
+    assert str(back) == str(policy) and back.problems == policy.problems
+    bad_input = InputError("trace.csv", "row 3: not a number")
+    back_input = pickle.loads(pickle.dumps(bad_input))
+    assert str(back_input) == "trace.csv: row 3: not a number" and back_input.why == bad_input.why

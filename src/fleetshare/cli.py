@@ -118,12 +118,35 @@ def validate_policy(
         _fail(str(exc))
     console = Console()
     console.print(f"[green]valid:[/] {len(policy.teams)} teams, {len(policy.groups)} groups")
+    if model.implicit_flavors:  # flavors are instance types: one the catalog lacks is a typo
+        _warn_unknown_quota_types(policy, catalog)
     for name, node in model.nodes.items():
         quota = ", ".join(
             f"{res}={format_quantity(v, res)} on {flavor}{_instances(flavor, res, v, catalog)}"
             for (flavor, res), v in sorted(node.quota.items())
         )
         console.print(f"  {'team' if node.is_team else 'group'} {name}: {quota or 'no quota'}")
+
+
+def _warn_unknown_quota_types(policy: Any, catalog: Catalog) -> None:
+    """A warning (stderr) per quota on an instance type the catalog does not know: no node of
+    a catalog type counts in it (custom node types may, so it is not an error)."""
+    from fleetshare.policy.schema import DEFAULT_FLAVOR
+
+    err = Console(stderr=True)
+    for kind, owners in (("groups", policy.groups), ("teams", policy.teams)):
+        for i, owner in enumerate(owners):
+            for j, entry in enumerate(owner.quota):
+                if entry.flavor == DEFAULT_FLAVOR or entry.flavor in catalog:
+                    continue
+                try:
+                    catalog.get(entry.flavor)
+                except KeyError as exc:
+                    err.print(
+                        f"[yellow]warning:[/] {kind}[{i}]({owner.name}).quota[{j}]: "
+                        f"{str(exc).strip(chr(34))} (no node of a known type counts in it)",
+                        highlight=False,
+                    )
 
 
 def _instances(flavor: str, resource: str, amount: int, catalog: Catalog) -> str:
@@ -184,13 +207,21 @@ def list_scenarios() -> None:
         console.print(path.stem, highlight=False)
 
 
-def _resolve(name: str) -> Path:
+def _resolve(name: str, *, or_trace: bool = False) -> Path:
+    """A scenario file or bundled scenario name; ``or_trace`` when a trace name would also do
+    (the message lists the traces)."""
     path = Path(name)
     if path.exists():
         return path
     for bundled in bundled_scenarios():
         if bundled.stem == name:
             return bundled
+    if or_trace:
+        from fleetshare.traces import TRACES
+
+        raise typer.BadParameter(
+            f"no trace, file or bundled scenario {name!r}; traces: {', '.join(TRACES)}"
+        )
     raise typer.BadParameter(f"no file {name!r} and no bundled scenario of that name")
 
 
@@ -230,12 +261,7 @@ def run(
             outputs[path.stem] = data
         else:
             print_text(result, console)
-            if result.scenario.expect and check:
-                verdict = "[green]as expected[/]" if not problems else "[red]NOT as expected[/]"
-                console.print(f"expectations: {verdict}")
-            for problem in problems:
-                console.print(f"  [red]✗[/] {problem}", highlight=False)
-            console.print()
+        _verdict(path, bool(result.scenario.expect and check), problems, as_json, console)
     if as_json:
         print(json.dumps(outputs[paths[0].stem] if len(paths) == 1 else outputs, indent=2))
     if failed:
@@ -296,13 +322,28 @@ def _run_services(
         outputs[path.stem] = data
     else:
         console.print(table([result]))
-        if expect and check:
-            verdict = "[green]as expected[/]" if not problems else "[red]NOT as expected[/]"
-            console.print(f"expectations: {verdict}")
-        for problem in problems:
-            console.print(f"  [red]✗[/] {problem}", highlight=False)
-        console.print()
+    _verdict(path, bool(expect and check), problems, as_json, console)
     return bool(problems)
+
+
+def _verdict(
+    path: Path, checked: bool, problems: list[str], as_json: bool, console: Console
+) -> None:
+    """The expectations' verdict after a scenario's output; with ``--json`` only a failed one,
+    on stderr (stdout keeps one JSON object)."""
+    if as_json:
+        if problems:
+            err = Console(stderr=True)
+            err.print(f"{path.stem}: expectations: [red]NOT as expected[/]", highlight=False)
+            for problem in problems:
+                err.print(f"  [red]✗[/] {problem}", highlight=False)
+        return
+    if checked:
+        verdict = "[green]as expected[/]" if not problems else "[red]NOT as expected[/]"
+        console.print(f"expectations: {verdict}")
+    for problem in problems:
+        console.print(f"  [red]✗[/] {problem}", highlight=False)
+    console.print()
 
 
 @app.command("plan")
@@ -312,7 +353,11 @@ def plan(
     nodes: Annotated[Path | None, typer.Option("--nodes", help="existing nodes (YAML)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
-    """What the provisioner would launch now: the cheapest nodes for the pending pods."""
+    """What the provisioner would launch now: the cheapest nodes for the pending pods.
+
+    Exit code 1 when some pods cannot be placed (the plan for the rest is still printed),
+    2 for bad input.
+    """
     from fleetshare.model.catalog import load_catalog
     from fleetshare.scenario.planning import describe, plan_to_json, run_plan
 
@@ -326,6 +371,10 @@ def plan(
             raise typer.Exit(1)
         return
     console = Console()
+    if not result.launches and not result.unplaceable:
+        where = f"fit on existing nodes: {', '.join(fits_now)}" if fits_now else "no pending pods"
+        console.print(f"nothing to launch: {where}", highlight=False)
+        return
     table = Table(title="launch now", title_justify="left")
     for column in ("pool", "instance type", "zone", "capacity", "count", "$/h each", "$/h"):
         table.add_column(column)
@@ -364,15 +413,12 @@ def plan(
         raise typer.Exit(1)
 
 
-def _policy_help() -> str:
+def _policy_help(*, default: bool = True) -> str:
     from fleetshare.simulate.showcase import DEFAULT_POLICIES
     from fleetshare.simulate.variants import VARIANTS
 
-    return (
-        "policy variant to compare (repeatable): "
-        + ", ".join(VARIANTS)
-        + f". Default: {', '.join(DEFAULT_POLICIES)}"
-    )
+    text = "policy variant to compare (repeatable): " + ", ".join(VARIANTS)
+    return text + (f". Default: {', '.join(DEFAULT_POLICIES)}" if default else "")
 
 
 @app.command("simulate")
@@ -480,7 +526,7 @@ def simulate(
     ref = scenario if scenario is not None else trace
     if ref is not None and ref not in TRACES:
         try:
-            path = _resolve(ref)
+            path = _resolve(ref, or_trace=trace is not None)
             if load_scenario(path).spec.services:
                 if options or days is not None or start_day is not None or jobs is not None:
                     _fail("--days, --start-day, --option and --jobs do not apply to services")
@@ -524,6 +570,12 @@ def simulate(
     except typer.BadParameter as exc:
         _fail(str(exc))
     err = Console(stderr=True)
+    if warm_capacity is not None and not any(v.autoscale for v in chosen):
+        err.print(
+            "[yellow]note:[/] --warm-capacity applies to -autoscale policies; none chosen, "
+            "so it is not used",
+            highlight=False,
+        )
     if not inp.nodes:
         skipped = [v.name for v in chosen if not v.autoscale]
         chosen = [v for v in chosen if v.autoscale]
@@ -636,7 +688,7 @@ def sweep_command(
     trace: Annotated[str, typer.Option("--trace", metavar="NAME", help="a trace (helios, ...)")],
     out: Annotated[Path, typer.Option("--out", help="folder for runs.parquet and teams.parquet")],
     policies: Annotated[
-        list[str], typer.Option("--policy", "-p", metavar="P", help=_policy_help())
+        list[str], typer.Option("--policy", "-p", metavar="P", help=_policy_help(default=False))
     ],
     params: Annotated[
         list[str] | None,
@@ -676,9 +728,11 @@ def sweep_command(
 
     from fleetshare.simulate.api import Sweep, frame
     from fleetshare.simulate.sweep import points, run_sweep
+    from fleetshare.traces import trace_options
 
     _report_folder(out)
     try:
+        trace_options(trace)  # an unknown trace is refused before the sweep starts
         opts = _trace_options(options or [])
         if days is not None:
             opts["days"] = days
@@ -689,7 +743,11 @@ def sweep_command(
             name, sep, text = item.partition("=")
             if not sep or not name.strip():
                 raise ValueError(f"--param wants NAME=V1,V2,..., got {item!r}")
-            grid[name.strip()] = [parse_yaml(v, f"--param {name.strip()}") for v in text.split(",")]
+            values = text.split(",")
+            if any(not v.strip() for v in values):
+                hint = " (write none for no limit)" if name.strip() == "borrow_limit" else ""
+                raise ValueError(f"sweep parameter {name.strip()}: an empty value{hint}")
+            grid[name.strip()] = [parse_yaml(v, f"--param {name.strip()}") for v in values]
         sweep_points = points(policies, grid, seeds or [0])
     except (ValueError, TypeError) as exc:
         _fail(str(exc))
@@ -1447,13 +1505,20 @@ def _warm_setting(
 ) -> Any:
     """``--warm-capacity``: the setting, with the trace's demand of the ``history_days``
     before its window as the forecaster's history (unless the setting gives one)."""
+    from pydantic import ValidationError
+
     from fleetshare.autoscaling.warm import WarmCapacity
+    from fleetshare.policy.schema import validation_problems
     from fleetshare.simulate.run import demand_before
 
     data = parse_yaml(text, "--warm-capacity")
     if not isinstance(data, dict):
         raise ValueError("--warm-capacity: give a mapping, e.g. '{horizon_seconds: 1800}'")
-    setting = WarmCapacity.model_validate(data)
+    try:
+        setting = WarmCapacity.model_validate(data)
+    except ValidationError as exc:
+        why = "; ".join(f"{path}: {reason}" for path, reason in validation_problems(exc, data))
+        raise ValueError(f"--warm-capacity: {why}") from None
     if "history" not in data and history_days > 0:
         history = demand_before(trace, options, history_days, setting.resource or resource)
         setting = setting.model_copy(update={"history": history})

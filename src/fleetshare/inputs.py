@@ -77,6 +77,10 @@ class InputError(ValueError):
         self.why = why
         super().__init__(f"{source}: {why}")
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[str, str]]:
+        """Picklable with its own arguments (a worker process's error reaches the caller)."""
+        return (type(self), (self.source, self.why))
+
 
 def check_file(path: Path, source: str | None = None) -> int:
     """The size of ``path``, or :class:`InputError` when it is no readable regular file."""

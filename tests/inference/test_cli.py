@@ -58,3 +58,34 @@ def test_the_plain_runner_refuses_services_rather_than_ignore_them() -> None:
     path = next(p for p in bundled_scenarios() if p.stem == "inference-diurnal")
     with pytest.raises(ScenarioError, match="has services"):
         run_scenario(load_scenario(path))
+
+
+def test_a_floor_with_an_impossible_schedule_is_refused_when_the_scenario_loads(
+    tmp_path: Path,
+) -> None:
+    """``0 25 * * 1-5`` (hour 25) was accepted and failed mid-run with croniter's words and
+    no field: ``[0 25 * * 1-5] is not acceptable, out of range``."""
+    from fleetshare.cli import bundled_scenarios
+
+    source = next(p for p in bundled_scenarios() if p.stem == "inference-diurnal")
+    bad = tmp_path / "bad-floor.yaml"
+    bad.write_text(source.read_text().replace('"0 9 * * 1-5"', '"0 25 * * 1-5"'))
+    with pytest.raises(ScenarioError, match=r"floors\[0\]\.schedule.*not a valid cron"):
+        load_scenario(bad)
+    result = CliRunner().invoke(app, ["simulate", str(bad)], env={"COLUMNS": "1000"})
+    assert result.exit_code == 2
+    assert "services[0](chat).floors[0].schedule" in result.output
+    assert "'0 25 * * 1-5' is not a valid cron expression" in result.output
+
+
+def test_a_service_error_names_the_file(tmp_path: Path) -> None:
+    """Errors in a service's team or priority named the field but not the file, unlike every
+    other scenario error."""
+    from fleetshare.cli import bundled_scenarios
+
+    source = next(p for p in bundled_scenarios() if p.stem == "inference-diurnal")
+    bad = tmp_path / "bad-priority.yaml"
+    bad.write_text(source.read_text().replace("priority: inference", "priority: inferenc"))
+    result = CliRunner().invoke(app, ["simulate", str(bad)], env={"COLUMNS": "1000"})
+    assert result.exit_code == 2
+    assert f"error: {bad}: services[0](chat).priority: unknown priority class" in result.output

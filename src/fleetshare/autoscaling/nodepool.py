@@ -183,8 +183,9 @@ def _unknown(kind: str, name: str, known: Iterable[str]) -> str:
 def pool_problems(pool: NodePool, catalog: Catalog) -> list[tuple[str, str]]:
     """``(.field, why)`` for every name in ``pool`` the catalog does not know (instance
     types, families, GPU models, instance groups' and schedules' types; ``ml.`` names map to
-    their EC2 names) and, when they are all known, ``("", why)`` for rules that together allow
-    no instance type. A pool naming a typo would otherwise launch nothing, its work waiting."""
+    their EC2 names), an empty ``capacity_types``, and, when the names are all known,
+    ``("", why)`` for rules that together allow no instance type. A pool naming a typo would
+    otherwise launch nothing, its work waiting."""
     out: list[tuple[str, str]] = []
     names = [i.name for i in catalog]
     for j, name in enumerate(pool.instance_types):
@@ -206,6 +207,14 @@ def pool_problems(pool: NodePool, catalog: Catalog) -> list[tuple[str, str]]:
         if schedule.instance_type is not None and schedule.instance_type not in catalog:
             why = _unknown("instance type", schedule.instance_type, names)
             out.append((f".schedules[{j}].instance_type", why))
+    if not pool.capacity_types:
+        out.append(
+            (
+                ".capacity_types",
+                "empty: the pool could launch nothing (give on-demand, "
+                "spot or reserved, or leave it out for on-demand)",
+            )
+        )
     if not out and not any(pool.allows(i) for i in catalog):
         rules = [
             f"{key} {value}"

@@ -2,7 +2,8 @@
 
 The autoscaler provisions only for these — work within its team's quota, or within the team's
 borrowing limits given what the other teams leave unused — never for work that would stay
-pending for quota reasons however many nodes were added. Workloads are taken in the order the
+pending for quota reasons however many nodes were added, nor for pods no node can hold as
+asked (1.5 GPUs: neither whole GPUs nor a share of one). Workloads are taken in the order the
 admission cycle would take them (within quota first, then priority, then submit time), and
 each one found admissible takes its quota on paper, so two workloads cannot both count on the
 same unused quota.
@@ -20,6 +21,7 @@ from fleetshare.governance.state import CycleState, StateCache, podset_usage, us
 from fleetshare.model.catalog import ec2_name
 from fleetshare.model.node import INSTANCE_TYPE_LABEL
 from fleetshare.model.workload import PodSet, Workload
+from fleetshare.placement.gpu_slots import request_problem
 from fleetshare.placement.predicate import label_value
 from fleetshare.policy.schema import DEFAULT_FLAVOR
 
@@ -96,7 +98,7 @@ def admissible_demand(
         if rules is None or not rules.enabled:
             blocked[wl.name] = f"team {wl.team!r} has no enabled quota"
             continue
-        unavailable = rules.unavailable(wl)
+        unavailable = rules.unavailable(wl) or _unservable(wl, engine.model.quota_only)
         if unavailable is not None:
             blocked[wl.name] = unavailable
             continue
@@ -137,6 +139,16 @@ def admissible_demand(
         if wl.name not in nominated:
             out.append(Demand(wl, found, tuple(selectors[f] for f in found), within))
     return out, blocked
+
+
+def _unservable(wl: Workload, quota_only: frozenset[str]) -> str | None:
+    """Why no node, bought or not, can ever hold a pod of ``wl`` as asked (a GPU request
+    neither whole nor a share of one GPU; part of a MIG slice); None when nodes could."""
+    for podset in wl.podsets:
+        problem = request_problem(podset.requests, quota_only)
+        if problem is not None:
+            return f"pod set {podset.name!r} asks {problem}"
+    return None
 
 
 def _assign(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from fleetshare.inputs import Count, StrictModel
 
@@ -199,6 +199,15 @@ class FloorSpec(StrictModel):
     schedule: str = Field(min_length=1)
     duration_seconds: float = Field(gt=0, le=7 * 86_400)
     min_replicas: Count = Field(ge=1)
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        from fleetshare.autoscaling.cron import is_valid
+
+        if not is_valid(value):
+            raise ValueError(f"{value!r} is not a valid cron expression")
+        return value
 
 
 class ForecastSpec(StrictModel):

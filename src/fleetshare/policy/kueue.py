@@ -48,6 +48,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from difflib import get_close_matches
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -251,7 +252,9 @@ def _objects(docs: list[Any], report: ImportReport) -> list[_Object]:
             objects.append(_Object(kind, name, f"{kind}/{name}" if name else kind, doc))
         elif kind not in _TOP_FIELDS:
             reason = _KIND_UNSUPPORTED.get(kind, "not supported; ignored")
-            report.note(label, f"kind {kind}: {reason}")
+            meant = get_close_matches(kind, [*_TOP_FIELDS, "Configuration"], n=1, cutoff=0.8)
+            hint = f" (did you mean {meant[0]}?)" if meant and kind not in _KIND_UNSUPPORTED else ""
+            report.note(label, f"kind {kind}: {reason}{hint}")
         elif not name:
             report.problem(f"{label}.metadata.name", "required")
         else:
@@ -477,7 +480,13 @@ class _QuotaReader:
             return
         if covered and name not in covered:
             self.report.problem(f"{where}.name", f"{name!r} is not listed in coveredResources")
-        amount = _quantity(resource.get("nominalQuota"), f"{where}.nominalQuota", self.report)
+        amount: Quantity | None = None
+        if "nominalQuota" in resource:
+            amount = _quantity(resource["nominalQuota"], f"{where}.nominalQuota", self.report)
+        else:  # required in Kueue's API; a misspelling is the likely cause
+            unknown = [key for key in resource if key not in fields]
+            hint = f" (unknown field here: {', '.join(unknown)})" if unknown else ""
+            self.report.problem(f"{where}.nominalQuota", f"required{hint}")
         if amount is not None:
             nominal[name] = amount
         if "borrowingLimit" in resource:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from fleetshare.model.quantity import to_number
 from fleetshare.model.resources import render
 from fleetshare.model.workload import Workload
 from fleetshare.placement.fit import NodeFit, NoFit, PlacementPlan
+from fleetshare.placement.gpu_slots import request_problem
 from fleetshare.placement.topology import constraint
 from fleetshare.policy.schema import validation_problems
 from fleetshare.scenario.loader import ScenarioError, build_nodes
@@ -218,8 +220,16 @@ def run_plan(
                     f"{nodes_path}: nodes[{i}]: {exc.args[0] if exc.args else exc}"
                 ) from None
     shapes, fits_now = shapes_after_existing(workloads, nodes)
-    plan = plan_nodes(shapes, pools, catalog, simulated_offerings(catalog, pools))
-    return plan, shapes, fits_now
+    # pods no node can hold as asked (1.5 GPUs) are not planned: governance never places them
+    asks = {i: request_problem(dict(s.requests)) for i, s in enumerate(shapes)}
+    kept = [s for i, s in enumerate(shapes) if asks[i] is None]
+    refused = [s for i, s in enumerate(shapes) if asks[i] is not None]
+    plan = plan_nodes(kept, pools, catalog, simulated_offerings(catalog, pools))
+    if refused:
+        reasons = [f"asks {asks[i]}" for i in asks if asks[i] is not None]
+        unplaceable = {**plan.unplaceable, **{len(kept) + j: r for j, r in enumerate(reasons)}}
+        plan = replace(plan, unplaceable=unplaceable)
+    return plan, kept + refused, fits_now
 
 
 def describe(shape: PodShape) -> str:

@@ -155,7 +155,10 @@ def compare(path: Path, options: Sequence[str] = OPTIONS) -> tuple[list[OptionRe
         raise ScenarioError(f"{path}: has no services to compare options for")
     if not scenario.spec.node_pools:
         raise ScenarioError(f"{path}: services need node_pools (capacity that follows them)")
-    services = build_services(scenario, path.parent)
+    try:
+        services = build_services(scenario, path.parent)
+    except ScenarioError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None
     results, notes = [], []
     for option in options:
         missing = [s.name for s in services if not s.has(option)]

@@ -65,6 +65,8 @@ def points(
         check_parameter(name)
         if not values:
             raise ValueError(f"sweep parameter {name}: give at least one value")
+        for value in values:
+            check_value(name, value)
     if not seeds:
         raise ValueError("give at least one seed")
     names = list(grid)
@@ -76,12 +78,38 @@ def points(
     return out
 
 
+def check_value(name: str, value: Any) -> None:
+    """Raise ValueError naming the parameter and the field unless ``value`` gives a valid
+    policy (the policy schema's rules, checked before any run starts)."""
+    from fleetshare.policy.errors import PolicyError
+    from fleetshare.policy.schema import load_policy
+
+    team = name.split(".", 1)[1] if name.startswith("fair_share_weight.") else "team"
+    try:
+        load_policy(apply({"teams": [{"name": team}]}, [(name, value)]))
+    except PolicyError as exc:
+        why = "; ".join(f"{path.rsplit('.', 1)[-1]}: {reason}" for path, reason in exc.problems)
+        raise ValueError(f"sweep parameter {name}={value}: {why}") from None
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"sweep parameter {name}={value}: {exc}") from None
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (ValueError, TypeError):
+        raise ValueError(f"want a number, got {value!r}") from None
+
+
 def _borrow_limits(value: Any) -> list[dict[str, Any]]:
     text = str(value).strip()
     if text.lower() in ("none", "null", ""):
         return []
     if text.endswith("%"):
-        return [{"percent_of_idle": float(text[:-1])}]
+        try:
+            return [{"percent_of_idle": float(text[:-1])}]
+        except ValueError:
+            raise ValueError(f"want a percentage such as 50%, got {text!r}") from None
     return [{"absolute": value}]
 
 
@@ -96,7 +124,7 @@ def apply(policy: dict[str, Any], params: Sequence[tuple[str, Any]]) -> dict[str
                 team["borrow_limits"] = _borrow_limits(value)
         elif name == "min_runtime":
             cluster["preemption"] = {**(cluster.get("preemption") or {})}
-            cluster["preemption"]["min_runtime_seconds"] = float(value)
+            cluster["preemption"]["min_runtime_seconds"] = _number(value)
         else:
             check_parameter(name)
             wanted = name.split(".", 1)[1]
@@ -104,7 +132,7 @@ def apply(policy: dict[str, Any], params: Sequence[tuple[str, Any]]) -> dict[str
             if not found:
                 known = ", ".join(str(t.get("name")) for t in teams)
                 raise ValueError(f"{name}: no team {wanted!r}; teams: {known}")
-            found[0]["fair_share_weight"] = float(value)
+            found[0]["fair_share_weight"] = _number(value)
     out["teams"] = teams
     out["cluster"] = cluster
     return out
