@@ -228,8 +228,11 @@ def check_name(spec: WorkloadSpec) -> None:
     with a ``/``, or ``.`` or ``..`` (which URLs resolve away), could never be read, explained
     or cancelled, so it is refused (422 on ``name``)."""
     if "/" in spec.name or spec.name in (".", ".."):
-        why = f"{spec.name!r}: a workload name may not hold '/' nor be '.' or '..' (it names "
-        raise SubmissionError([(["body", "name"], why + "the workload in URLs)")])
+        why = (
+            f"{spec.name!r}: a workload name may not hold '/' nor be '.' or '..' "
+            "(it names the workload in URLs)"
+        )
+        raise SubmissionError([(["body", "name"], why)])
 
 
 def _amount(milli: int) -> int | str:
