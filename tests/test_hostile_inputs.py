@@ -936,6 +936,16 @@ def test_warm_capacity_without_an_autoscaled_policy_says_it_is_unused() -> None:
     assert "--warm-capacity applies to -autoscale policies" in " ".join(result.stderr.split())
 
 
+def test_policy_validate_counts_in_words(tmp_path: Path) -> None:
+    """One team and no group read as such, not "1 teams, 0 groups"."""
+    policy = write(
+        tmp_path, "one.yaml", "teams:\n  - name: solo\n    quota: [{resources: {cpu: 4}}]\n"
+    )
+    result = CliRunner().invoke(app, ["policy", "validate", str(policy)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("valid: 1 team, 0 groups\n")
+
+
 def test_policy_validate_warns_of_a_quota_flavor_no_catalog_type_matches(tmp_path: Path) -> None:
     """``{instance_type: ml.g5.8xlarg, resources: ...}`` was "valid", a quota on a flavor no
     node would ever count in (flavors may be custom node types, so a warning, not an error)."""

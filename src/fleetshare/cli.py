@@ -117,7 +117,10 @@ def validate_policy(
     except (PolicyError, InputError) as exc:
         _fail(str(exc))
     console = Console()
-    console.print(f"[green]valid:[/] {len(policy.teams)} teams, {len(policy.groups)} groups")
+    from fleetshare.autoscaling.disruption.types import plural
+
+    teams, groups = plural(len(policy.teams), "team"), plural(len(policy.groups), "group")
+    console.print(f"[green]valid:[/] {teams}, {groups}")
     if model.implicit_flavors:  # flavors are instance types: one the catalog lacks is a typo
         _warn_unknown_quota_types(policy, catalog)
     for name, node in model.nodes.items():
