@@ -124,6 +124,7 @@ class NodeFit:
             by_flavor.setdefault(flavor, []).append(i)
         self._by_flavor = {f: np.array(ix, np.int64) for f, ix in by_flavor.items()}
         self._eligible: dict[tuple[object, ...], IntArray] = {}
+        self._larger: dict[tuple[object, ...], bool] = {}  # see larger_than_every_node
         self._domains: dict[str, IntArray] = {}
         self._vectors: dict[int, tuple[Mapping[str, int], tuple[IntArray, IntArray] | None]] = {}
         self._flavor_free: dict[str | None, IntArray] = {
@@ -155,6 +156,7 @@ class NodeFit:
         new.flavor = self.flavor
         new._by_flavor = self._by_flavor
         new._eligible = self._eligible
+        new._larger = self._larger
         new._domains = self._domains
         new._vectors = self._vectors
         new._flavor_free = {f: totals.copy() for f, totals in self._flavor_free.items()}
@@ -190,12 +192,7 @@ class NodeFit:
 
     def eligible(self, flavor: str, podset: PodSet) -> IntArray:
         """Indices of the flavor's nodes whose labels and taints admit the pod set."""
-        key = (
-            flavor,
-            tuple(sorted(podset.node_selector.items())),
-            podset.tolerations,
-            podset.affinity,
-        )
+        key = _eligibility(flavor, podset)
         found = self._eligible.get(key)
         if found is None:
             candidates = self._by_flavor.get(flavor, np.zeros(0, np.int64))
@@ -490,7 +487,14 @@ class NodeFit:
         for flavor, podset in zip(flavors, podsets, strict=True):
             rows = self.eligible(flavor, podset)
             vec = self._vector(podset.requests)
-            if len(rows) and vec is not None and self._larger_than_any(rows, vec):
+            if not len(rows) or vec is None:
+                continue
+            # the nodes' allocatable is fixed: one answer per eligibility and request
+            key = (*_eligibility(flavor, podset), vec[0].tobytes(), vec[1].tobytes())
+            larger = self._larger.get(key)
+            if larger is None:
+                larger = self._larger[key] = self._larger_than_any(rows, vec)
+            if larger:
                 return _larger_message(flavor, podset, rows)
         return None
 
@@ -642,3 +646,13 @@ def _choose(rows: IntArray, counts: IntArray, wanted: int) -> list[tuple[int, in
 
 def _larger_message(flavor: str, podset: PodSet, rows: IntArray) -> str:
     return f"a pod of {podset.name!r} is larger than any {flavor} node ({len(rows)} nodes)"
+
+
+def _eligibility(flavor: str, podset: PodSet) -> tuple[object, ...]:
+    """What decides which of a flavor's nodes admit a pod set (labels, taints, affinity)."""
+    return (
+        flavor,
+        tuple(sorted(podset.node_selector.items())),
+        podset.tolerations,
+        podset.affinity,
+    )
