@@ -274,7 +274,7 @@ class Cycle:
         if self._held is None and options:
             # quota is checked before the nodes: say first when no node could ever hold a pod
             larger = [self.state.fit.larger_than_every_node(o.flavors, wl.podsets) for o in options]
-            if all(larger) and larger[0] not in problems:
+            if all(larger) and not any(str(larger[0]) in p for p in problems):
                 problems.insert(0, str(larger[0]))
         reason = self._held or "; ".join(dict.fromkeys(problems)) or "does not fit"
         self._pend(wl, reason)
