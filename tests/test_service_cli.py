@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -108,6 +109,11 @@ def test_client_commands(server: Server, tmp_path: Path) -> None:
     assert json.loads(explained.stdout)["state"] == "pending"
     table = runner.invoke(app, ["job", "list", *common], env={"FLEETSHARE_TOKEN": team_a})
     assert "cli-1" in table.stdout and "admitted" in table.stdout
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", table.stdout)  # times carry their zone
+    quotas = runner.invoke(app, ["team", "list", *common, "--token", admin])
+    assert re.search(r"memory=[0-9.]+Gi", quotas.stdout) and "e+" not in quotas.stdout, (
+        quotas.stdout
+    )
     teams = runner.invoke(app, ["team", "list", *common, "--token", admin, "--json"])
     assert [t["name"] for t in json.loads(teams.stdout)] == ["team-a", "team-b"]
     show = runner.invoke(app, ["team", "show", "team-a", *common, "--token", team_a])

@@ -241,3 +241,27 @@ def test_cli_events_follow(server: Server, tokens: dict[str, str]) -> None:
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.mark.parametrize("position", [2**63 - 1, 2**63, 2**64, 10**30])
+def test_a_position_past_any_id_is_answered_not_a_500(
+    server: Server, tokens: dict[str, str], position: int
+) -> None:
+    """Ids are 64-bit (SQLite's INTEGER): ``?after=`` up to 2^63 - 1 is a position past every
+    event (an empty page), beyond it a 422 naming ``after``; it was a 500 (integer overflow)
+    any token could cause, and it broke the event stream."""
+    with server.client(tokens["team:team-a"]) as team:
+        for path in ("/api/v1/events", "/api/v1/workloads"):
+            page = team.get(path, params={"after": position})
+            if position <= 2**63 - 1:
+                assert page.status_code == 200, page.text
+                assert page.json() == {"items": [], "next_after": None}
+            else:
+                assert page.status_code == 422, page.text
+                assert [e["loc"] for e in page.json()["detail"]] == [["query", "after"]]
+        if position > 2**63 - 1:  # (a valid one opens a stream that never ends)
+            stream = team.get("/api/v1/events/stream", headers={"Last-Event-ID": str(position)})
+            assert stream.status_code == 422, stream.text
+            assert [e["loc"] for e in stream.json()["detail"]] == [["header", "Last-Event-ID"]]
+        # still served: the next request works
+        assert team.get("/api/v1/events").status_code == 200

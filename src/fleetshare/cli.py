@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Sequence
 from enum import StrEnum
 from importlib.resources import files
 from pathlib import Path
@@ -12,16 +13,24 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
 import typer
 import yaml
-from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
+
+try:  # typer 0.2x carries a copy of click of its own, whose errors its commands raise
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover - an older typer, on click itself
+    from click import exceptions as click_errors  # type: ignore[no-redef]
 
 # The engine (numpy, scipy, pydantic models) is imported inside the commands that run it,
 # so that ``fleetshare --help`` and the client commands start fast.
+from fleetshare import terminal
 from fleetshare.inputs import InputError, parse_yaml, parse_yaml_all, read_text
 from fleetshare.policy.errors import PolicyError
 from fleetshare.scenario.errors import ScenarioError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from fleetshare.model.catalog import Catalog
 
 DEBUG_ENV = "FLEETSHARE_DEBUG"
@@ -42,16 +51,47 @@ class _App(typer.Typer):
             if debug:
                 raise
             message = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
-            Console(stderr=True).print(
+            terminal.stderr().print(
                 f"[red]error:[/] {message} (run with --debug for the traceback)",
                 highlight=False,
             )
             raise SystemExit(1) from None
 
 
+class _Commands(TyperGroup):
+    """The command group. A usage error prints as click prints it, ``Error: <message>`` on
+    one line, not in typer's box, which wraps the message at the width of a terminal (80
+    columns in a pipe) and broke every script that greps it."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        windows_expand_args: bool = True,
+        **extra: Any,
+    ) -> Any:
+        call = (args, prog_name, complete_var, False, windows_expand_args)
+        if not standalone_mode:
+            return super().main(*call, **extra)
+        try:
+            code = super().main(*call, **extra)
+        except click_errors.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            print("Aborted!", file=sys.stderr)
+            sys.exit(1)
+        # without standalone mode, typer.Exit comes back as its exit code; a command that
+        # returned normally comes back as its return value (None)
+        sys.exit(code if isinstance(code, int) and not isinstance(code, bool) else 0)
+
+
 HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
 
 app = _App(
+    cls=_Commands,
     help="fleetshare: fair sharing and right-sizing of shared accelerator clusters.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -95,7 +135,7 @@ class Source(StrEnum):
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
-    Console(stderr=True).print(f"[red]error:[/] {message}", highlight=False)
+    terminal.stderr().print(f"[red]error:[/] {message}", highlight=False)
     raise typer.Exit(code)
 
 
@@ -116,7 +156,7 @@ def validate_policy(
         model = compile_policy(policy, catalog)
     except (PolicyError, InputError) as exc:
         _fail(str(exc))
-    console = Console()
+    console = terminal.stdout()
     from fleetshare.autoscaling.disruption.types import plural
 
     teams, groups = plural(len(policy.teams), "team"), plural(len(policy.groups), "group")
@@ -136,7 +176,7 @@ def _warn_unknown_quota_types(policy: Any, catalog: Catalog) -> None:
     a catalog type counts in it (custom node types may, so it is not an error)."""
     from fleetshare.policy.schema import DEFAULT_FLAVOR
 
-    err = Console(stderr=True)
+    err = terminal.stderr()
     for kind, owners in (("groups", policy.groups), ("teams", policy.teams)):
         for i, owner in enumerate(owners):
             for j, entry in enumerate(owner.quota):
@@ -193,7 +233,7 @@ def import_policy(
     data = policy.model_dump(mode="json", exclude_defaults=True)
     print(yaml.safe_dump(data, sort_keys=False), end="")
     for note in policy.notes:
-        Console(stderr=True).print(f"[yellow]note:[/] {note}", highlight=False)
+        terminal.stderr().print(f"[yellow]note:[/] {note}", highlight=False)
 
 
 def bundled_scenarios() -> list[Path]:
@@ -205,7 +245,7 @@ def bundled_scenarios() -> list[Path]:
 @scenario_app.command("list")
 def list_scenarios() -> None:
     """List the bundled example scenarios."""
-    console = Console()
+    console = terminal.stdout()
     for path in bundled_scenarios():
         console.print(path.stem, highlight=False)
 
@@ -242,7 +282,7 @@ def run(
     from fleetshare.scenario.loader import load_scenario
     from fleetshare.scenario.report import print_text, to_json
 
-    console = Console()
+    console = terminal.stdout()
     paths = bundled_scenarios() if all_bundled else [_resolve(f) for f in files_ or []]
     if not paths:
         raise typer.BadParameter("name a scenario file, or use --all")
@@ -278,7 +318,7 @@ def _run_with_progress(scenario: Any) -> Any:
 
     from fleetshare.scenario.runner import ProgressRunner
 
-    err = Console(stderr=True)
+    err = terminal.stderr()
     if not err.is_terminal:
         return ProgressRunner(scenario, None).run()
     progress = Progress(
@@ -336,7 +376,7 @@ def _verdict(
     on stderr (stdout keeps one JSON object)."""
     if as_json:
         if problems:
-            err = Console(stderr=True)
+            err = terminal.stderr()
             err.print(f"{path.stem}: expectations: [red]NOT as expected[/]", highlight=False)
             for problem in problems:
                 err.print(f"  [red]✗[/] {problem}", highlight=False)
@@ -373,7 +413,7 @@ def plan(
         if result.unplaceable:
             raise typer.Exit(1)
         return
-    console = Console()
+    console = terminal.stdout()
     if not result.launches and not result.unplaceable:
         where = f"fit on existing nodes: {', '.join(fits_now)}" if fits_now else "no pending pods"
         console.print(f"nothing to launch: {where}", highlight=False)
@@ -572,7 +612,7 @@ def simulate(
         _fail(str(exc))
     except typer.BadParameter as exc:
         _fail(str(exc))
-    err = Console(stderr=True)
+    err = terminal.stderr()
     if warm_capacity is not None and not any(v.autoscale for v in chosen):
         err.print(
             "[yellow]note:[/] --warm-capacity applies to -autoscale policies; none chosen, "
@@ -620,9 +660,7 @@ def simulate(
     if as_json:
         print(json.dumps(sim_json(inp, results), indent=2))
     else:
-        console = Console()
-        if not console.is_terminal:
-            console = Console(width=max(console.width, 160))
+        console = terminal.stdout()
         for r in results:
             if r.never_served:
                 console.print(f"[bold red]{r.name}[/]: {r.never_served}", highlight=False)
@@ -653,9 +691,7 @@ def _simulate_services(
     if as_json:
         print(json.dumps(data, indent=2))
     else:
-        console = Console()
-        if not console.is_terminal:
-            console = Console(width=max(console.width, 200))
+        console = terminal.stdout()
         console.print(table(results))
         for name, row in data["versus_reactive"].items():
             fewer = row["fewer_violation_minutes_x"]
@@ -670,7 +706,7 @@ def _simulate_services(
     if out is not None:
         (out / "services.json").write_text(json.dumps(data, indent=2))
         for written in write_charts(out, path.stem, results):
-            Console(stderr=True).print(f"wrote {written}", highlight=False)
+            terminal.stderr().print(f"wrote {written}", highlight=False)
 
 
 def _report_folder(out: Path) -> None:
@@ -754,7 +790,7 @@ def sweep_command(
         sweep_points = points(policies, grid, seeds or [0])
     except (ValueError, TypeError) as exc:
         _fail(str(exc))
-    err = Console(stderr=True)
+    err = terminal.stderr()
     progress = Progress(
         TextColumn("sweep"),
         BarColumn(),
@@ -894,7 +930,7 @@ def serve(
             loop_process.attach(plane)
         tune_garbage_collector()
         where = f"loop process {loop_process.pid}" if loop_process else plane.role()
-        Console(stderr=True).print(
+        terminal.stderr().print(
             f"fleetshare serving on http://{host}:{port} (store {plane.store.display_url}, "
             f"{where})",
             highlight=False,
@@ -932,7 +968,7 @@ def token_create(
         token_id, token = create_token(store, scope, name)
     except ScopeError as exc:
         _fail(str(exc))
-    Console(stderr=True).print(f"token {token_id} ({scope}); keep it, it is not shown again:")
+    terminal.stderr().print(f"token {token_id} ({scope}); keep it, it is not shown again:")
     print(token)
 
 
@@ -959,7 +995,7 @@ def token_list(db: DbOption = None, as_json: JsonOption = False) -> None:
             _when(t["created_at"]),
             _when(t["revoked_at"]) if t["revoked_at"] else "",
         )
-    Console().print(table)
+    terminal.stdout().print(table)
 
 
 @token_app.command("revoke")
@@ -975,15 +1011,22 @@ def token_revoke(
     store.create()
     if not revoke_token(store, token_id):
         _fail(f"no active token {token_id}", 1)
-    Console(stderr=True).print(f"token {token_id} revoked")
+    terminal.stderr().print(f"token {token_id} revoked")
 
 
-def _when(unix: float | None) -> str:
+def _when(moment: str | float | None) -> str:
+    """A time from the API (ISO 8601 text, or Unix seconds) as people read it, with its zone:
+    ``2026-12-06 20:26:29 UTC``."""
     from datetime import UTC, datetime
 
-    if unix is None:
+    if moment is None or moment == "":
         return ""
-    return datetime.fromtimestamp(unix, UTC).strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(moment, str):
+        parsed = datetime.fromisoformat(moment)
+        parsed = parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    else:
+        parsed = datetime.fromtimestamp(moment, UTC)
+    return parsed.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _client(server: str | None, token: str | None) -> Any:
@@ -1006,8 +1049,12 @@ def _call(server: str | None, token: str | None, what: Any) -> Any:
 
 
 def _amounts(vector: dict[str, Any]) -> str:
+    """Amounts in base units (the API's numbers) as quantities: ``memory=231.08Gi``."""
+    from fleetshare.model.quantity import MILLI, format_quantity
+
     return ", ".join(
-        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in vector.items()
+        f"{k}={format_quantity(round(v * MILLI), k)}" if isinstance(v, int | float) else f"{k}={v}"
+        for k, v in vector.items()
     )
 
 
@@ -1033,7 +1080,7 @@ def team_list(
             str(t["pending"]),
             str(t["admitted"]),
         )
-    Console().print(table)
+    terminal.stdout().print(table)
 
 
 @team_app.command("show")
@@ -1048,7 +1095,7 @@ def team_show(
     if as_json:
         print(json.dumps(team, indent=2))
         return
-    console = Console()
+    console = terminal.stdout()
     console.print(
         f"[bold]{team['name']}[/] (cohort {team['cohort'] or '-'}): {team['pending']} pending, "
         f"{team['admitted']} admitted"
@@ -1102,9 +1149,9 @@ def job_submit(
         print(json.dumps(submitted if len(submitted) > 1 else submitted[0], indent=2))
         return
     for wl in submitted:
-        Console().print(f"submitted {wl['name']} (team {wl['team']})", highlight=False)
+        terminal.stdout().print(f"submitted {wl['name']} (team {wl['team']})", highlight=False)
         for note in wl.get("notes", []):
-            Console(stderr=True).print(f"  note: {note}", highlight=False)
+            terminal.stderr().print(f"  note: {note}", highlight=False)
 
 
 @job_app.command("list")
@@ -1135,12 +1182,12 @@ def job_list(
             w["team"],
             w["state"],
             str(w["pods"]),
-            (w["submitted_at"] or "")[:19],
-            (w["admitted_at"] or "")[:19],
+            _when(w["submitted_at"]),
+            _when(w["admitted_at"]),
             ", ".join(w["nodes"]),
             why,
         )
-    Console().print(table)
+    terminal.stdout().print(table)
 
 
 @job_app.command("cancel")
@@ -1155,7 +1202,7 @@ def job_cancel(
     if as_json:
         print(json.dumps(out, indent=2))
         return
-    Console().print(f"cancelled {out['name']}", highlight=False)
+    terminal.stdout().print(f"cancelled {out['name']}", highlight=False)
 
 
 @job_app.command("explain")
@@ -1170,7 +1217,7 @@ def job_explain(
     if as_json:
         print(json.dumps(out, indent=2))
         return
-    console = Console()
+    console = terminal.stdout()
     line = f"[bold]{out['name']}[/] (team {out['team']}): {out['state']}"
     if out["queue_position"]:
         line += f", #{out['queue_position']} in its team's queue"
@@ -1207,7 +1254,7 @@ def service_list(
         table.add_column(column)
     for s in items:
         table.add_row(*_service_row(s))
-    Console().print(table)
+    terminal.stdout().print(table)
 
 
 @service_app.command("show")
@@ -1222,10 +1269,10 @@ def service_show(
     if as_json:
         print(json.dumps(s, indent=2))
         return
-    console = Console()
+    console = terminal.stdout()
     scaler = s["spec"]["scaler"]
     console.print(
-        f"[bold]{s['name']}[/] (team {s['team']}), registered {s['created_at'][:19]} by "
+        f"[bold]{s['name']}[/] (team {s['team']}), registered {_when(s['created_at'])} by "
         f"{s['created_by']}",
         highlight=False,
     )
@@ -1287,9 +1334,9 @@ def service_apply(
         print(json.dumps(out, indent=2))
         return
     done = "registered" if created else "updated"
-    Console().print(f"{done} service {out['name']} (team {out['team']})", highlight=False)
+    terminal.stdout().print(f"{done} service {out['name']} (team {out['team']})", highlight=False)
     for note in notes:
-        Console(stderr=True).print(f"  note: {note}", highlight=False)
+        terminal.stderr().print(f"  note: {note}", highlight=False)
 
 
 @service_app.command("delete")
@@ -1304,7 +1351,7 @@ def service_delete(
     if as_json:
         print(json.dumps(out, indent=2))
         return
-    Console().print(f"deleted service {out['name']}", highlight=False)
+    terminal.stdout().print(f"deleted service {out['name']}", highlight=False)
 
 
 @nodes_app.callback()
@@ -1344,7 +1391,7 @@ def nodes_list(
             "" if price is None else f"{price:.3f}",
             ", ".join(n["workloads"]),
         )
-    Console().print(table)
+    terminal.stdout().print(table)
 
 
 def _node_action(
@@ -1354,7 +1401,9 @@ def _node_action(
     if as_json:
         print(json.dumps(out, indent=2))
         return
-    Console().print(f"{action} {out['node']}: sent (the loop applies it at once)", highlight=False)
+    terminal.stdout().print(
+        f"{action} {out['node']}: sent (the loop applies it at once)", highlight=False
+    )
 
 
 @nodes_app.command("cordon")
@@ -1391,9 +1440,9 @@ def nodes_drain(
 
 
 def _print_pools(out: dict[str, Any]) -> None:
-    console = Console()
+    console = terminal.stdout()
     where = "the config file" if out["source"] == "config" else f"version {out['version']}"
-    by = f" by {out['author']} at {(out['created_at'] or '')[:19]}" if out["author"] else ""
+    by = f" by {out['author']} at {_when(out['created_at'])}" if out["author"] else ""
     console.print(f"node pools of {where}{by}", highlight=False)
     table = Table()
     for column in ("pool", "instance types", "capacity", "nodes", "used", "limits"):
@@ -1470,7 +1519,7 @@ def events_command(
     (/api/v1/events/stream), resuming where it was when the connection drops."""
     from fleetshare.service.client import ClientError
 
-    console = Console()
+    console = terminal.stdout()
 
     def show(event: dict[str, Any]) -> None:
         if as_json:
@@ -1479,7 +1528,7 @@ def events_command(
         details = " ".join(f"{k}={v}" for k, v in event["details"].items())
         who = event["workload"] or ""
         console.print(
-            f"{event['id']:>6} {event['at'][:19]} {event['kind']:<9} {who} {details}",
+            f"{event['id']:>6} {_when(event['at'])} {event['kind']:<9} {who} {details}",
             highlight=False,
         )
 

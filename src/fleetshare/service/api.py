@@ -625,7 +625,9 @@ def create_app(
         state: Annotated[
             Literal["pending", "admitted", "finished", "cancelled"] | None, Query()
         ] = None,
-        after: Annotated[int, Query(ge=0, description="list ids after this one")] = 0,
+        after: Annotated[
+            int, Query(ge=0, le=tables.MAX_ID, description="list ids after this one")
+        ] = 0,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     ) -> WorkloadPage:
         """Workloads in submit order, filtered by team and state, a page at a time."""
@@ -768,7 +770,8 @@ def create_app(
         request: Request,
         who: Who,
         after: Annotated[
-            int | None, Query(ge=0, description="start after this event id (default: now)")
+            int | None,
+            Query(ge=0, le=tables.MAX_ID, description="start after this event id (default: now)"),
         ] = None,
         backlog: Annotated[
             int,
@@ -788,8 +791,8 @@ def create_app(
         a comment every 15 s keeps it open. It starts after ``Last-Event-ID`` (a reconnect),
         else after ``?after=``, else at the latest event (less ``backlog`` of them)."""
         start = after
-        if last_event_id is not None and last_event_id.strip().isdigit():
-            start = int(last_event_id.strip())
+        if last_event_id is not None:
+            start = _event_position(last_event_id)
         if start is None:
             start = await run_in_threadpool(stream_start, who, backlog)
         if not streams.enter():
@@ -907,7 +910,9 @@ def create_app(
     @app.get("/api/v1/events", response_model=EventPage, tags=["events"])
     def list_events(
         who: Who,
-        after: Annotated[int, Query(ge=0, description="events with ids after this one")] = 0,
+        after: Annotated[
+            int, Query(ge=0, le=tables.MAX_ID, description="events with ids after this one")
+        ] = 0,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
     ) -> EventPage:
         """The event log in order (admit, preempt with reason, finish, cancel, node join and
@@ -950,6 +955,23 @@ async def _known_query(request: Request) -> None:
                 for name in unknown
             ]
         )
+
+
+def _event_position(last_event_id: str) -> int:
+    """The position a reconnecting stream sends back: one of the ids it was sent (422 on the
+    header otherwise)."""
+    text = last_event_id.strip()
+    if not (text.isascii() and text.isdigit() and int(text) <= tables.MAX_ID):
+        raise RequestValidationError(
+            [
+                {
+                    "loc": ["header", "Last-Event-ID"],
+                    "msg": f"an event id, 0 to {tables.MAX_ID}",
+                    "type": "value_error",
+                }
+            ]
+        )
+    return int(text)
 
 
 class _Static(StaticFiles):

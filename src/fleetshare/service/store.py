@@ -88,6 +88,10 @@ meta = Table(
     Column("value", Text, nullable=False),
 )
 
+MAX_ID = 2**63 - 1
+"""The largest row id, and so the largest position (``?after=``) the API takes: a 64-bit
+signed integer, what SQLite's INTEGER holds (a larger one does not even compare there)."""
+
 policy_versions = Table(
     "policy_versions",
     metadata,
