@@ -808,7 +808,7 @@ def test_help_does_not_load_the_engine() -> None:
 @pytest.mark.parametrize(
     ("param", "words"),
     [
-        ("borrow_limit=150%", "borrow_limit=150%: percent_of_idle: Input should be less than"),
+        ("borrow_limit=10001%", "borrow_limit=10001%: percent_of_idle: Input should be less than"),
         ("borrow_limit=-5", "borrow_limit=-5: absolute: quantity must not be negative"),
         ("borrow_limit=x%", "borrow_limit=x%: want a percentage such as 50%"),
         ("min_runtime=-5", "min_runtime=-5: min_runtime_seconds: Input should be greater"),

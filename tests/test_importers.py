@@ -449,29 +449,33 @@ def test_hyperpod_walkthrough_teams(name: str) -> None:
 
     assert team.quota == [QuotaEntry(flavor="ml.g5.8xlarge", count=2)]
     assert team.sharing is SharingStrategy.LEND_AND_BORROW
-    assert team.borrow_limits == [BorrowLimit(percent_of_quota=50)]
+    # "The values can be 1 - 500 percent of idle compute that the team is allowed to borrow.
+    # Default is 50." (ResourceSharingConfig.BorrowLimit)
+    assert team.borrow_limits == [BorrowLimit(percent_of_idle=50)]
     assert team.preempt_team_tasks is PreemptTeamTasks.LOWER_PRIORITY
     assert team.enabled is True
     assert team.fair_share_weight == 0  # HyperPod's default weight
     assert team.local_queues == [f"hyperpod-ns-{name}/hyperpod-ns-{name}-localqueue"]
 
 
-def test_hyperpod_idle_reading_gives_percent_of_idle() -> None:
-    policy = import_hyperpod(walkthrough(), borrow_limit_reading="idle")
+def test_hyperpod_quota_reading_gives_percent_of_quota() -> None:
+    policy = import_hyperpod(walkthrough(), borrow_limit_reading="quota")
 
-    assert policy.team("team-a").borrow_limits == [BorrowLimit(percent_of_idle=50)]
-    assert any("percentage of idle compute" in n for n in policy.notes)
+    assert policy.team("team-a").borrow_limits == [BorrowLimit(percent_of_quota=50)]
+    assert any("percentage of each team's own quota" in n for n in policy.notes)
+    default = import_hyperpod(walkthrough())
+    assert any("percentage of idle compute, as the API model" in n for n in default.notes)
 
 
-def test_hyperpod_idle_reading_clamps_to_100_with_a_note() -> None:
+def test_hyperpod_borrow_limit_above_100_of_idle_never_binds_and_says_so() -> None:
     data = walkthrough()
     data["ComputeQuotas"][0]["ComputeQuotaConfig"]["ResourceSharingConfig"]["BorrowLimit"] = 250
 
-    policy = import_hyperpod(data, borrow_limit_reading="idle")
+    policy = import_hyperpod(data)
 
-    assert policy.team("team-a").borrow_limits == [BorrowLimit(percent_of_idle=100)]
-    assert any("250% of idle compute clamped to 100%" in n for n in policy.notes)
-    quota = import_hyperpod(data).team("team-a").borrow_limits
+    assert policy.team("team-a").borrow_limits == [BorrowLimit(percent_of_idle=250)]
+    assert any("250% of idle compute: above 100% it never binds" in n for n in policy.notes)
+    quota = import_hyperpod(data, borrow_limit_reading="quota").team("team-a").borrow_limits
     assert quota == [BorrowLimit(percent_of_quota=250)]
 
 
@@ -509,7 +513,9 @@ def test_hyperpod_defaults_to_lend_and_borrow_with_50_percent() -> None:
     team = import_hyperpod(quota({})).team("ml")
 
     assert team.sharing is SharingStrategy.LEND_AND_BORROW
-    assert team.borrow_limits == [BorrowLimit(percent_of_quota=50)]
+    # "The values can be 1 - 500 percent of idle compute that the team is allowed to borrow.
+    # Default is 50." (ResourceSharingConfig.BorrowLimit)
+    assert team.borrow_limits == [BorrowLimit(percent_of_idle=50)]
     assert team.preempt_team_tasks is PreemptTeamTasks.LOWER_PRIORITY
 
 
@@ -556,7 +562,7 @@ def test_hyperpod_absolute_borrow_limits_per_resource() -> None:
     team = import_hyperpod(quota({"ResourceSharingConfig": sharing})).team("ml")
 
     assert team.borrow_limits == [
-        BorrowLimit(percent_of_quota=100),
+        BorrowLimit(percent_of_idle=100),
         BorrowLimit(resource="nvidia.com/gpu", flavor="ml.p4d.24xlarge", absolute=2),
         BorrowLimit(resource="cpu", flavor="ml.p4d.24xlarge", absolute="12.5"),
         BorrowLimit(resource="memory", flavor="ml.p4d.24xlarge", absolute="64Gi"),

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 import yaml
@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover - an older typer, on click itself
 from fleetshare import terminal
 from fleetshare.inputs import InputError, parse_yaml, parse_yaml_all, read_text
 from fleetshare.policy.errors import PolicyError
+from fleetshare.policy.reading import DEFAULT_READING, BorrowLimitReading
 from fleetshare.scenario.errors import ScenarioError
 
 if TYPE_CHECKING:
@@ -134,6 +135,26 @@ class Source(StrEnum):
     HYPERPOD = "hyperpod"
 
 
+class Reading(StrEnum):
+    """How HyperPod's BorrowLimit is read (:mod:`fleetshare.policy.reading`)."""
+
+    IDLE = "idle"
+    QUOTA = "quota"
+
+    def literal(self) -> BorrowLimitReading:
+        return "idle" if self is Reading.IDLE else "quota"
+
+
+DEFAULT_READING_OPTION = Reading(DEFAULT_READING)
+ReadingOption = Annotated[
+    Reading,
+    typer.Option(
+        help="HyperPod BorrowLimit as a percent of idle compute (as its API model says) or "
+        "of the team's quota (as its walkthrough behaves)"
+    ),
+]
+
+
 def _fail(message: str, code: int = 2) -> NoReturn:
     terminal.stderr().print(f"[red]error:[/] {message}", highlight=False)
     raise typer.Exit(code)
@@ -209,25 +230,18 @@ def _instances(flavor: str, resource: str, amount: int, catalog: Catalog) -> str
 def import_policy(
     source: Annotated[Source, typer.Argument(help="format of FILE")],
     path: Annotated[Path, typer.Argument(help="Kueue YAML or HyperPod JSON file")],
-    borrow_limit_reading: Annotated[
-        str, typer.Option(help="HyperPod BorrowLimit as percent of 'quota' or of 'idle'")
-    ] = "quota",
+    borrow_limit_reading: ReadingOption = DEFAULT_READING_OPTION,
 ) -> None:
     """Convert a Kueue or HyperPod policy to fleetshare's format (YAML on stdout)."""
     from fleetshare.policy.hyperpod import import_hyperpod
     from fleetshare.policy.kueue import import_kueue
 
-    if borrow_limit_reading not in ("quota", "idle"):
-        _fail("--borrow-limit-reading must be quota or idle")
     try:
         text = read_text(path)
         if source == Source.KUEUE:
             policy = import_kueue(text)
         else:
-            reading: Literal["quota", "idle"] = (
-                "idle" if borrow_limit_reading == "idle" else "quota"
-            )
-            policy = import_hyperpod(text, borrow_limit_reading=reading)
+            policy = import_hyperpod(text, borrow_limit_reading=borrow_limit_reading.literal())
     except (PolicyError, InputError) as exc:
         _fail(str(exc))
     data = policy.model_dump(mode="json", exclude_defaults=True)
@@ -1050,12 +1064,9 @@ def _call(server: str | None, token: str | None, what: Any) -> Any:
 
 def _amounts(vector: dict[str, Any]) -> str:
     """Amounts in base units (the API's numbers) as quantities: ``memory=231.08Gi``."""
-    from fleetshare.model.quantity import MILLI, format_quantity
+    from fleetshare.model.quantity import format_amounts
 
-    return ", ".join(
-        f"{k}={format_quantity(round(v * MILLI), k)}" if isinstance(v, int | float) else f"{k}={v}"
-        for k, v in vector.items()
-    )
+    return format_amounts(vector)
 
 
 @team_app.command("list")
@@ -1730,9 +1741,7 @@ def operator_crds() -> None:
 def operator_convert(
     source: Annotated[Source, typer.Argument(help="format of FILE")],
     path: Annotated[Path, typer.Argument(help="Kueue YAML or HyperPod JSON file")],
-    borrow_limit_reading: Annotated[
-        str, typer.Option(help="HyperPod BorrowLimit as percent of 'quota' or of 'idle'")
-    ] = "quota",
+    borrow_limit_reading: ReadingOption = DEFAULT_READING_OPTION,
 ) -> None:
     """Convert Kueue ClusterQueues or HyperPod compute quotas to a ClusterPolicy and Team
     objects (YAML on stdout, for kubectl apply)."""
@@ -1740,17 +1749,12 @@ def operator_convert(
     from fleetshare.policy.hyperpod import import_hyperpod
     from fleetshare.policy.kueue import import_kueue
 
-    if borrow_limit_reading not in ("quota", "idle"):
-        _fail("--borrow-limit-reading must be quota or idle")
     try:
         text = read_text(path)
         if source == Source.KUEUE:
             policy = import_kueue(text)
         else:
-            reading: Literal["quota", "idle"] = (
-                "idle" if borrow_limit_reading == "idle" else "quota"
-            )
-            policy = import_hyperpod(text, borrow_limit_reading=reading)
+            policy = import_hyperpod(text, borrow_limit_reading=borrow_limit_reading.literal())
     except (PolicyError, InputError) as exc:
         _fail(str(exc))
     for note in policy.notes:

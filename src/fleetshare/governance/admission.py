@@ -21,7 +21,7 @@ from __future__ import annotations
 from fleetshare.governance.cycle import Carry, Cycle
 from fleetshare.governance.queues import PendingIndex, PendingMap
 from fleetshare.governance.queues import queue_key as queue_key
-from fleetshare.governance.quota import QuotaModel, compile_policy
+from fleetshare.governance.quota import QuotaModel, compile_policy, govern_nodes
 from fleetshare.governance.snapshot import CycleResult, Snapshot
 from fleetshare.governance.state import StateCache
 from fleetshare.model.catalog import Catalog
@@ -33,6 +33,7 @@ class Engine:
 
     def __init__(self, policy: Policy, catalog: Catalog | None = None) -> None:
         self.policy = policy
+        self.catalog = catalog
         self.model: QuotaModel = compile_policy(policy, catalog)
         self.cache: CycleCache | None = None
         """Used by :meth:`cycle` when it is given none (a runner sets one for its run)."""
@@ -51,6 +52,7 @@ class Engine:
         cycle run with that cache.
         """
         cache = cache if cache is not None else self.cache
+        self.model = govern_nodes(self.model, self.policy, self.catalog, snapshot.nodes)
         if cache is None:
             result = Cycle(self.model, self.policy, snapshot, CycleCache(), self.shortcuts).run()
             if isinstance(result.pending, PendingMap):

@@ -21,7 +21,7 @@ from fleetshare.model.catalog import (
 )
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import MILLI, format_quantity, parse_quantity
-from fleetshare.model.resources import CPU, MEMORY
+from fleetshare.model.resources import CPU, MEMORY, PODS
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import (
     DEFAULT_FLAVOR,
@@ -324,8 +324,14 @@ def _limit_flavors_known(policy: Policy, catalog: Catalog, quota_flavors: set[st
         raise PolicyError(problems)
 
 
-def compile_policy(policy: Policy, catalog: Catalog | None) -> QuotaModel:
-    """Resolve a policy into a :class:`QuotaModel`; raises PolicyError naming bad fields."""
+def compile_policy(
+    policy: Policy, catalog: Catalog | None, also_govern: Iterable[FR] = ()
+) -> QuotaModel:
+    """Resolve a policy into a :class:`QuotaModel`; raises PolicyError naming bad fields.
+
+    ``also_govern``: (flavor, resource) pairs no quota names that are governed all the same,
+    with no team holding any of them (the nodes' pairs, under ``unnamed_capacity:
+    unallocated``: see :func:`govern_nodes`)."""
     problems: list[tuple[str, str]] = []
     group_quota = {
         g.name: _quotas(g.quota, catalog, f"groups[{i}]({g.name})", problems)
@@ -340,6 +346,7 @@ def compile_policy(policy: Policy, catalog: Catalog | None) -> QuotaModel:
     all_quota = [*group_quota.values(), *team_quota.values()]
     governed = {fr for quota in all_quota for fr in quota}
     governed |= _scoped_frs([*policy.teams, *policy.groups])
+    governed |= set(also_govern)
     flavors, implicit = _flavors(policy, {f for f, _ in governed})
     known = {f.name for f in flavors}
     if implicit and catalog is not None:
@@ -407,3 +414,26 @@ def compile_policy(policy: Policy, catalog: Catalog | None) -> QuotaModel:
     quota_only = frozenset(r for t in policy.teams for g in t.quota_groups for r in g.resources)
     node_flavors = tuple(f for f in flavors if f.name not in quota_flavors)
     return QuotaModel(node_flavors, implicit, nodes, teams, frozenset(governed), quota_only)
+
+
+def govern_nodes(
+    model: QuotaModel, policy: Policy, catalog: Catalog | None, nodes: Iterable[Node]
+) -> QuotaModel:
+    """``model`` governing the nodes' capacity too, when the policy says capacity no quota
+    names is unallocated (``cluster.unnamed_capacity``): each (flavor, resource) the nodes
+    offer is governed with no quota for anyone, so it is idle compute, used only by borrowing
+    (HyperPod: a team holds only what its compute allocation names). ``model`` itself when
+    nothing is new: pairs once governed stay governed (a flavor whose nodes left has no
+    capacity to lend)."""
+    if policy.cluster.unnamed_capacity != "unallocated":
+        return model
+    offered = {
+        (flavor, resource)
+        for node in nodes
+        if (flavor := model.flavor_of(node)) is not None
+        for resource in node.allocatable
+        if resource != PODS
+    }
+    if offered <= model.governed:
+        return model
+    return compile_policy(policy, catalog, model.governed | offered)

@@ -429,10 +429,16 @@ class CycleState:
                 f"borrow limit for {res} on {flavor}: would borrow {q(borrow, res)}, limit "
                 f"{q(limit.amount, res)} ({limit.why})"
             )
+        unlent = 0 if self.cluster.idle_resource_sharing else self.tree.unallocated.get(fr, 0)
         return (
             f"not enough idle {res} on {flavor}: needs {q(value, res)}, {team} may take "
             f"{q(available, res)} (quota {q(quota, res)}, {q(used, res)} in use, "
             f"{q(max(0, pool), res)} idle in the cluster)"
+            + (
+                f"; {q(unlent, res)} unallocated is not lent: idle resource sharing is off"
+                if unlent
+                else ""
+            )
         )
 
     def dominant_share(self, team: str, extra: Mapping[FR, int] | None = None) -> float:

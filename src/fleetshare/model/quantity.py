@@ -100,6 +100,14 @@ def format_quantity(milli: int, resource: str = "") -> str:
     return f"{milli / MILLI:g}"
 
 
+def format_amounts(amounts: Mapping[str, int | float]) -> str:
+    """Amounts in base units (bytes, cores, devices: what the API and events carry) for people,
+    each as :func:`format_quantity` renders it: ``cpu=1, memory=1Gi, nvidia.com/gpu=1``."""
+    return ", ".join(
+        f"{name}={format_quantity(round(value * MILLI), name)}" for name, value in amounts.items()
+    )
+
+
 def check_quantities(values: Mapping[str, str | int | float]) -> None:
     """Raise ValueError naming the first entry that is not a quantity (for validators)."""
     for name, amount in values.items():

@@ -11,6 +11,8 @@ MEMORY = "memory"
 GPU = "nvidia.com/gpu"
 NEURON = "aws.amazon.com/neuron"
 MIG_PREFIX = "nvidia.com/mig-"
+PODS = "pods"
+"""Counted by the kubelet, not by quotas."""
 
 Resources = dict[str, int]
 """A resource vector: resource name -> amount in milli-units. Absent means zero."""

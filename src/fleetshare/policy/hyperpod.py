@@ -15,11 +15,15 @@ Mapping, HyperPod -> fleetshare:
   :class:`QuotaEntry` on flavor = ``InstanceType`` (Count / Accelerators / VCpu / MemoryInGiB /
   AcceleratorPartition kept as given; the engine resolves them against the catalog);
   ``ResourceSharingConfig.Strategy`` (default LendAndBorrow) -> ``sharing``; ``BorrowLimit``
-  (default 50 for LendAndBorrow) -> ``BorrowLimit(percent_of_quota=...)``, or with
-  ``borrow_limit_reading="idle"`` ``percent_of_idle`` clamped to 100; ``AbsoluteBorrowLimits`` ->
+  (default 50 for LendAndBorrow) -> ``BorrowLimit(percent_of_idle=...)`` as the API model
+  words it (above 100 it never binds), or with ``borrow_limit_reading="quota"``
+  ``percent_of_quota``, as HyperPod's walkthrough behaves; ``AbsoluteBorrowLimits`` ->
   absolute limits per (resource, instance type); ``PreemptTeamTasks`` (default LowerPriority);
   ``ActivationState`` Disabled -> ``enabled=False``; local queue
   ``hyperpod-ns-<team>/hyperpod-ns-<team>-localqueue``.
+- Every instance type of the cluster is governed (``cluster.unnamed_capacity: unallocated``,
+  said in a note): a team holds only what its allocations name; the capacity of an instance
+  type no allocation names is unallocated idle compute, usable only by borrowing.
 - ``InstanceType`` must be in the instance catalog (``ml.`` names map to EC2 names);
   ``Accelerators`` need a type with accelerators and ``AcceleratorPartition`` a MIG profile its
   GPUs offer. A quota above one instance (16 accelerators of an 8-GPU type) is valid: HyperPod
@@ -40,7 +44,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -55,6 +59,7 @@ from fleetshare.model.catalog import (
 from fleetshare.model.quantity import MILLI
 from fleetshare.model.resources import CPU, GPU, MEMORY, MIG_PREFIX, NEURON
 from fleetshare.policy.import_report import ImportReport
+from fleetshare.policy.reading import DEFAULT_READING, READINGS, BorrowLimitReading
 from fleetshare.policy.schema import (
     MAX_AMOUNT,
     AcceleratorPartition,
@@ -70,12 +75,22 @@ from fleetshare.policy.schema import (
     validation_problems,
 )
 
-__all__ = ["BorrowLimitReading", "accelerator_resource", "import_hyperpod", "local_queue_name"]
+__all__ = [
+    "DEFAULT_READING",
+    "BorrowLimitReading",
+    "accelerator_resource",
+    "import_hyperpod",
+    "local_queue_name",
+]
 
-BorrowLimitReading = Literal["quota", "idle"]
 SOURCE = "HyperPod task governance config"
 DEFAULT_BORROW_LIMIT = 50
 MAX_PRIORITY_CLASSES = 10
+UNNAMED_NOTE = (
+    "cluster: every instance type of the cluster is governed (unnamed_capacity: unallocated); "
+    "one no compute quota names is unallocated idle compute, which a team uses only by "
+    "borrowing (IdleResourceSharing Enabled, strategy LendAndBorrow, within its borrow limits)"
+)
 MAX_QUOTA_RESOURCES = 15
 
 _STATES = ("Enabled", "Disabled")
@@ -137,22 +152,23 @@ class _Amounts:
 def import_hyperpod(
     source: str | dict[str, Any] | list[Any],
     *,
-    borrow_limit_reading: BorrowLimitReading = "quota",
+    borrow_limit_reading: BorrowLimitReading = DEFAULT_READING,
 ) -> Policy:
     """Turn HyperPod cluster scheduler config and compute quotas into a fleetshare policy.
 
-    ``borrow_limit_reading`` says how to read BorrowLimit: ``"quota"`` (default) as a percentage
-    of the team's own quota, which reproduces HyperPod's public walkthrough; ``"idle"`` as a
-    percentage of idle compute, as the API reference words it.
+    ``borrow_limit_reading`` says how to read BorrowLimit: ``"idle"`` (default) as a
+    percentage of idle compute, as the API model words it; ``"quota"`` as a percentage of the
+    team's own quota, which is how HyperPod's public walkthrough behaves.
     """
-    if borrow_limit_reading not in ("quota", "idle"):
+    if borrow_limit_reading not in READINGS:
         raise ValueError(
-            f"borrow_limit_reading must be 'quota' or 'idle', not {borrow_limit_reading!r}"
+            f"borrow_limit_reading must be 'idle' or 'quota', not {borrow_limit_reading!r}"
         )
     report = ImportReport()
     sources = _Sources()
     _collect(_parse(source), "", sources, report)
     cluster = _cluster(sources.schedulers, report)
+    report.notes.append(UNNAMED_NOTE)
     teams = _teams(sources.quotas, borrow_limit_reading, report)
     if report.problems:
         raise PolicyError(report.problems, SOURCE)
@@ -308,7 +324,9 @@ def _cluster(schedulers: list[tuple[str, dict[str, Any]]], report: ImportReport)
             "cluster: no cluster scheduler config given; HyperPod's defaults used (FairShare "
             "Enabled, IdleResourceSharing Disabled, no priority classes)"
         )
-        return ClusterPolicy(fair_share=True, idle_resource_sharing=False)
+        return ClusterPolicy(
+            fair_share=True, idle_resource_sharing=False, unnamed_capacity="unallocated"
+        )
     path, settings = _unwrap_scheduler(*schedulers[0], report)
     _unknown_fields(settings, path, _SETTINGS, report)
     fair = _choice(settings.get("FairShare"), "Enabled", _STATES, _join(path, "FairShare"), report)
@@ -318,6 +336,7 @@ def _cluster(schedulers: list[tuple[str, dict[str, Any]]], report: ImportReport)
         priority_classes=_priority_classes(settings.get("PriorityClasses"), path, report),
         fair_share=fair == "Enabled",
         idle_resource_sharing=idle == "Enabled",
+        unnamed_capacity="unallocated",
     )
 
 
@@ -383,10 +402,15 @@ def _reading_note(reading: BorrowLimitReading) -> str:
     if reading == "quota":
         return (
             "BorrowLimit: read as a percentage of each team's own quota (as HyperPod's "
-            "walkthrough behaves); pass borrow_limit_reading='idle' to read it as a percentage "
-            "of idle compute"
+            "walkthrough behaves; borrow_limit_reading='quota'); the API model reads it as a "
+            "percentage of idle compute, the default"
         )
-    return "BorrowLimit: read as a percentage of idle compute (borrow_limit_reading='idle')"
+    return (
+        'BorrowLimit: read as a percentage of idle compute, as the API model words it ("1 - '
+        '500 percent of idle compute that the team is allowed to borrow"); '
+        "borrow_limit_reading='quota' reads it as a percentage of the team's own quota, as "
+        "HyperPod's walkthrough behaves"
+    )
 
 
 def _team(
@@ -599,12 +623,17 @@ def _sharing(
 def _percent_limit(
     percent: int, path: str, reading: BorrowLimitReading, report: ImportReport
 ) -> BorrowLimit:
-    """BorrowLimit as a percentage of the team's quota, or of idle compute (clamped to 100)."""
+    """BorrowLimit as a percentage of the team's quota, or of idle compute. Above 100% of idle
+    compute it never binds: a team cannot borrow more than is idle (HyperPod takes 1-500)."""
     if reading == "quota":
         return BorrowLimit(percent_of_quota=percent)
     if percent > 100:
-        report.note(f"{path}.BorrowLimit", f"{percent}% of idle compute clamped to 100%")
-    return BorrowLimit(percent_of_idle=min(percent, 100))
+        report.note(
+            f"{path}.BorrowLimit",
+            f"{percent}% of idle compute: above 100% it never binds (a team cannot borrow more "
+            "than is idle), so the team may borrow all idle compute",
+        )
+    return BorrowLimit(percent_of_idle=percent)
 
 
 def _absolute_limits(value: Any, path: str, report: ImportReport) -> list[BorrowLimit]:

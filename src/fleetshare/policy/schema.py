@@ -9,7 +9,7 @@ resolves them against the nodes and the instance catalog.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     AliasChoices,
@@ -176,6 +176,13 @@ class ClusterPolicy(_Strict):
         default=None,
         description="usage measurement for teams with admission_fair_sharing (null: off)",
     )
+    unnamed_capacity: Literal["ungoverned", "unallocated"] = Field(
+        default="ungoverned",
+        description="capacity of a flavor (instance type) that no quota names: ungoverned (any "
+        "team may use it, counted in no quota) or unallocated (idle compute no team holds, "
+        "used only by borrowing: with idle_resource_sharing, by teams that may borrow, within "
+        "their borrow limits; HyperPod governs every instance type of the cluster so)",
+    )
     placement: Placement = Field(
         default="default",
         description="how admitted pods are placed on nodes and GPUs: default (a pod set on the "
@@ -264,7 +271,14 @@ class BorrowLimit(LimitScope):
 
     absolute: Quantity | None = None
     percent_of_quota: float | None = Field(default=None, ge=0, le=10000)
-    percent_of_idle: float | None = Field(default=None, ge=0, le=100)
+    percent_of_idle: float | None = Field(
+        default=None,
+        ge=0,
+        le=10000,
+        description="percent of the idle pool; above 100 it never binds (a team cannot borrow "
+        "more than is idle), as HyperPod's BorrowLimit allows (1-500 by its docs, up to 10000 "
+        "by its API model)",
+    )
 
     _abs = field_validator("absolute")(_check_quantity)
 

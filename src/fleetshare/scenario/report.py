@@ -14,7 +14,7 @@ from fleetshare.governance.admission import Engine
 from fleetshare.governance.snapshot import Running, Snapshot
 from fleetshare.governance.state import CycleState
 from fleetshare.model.node import Node
-from fleetshare.model.quantity import format_quantity, to_number
+from fleetshare.model.quantity import format_amounts, format_quantity, to_number
 from fleetshare.scenario.runner import RunResult
 
 
@@ -152,7 +152,7 @@ def _event_line(event: dict[str, Any]) -> str:
     if kind == "submit":
         return f"[cyan]submit[/]   {wl} (team {event['team']}, {event['pods']} pods)"
     if kind == "admit":
-        borrowed = ", ".join(f"{k}={v}" for k, v in event["borrowed"].items())
+        borrowed = format_amounts(event["borrowed"])
         extra = f", borrowing {borrowed}" if borrowed else ""
         return f"[green]admit[/]    {wl} on {', '.join(event['flavors'])}{extra}"
     if kind == "preempt":

@@ -11,6 +11,7 @@ from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec, DoNotDisr
 from fleetshare.inference.spec import ServiceSpec
 from fleetshare.inputs import MAX_TOTAL_NODES, MAX_TOTAL_PODS, Count, StrictModel
 from fleetshare.model.quantity import check_quantities
+from fleetshare.policy.reading import DEFAULT_READING, BorrowLimitReading
 
 Quantity = str | int | float
 
@@ -244,7 +245,7 @@ class ScenarioSpec(_Strict):
     policy: dict[str, Any] | None = None
     kueue: str | list[dict[str, Any]] | None = None
     hyperpod: str | dict[str, Any] | list[Any] | None = None
-    hyperpod_borrow_limit: Literal["quota", "idle"] = "quota"
+    hyperpod_borrow_limit: BorrowLimitReading = DEFAULT_READING
     policy_overrides: dict[str, Any] = Field(default_factory=dict)
     policy_changes: list[PolicyChange] = Field(default_factory=list)
     workloads: list[WorkloadSpec] = Field(default_factory=list)

@@ -29,6 +29,7 @@ from starlette.types import Scope
 from fleetshare.governance.quota import compile_policy
 from fleetshare.inputs import InputError, parse_yaml
 from fleetshare.model.quantity import to_number
+from fleetshare.policy.reading import DEFAULT_READING, BorrowLimitReading
 from fleetshare.policy.schema import Policy, PolicyError, load_policy
 from fleetshare.scenario.report import team_usage
 from fleetshare.scenario.schema import WorkloadSpec
@@ -201,8 +202,10 @@ class PolicyIn(BaseModel):
     model_config = {"extra": "forbid"}
     format: Literal["fleetshare", "kueue", "hyperpod"] = "fleetshare"
     policy: dict[str, Any] | list[Any] | str
-    borrow_limit_reading: Literal["quota", "idle"] = Field(
-        default="quota", description="HyperPod BorrowLimit as a percent of quota or of idle"
+    borrow_limit_reading: BorrowLimitReading = Field(
+        default=DEFAULT_READING,
+        description="HyperPod BorrowLimit as a percent of idle compute (as its API model says) "
+        "or of the team's quota (as its walkthrough behaves)",
     )
 
 
