@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from fleetshare.governance.quota import resolve_entry
+from fleetshare.model.catalog import load_catalog
+from fleetshare.policy.schema import QuotaEntry
 from fleetshare.scenario.loader import ScenarioError
 from tests.conftest import run_case
 
@@ -471,7 +474,17 @@ def test_mig_partitions_are_capacity_and_quota() -> None:
     ]
     result = run_case(policy, nodes, jobs)
     assert state(result, "fits") == "admitted"
-    assert result["teams"]["a"]["quota"] == {"nvidia.com/mig-1g.5gb": 14}
+    # 14 of the 56 1g.5gb partitions a p4d.24xlarge offers: a quarter of its vCPU and memory
+    # come with them ("ratio-based values for those parameters based on the accelerator
+    # partition count you provide", SageMaker's AcceleratorPartitionConfig.Count)
+    quota = result["teams"]["a"]["quota"]
+    assert quota["nvidia.com/mig-1g.5gb"] == 14 and set(quota) == {
+        "nvidia.com/mig-1g.5gb",
+        "cpu",
+        "memory",
+    }
+    instance = load_catalog().get("p4d.24xlarge").allocatable
+    assert quota["cpu"] == pytest.approx(instance["cpu"] / 4 / 1000, abs=0.001)
     assert (
         "strategy DontLend does not borrow" in result["workloads"]["over-quota"]["pending_reason"]
     )
@@ -600,3 +613,47 @@ def test_group_borrowing_limit_caps_what_a_subtree_takes_from_outside() -> None:
     assert "not enough idle cpu" in result["workloads"]["j"]["pending_reason"]
     # prod's own team is not limited by research's cap
     assert state(run_case(policy, nodes, [cpu_job("k", "c", 16)]), "k") == "admitted"
+
+
+@pytest.mark.parametrize(
+    ("entry", "share", "accelerators"),
+    [
+        # "if you allocate 16 out of 32 total accelerators, SageMaker AI uses the ratio of 0.5
+        # and allocates values to vCPU and MemoryInGiB" (ComputeQuotaResourceConfig.Accelerators)
+        ({"accelerators": 4}, 0.5, 4),
+        # "if you allocate 20 out of 40 total vCPU, SageMaker AI uses the ratio of 0.5 and
+        # allocates values to MemoryInGiB. Accelerators are set to 0." (VCpu)
+        ({"vcpu": "half"}, 0.5, 0),
+        # "if you allocate 200 out of 400 total memory in GiB, SageMaker AI uses the ratio of
+        # 0.5 and allocates values to vCPU. Accelerators are set to 0." (MemoryInGiB)
+        ({"memory_gib": "half"}, 0.5, 0),
+        # "ratio-based values for those parameters based on the accelerator partition count"
+        # (AcceleratorPartitionConfig.Count): 14 of 8 GPUs x 7 slices
+        ({"accelerator_partition": {"type": "mig-1g.5gb", "count": 14}}, 0.25, None),
+    ],
+)
+def test_companion_amounts_follow_the_share_given(
+    entry: dict[str, Any], share: float, accelerators: int | None
+) -> None:
+    catalog = load_catalog()
+    whole = catalog.get("p4d.24xlarge").allocatable
+    if entry.get("vcpu") == "half":
+        entry = {"vcpu": whole["cpu"] / 2 / 1000}
+    if entry.get("memory_gib") == "half":
+        entry = {"memory_gib": whole["memory"] / 2 / 1000 / 2**30}
+    out = resolve_entry(QuotaEntry(flavor="p4d.24xlarge", **entry), catalog)
+    assert out["cpu"] == pytest.approx(whole["cpu"] * share, abs=1)
+    assert out["memory"] == pytest.approx(whole["memory"] * share, rel=1e-6)
+    assert out.get("nvidia.com/gpu") == (None if accelerators is None else accelerators * 1000)
+
+
+def test_amounts_given_are_kept_and_only_the_missing_follow() -> None:
+    catalog = load_catalog()
+    out = resolve_entry(QuotaEntry(flavor="p4d.24xlarge", accelerators=4, vcpu=10), catalog)
+    whole = catalog.get("p4d.24xlarge").allocatable
+    assert out["cpu"] == 10_000 and out["memory"] == whole["memory"] // 2
+    both = resolve_entry(QuotaEntry(flavor="p4d.24xlarge", vcpu=10, memory_gib=20), catalog)
+    # both given: no ratio; accelerators 0 (an allocation naming none holds none)
+    assert both == {"cpu": 10_000, "memory": 20 * 2**30 * 1000, "nvidia.com/gpu": 0}
+    custom = resolve_entry(QuotaEntry(flavor="my-flavor", vcpu=10), catalog)
+    assert custom == {"cpu": 10_000}  # a flavor the catalog does not know: as written

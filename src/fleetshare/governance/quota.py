@@ -21,7 +21,7 @@ from fleetshare.model.catalog import (
 )
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import MILLI, format_quantity, parse_quantity
-from fleetshare.model.resources import CPU, MEMORY, PODS
+from fleetshare.model.resources import CPU, MEMORY, MIG_PREFIX, PODS
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import (
     DEFAULT_FLAVOR,
@@ -173,44 +173,81 @@ def _known_instance(flavor: str, catalog: Catalog | None) -> InstanceType | None
 
 
 def resolve_entry(entry: QuotaEntry, catalog: Catalog | None) -> dict[str, int]:
-    """The resources (milli-units, zeros kept) that one quota entry guarantees."""
+    """The resources (milli-units, zeros kept) that one quota entry guarantees.
+
+    ``count`` is that many instances' allocatable. Otherwise the amounts given are kept, and
+    vCPU and memory not given follow the entry's share of its instance type, as SageMaker's
+    API model says of a ComputeQuotaResourceConfig: the share of accelerators ("if you
+    allocate 16 out of 32 total accelerators, SageMaker AI uses the ratio of 0.5 and allocates
+    values to vCPU and MemoryInGiB"), else of accelerator partitions, else of the vCPU given
+    (memory follows; "Accelerators are set to 0"), else of the memory given (vCPU follows;
+    accelerators 0). A flavor the catalog does not know gets no companion amounts.
+    """
     out: dict[str, int] = {name: parse_quantity(v) for name, v in entry.resources.items()}
     needs_instance = entry.count is not None or entry.accelerators is not None
-    instance = _instance_for(entry.flavor, catalog) if needs_instance else None
+    instance = (
+        _instance_for(entry.flavor, catalog)
+        if needs_instance
+        else _known_instance(entry.flavor, catalog)
+    )
     if entry.count is not None and instance is not None:
         for name, amount in instance.allocatable.items():
-            if name != "pods":
+            if name != PODS:
                 out[name] = out.get(name, 0) + amount * entry.count
         return out
+    given: dict[str, int] = {}
     if entry.accelerators is not None and instance is not None:
         accel = instance.accelerator_resource
-        per_instance = instance.allocatable.get(accel or "", 0) // MILLI
-        if accel is None or per_instance == 0:
+        if accel is None or instance.allocatable.get(accel, 0) < MILLI:
             raise ValueError(f"instance type {entry.flavor} has no accelerators")
-        out[accel] = out.get(accel, 0) + entry.accelerators * MILLI
-        if entry.vcpu is None:
-            out[CPU] = (
-                out.get(CPU, 0) + instance.allocatable[CPU] * entry.accelerators // per_instance
-            )
-        if entry.memory_gib is None:
-            share = instance.allocatable[MEMORY] * entry.accelerators // per_instance
-            out[MEMORY] = out.get(MEMORY, 0) + share
-    if entry.vcpu is not None:
-        out[CPU] = out.get(CPU, 0) + round(entry.vcpu * MILLI)
-    if entry.memory_gib is not None:
-        out[MEMORY] = out.get(MEMORY, 0) + round(entry.memory_gib * GiB) * MILLI
+        given[accel] = entry.accelerators * MILLI
     if entry.accelerator_partition is not None:
         name = normalize_mig_profile(entry.accelerator_partition.type)
-        known = _known_instance(entry.flavor, catalog)
-        if known is not None:
-            profiles = mig_profiles(known)
+        if instance is not None:
+            profiles = mig_profiles(instance)
             if name not in profiles:
                 offered = ", ".join(p.removeprefix("nvidia.com/") for p in profiles) or "none"
                 raise ValueError(
                     f"instance type {entry.flavor} has no MIG profile "
                     f"{name.removeprefix('nvidia.com/')} (its GPUs offer: {offered})"
                 )
-        out[name] = out.get(name, 0) + entry.accelerator_partition.count * MILLI
+        given[name] = entry.accelerator_partition.count * MILLI
+    if entry.vcpu is not None:
+        given[CPU] = round(entry.vcpu * MILLI)
+    if entry.memory_gib is not None:
+        given[MEMORY] = round(entry.memory_gib * GiB) * MILLI
+    if instance is not None:
+        given = _with_companions(given, instance)
+    for name, amount in given.items():
+        out[name] = out.get(name, 0) + amount
+    return out
+
+
+def _with_companions(given: Mapping[str, int], instance: InstanceType) -> dict[str, int]:
+    """``given`` plus the vCPU and memory it leaves out, at the share of ``instance`` that its
+    first share-giving amount (accelerators, partitions, vCPU, memory) makes; accelerators 0
+    when only vCPU or memory is given (:func:`resolve_entry`)."""
+    out = dict(given)
+    whole = dict(instance.allocatable)
+    for name, count in mig_profiles(instance).items():
+        whole[name] = count * instance.gpu_count * MILLI
+    accel = instance.accelerator_resource
+    partitions = [name for name in given if name.startswith(MIG_PREFIX)]
+    basis = next(
+        (
+            name
+            for name in ([accel] if accel else []) + partitions + [CPU, MEMORY]
+            if name in given and whole.get(name, 0) > 0
+        ),
+        None,
+    )
+    if basis is None:
+        return out
+    for name in (CPU, MEMORY):
+        if name not in out and name in whole:
+            out[name] = whole[name] * given[basis] // whole[basis]
+    if basis in (CPU, MEMORY) and accel is not None and whole.get(accel, 0) > 0:
+        out.setdefault(accel, 0)
     return out
 
 
@@ -345,6 +382,9 @@ def compile_policy(
         raise PolicyError(problems)
     all_quota = [*group_quota.values(), *team_quota.values()]
     governed = {fr for quota in all_quota for fr in quota}
+    # a disabled team's quota is not in force: it holds nothing (the capacity is unallocated),
+    # though what it names stays governed
+    team_quota.update({t.name: {} for t in policy.teams if not t.enabled})
     governed |= _scoped_frs([*policy.teams, *policy.groups])
     governed |= set(also_govern)
     flavors, implicit = _flavors(policy, {f for f, _ in governed})

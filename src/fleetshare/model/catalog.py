@@ -29,13 +29,34 @@ _NEURON_NAMES = ("inferentia", "trainium")  # prefixes: inferentia2, trainium2 a
 _A100_40GB = {"1g.5gb": 7, "1g.10gb": 4, "2g.10gb": 3, "3g.20gb": 2, "4g.20gb": 1, "7g.40gb": 1}
 _GPU_80GB = {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1}
 _H200_141GB = {"1g.18gb": 7, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "4g.71gb": 1, "7g.141gb": 1}
+# Blackwell: the same slices as Hopper (NVIDIA's MIG user guide: at most 7 instances), named
+# by their memory; the profiles SageMaker's MIGProfileType lists for p6-b200 and p6e-gb200,
+# and those its HyperPod CLI lists for p6-b300 (1g.34gb x7 ... 7g.269gb x1) and g7e (RTX PRO
+# 6000 Blackwell: "max 4 instances per GPU", 1g.24gb x4, 2g.48gb x2, 4g.96gb x1).
+_B200_180GB = {"1g.23gb": 7, "1g.45gb": 4, "2g.45gb": 3, "3g.90gb": 2, "4g.90gb": 1, "7g.180gb": 1}
+_GB200_186GB = {"1g.23gb": 7, "1g.47gb": 4, "2g.47gb": 3, "3g.93gb": 2, "4g.93gb": 1, "7g.186gb": 1}
+_B300_269GB = {
+    "1g.34gb": 7,
+    "1g.67gb": 4,
+    "2g.67gb": 3,
+    "3g.135gb": 2,
+    "4g.135gb": 1,
+    "7g.269gb": 1,
+}
+_RTX_PRO_6000_96GB = {"1g.24gb": 4, "2g.48gb": 2, "4g.96gb": 1}
 # (gpu_name, per-GPU memory in GiB rounded) -> MIG profiles of one GPU. The catalog reports
-# A100 as 40960 / 81920 MiB, H100 as 81920 MiB and H200 as 144384 MiB (= 141 GiB).
+# A100 as 40960 / 81920 MiB, H100 as 81920 MiB, H200 as 144384 MiB (= 141 GiB), B200 as
+# 183359 MiB (179 GiB), B300 as 275040 MiB (269 GiB) and the RTX PRO 6000 as 98304 MiB.
 _MIG: dict[tuple[str, int], dict[str, int]] = {
     ("a100", 40): _A100_40GB,
     ("a100", 80): _GPU_80GB,
     ("h100", 80): _GPU_80GB,
     ("h200", 141): _H200_141GB,
+    ("b200", 179): _B200_180GB,
+    ("b200", 180): _B200_180GB,
+    ("gb200", 186): _GB200_186GB,
+    ("b300", 269): _B300_269GB,
+    ("rtx-pro-server-6000", 96): _RTX_PRO_6000_96GB,
 }
 _MIG_PROFILE = re.compile(r"^[1-9]\d*g\.[1-9]\d*gb$")
 

@@ -19,7 +19,8 @@ Mapping, HyperPod -> fleetshare:
   words it (above 100 it never binds), or with ``borrow_limit_reading="quota"``
   ``percent_of_quota``, as HyperPod's walkthrough behaves; ``AbsoluteBorrowLimits`` ->
   absolute limits per (resource, instance type); ``PreemptTeamTasks`` (default LowerPriority);
-  ``ActivationState`` Disabled -> ``enabled=False``; local queue
+  ``ActivationState`` Disabled -> ``enabled=False`` (not in force: the team holds no quota,
+  its capacity is unallocated, its tasks wait); local queue
   ``hyperpod-ns-<team>/hyperpod-ns-<team>-localqueue``.
 - Every instance type of the cluster is governed (``cluster.unnamed_capacity: unallocated``,
   said in a note): a team holds only what its allocations name; the capacity of an instance
@@ -32,10 +33,14 @@ Mapping, HyperPod -> fleetshare:
 - An absolute borrow limit given as ``Count`` (whole instances) becomes per-resource limits of
   that many instances' allocatable (accelerators, vCPU, memory), as a quota ``Count`` does.
 
+- A Describe or List entry whose ``Status`` is CreateFailed, CreateRollbackFailed or Deleted
+  is not on the cluster: noted and not imported. An entry with only ``InstanceType`` (the one
+  member ComputeQuotaResourceConfig requires) holds none of that type (``count: 0``), noted.
+
 Unknown fields go to ``Policy.notes``; invalid values raise :class:`PolicyError` with JSON paths,
 e.g. ``("ComputeQuotas[1].ComputeQuotaConfig.ResourceSharingConfig.Strategy",
 "must be one of Lend, DontLend, LendAndBorrow")``. Bookkeeping fields (names, ARNs, ids,
-versions, times, tags) carry no policy and are skipped without a note.
+versions, times, tags, StatusDetails) carry no policy and are skipped without a note.
 """
 
 from __future__ import annotations
@@ -103,6 +108,7 @@ _BOOKKEEPING = frozenset(
         "ClusterArn",
         "Tags",
         "Status",
+        "StatusDetails",
         "FailureReason",
         "CreationTime",
         "CreatedBy",
@@ -147,6 +153,14 @@ class _Amounts:
     partition: AcceleratorPartition | None = None
     instance: InstanceType | None = None
     """The catalog's entry for ``instance_type``."""
+
+    @property
+    def finer(self) -> bool:
+        """Some amount finer than whole instances is given."""
+        return any(
+            amount is not None
+            for amount in (self.accelerators, self.vcpu, self.memory_gib, self.partition)
+        )
 
 
 def import_hyperpod(
@@ -313,7 +327,8 @@ def _name(value: Any, path: str, report: ImportReport) -> str | None:
 
 
 def _cluster(schedulers: list[tuple[str, dict[str, Any]]], report: ImportReport) -> ClusterPolicy:
-    """The cluster policy; HyperPod's defaults when no scheduler config is given."""
+    """The cluster policy; HyperPod's defaults when no scheduler config in force is given."""
+    schedulers = [(path, doc) for path, doc in schedulers if _in_force(doc, path, report)]
     for path, _ in schedulers[1:]:
         report.problem(
             path,
@@ -321,8 +336,8 @@ def _cluster(schedulers: list[tuple[str, dict[str, Any]]], report: ImportReport)
         )
     if not schedulers:
         report.notes.append(
-            "cluster: no cluster scheduler config given; HyperPod's defaults used (FairShare "
-            "Enabled, IdleResourceSharing Disabled, no priority classes)"
+            "cluster: no cluster scheduler config in force given; HyperPod's defaults used "
+            "(FairShare Enabled, IdleResourceSharing Disabled, no priority classes)"
         )
         return ClusterPolicy(
             fair_share=True, idle_resource_sharing=False, unnamed_capacity="unallocated"
@@ -346,7 +361,6 @@ def _unwrap_scheduler(
     """Step into Create/Describe shapes (and a bundle entry holding one) down to SchedulerConfig."""
     while "SchedulerConfig" in doc:
         _unknown_fields(doc, path, ("SchedulerConfig",), report)
-        _status_note(doc, path, report)
         path = _join(path, "SchedulerConfig")
         doc = _object(doc["SchedulerConfig"], path, report)
     return path, doc
@@ -418,7 +432,8 @@ def _team(
 ) -> Team | None:
     """One compute quota -> a Team (``None`` when it has no usable team name)."""
     _unknown_fields(doc, path, _QUOTA_FIELDS, report)
-    _status_note(doc, path, report)
+    if not _in_force(doc, path, report):
+        return None
     name, weight = _target(doc.get("ComputeQuotaTarget"), _join(path, "ComputeQuotaTarget"), report)
     where = _join(path, "ComputeQuotaConfig")
     config = _object(doc.get("ComputeQuotaConfig"), where, report)
@@ -434,6 +449,12 @@ def _team(
     state = _choice(doc.get("ActivationState"), "Enabled", _STATES, state_path, report)
     if name is None:
         return None
+    if state == "Disabled":
+        report.note(
+            state_path,
+            f"Disabled: the allocation is not in force; team {name} holds no quota (its "
+            "capacity is unallocated) and its tasks wait",
+        )
     return Team(
         name=name,
         quota=quota,
@@ -457,12 +478,23 @@ def _target(value: Any, path: str, report: ImportReport) -> tuple[str | None, in
     return name, _integer(weight, f"{path}.FairShareWeight", 0, 100, report) or 0
 
 
-def _status_note(doc: Mapping[str, Any], path: str, report: ImportReport) -> None:
-    """Describe responses of failed or deleted configs are imported, but say so."""
+_NOT_IN_FORCE = ("CreateFailed", "CreateRollbackFailed", "Deleted")
+"""Statuses (SchedulerResourceStatus) of a config that does not exist on the cluster."""
+
+
+def _in_force(doc: Mapping[str, Any], path: str, report: ImportReport) -> bool:
+    """Whether a Describe/List entry is in force on the cluster: one whose creation failed or
+    that was deleted is not (noted, not imported); another failed status is imported as
+    written, and noted."""
     status = doc.get("Status")
-    if isinstance(status, str) and ("Failed" in status or status.startswith("Delet")):
-        reason = f" ({doc['FailureReason']})" if doc.get("FailureReason") else ""
-        report.note(_join(path, "Status"), f"{status}{reason}; imported as written")
+    if not isinstance(status, str) or not ("Failed" in status or status.startswith("Delet")):
+        return True
+    reason = f" ({doc['FailureReason']})" if doc.get("FailureReason") else ""
+    if status in _NOT_IN_FORCE:
+        report.note(_join(path, "Status"), f"{status}{reason}: not in force, so not imported")
+        return False
+    report.note(_join(path, "Status"), f"{status}{reason}: still in force; imported as written")
+    return True
 
 
 def _quota(value: Any, path: str, report: ImportReport) -> list[QuotaEntry]:
@@ -478,10 +510,11 @@ def _quota(value: Any, path: str, report: ImportReport) -> list[QuotaEntry]:
     for index, item in enumerate(value):
         amounts = _amounts(item, f"{path}[{index}]", report)
         if amounts is not None:
+            named_only = amounts.count is None and not amounts.finer
             entries.append(
                 QuotaEntry(
                     flavor=amounts.instance_type,
-                    count=amounts.count,
+                    count=0 if named_only else amounts.count,
                     accelerators=amounts.accelerators,
                     vcpu=amounts.vcpu,
                     memory_gib=amounts.memory_gib,
@@ -503,7 +536,11 @@ def _amounts(value: Any, path: str, report: ImportReport) -> _Amounts | None:
     instance = _instance(instance_type, f"{path}.InstanceType", report)
     given = [key for key in _AMOUNTS if item.get(key) is not None]
     if not given:
-        report.problem(path, "give Count, Accelerators, VCpu, MemoryInGiB or AcceleratorPartition")
+        report.note(
+            path,
+            "only InstanceType (the one member the API model requires): no amount of "
+            f"{instance_type} is given, so none is held or limited",
+        )
     elif "Count" in given and len(given) > 1:
         reason = "Count gives whole instances; do not combine it with other amounts"
         report.problem(f"{path}.Count", reason)

@@ -217,8 +217,9 @@ class QuotaEntry(_Strict):
     """Guaranteed quota on one flavor (instance type).
 
     Either ``count`` whole instances, or any of accelerators / vcpu / memory_gib /
-    accelerator_partition / explicit ``resources``. When only accelerators are given, vCPU and
-    memory follow the same fraction of the instance.
+    accelerator_partition / explicit ``resources``. vCPU and memory not given follow the
+    entry's share of the instance, as HyperPod allocates them: the share of its accelerators,
+    else of its accelerator partitions, else of the vCPU or memory given (accelerators then 0).
     """
 
     flavor: str = Field(

@@ -126,18 +126,30 @@ def _read(ref: str, base: Path, field: str) -> str:
 
 def build_policy(spec: ScenarioSpec, base: Path) -> Policy:
     """The scenario's policy, from fleetshare's format or an imported Kueue/HyperPod one."""
-    if spec.policy is not None:
-        data: dict[str, Any] = dict(spec.policy)
-    elif spec.kueue is not None:
+    data = _policy_data(spec.policy, spec.kueue, spec.hyperpod, spec, base)
+    return load_policy(data, "policy")
+
+
+def _policy_data(
+    policy: dict[str, Any] | None,
+    kueue: str | list[dict[str, Any]] | None,
+    hyperpod: str | dict[str, Any] | list[Any] | None,
+    spec: ScenarioSpec,
+    base: Path,
+) -> dict[str, Any]:
+    """A policy in fleetshare's format (as data), from whichever of the three is given; an
+    imported one gets the scenario's ``policy_overrides``."""
+    if policy is not None:
+        return dict(policy)
+    if kueue is not None:
         from fleetshare.policy.kueue import import_kueue
 
-        source = _read(spec.kueue, base, "kueue") if isinstance(spec.kueue, str) else spec.kueue
+        source = _read(kueue, base, "kueue") if isinstance(kueue, str) else kueue
         data = import_kueue(source).model_dump(mode="json")
     else:
         from fleetshare.policy.hyperpod import import_hyperpod
 
-        raw = spec.hyperpod
-        source_hp = _read(raw, base, "hyperpod") if isinstance(raw, str) else raw
+        source_hp = _read(hyperpod, base, "hyperpod") if isinstance(hyperpod, str) else hyperpod
         assert source_hp is not None
         imported = import_hyperpod(source_hp, borrow_limit_reading=spec.hyperpod_borrow_limit)
         data = imported.model_dump(mode="json")
@@ -146,7 +158,7 @@ def build_policy(spec: ScenarioSpec, base: Path) -> Policy:
             data[section] = {**data[section], **changes}
         else:
             data[section] = changes
-    return load_policy(data, "policy")
+    return data
 
 
 def _team_of(queue: str, policies: list[Policy]) -> str:
@@ -269,11 +281,13 @@ def load_scenario_data(data: Any, base: Path, source: str = "scenario") -> Scena
     changes = []
     for i, change in enumerate(spec.policy_changes):
         try:
-            changed = load_policy(change.policy, f"policy_changes[{i}].policy")
+            data = _policy_data(change.policy, change.kueue, change.hyperpod, spec, base)
+            changed = load_policy(data, f"policy_changes[{i}].policy")
             compile_policy(changed, catalog)
             changes.append((change.at, changed))
         except PolicyError as exc:
-            raise ScenarioError(f"{source}: {exc}") from None
+            where = "" if change.policy is not None else f"policy_changes[{i}]: "
+            raise ScenarioError(f"{source}: {where}{exc}") from None
     try:
         workloads = build_workloads(spec, policy, [p for _, p in changes])
     except ScenarioError as exc:

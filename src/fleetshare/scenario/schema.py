@@ -230,10 +230,21 @@ class ManifestEntrySpec(_Strict):
 
 
 class PolicyChange(_Strict):
-    """At ``at``, replace the policy (fleetshare's format): quotas, limits, settings."""
+    """At ``at``, replace the policy: quotas, limits, settings, in fleetshare's format
+    (``policy``), as Kueue YAML (``kueue``) or as HyperPod JSON (``hyperpod``), as the
+    scenario's own policy may be given."""
 
     at: float = Field(ge=0)
-    policy: dict[str, Any]
+    policy: dict[str, Any] | None = None
+    kueue: str | list[dict[str, Any]] | None = None
+    hyperpod: str | dict[str, Any] | list[Any] | None = None
+
+    @model_validator(mode="after")
+    def _one_format(self) -> PolicyChange:
+        given = [f for f in ("policy", "kueue", "hyperpod") if getattr(self, f) is not None]
+        if len(given) != 1:
+            raise ValueError("give exactly one of policy, kueue or hyperpod")
+        return self
 
 
 class ScenarioSpec(_Strict):
