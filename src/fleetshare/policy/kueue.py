@@ -32,7 +32,9 @@ Mapping, Kueue -> fleetshare:
 - kueue ``Configuration`` ``fairSharing`` -> ``cluster.fair_share`` (off without it);
   ``admissionFairSharing`` (``usageHalfLifeTime``, ``usageSamplingInterval`` as Go durations,
   ``resourceWeights``) -> ``cluster.admission_fair_sharing``. In Kueue only quota that queues
-  lend can be borrowed, so ``cluster.idle_resource_sharing`` is off.
+  lend can be borrowed, so ``cluster.idle_resource_sharing`` is off. Kueue has no starvation
+  guard, so ``cluster.starvation_guard_seconds`` is null (a note says which of fleetshare's
+  extras are off; a scenario's ``policy_overrides`` turns them on).
 
 Whatever is present but not supported is listed in ``Policy.notes``, naming object and field
 (``status``, metadata other than name and a LocalQueue's namespace, and descriptions are noted
@@ -196,6 +198,7 @@ def import_kueue(source: str | list[dict[str, Any]], report: ImportReport | None
             idle_resource_sharing=False,
             flavors=flavors,
             admission_fair_sharing=admission,
+            starvation_guard_seconds=None,  # Kueue has no such guard (see _cluster_note)
         )
         return Policy(cluster=cluster, groups=groups, teams=teams, notes=report.notes)
     except ValidationError as exc:
@@ -968,5 +971,7 @@ def _cluster_note(fair_share: bool, configured: bool) -> str:
     source = "from the kueue Configuration" if configured else "no kueue Configuration given"
     return (
         f"cluster: fair_share {'on' if fair_share else 'off'} ({source}); idle_resource_sharing "
-        "off (in Kueue only quota that queues lend is borrowable)"
+        "off (in Kueue only quota that queues lend is borrowable); fleetshare's extras off, as "
+        "Kueue has none: starvation_guard_seconds null (set it to hold back resources for "
+        "work pending that long), preemption.min_runtime_seconds and reclaim_grace_seconds 0"
     )
