@@ -231,7 +231,6 @@ def test_rescaled_priorities_preserve_order_and_distinctness(values: dict[str, i
         "ClusterQueue/team-a.spec.admissionChecks",
         "ClusterQueue/team-a.spec.stopPolicy",
         "ClusterQueue/team-a.spec.futureField",
-        "ClusterQueue/team-a.spec.flavorFungibility",
         "ClusterQueue/team-a.spec.preemption.borrowWithinCohort",
         "ClusterQueue/team-b.spec.namespaceSelector",
         "AdmissionCheck/provisioning",
@@ -929,3 +928,45 @@ def test_unknown_or_ambiguous_queues_are_rejected_naming_them(queue: str, messag
     }
     with pytest.raises(ScenarioError, match=rf"workloads\[0\]\(w\)\.team: {message}"):
         load_scenario_data(data, Path("."))
+
+
+@pytest.mark.parametrize(
+    ("given", "borrow", "preempt"),
+    [
+        (None, "Borrow", "TryNextFlavor"),  # Kueue's defaults
+        ({"whenCanBorrow": "TryNextFlavor"}, "TryNextFlavor", "TryNextFlavor"),
+        ({"whenCanPreempt": "Preempt"}, "Borrow", "Preempt"),
+        # v1beta2 calls Borrow and Preempt MayStopSearch
+        (
+            {"whenCanBorrow": "MayStopSearch", "whenCanPreempt": "MayStopSearch"},
+            "Borrow",
+            "Preempt",
+        ),
+    ],
+)
+def test_kueue_flavor_fungibility(given: dict[str, str] | None, borrow: str, preempt: str) -> None:
+    cq: dict[str, Any] = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "cq"},
+        "spec": {"namespaceSelector": {}},
+    }
+    if given is not None:
+        cq["spec"]["flavorFungibility"] = given
+    fungibility = import_kueue([cq]).team("cq").flavor_fungibility
+    assert (fungibility.when_can_borrow, fungibility.when_can_preempt) == (borrow, preempt)
+
+
+def test_kueue_flavor_fungibility_refuses_an_unknown_value() -> None:
+    cq = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "ClusterQueue",
+        "metadata": {"name": "cq"},
+        "spec": {"flavorFungibility": {"whenCanBorrow": "Sometimes"}},
+    }
+    with pytest.raises(PolicyError) as excinfo:
+        import_kueue([cq])
+    assert (
+        "must be one of"
+        in problems_of(excinfo)["ClusterQueue/cq.spec.flavorFungibility.whenCanBorrow"]
+    )

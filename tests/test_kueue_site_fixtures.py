@@ -136,7 +136,6 @@ def notes_for(path: Path, where: str) -> list[str]:
         ("provisioning", "ClusterQueue/burst-cq.spec.admissionChecksStrategy", "admission checks"),
         ("provisioning", "ClusterQueue/batch-cq.spec.admissionChecks", "admission checks"),
         ("admin", "ResourceFlavor/preemptible.spec.nodeTaints", "taints its nodes carry"),
-        ("admin", "ClusterQueue/training.spec.flavorFungibility", "fixed in fleetshare"),
         ("admin", "ClusterQueue/serving.spec.namespaceSelector", "not supported"),
         ("admin", "ClusterQueue/empty", "covers no resource"),
         ("admin", "Configuration.waitForPodsReady", "controller setting"),
@@ -252,3 +251,13 @@ def test_what_fleetshare_cannot_take_is_rejected_naming_the_field(
     assert any(where == w and reason in r for w, r in report.problems), report.problems
     with pytest.raises(PolicyError, match="invalid Kueue objects"):
         import_kueue(docs)
+
+
+def test_flavor_fungibility_is_carried_over() -> None:
+    policy, report = imported(documents(SITE / "admin.yaml"))
+    assert not [n for n in report.notes if "flavorFungibility" in n]
+    team = policy.team("training")
+    assert (team.flavor_fungibility.when_can_borrow, team.flavor_fungibility.when_can_preempt) == (
+        "Borrow",
+        "TryNextFlavor",
+    )

@@ -139,10 +139,13 @@ class Ref:
         }
         teams = {}
         for t in case.teams:
+            # a disabled team's quota is not in force: it holds nothing (HyperPod's
+            # ActivationState Disabled), though what it names stays governed
             quota = {
                 (flavor, res): units * 1000
                 for flavor, resources in t.quota.items()
                 for res, units in resources.items()
+                if t.enabled
             }
             borrow: dict[FR, int] = {}
             idle: dict[FR, float] = {}

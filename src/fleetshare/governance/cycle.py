@@ -251,22 +251,48 @@ class Cycle:
             return
         problems: list[str] = []
         options: list[Option] = []
+        placed: set[int] = set()
+        """Options whose placement was tried already (by index)."""
+        preempted: set[int] = set()
+        """Options whose preemption search was tried already."""
         self._held = None
-        for flavor in flavors:  # the first flavor that fits within quota wins at once
+        # the flavor search (Kueue's flavor fungibility): in the team's order, the first flavor
+        # within quota wins at once, and so does the first that borrows (when_can_borrow:
+        # Borrow) or whose preemption makes room (when_can_preempt: Preempt)
+        for flavor in flavors:
             option = self.flavors.option(wl, flavor)
             options.append(option)
-            if option.mode == WITHIN and self._try_place(wl, option, problems):
-                return
+            index = len(options) - 1
+            if option.mode == WITHIN or (option.mode == BORROWING and rules.stop_at_borrowing):
+                placed.add(index)
+                if self._try_place(wl, option, problems):
+                    return
+            elif (
+                option.mode != BORROWING
+                and rules.stop_at_preemption
+                and (option.within or rules.stop_at_borrowing)
+            ):
+                preempted.add(index)
+                if option.problem:
+                    problems.append(option.problem)
+                if self.guard.held_by(wl, option) is None and self._try_preemption(wl, option):
+                    return
         if split is not None:  # pod sets admitted by different flavors: Kueue's assignment
             assigned = self.flavors.assign(wl)
             if assigned is not None:
                 options.append(assigned)
-                if assigned.mode == WITHIN and self._try_place(wl, assigned, problems):
+                if assigned.mode == WITHIN:
+                    placed.add(len(options) - 1)
+                    if self._try_place(wl, assigned, problems):
+                        return
+        for index, option in enumerate(options):
+            if option.mode == BORROWING and index not in placed:
+                placed.add(index)
+                if self._try_place(wl, option, problems):
                     return
-        for option in options:
-            if option.mode == BORROWING and self._try_place(wl, option, problems):
-                return
-        for option in options:
+        for index, option in enumerate(options):
+            if index in preempted:
+                continue
             if option.problem:
                 problems.append(option.problem)
             if self.guard.held_by(wl, option) is None and self._try_preemption(wl, option):

@@ -12,9 +12,10 @@ None is admissible when the workload requests a resource its team does not cover
   differ.
 - When the pod sets are admitted by different flavors (a CPU driver selecting CPU nodes beside
   GPU workers selecting GPU nodes), one more option follows: the assignment Kueue's flavor
-  assigner makes with its default fungibility (:meth:`Flavors.assign`). Pod set by pod set,
-  in order, the first admitting flavor whose quota can take the pod set on top of the pod sets
-  assigned before it (within quota or by borrowing: ``whenCanBorrow: Borrow``); when none can,
+  assigner makes (:meth:`Flavors.assign`). Pod set by pod set, in order, the first admitting
+  flavor whose quota can take the pod set on top of the pod sets assigned before it (within
+  quota or by borrowing, ``whenCanBorrow: Borrow``; with ``TryNextFlavor`` one within quota
+  first, then the first that borrows); when none can,
   the first on which it stays within the team's own quota (preemption could reclaim it: Kueue
   prefers such a flavor, ``whenCanPreempt: TryNextFlavor``), else its first admitting flavor.
   It is left out when it puts every pod set on one flavor (a uniform option already).
@@ -170,22 +171,27 @@ class Flavors:
             return None
         state = self._state
         team = wl.team
+        stop_at_borrowing = self._model.teams[team].stop_at_borrowing
         taken: dict[FR, int] = {}
         chosen: list[str] = []
         first_problem: str | None = None
         for index, flavors in enumerate(split):
             pick: str | None = None
+            borrowing: str | None = None
             reclaimable: str | None = None
             for flavor in flavors:
                 need = self._podset_usage(wl, index, flavor)
                 trial = {fr: taken.get(fr, 0) + v for fr, v in need.items()}
+                within = state.within_nominal(team, trial)
                 if state.quota_problem(team, trial) is None:
-                    pick = flavor
-                    break
-                if reclaimable is None and state.within_nominal(team, trial):
+                    if within or stop_at_borrowing:
+                        pick = flavor
+                        break
+                    borrowing = borrowing or flavor
+                elif reclaimable is None and within:
                     reclaimable = flavor
             if pick is None:
-                pick = reclaimable or flavors[0]
+                pick = borrowing or reclaimable or flavors[0]
                 if first_problem is None:
                     need = self._podset_usage(wl, index, pick)
                     trial = {fr: taken.get(fr, 0) + v for fr, v in need.items()}

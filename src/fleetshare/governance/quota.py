@@ -96,6 +96,12 @@ class TeamRules:
     """Its queue is ordered by the usage of its local queues first (admission fair sharing)."""
     queue_weights: Mapping[str, float] = field(default_factory=dict)
     """Admission fair sharing weight per local queue (1 unless given)."""
+    stop_at_borrowing: bool = True
+    """The flavor search stops at the first flavor that fits by borrowing (``Team.
+    flavor_fungibility.when_can_borrow: Borrow``); else a later one within quota is preferred."""
+    stop_at_preemption: bool = False
+    """The flavor search stops at the first flavor where preemption makes room
+    (``when_can_preempt: Preempt``); else later flavors that fit are tried first."""
 
     @property
     def single_lane(self) -> bool:
@@ -450,6 +456,8 @@ def compile_policy(
             borrow_max_priority=t.borrow_within_cohort.max_priority_threshold,
             fair_admission=fair_admission,
             queue_weights=dict(t.local_queue_weights),
+            stop_at_borrowing=t.flavor_fungibility.when_can_borrow == "Borrow",
+            stop_at_preemption=t.flavor_fungibility.when_can_preempt == "Preempt",
         )
     quota_only = frozenset(r for t in policy.teams for g in t.quota_groups for r in g.resources)
     node_flavors = tuple(f for f in flavors if f.name not in quota_flavors)

@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
@@ -66,6 +66,7 @@ from fleetshare.policy.schema import (
     BorrowWithinCohortPolicy,
     ClusterPolicy,
     Flavor,
+    FlavorFungibility,
     Group,
     LendingLimit,
     Policy,
@@ -131,8 +132,6 @@ _QUEUE_UNSUPPORTED = {
     "implemented in governance: work is admitted on quota and node room alone; ignored",
     "namespaceSelector": "namespace selectors are not supported (jobs reach a team through its "
     "local queues, from any namespace); ignored",
-    "flavorFungibility": "flavor fungibility is fixed in fleetshare (a flavor within quota "
-    "first, then the first that fits by borrowing, then preemption); ignored",
     "stopPolicy": "stop policies are not supported (the team stays enabled); ignored",
     "concurrentAdmissionPolicy": _NOT_SUPPORTED,
 }
@@ -614,6 +613,7 @@ def _team(
         "fairSharing",
         "queueingStrategy",
         "admissionScope",
+        "flavorFungibility",
     )
     if spec.get("namespaceSelector") == {}:  # every namespace: fleetshare's behaviour too
         handled += ("namespaceSelector",)
@@ -654,9 +654,42 @@ def _team(
         quota_groups=quota_groups,
         queueing_strategy=strategy,
         borrow_within_cohort=borrow,
+        flavor_fungibility=_fungibility(
+            spec.get("flavorFungibility"), f"{where}.flavorFungibility", report
+        ),
         admission_fair_sharing=_admission_scope(
             spec.get("admissionScope"), f"{where}.admissionScope", report
         ),
+    )
+
+
+_WHEN_CAN_BORROW: dict[str, Literal["Borrow", "TryNextFlavor"]] = {
+    "Borrow": "Borrow",
+    "MayStopSearch": "Borrow",  # v1beta2's name for Borrow
+    "TryNextFlavor": "TryNextFlavor",
+}
+_WHEN_CAN_PREEMPT: dict[str, Literal["Preempt", "TryNextFlavor"]] = {
+    "Preempt": "Preempt",
+    "MayStopSearch": "Preempt",  # v1beta2's name for Preempt
+    "TryNextFlavor": "TryNextFlavor",
+}
+
+
+def _fungibility(value: Any, where: str, report: ImportReport) -> FlavorFungibility:
+    """``flavorFungibility`` -> :class:`FlavorFungibility`; each field absent is Kueue's
+    default (whenCanBorrow Borrow, whenCanPreempt TryNextFlavor)."""
+    spec = _mapping(value, where, report)
+    _unknown_fields(spec, where, ("whenCanBorrow", "whenCanPreempt"), {}, report)
+    borrow = spec.get("whenCanBorrow", "Borrow")
+    if borrow not in _WHEN_CAN_BORROW:
+        report.problem(f"{where}.whenCanBorrow", f"must be one of {', '.join(_WHEN_CAN_BORROW)}")
+        borrow = "Borrow"
+    preempt = spec.get("whenCanPreempt", "TryNextFlavor")
+    if preempt not in _WHEN_CAN_PREEMPT:
+        report.problem(f"{where}.whenCanPreempt", f"must be one of {', '.join(_WHEN_CAN_PREEMPT)}")
+        preempt = "TryNextFlavor"
+    return FlavorFungibility(
+        when_can_borrow=_WHEN_CAN_BORROW[borrow], when_can_preempt=_WHEN_CAN_PREEMPT[preempt]
     )
 
 

@@ -105,6 +105,25 @@ class BorrowWithinCohort(_Strict):
     )
 
 
+class FlavorFungibility(_Strict):
+    """Where the search for a flavor stops (Kueue ``flavorFungibility``, its defaults by
+    default). Flavors are tried in the team's order:
+
+    - ``when_can_borrow``: ``Borrow`` stops at the first flavor whose quota takes the work by
+      borrowing; ``TryNextFlavor`` goes on to a later flavor that takes it without borrowing
+      (and borrows only when none does).
+    - ``when_can_preempt``: ``Preempt`` stops at the first flavor where preempting makes room
+      (and preempts there); ``TryNextFlavor`` first tries every later flavor that fits without
+      preempting.
+
+    A flavor whose quota fits but whose nodes cannot hold the pods is passed over (fleetshare
+    places pods at admission; Kueue would admit and leave them pending).
+    """
+
+    when_can_borrow: Literal["Borrow", "TryNextFlavor"] = "Borrow"
+    when_can_preempt: Literal["Preempt", "TryNextFlavor"] = "TryNextFlavor"
+
+
 class AdmissionFairSharing(_Strict):
     """How the usage of local queues is measured for admission fair sharing (Kueue
     Configuration ``admissionFairSharing``); teams opt in with ``admission_fair_sharing``.
@@ -348,6 +367,7 @@ class Team(_Strict):
     )
     queueing_strategy: QueueingStrategy = QueueingStrategy.BEST_EFFORT_FIFO
     borrow_within_cohort: BorrowWithinCohort = Field(default_factory=BorrowWithinCohort)
+    flavor_fungibility: FlavorFungibility = Field(default_factory=FlavorFungibility)
     admission_fair_sharing: bool = Field(
         default=False,
         description="order the team's work by the usage of its local queues first (Kueue "
