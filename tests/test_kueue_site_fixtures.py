@@ -128,8 +128,6 @@ def notes_for(path: Path, where: str) -> list[str]:
 @pytest.mark.parametrize(
     ("fixture", "where", "says"),
     [
-        ("tas", "Topology/datacenter", "topology-aware scheduling is not implemented"),
-        ("tas", "ResourceFlavor/h100-racks.spec.topologyName", "not implemented in governance"),
         ("tas", "ResourceFlavor/h100-racks.spec.tolerations", "not supported"),
         ("provisioning", "AdmissionCheck/capacity-check", "not implemented in governance"),
         ("provisioning", "ProvisioningRequestConfig/gpu-capacity", "provisioning requests"),
@@ -261,3 +259,16 @@ def test_flavor_fungibility_is_carried_over() -> None:
         "Borrow",
         "TryNextFlavor",
     )
+
+
+def test_a_flavor_takes_its_topology_levels() -> None:
+    """topologyName names a Topology; its levels are what the flavor's pod sets may ask for."""
+    policy, report = imported(documents(SITE / "tas.yaml"))
+    assert policy is not None
+    flavor = next(f for f in policy.cluster.flavors if f.name == "h100-racks")
+    assert flavor.topology_levels == [
+        "example.com/topology-block",
+        "example.com/topology-rack",
+        "kubernetes.io/hostname",
+    ]
+    assert not [n for n in report.notes if "topologyName" in n or n.startswith("Topology/")]

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from fleetshare.governance.queues import QueueKey, Shape
 from fleetshare.governance.quota import FR, QuotaModel
 from fleetshare.governance.state import CycleState, podset_usage, usage_of
-from fleetshare.model.workload import Workload
+from fleetshare.model.workload import PodSet, Workload
 
 WITHIN, BORROWING, SHORT = 0, 1, 2
 """Quota standings of an option: within the team's quota now, borrowing, short of quota."""
@@ -81,17 +81,29 @@ class Flavors:
         rules = self._model.teams[wl.team]
         if rules.unavailable(wl) is not None:
             return (), None
-        with_nodes = self._state.flavors_with_nodes
-        order = [f for f in rules.flavor_order if f in with_nodes]
-        order += sorted(with_nodes - set(order))
+        order = self._candidates(wl)
         fit = self._state.fit
+        model = self._model
         podsets = wl.podsets
+
+        def admits(flavor: str, ps: PodSet) -> bool:
+            return len(fit.eligible(flavor, ps)) > 0 and model.topology_refusal(flavor, ps) is None
+
         if len(podsets) == 1:
-            return tuple(f for f in order if len(fit.eligible(f, podsets[0]))), None
-        per = tuple(tuple(f for f in order if len(fit.eligible(f, ps))) for ps in podsets)
+            return tuple(f for f in order if admits(f, podsets[0])), None
+        per = tuple(tuple(f for f in order if admits(f, ps)) for ps in podsets)
         uniform = tuple(f for f in per[0] if all(f in other for other in per[1:]))
         split = per if any(other != per[0] for other in per[1:]) else None
         return uniform, split
+
+    def _candidates(self, wl: Workload) -> list[str]:
+        """The flavors with nodes its team may use, in the order they are tried."""
+        rules = self._model.teams[wl.team]
+        with_nodes = self._state.flavors_with_nodes
+        order = [f for f in rules.flavor_order if f in with_nodes]
+        if not rules.flavors_listed:
+            order += sorted(with_nodes - set(order))
+        return order
 
     def admits(self, wl: Workload) -> Admits:
         """The flavors admitting every pod set, and per pod set those admitting it when they
@@ -226,6 +238,11 @@ class Flavors:
             return unavailable
         if not self._state.flavors_with_nodes:
             return "no Ready, schedulable nodes in the cluster"
+        for ps in wl.podsets:  # a topology request no flavor with nodes for it can take
+            with_nodes = [f for f in self._candidates(wl) if len(self._state.fit.eligible(f, ps))]
+            refusals = [self._model.topology_refusal(f, ps) for f in with_nodes]
+            if with_nodes and all(refusals):
+                return f"pod set {ps.name!r}: " + "; ".join(r for r in refusals if r)
         split = self.split(wl)
         if split is not None:
             for ps, flavors in zip(wl.podsets, split, strict=True):

@@ -87,6 +87,8 @@ def shape_key(wl: Workload, by_submit: bool, by_queue: bool = False) -> ShapeKey
             tuple(ps.node_selector.items()),
             ps.tolerations,
             ps.affinity,
+            ps.required_topology,
+            ps.preferred_topology,
         )
         for ps in wl.podsets
     )

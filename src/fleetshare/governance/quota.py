@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from fleetshare.model.catalog import (
     Catalog,
@@ -22,7 +23,7 @@ from fleetshare.model.catalog import (
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import MILLI, format_quantity, parse_quantity
 from fleetshare.model.resources import CPU, MEMORY, MIG_PREFIX, PODS
-from fleetshare.model.workload import Workload
+from fleetshare.model.workload import PodSet, Workload
 from fleetshare.policy.schema import (
     DEFAULT_FLAVOR,
     BorrowLimit,
@@ -80,6 +81,9 @@ class TeamRules:
     enabled: bool
     sharing: SharingStrategy
     flavor_order: tuple[str, ...]
+    flavors_listed: bool = False
+    """Its work runs only on the flavors of ``flavor_order`` (``Team.flavors``); else on any
+    flavor with nodes, those first."""
     covered: frozenset[str] | None = None
     """The only resources its work may request (None: any); see :meth:`unavailable`."""
     charged: Mapping[str, str] = field(default_factory=dict)
@@ -141,6 +145,28 @@ class QuotaModel:
     governed: frozenset[FR]
     quota_only: frozenset[str] = frozenset()
     """Resources counted as quota only (in some team's ``quota_groups``): not asked of nodes."""
+
+    @cached_property
+    def _topology_levels(self) -> dict[str, tuple[str, ...] | None]:
+        return {
+            f.name: None if f.topology_levels is None else tuple(f.topology_levels)
+            for f in self.flavors
+        }
+
+    def topology_refusal(self, flavor: str, podset: PodSet) -> str | None:
+        """Why ``flavor`` cannot take ``podset``'s topology request (Kueue's
+        checkPodSetAndFlavorMatchForTAS), None when it can or the pod set asks for none."""
+        level = podset.required_topology or podset.preferred_topology
+        if level is None:
+            return None
+        levels = self._topology_levels.get(flavor)
+        if levels is None:
+            return None
+        if not levels:
+            return f"flavor {flavor} does not support topology-aware scheduling"
+        if level not in levels:
+            return f"flavor {flavor} does not contain the requested level {level}"
+        return None
 
     def flavor_of(self, node: Node) -> str | None:
         """The flavor a node's capacity counts in (None: none matches)."""
@@ -432,7 +458,8 @@ def compile_policy(
         own_order = list(dict.fromkeys(e.flavor for e in t.quota))
         rest = sorted(known - set(own_order))
         charged = {r: g.flavor for g in t.quota_groups for r in g.resources}
-        node_order = [f for f in own_order + rest if f not in quota_flavors]
+        listed = own_order + rest if t.flavors is None else t.flavors
+        node_order = [f for f in listed if f not in quota_flavors]
         borrow_within = (
             t.borrow_within_cohort.policy == BorrowWithinCohortPolicy.LOWER_PRIORITY
             and t.reclaim != ReclaimPolicy.NEVER
@@ -449,6 +476,7 @@ def compile_policy(
             enabled=t.enabled,
             sharing=t.sharing,
             flavor_order=tuple(node_order),
+            flavors_listed=t.flavors is not None,
             covered=None if t.covered_resources is None else frozenset(t.covered_resources),
             charged=charged,
             strict_fifo=t.queueing_strategy == QueueingStrategy.STRICT_FIFO,

@@ -94,6 +94,7 @@ _E = TypeVar("_E", bound=StrEnum)
 
 _OBJECT_FIELDS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
 _TOP_FIELDS: dict[str, frozenset[str]] = {
+    "Topology": _OBJECT_FIELDS,
     "ResourceFlavor": _OBJECT_FIELDS,
     "Cohort": _OBJECT_FIELDS,
     "ClusterQueue": _OBJECT_FIELDS,
@@ -105,8 +106,6 @@ _OBJECT_UNSUPPORTED = {
     "description": "a description, not policy; ignored",
 }
 _KIND_UNSUPPORTED = {
-    "Topology": "topology-aware scheduling is not implemented in governance (gangs are placed "
-    "on any nodes of their flavor, without topology levels); ignored",
     "AdmissionCheck": "admission checks are not implemented in governance (work is admitted "
     "on quota and node room alone); ignored",
     "ProvisioningRequestConfig": "provisioning requests are not implemented in governance "
@@ -121,8 +120,6 @@ _FLAVOR_UNSUPPORTED = {
     "nodeTaints": "flavor taints are not carried over: which work may use a flavor follows the "
     "taints its nodes carry; ignored",
     "tolerations": "flavor tolerations (added to admitted pods) are not supported; ignored",
-    "topologyName": "topology-aware scheduling is not implemented in governance (no topology "
-    "levels are placed against); ignored",
     "resourceWeights": "per-resource fair-sharing weights are not supported; ignored",
 }
 _QUEUE_UNSUPPORTED = {
@@ -172,7 +169,8 @@ def import_kueue(source: str | list[dict[str, Any]], report: ImportReport | None
     report = report if report is not None else ImportReport()
     objects = _objects(_documents(source), report)
     by_kind = {kind: _unique(objects, kind, report) for kind in _TOP_FIELDS}
-    flavors = [_flavor(obj, report) for obj in by_kind["ResourceFlavor"].values()]
+    topologies = {name: _topology(obj, report) for name, obj in by_kind["Topology"].items()}
+    flavors = [_flavor(obj, topologies, report) for obj in by_kind["ResourceFlavor"].values()]
     flavor_names = set(by_kind["ResourceFlavor"])
     labels = {f.name: f.node_labels for f in flavors}
     groups = [_group(obj, flavor_names, report) for obj in by_kind["Cohort"].values()]
@@ -523,17 +521,49 @@ def _spec(obj: _Object, report: ImportReport) -> dict[str, Any]:
     return spec
 
 
-def _flavor(obj: _Object, report: ImportReport) -> Flavor:
-    """ResourceFlavor -> Flavor; node labels must be string to string."""
+def _topology(obj: _Object, report: ImportReport) -> list[str]:
+    """Topology -> its levels' node labels, widest first (``spec.levels[].nodeLabel``)."""
     spec, where = _spec(obj, report), f"{obj.ref}.spec"
-    _unknown_fields(spec, where, ("nodeLabels",), _FLAVOR_UNSUPPORTED, report)
+    _unknown_fields(spec, where, ("levels",), {}, report)
+    levels = spec.get("levels")
+    if not isinstance(levels, list) or not levels:
+        report.problem(f"{where}.levels", "required: a list of {nodeLabel}")
+        return []
+    labels = []
+    for i, level in enumerate(levels):
+        item = _mapping(level, f"{where}.levels[{i}]", report)
+        _unknown_fields(item, f"{where}.levels[{i}]", ("nodeLabel",), {}, report)
+        label = item.get("nodeLabel")
+        if not isinstance(label, str) or not label:
+            report.problem(f"{where}.levels[{i}].nodeLabel", "required (a node label key)")
+            continue
+        labels.append(label)
+    return labels
+
+
+def _flavor(obj: _Object, topologies: Mapping[str, list[str]], report: ImportReport) -> Flavor:
+    """ResourceFlavor -> Flavor; node labels must be string to string; ``topologyName`` names
+    a Topology whose levels the flavor's pod sets may ask for (none without it)."""
+    spec, where = _spec(obj, report), f"{obj.ref}.spec"
+    _unknown_fields(spec, where, ("nodeLabels", "topologyName"), _FLAVOR_UNSUPPORTED, report)
     labels = _mapping(spec.get("nodeLabels"), f"{where}.nodeLabels", report)
     if "nodeLabels" in spec:
         report.map(f"{where}.nodeLabels")
     for key, value in labels.items():
         if not isinstance(value, str):
             report.problem(f"{where}.nodeLabels.{key}", f"label values are strings, got {value!r}")
-    return Flavor(name=obj.name, node_labels={str(k): str(v) for k, v in labels.items()})
+    levels: list[str] = []
+    topology = spec.get("topologyName")
+    if topology is not None:
+        if topology not in topologies:
+            report.problem(f"{where}.topologyName", f"no Topology {topology!r} is given")
+        else:
+            levels = topologies[topology]
+    return Flavor(
+        name=obj.name,
+        node_labels={str(k): str(v) for k, v in labels.items()},
+        topology_levels=levels,
+    )
 
 
 def _group(obj: _Object, flavors: set[str], report: ImportReport) -> Group:
@@ -561,8 +591,9 @@ def _resource_groups(
     labels: Mapping[str, Mapping[str, str]],
     ref: str,
     report: ImportReport,
-) -> tuple[list[str], list[QuotaGroup]]:
-    """Covered resources (all groups) and the quota-only groups of a ClusterQueue.
+) -> tuple[list[str], list[QuotaGroup], list[str]]:
+    """Covered resources (all groups), the quota-only groups of a ClusterQueue, and the node
+    flavors its work may run on (the node group's, in its order: Kueue assigns no others).
 
     Kueue assigns a flavor per resource group. fleetshare gives a pod set one node flavor: the
     node group is the first group with a flavor that selects nodes (nodeLabels), else the
@@ -592,7 +623,8 @@ def _resource_groups(
             f"quota only: requests for {', '.join(resources)} are charged to flavor "
             f"{names[0]!r} whatever node flavor the pods get, and are not asked of nodes",
         )
-    return covered, quota_groups
+    node_flavors = list(groups[node_group][2]) if groups else []
+    return covered, quota_groups, node_flavors
 
 
 def _team(
@@ -622,7 +654,7 @@ def _team(
     cohort = _reference(spec, ("cohort", "cohortName"), where, report)
     reader = _QuotaReader(flavors, report)
     quotas = reader.read(spec.get("resourceGroups"), f"{where}.resourceGroups")
-    covered, quota_groups = _resource_groups(quotas.groups, labels, obj.ref, report)
+    covered, quota_groups, node_flavors = _resource_groups(quotas.groups, labels, obj.ref, report)
     sharing = SharingStrategy.LEND_AND_BORROW
     if cohort is None:
         reader.forbid_limits("only allowed when the ClusterQueue has a cohort")
@@ -650,6 +682,7 @@ def _team(
         reclaim=reclaim,
         local_queues=local_queues[0],
         local_queue_weights=local_queues[1],
+        flavors=node_flavors,
         covered_resources=covered,
         quota_groups=quota_groups,
         queueing_strategy=strategy,

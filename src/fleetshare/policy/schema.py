@@ -162,6 +162,14 @@ class Flavor(_Strict):
 
     name: str = Field(min_length=1)
     node_labels: dict[str, str] = Field(default_factory=dict)
+    topology_levels: list[str] | None = Field(
+        default=None,
+        description="the node labels of the flavor's topology levels, widest first (a Kueue "
+        "Topology named by the ResourceFlavor's topologyName); a pod set's required or "
+        "preferred topology must be one of them, or the flavor does not admit it. None: any "
+        "node label is a level (fleetshare's own); []: no topology (Kueue's flavor without "
+        "topologyName), so a pod set asking for one is not admitted here",
+    )
 
 
 class PreemptionSettings(_Strict):
@@ -355,6 +363,12 @@ class Team(_Strict):
     local_queues: list[str] = Field(
         default_factory=list,
         description="queues (Kueue LocalQueue 'namespace/name') whose jobs belong to this team",
+    )
+    flavors: list[str] | None = Field(
+        default=None,
+        description="the only node flavors the team's work may run on, in the order they are "
+        "tried (Kueue: the flavors its ClusterQueue's resource group lists). None: any flavor "
+        "with nodes, the team's own first",
     )
     covered_resources: list[str] | None = Field(
         default=None,
