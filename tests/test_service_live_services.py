@@ -353,3 +353,33 @@ def test_replica_names() -> None:
     for other in ("chat-r1-r1", "chat-r01", "chat-r", "chat-rx", "chatty-r1", "chat-r0"):
         assert replica_serial("chat", other) is None, other
     assert replica_serial("chat-r1", "chat-r1-r1") == 1
+
+
+@pytest.mark.parametrize(
+    ("requests", "says"),
+    [
+        ({"nvidia.com/gpu": -1}, "must not be negative"),
+        ({"cpu": -2}, "must not be negative"),
+        ({"cpu": "lots"}, "not a Kubernetes quantity"),
+        ({"memory": 1e30}, "too large"),
+    ],
+)
+def test_a_replica_asks_what_a_workload_may(
+    service: tuple[TestClient, dict[str, str]],
+    prometheus: tuple[str, Counter],
+    requests: dict[str, Any],
+    says: str,
+) -> None:
+    """One validation for every way work enters: a replica's requests are checked as a
+    workload's are (a negative GPU once answered 201, then logged a traceback every second)."""
+    client, _ = service
+    address, _ = prometheus
+    spec = _spec(address)
+    spec["replica"]["requests"] = requests
+    response = client.post("/api/v1/services", json=spec)
+    assert response.status_code == 422, response.text
+    (detail,) = response.json()["detail"]
+    assert detail["loc"][:3] == ["body", "replica", "requests"] and says in detail["msg"]
+    workload = {"name": "w", "team": "team-a", "requests": requests}
+    refused = client.post("/api/v1/workloads", json=workload)
+    assert refused.status_code == 422 and says in refused.text

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from fleetshare.inputs import Count, StrictModel
+from fleetshare.model.quantity import Quantities
 
 HOUR = 3600.0
 DAY = 86_400.0
@@ -164,7 +165,7 @@ class TrafficRef(StrictModel):
 class ReplicaSpec(StrictModel):
     """One replica's pod: requests and placement."""
 
-    requests: dict[str, str | int | float]
+    requests: Quantities
     node_selector: dict[str, str] = Field(default_factory=dict)
 
 

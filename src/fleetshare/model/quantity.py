@@ -10,6 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from typing import Annotated
+
+from pydantic import AfterValidator
 
 MILLI = 1000
 
@@ -115,3 +118,14 @@ def check_quantities(values: Mapping[str, str | int | float]) -> None:
             parse_quantity(amount)
         except QuantityError as exc:
             raise ValueError(f"{name}: {exc}") from None
+
+
+def _checked_quantities(value: dict[str, str | int | float]) -> dict[str, str | int | float]:
+    check_quantities(value)
+    return value
+
+
+Quantities = Annotated[dict[str, str | int | float], AfterValidator(_checked_quantities)]
+"""Named amounts (a pod's requests, a node's allocatable) as a schema field: each a
+Kubernetes quantity, not negative, not infinite, not absurdly large (one check for every way
+work enters: files, the API, services)."""

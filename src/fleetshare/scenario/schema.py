@@ -4,26 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AliasChoices, Field, StrictInt, model_validator
+from pydantic import AliasChoices, Field, StrictInt, model_validator
 
 from fleetshare.autoscaling.nodepool import NodePool, unknown_zones
 from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec, DoNotDisruptSpec, PdbSpec
 from fleetshare.inference.spec import ServiceSpec
 from fleetshare.inputs import MAX_TOTAL_NODES, MAX_TOTAL_PODS, Count, StrictModel
-from fleetshare.model.quantity import check_quantities
+from fleetshare.model.quantity import Quantities
 from fleetshare.policy.reading import DEFAULT_READING, BorrowLimitReading
 
 Quantity = str | int | float
-
-
-def _quantities(value: dict[str, Quantity]) -> dict[str, Quantity]:
-    """Every amount a Kubernetes quantity: not negative, not infinite, not absurdly large."""
-    check_quantities(value)
-    return value
-
-
-Quantities = Annotated[dict[str, Quantity], AfterValidator(_quantities)]
-"""Named amounts (requests, allocatable), checked where the file is read."""
 
 
 class _Strict(StrictModel):
