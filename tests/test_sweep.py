@@ -37,6 +37,9 @@ def test_points_are_every_combination_in_a_stable_order() -> None:
         points(["nope"], {}, [0])
     with pytest.raises(ValueError, match="at least one value"):
         points(["idle50"], {"min_runtime": []}, [0])
+    # a string is not a list of values (it once swept min_runtime 6, 0 and 0)
+    with pytest.raises(ValueError, match="min_runtime: give a list of values, got str '600'"):
+        points(["idle50"], {"min_runtime": "600"}, [0])  # type: ignore[dict-item]
 
 
 def test_parameters_change_the_policy() -> None:
@@ -171,3 +174,24 @@ def test_errors_raised_in_a_worker_process_reach_the_caller() -> None:
     bad_input = InputError("trace.csv", "row 3: not a number")
     back_input = pickle.loads(pickle.dumps(bad_input))
     assert str(back_input) == "trace.csv: row 3: not a number" and back_input.why == bad_input.why
+
+
+def test_an_unreachable_ray_address_is_refused_at_once() -> None:
+    """``--ray`` to an address where nothing listens once waited for minutes (Ray retries);
+    it is refused, naming the address, before any run. Loopback only."""
+    import socket
+
+    from fleetshare.simulate.sweep import check_reachable
+
+    with socket.socket() as probe:  # a port nothing listens on: bind it, never listen
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        with pytest.raises(ValueError, match=rf"--ray 127.0.0.1:{port}: no Ray cluster answers"):
+            check_reachable(f"127.0.0.1:{port}", timeout=5)
+    with pytest.raises(ValueError, match="give host:port"):
+        check_reachable("nowhere")
+    with socket.socket() as server:  # something listening passes
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        check_reachable(f"ray://127.0.0.1:{server.getsockname()[1]}", timeout=5)
+    check_reachable("local")

@@ -18,6 +18,7 @@ collects them in the order of the points, whatever order they finished in.
 from __future__ import annotations
 
 import itertools
+import socket
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -63,6 +64,12 @@ def points(
     select(policies)  # unknown names raise
     for name, values in grid.items():
         check_parameter(name)
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+            # a string is a sequence of characters: '600' once swept 6, 0 and 0
+            raise ValueError(
+                f"sweep parameter {name}: give a list of values, got {type(values).__name__} "
+                f"{values!r}"
+            )
         if not values:
             raise ValueError(f"sweep parameter {name}: give at least one value")
         for value in values:
@@ -223,6 +230,30 @@ def _in_processes(
     return [out[i] for i in range(len(sweep))]
 
 
+RAY_CONNECT_SECONDS = 10.0
+"""How long ``--ray HOST:PORT`` waits for the cluster's port to answer (Ray itself retries an
+unreachable address for minutes)."""
+
+
+def check_reachable(address: str, timeout: float = RAY_CONNECT_SECONDS) -> None:
+    """Raise ValueError, within ``timeout``, unless something listens at a Ray address
+    (``host:port`` or ``ray://host:port``; ``local`` and ``auto`` are not network addresses)."""
+    if address in ("local", "auto"):
+        return
+    where = address.removeprefix("ray://")
+    host, _, port = where.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"--ray {address}: give host:port, ray://host:port, local or auto")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ValueError(
+            f"--ray {address}: no Ray cluster answers there ({reason}; waited at most "
+            f"{timeout:g} s)"
+        ) from None
+
+
 def _on_ray(
     trace: str, options: Mapping[str, Any], sweep: Sequence[Point], address: str, done: Done | None
 ) -> list[tuple[Row, list[Row]]]:
@@ -232,6 +263,7 @@ def _on_ray(
         raise ValueError("--ray needs Ray: pip install 'fleetshare[ray]'") from None
     started = not ray.is_initialized()
     if started:
+        check_reachable(address)
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
     try:
         task = ray.remote(run_point)
