@@ -305,11 +305,17 @@ def test_deployment_follows_prometheus_through_the_api_server(
 
         counter.set_rate(45)  # 4.5 replicas' worth
         wait_for("5 replicas", lambda: _replicas(kube, ns) == 5, timeout=60, interval=0.3)
-        steps = []
-        for event in _scaler_events(kube, ns, "Scaled"):
-            words = event["message"].split()
-            steps.append((int(words[4]), int(words[6].rstrip(":"))))  # "... from A to B: why"
-        assert sorted(steps) == [(1, 2), (2, 3), (3, 4), (4, 5)], steps  # +1 pod per 4 s
+
+        def steps() -> list[tuple[int, int]]:
+            out = []
+            for event in _scaler_events(kube, ns, "Scaled"):
+                words = event["message"].split()  # "... from A to B: why"
+                out.append((int(words[4]), int(words[6].rstrip(":"))))
+            return sorted(out)
+
+        # the Event of the last step is written after the Deployment's scale: wait for it
+        wait_for("4 Scaled events", lambda: len(steps()) >= 4, timeout=30, interval=0.3)
+        assert steps() == [(1, 2), (2, 3), (3, 4), (4, 5)], steps()  # +1 pod per 4 s
         assert _condition(kube, ns, "Active")["status"] == "True"
 
         def governed() -> tuple[int, int] | None:
