@@ -22,6 +22,7 @@ import json
 import math
 import os
 import stat
+import unicodedata
 import zlib
 from collections.abc import Hashable
 from pathlib import Path
@@ -59,6 +60,35 @@ def check_count(value: int) -> int:
 Count = Annotated[StrictInt, AfterValidator(check_count)]
 """A whole number (not a bool or a float) of at most :data:`MAX_COUNT`; give the lower bound
 with ``Field(ge=...)``."""
+
+MAX_NAME = 253
+"""The longest name (a Kubernetes object name's limit)."""
+
+
+def check_name(value: str) -> str:
+    """``value`` if it can name something (a team, a workload, a node, a pool, a flavor, a
+    priority class) everywhere it is shown and used, else ValueError saying why: at most
+    :data:`MAX_NAME` characters, not ``.`` or ``..`` (URLs and paths resolve them away), no
+    control characters (NUL, newlines: they forge log lines and break terminals) and no
+    invisible formatting characters (right-to-left marks, zero-width ones: a name that reads
+    as another)."""
+    if not value:
+        raise ValueError("a name may not be empty")
+    if len(value) > MAX_NAME:
+        raise ValueError(f"a name has at most {MAX_NAME} characters, this one {len(value)}")
+    if value in (".", ".."):
+        raise ValueError(f"a name may not be {value!r}")
+    for char in value:
+        if unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
+            raise ValueError(
+                f"{value!r}: a name may not hold U+{ord(char):04X} "
+                f"({unicodedata.name(char, 'a control character')})"
+            )
+    return value
+
+
+Name = Annotated[str, AfterValidator(check_name)]
+"""A name (:func:`check_name`)."""
 
 
 class StrictModel(BaseModel):

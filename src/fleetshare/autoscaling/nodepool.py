@@ -10,7 +10,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from fleetshare.autoscaling.warm import WarmCapacity
-from fleetshare.inputs import Count, StrictModel
+from fleetshare.inputs import Count, Name, StrictModel
 from fleetshare.model.catalog import Catalog, InstanceType, ec2_name
 from fleetshare.model.quantity import check_quantities, parse_quantity
 from fleetshare.model.resources import GPU
@@ -125,7 +125,7 @@ def _ec2_names(names: tuple[str, ...]) -> frozenset[str]:
 class NodePool(_Strict):
     """Which instance types, zones and capacity types a pool launches, and its limits."""
 
-    name: str = Field(min_length=1)
+    name: Name
     instance_types: list[str] = Field(default_factory=list, description="empty: any that fit")
     families: list[str] = Field(default_factory=list)
     gpu_models: list[str] = Field(default_factory=list)

@@ -20,7 +20,7 @@ from pydantic import (
     model_validator,
 )
 
-from fleetshare.inputs import Count, StrictModel
+from fleetshare.inputs import Count, Name, StrictModel, check_name
 from fleetshare.model.placement import Placement
 from fleetshare.model.quantity import QuantityError, check_quantities, parse_quantity
 from fleetshare.policy.errors import PolicyError as PolicyError
@@ -152,7 +152,7 @@ class AdmissionFairSharing(_Strict):
 class PriorityClass(_Strict):
     """A named priority; higher weight is admitted first and may preempt lower."""
 
-    name: str = Field(min_length=1)
+    name: Name
     weight: int = Field(ge=0, le=100)
     default: bool = False
 
@@ -160,7 +160,7 @@ class PriorityClass(_Strict):
 class Flavor(_Strict):
     """A kind of node quotas are counted on; a node belongs to the most specific matching flavor."""
 
-    name: str = Field(min_length=1)
+    name: Name
     node_labels: dict[str, str] = Field(default_factory=dict)
     topology_levels: list[str] | None = Field(
         default=None,
@@ -328,7 +328,7 @@ class LendingLimit(LimitScope):
 class Group(_Strict):
     """A group of teams (a cohort); may nest, hold quota of its own and limit its borrowing."""
 
-    name: str = Field(min_length=1)
+    name: Name
     parent: str | None = None
     quota: list[QuotaEntry] = Field(default_factory=list)
     borrow_limits: list[BorrowLimit] = Field(default_factory=list)
@@ -350,7 +350,7 @@ class QuotaGroup(_Strict):
 class Team(_Strict):
     """A team: its guaranteed quota and how it shares."""
 
-    name: str = Field(min_length=1)
+    name: Name
     group: str | None = None
     quota: list[QuotaEntry] = Field(default_factory=list)
     sharing: SharingStrategy = SharingStrategy.LEND_AND_BORROW
@@ -518,6 +518,15 @@ class Policy(_Strict):
         raise KeyError(f"unknown team {name!r}")
 
 
+def _shown(name: Any) -> bool:
+    """Whether a name may go into a field path (one that is no name, a line break say, is
+    not: the path is part of a one-line error)."""
+    try:
+        return isinstance(name, str) and bool(check_name(name))
+    except ValueError:
+        return False
+
+
 def _path(loc: tuple[int | str, ...], data: Any) -> str:
     """``teams[0](a).quota[1].count`` — a location people can find in their file."""
     out, node = "", data
@@ -525,7 +534,7 @@ def _path(loc: tuple[int | str, ...], data: Any) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
             node = node[part] if isinstance(node, list) and part < len(node) else None
-            if isinstance(node, dict) and isinstance(node.get("name"), str):
+            if isinstance(node, dict) and _shown(node.get("name")):
                 out += f"({node['name']})"
         else:
             out += f".{part}" if out else str(part)

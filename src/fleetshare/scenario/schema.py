@@ -9,7 +9,7 @@ from pydantic import AliasChoices, Field, StrictInt, model_validator
 from fleetshare.autoscaling.nodepool import NodePool, unknown_zones
 from fleetshare.autoscaling.settings import AutoscalerSpec, CloudSpec, DoNotDisruptSpec, PdbSpec
 from fleetshare.inference.spec import ServiceSpec
-from fleetshare.inputs import MAX_TOTAL_NODES, MAX_TOTAL_PODS, Count, StrictModel
+from fleetshare.inputs import MAX_TOTAL_NODES, MAX_TOTAL_PODS, Count, Name, StrictModel
 from fleetshare.model.quantity import Quantities
 from fleetshare.policy.reading import DEFAULT_READING, BorrowLimitReading
 
@@ -93,7 +93,7 @@ class MigSpec(_Strict):
 class NodeSpec(_Strict):
     """Nodes of one kind: an instance type from the catalog and/or explicit allocatable."""
 
-    name: str | None = None
+    name: Name | None = None
     instance_type: str | None = None
     count: Count = Field(default=1, ge=1)
     allocatable: Quantities = Field(default_factory=dict)
@@ -151,7 +151,7 @@ class _Topology(_Strict):
 
 
 class PodSetSpec(_Topology):
-    name: str = "main"
+    name: Name = "main"
     count: Count = Field(default=1, ge=1)
     requests: Quantities
     node_selector: dict[str, str] = Field(default_factory=dict)
@@ -162,8 +162,8 @@ class PodSetSpec(_Topology):
 class WorkloadSpec(_Topology):
     """A job. Either ``pods`` + ``requests`` (one pod set) or a list of ``podsets``."""
 
-    name: str = Field(min_length=1)
-    team: str = Field(min_length=1, validation_alias=AliasChoices("team", "queue"))
+    name: Name
+    team: Name = Field(validation_alias=AliasChoices("team", "queue"))
     priority: str | None = None
     submit_at: float = Field(default=0, ge=0, validation_alias=AliasChoices("submit_at", "at"))
     duration: float | None = Field(default=None, gt=0)
