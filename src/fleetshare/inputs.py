@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, StrictInt
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt
 
 MAX_BYTES = 256 * 2**20
 """The largest file read (256 MiB): far above any real policy or bundled trace."""
@@ -87,8 +87,8 @@ def check_name(value: str) -> str:
     return value
 
 
-Name = Annotated[str, AfterValidator(check_name)]
-"""A name (:func:`check_name`)."""
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME), AfterValidator(check_name)]
+"""A name (:func:`check_name`); its schema says how long it may be."""
 
 
 class StrictModel(BaseModel):
