@@ -119,3 +119,29 @@ GPU_JOB: dict[str, Any] = {"pods": 1, "requests": {"nvidia.com/gpu": 1, "cpu": 4
 def job(name: str, team: str, **extra: Any) -> dict[str, Any]:
     """A one-GPU workload spec."""
     return {"name": name, "team": team, **GPU_JOB, **extra}
+
+
+def config_text_listing(servers: dict[str, str]) -> str:
+    """The bundled default config with the Prometheus servers live services may query."""
+    from importlib.resources import files
+
+    text = (files("fleetshare.service") / "default.yaml").read_text(encoding="utf-8")
+    return text + "prometheus_servers:\n" + "".join(f"  {n}: '{u}'\n" for n, u in servers.items())
+
+
+def config_listing(servers: dict[str, str]) -> Any:
+    """The default config (a Scenario) listing ``servers`` (name -> URL)."""
+    import yaml
+
+    from fleetshare.scenario.loader import load_scenario_data
+    from fleetshare.service.config import check_config
+
+    data = yaml.safe_load(config_text_listing(servers))
+    return check_config(load_scenario_data(data, Path("."), "test config"))
+
+
+def config_file_listing(workdir: Path, servers: dict[str, str]) -> Path:
+    """:func:`config_listing` as a file for ``serve --config``."""
+    path = workdir / "config-with-prometheus.yaml"
+    path.write_text(config_text_listing(servers))
+    return path

@@ -22,7 +22,11 @@ from sqlalchemy import select
 from fleetshare.service import store as tables
 from fleetshare.service.auth import TOKEN_CACHE_SECONDS, create_token, revoke_token
 from fleetshare.service.store import Store
-from tests.service_helpers import Server, job, start_server, wait_for
+from tests.service_helpers import Server, config_file_listing, job, start_server, wait_for
+
+NOTHING = "http://127.0.0.1:9"
+"""The one Prometheus server the tests' config lists: nothing answers there (services keep
+their replicas)."""
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -34,7 +38,7 @@ def server(
         db = request.getfixturevalue("postgresql").database()
     else:
         db = f"sqlite:///{workdir / 'fleetshare.db'}"
-    srv = start_server(db, workdir)
+    srv = start_server(db, workdir, config_file_listing(workdir, {"nothing": NOTHING}))
     yield srv
     srv.stop()
 
@@ -297,7 +301,7 @@ def test_viewer_reads_everything_and_changes_nothing(
 
 def _service(name: str, team: str) -> dict[str, Any]:
     """A live service whose Prometheus is not there (it keeps zero replicas)."""
-    query = {"server_address": "http://127.0.0.1:9", "query": "up"}
+    query = {"server": "nothing", "query": "up"}
     trigger = {"metric": "rps", "target": 5, "prometheus": query}
     return {
         "name": name,
@@ -692,3 +696,28 @@ def test_cordon_uncordon_and_drain_are_admin_only(
             admin.post(f"/api/v1/nodes/{name}/uncordon").raise_for_status()
     wait_for(lambda: admitted(team_a, "c1") and admitted(team_a, "c2"))
     wait_for(lambda: not any(_node(admin, n)["cordoned"] for n in names))
+
+
+def test_the_server_fetches_no_address_a_team_chose(team_a: httpx.Client) -> None:
+    """Server-side request forgery (issue 28, item 2): a team token once registered any
+    http(s) URL as its Prometheus, which the server then fetched every poll, returning the
+    error text to the team. Only the admin's servers (the config's prometheus_servers) are
+    queried: a trigger names one, or gives the address of one."""
+    foreign = _service("ssrf", "team-a")
+    foreign["scaler"]["triggers"][0]["prometheus"] = {
+        "server_address": "http://127.0.0.1:22/latest/meta-data",
+        "query": "up",
+    }
+    response = team_a.post("/api/v1/services", json=foreign)
+    assert response.status_code == 422, response.text
+    (detail,) = response.json()["detail"]
+    assert "only the Prometheus servers the admin lists may be queried" in detail["msg"]
+    assert "listed: nothing" in detail["msg"]
+    unknown = _service("ssrf", "team-a")
+    unknown["scaler"]["triggers"][0]["prometheus"] = {"server": "elsewhere", "query": "up"}
+    response = team_a.post("/api/v1/services", json=unknown)
+    assert response.status_code == 422 and "'elsewhere' is not a Prometheus server" in response.text
+    by_address = _service("by-address", "team-a")
+    by_address["scaler"]["triggers"][0]["prometheus"] = {"server_address": NOTHING, "query": "up"}
+    assert team_a.post("/api/v1/services", json=by_address).status_code == 201
+    assert team_a.delete("/api/v1/services/by-address").status_code == 200

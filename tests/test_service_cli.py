@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fleetshare.cli import app
-from tests.service_helpers import Server, cli_env, start_server, wait_for
+from tests.service_helpers import Server, cli_env, config_file_listing, start_server, wait_for
 
 runner = CliRunner(env={"COLUMNS": "200"})
 
@@ -31,7 +31,8 @@ def fleetshare(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     workdir = tmp_path_factory.mktemp("cli")
-    srv = start_server(f"sqlite:///{workdir / 'fleetshare.db'}", workdir)
+    config = config_file_listing(workdir, {"nothing": "http://127.0.0.1:9"})
+    srv = start_server(f"sqlite:///{workdir / 'fleetshare.db'}", workdir, config)
     yield srv
     srv.stop()
 

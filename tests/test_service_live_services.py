@@ -19,18 +19,23 @@ from sqlalchemy import select
 from fleetshare.service import store as tables
 from fleetshare.service.api import create_app
 from fleetshare.service.auth import Principal, create_token
-from fleetshare.service.config import load_config
 from fleetshare.service.live_services import LiveServices, LiveServiceSpec
 from fleetshare.service.plane import ControlPlane, NotFound
 from fleetshare.service.store import Store
 from fleetshare.service.stored_services import replica_serial
 from tests.prometheus_server import Counter
-from tests.service_helpers import start_server, wait_for
+from tests.service_helpers import config_file_listing, config_listing, start_server, wait_for
+
+INVALID = config_listing({"invalid": "http://prometheus.invalid"})
+"""The default config listing a Prometheus that is never reached (the tests answer for it)."""
 
 
 @pytest.fixture
-def service(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
-    plane = ControlPlane(load_config(None), Store(f"sqlite:///{tmp_path / 'fleetshare.db'}"))
+def service(
+    tmp_path: Path, prometheus: tuple[str, Counter]
+) -> Iterator[tuple[TestClient, dict[str, str]]]:
+    config = config_listing({"main": prometheus[0]})
+    plane = ControlPlane(config, Store(f"sqlite:///{tmp_path / 'fleetshare.db'}"))
     scopes = ("admin", "viewer", "team:team-a", "team:team-b")
     tokens = {s: create_token(plane.store, s)[1] for s in scopes}
     with TestClient(create_app(plane)) as client:
@@ -189,7 +194,7 @@ def test_a_new_leader_adopts_the_replicas_that_exist(tmp_path: Path) -> None:
     memory gone) takes the stored service over with its three replicas, submits none again,
     holds them through the scale-down window that starts at the take-over, and numbers the
     next replica 4."""
-    plane = ControlPlane(load_config(None), Store(f"sqlite:///{tmp_path / 'fs.db'}"))
+    plane = ControlPlane(INVALID, Store(f"sqlite:///{tmp_path / 'fs.db'}"))
     who = Principal(1, "team:team-a")
     policy = {"type": "Percent", "value": 100, "period_seconds": 15}
     window = {"stabilization_window_seconds": 60, "policies": [policy]}
@@ -233,7 +238,7 @@ def test_a_service_survives_kill_9_without_doubling_its_replicas(
     token = create_token(store, "team:team-a")[1]
     store.close()
     counter.set_rate(17.5)
-    server = start_server(db, tmp_path)
+    server = start_server(db, tmp_path, config_file_listing(tmp_path, {"main": address}))
     try:
         with server.client(token) as client:
             assert client.post("/api/v1/services", json=_spec(address)).status_code == 201
@@ -245,7 +250,7 @@ def test_a_service_survives_kill_9_without_doubling_its_replicas(
 
             wait_for(lambda: replicas() == three, timeout=60, interval=0.5)
         server.kill()
-        server = start_server(db, tmp_path)
+        server = start_server(db, tmp_path, config_file_listing(tmp_path, {"main": address}))
         with server.client(token) as client:
             assert replicas() == three  # from the store, before the new scaler's first turn
 
@@ -270,8 +275,8 @@ def test_a_follower_registers_and_deletes_and_the_leader_scales(tmp_path: Path) 
     over on its next turn, and a replica it submitted after the deletion committed (its turn
     ran meanwhile) is cancelled when it lets the service go."""
     db = f"sqlite:///{tmp_path / 'fs.db'}"
-    leader_plane = ControlPlane(load_config(None), Store(db))
-    follower_plane = ControlPlane(load_config(None), Store(db))
+    leader_plane = ControlPlane(INVALID, Store(db))
+    follower_plane = ControlPlane(INVALID, Store(db))
     assert leader_plane.leader and not follower_plane.leader
     metric = _Answers(3.0)
     leader = LiveServices(leader_plane, metric.client)

@@ -1298,7 +1298,9 @@ def service_show(
     for t in scaler["triggers"]:
         prom = t.get("prometheus") or {}
         table.add_row(
-            t["metric"], f"{t['target']:g}", f"{prom.get('server_address')} {prom.get('query')}"
+            t["metric"],
+            f"{t['target']:g}",
+            f"{prom.get('server') or prom.get('server_address')} {prom.get('query')}",
         )
     console.print(table)
     if s.get("wanted") is not None:

@@ -79,13 +79,16 @@ class PrometheusSource:
     to reuse; by default one per source)."""
 
     def __init__(self, query: PrometheusQuery, client: httpx.Client | None = None) -> None:
+        if query.server_address is None:
+            raise ValueError(f"Prometheus server {query.server!r}: resolve its name first")
         self.query = query
+        self.address: str = query.server_address
         self.client = client if client is not None else httpx.Client()
 
     def read(self) -> float:
         q = self.query
-        where = f"prometheus {q.server_address} query {q.query!r}"
-        url = q.server_address.rstrip("/") + "/api/v1/query"
+        where = f"prometheus {self.address} query {q.query!r}"
+        url = self.address.rstrip("/") + "/api/v1/query"
         try:
             response = self.client.get(url, params={"query": q.query}, timeout=q.timeout_seconds)
         except httpx.TimeoutException:

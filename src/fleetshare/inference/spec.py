@@ -7,11 +7,12 @@ at most -100% per 15 s; KEDA's activation threshold 0 and cooldown (to zero) 300
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from fleetshare.inputs import Count, StrictModel
+from fleetshare.inputs import Count, Name, StrictModel
 from fleetshare.model.quantity import Quantities
 
 HOUR = 3600.0
@@ -70,10 +71,33 @@ class PrometheusQuery(StrictModel):
     scalar or a vector of one element. An empty vector reads 0 while ``ignore_null_values``
     (KEDA's default), else it is an error."""
 
-    server_address: str = Field(pattern=r"^https?://\S+$", description="http(s)://host:port")
+    server_address: str | None = Field(
+        default=None, pattern=r"^https?://\S+$", description="http(s)://host:port"
+    )
+    server: Name | None = Field(
+        default=None,
+        description="a Prometheus server by the name the admin lists it under (fleetshare "
+        "serve's prometheus_servers); in fleetshare serve, the way to name one",
+    )
     query: str = Field(min_length=1)
     ignore_null_values: bool = True
     timeout_seconds: float = Field(default=5, gt=0, le=300)
+
+    @model_validator(mode="after")
+    def _one_server(self) -> PrometheusQuery:
+        if (self.server is None) == (self.server_address is None):
+            raise ValueError("give server (a name the admin lists) or server_address")
+        return self
+
+    def at(self, servers: Mapping[str, str]) -> PrometheusQuery:
+        """This query with ``server`` resolved to its address in ``servers``; KeyError
+        saying which names there are when it is not one of them."""
+        if self.server is None:
+            return self
+        if self.server not in servers:
+            listed = ", ".join(sorted(servers)) or "none"
+            raise KeyError(f"no Prometheus server {self.server!r} is listed (listed: {listed})")
+        return self.model_copy(update={"server_address": servers[self.server], "server": None})
 
 
 class Trigger(StrictModel):

@@ -249,6 +249,12 @@ class ScenarioSpec(_Strict):
     hyperpod_borrow_limit: BorrowLimitReading = DEFAULT_READING
     policy_overrides: dict[str, Any] = Field(default_factory=dict)
     policy_changes: list[PolicyChange] = Field(default_factory=list)
+    prometheus_servers: dict[Name, Annotated[str, Field(pattern=r"^https?://\S+$")]] = Field(
+        default_factory=dict,
+        description="for fleetshare serve: the Prometheus servers live services may query, "
+        "by name (http(s) URLs the admin chooses); a service's trigger names one, and the "
+        "server fetches no other address",
+    )
     workloads: list[WorkloadSpec] = Field(default_factory=list)
     manifests: list[str | dict[str, Any]] = Field(
         default_factory=list,

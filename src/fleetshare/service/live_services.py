@@ -39,11 +39,11 @@ import httpx
 from pydantic import Field, model_validator
 from sqlalchemy import Connection, Row, select
 
-from fleetshare.inference.live import LiveScaler, prometheus_sources
-from fleetshare.inference.prometheus import MetricError
+from fleetshare.inference.live import LiveScaler
+from fleetshare.inference.prometheus import MetricError, MetricSource, PrometheusSource
 from fleetshare.inference.scaler import resumed
 from fleetshare.inference.service import ROLE_LABEL, SERVICE_LABEL
-from fleetshare.inference.spec import ReplicaSpec, ScalerSpec
+from fleetshare.inference.spec import PrometheusQuery, ReplicaSpec, ScalerSpec
 from fleetshare.inputs import StrictModel
 from fleetshare.scenario.schema import WorkloadSpec
 from fleetshare.service import store as tables
@@ -60,6 +60,16 @@ from fleetshare.service.plane import (
 )
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """A trigger whose Prometheus the server may not query: every read fails, saying why."""
+
+    why: str
+
+    def read(self) -> float:
+        raise MetricError(self.why)
 
 
 class LiveServiceSpec(StrictModel):
@@ -181,10 +191,56 @@ class LiveServices:
             )
         if spec.team not in {t.name for t in self.plane.policy.teams}:
             raise Invalid(f"unknown team {spec.team!r}", "team")
+        self._check_servers(spec)
         try:
             self.plane.policy.priority_of(spec.priority)
         except KeyError as exc:
             raise Invalid(exc.args[0], "priority") from None
+
+    @property
+    def servers(self) -> dict[str, str]:
+        """The Prometheus servers services may query, by name: the admin's list (the
+        config's ``prometheus_servers``)."""
+        return dict(self.plane.config.spec.prometheus_servers)
+
+    def _refusal(self, query: PrometheusQuery, where: str) -> str | None:
+        """Why the server may not query ``query``'s Prometheus (None: it may): the server
+        never fetches an address a team chose; a trigger names one of the admin's servers
+        (``server``) or gives the address of one."""
+        servers = self.servers
+        listed = ", ".join(sorted(servers)) or "none (the config's prometheus_servers)"
+        if query.server is not None and query.server not in servers:
+            return (
+                f"{where}.server: {query.server!r} is not a Prometheus server the admin lists "
+                f"(listed: {listed})"
+            )
+        addresses = {url.rstrip("/") for url in servers.values()}
+        if query.server_address is not None and query.server_address.rstrip("/") not in addresses:
+            return (
+                f"{where}.server_address: only the Prometheus servers the admin lists may be "
+                f"queried; name one with server (listed: {listed})"
+            )
+        return None
+
+    def _check_servers(self, spec: LiveServiceSpec) -> None:
+        for i, trigger in enumerate(spec.scaler.triggers):
+            assert trigger.prometheus is not None  # LiveServiceSpec requires it
+            why = self._refusal(trigger.prometheus, f"scaler.triggers[{i}].prometheus")
+            if why is not None:
+                raise Invalid(why, "scaler")
+
+    def _sources(self, spec: LiveServiceSpec) -> list[MetricSource]:
+        """A source per trigger; one whose server the admin no longer lists (a service
+        stored before) fails every read with the reason, fetching nothing."""
+        sources: list[MetricSource] = []
+        for i, trigger in enumerate(spec.scaler.triggers):
+            assert trigger.prometheus is not None
+            why = self._refusal(trigger.prometheus, f"scaler.triggers[{i}].prometheus")
+            if why is not None:
+                sources.append(_Refused(why))
+            else:
+                sources.append(PrometheusSource(trigger.prometheus.at(self.servers), self.client))
+        return sources
 
     def visible(self, name: str, who: Principal) -> dict[str, Any]:
         """The service ``name`` as ``who`` may see it (404 when it may not, as when there is
@@ -256,7 +312,7 @@ class LiveServices:
         history = stored_services.replicas(conn, row.name, row.team)
         alive = [r.name for r in history if r.state in ACTIVE]
         state = resumed(len(alive), now, stored_services.changes(history, self.plane.epoch))
-        scaler = LiveScaler(spec.scaler, prometheus_sources(spec.scaler, self.client), state)
+        scaler = LiveScaler(spec.scaler, self._sources(spec), state)
         return LiveService(
             row.id,
             spec,
@@ -271,8 +327,7 @@ class LiveServices:
         """Carry on with an updated spec: the scaler keeps its state (replicas, windows,
         rate periods) under the new rules, due at once."""
         spec = LiveServiceSpec.model_validate(document)
-        sources = prometheus_sources(spec.scaler, self.client)
-        service.scaler = LiveScaler(spec.scaler, sources, service.scaler.state)
+        service.scaler = LiveScaler(spec.scaler, self._sources(spec), service.scaler.state)
         service.spec, service.document, service.due = spec, document, now
 
     def _let_go(self, service: LiveService) -> None:
