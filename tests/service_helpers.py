@@ -61,7 +61,13 @@ class Server:
                 self.kill()
 
 
-def start_server(db: str, workdir: Path, config: Path | None = None, timeout: float = 90) -> Server:
+def start_server(
+    db: str,
+    workdir: Path,
+    config: Path | None = None,
+    timeout: float = 90,
+    extra: tuple[str, ...] = (),
+) -> Server:
     """Start ``fleetshare serve`` and wait until it answers /healthz (two processes start:
     the API and its loop process; on a loaded 2-core machine that can take half a minute)."""
     port = free_port()
@@ -82,6 +88,7 @@ def start_server(db: str, workdir: Path, config: Path | None = None, timeout: fl
     ]
     if config is not None:
         command += ["--config", str(config)]
+    command += extra
     with open(log, "wb") as out:
         process = subprocess.Popen(
             command, stdout=out, stderr=subprocess.STDOUT, env=cli_env(), cwd=workdir

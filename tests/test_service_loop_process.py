@@ -101,3 +101,44 @@ def test_the_loop_process_admits_is_restarted_and_dies_with_the_server(tmp_path:
     finally:
         server.stop()
         store.close()
+
+
+@pytest.mark.slow
+def test_a_stopped_loop_is_unhealthy_until_it_goes_on(tmp_path: Path) -> None:
+    """Issue 28, item 1: a loop process paused with SIGSTOP once left /healthz 200 "running"
+    and fleetshare_loop_up and fleetshare_leader 1 while submissions piled up. Past
+    ``--stale-seconds`` without a report it is 503 and both gauges 0; resumed (SIGCONT), it
+    reports again, is healthy again and admits what waited. A real process, really stopped."""
+    db = f"sqlite:///{tmp_path / 'fs.db'}"
+    store = Store(db)
+    store.create()
+    admin = create_token(store, "admin")[1]
+    server = start_server(db, tmp_path, extra=("--stale-seconds", "3"))
+    child = 0
+    try:
+        child = _loop_process(server)
+        with server.client(admin) as client:
+            assert client.get("/healthz").status_code == 200
+            os.kill(child, signal.SIGSTOP)
+            unhealthy = wait_for(
+                lambda: (r := client.get("/healthz")).status_code == 503 and r.json(),
+                timeout=30,
+            )
+            assert (
+                "has not reported" in unhealthy["loop"] and "stopped or hung" in unhealthy["loop"]
+            )
+            metrics = client.get("/metrics").text
+            assert "fleetshare_loop_up 0.0" in metrics and "fleetshare_leader 0.0" in metrics
+            assert client.post("/api/v1/workloads", json=job("waited", "team-a")).status_code == 201
+            assert client.get("/api/v1/workloads/waited").json()["state"] == "pending"
+
+            os.kill(child, signal.SIGCONT)
+            wait_for(lambda: client.get("/healthz").status_code == 200, timeout=30)
+            wait_for(lambda: client.get("/api/v1/workloads/waited").json()["state"] == "admitted")
+            metrics = client.get("/metrics").text
+            assert "fleetshare_loop_up 1.0" in metrics and "fleetshare_leader 1.0" in metrics
+    finally:
+        if child and _alive(child):
+            os.kill(child, signal.SIGCONT)
+        server.stop()
+        store.close()

@@ -900,6 +900,14 @@ def serve(
             "its own started and supervised by this one",
         ),
     ] = False,
+    stale_seconds: Annotated[
+        float,
+        typer.Option(
+            min=1,
+            help="a control loop that has not gone round (or reported) for this long is "
+            "unhealthy: /healthz 503, fleetshare_loop_up and fleetshare_leader 0",
+        ),
+    ] = 15.0,
     role: Annotated[
         str, typer.Option(hidden=True, help="'loop': the loop process, no HTTP (internal)")
     ] = "",
@@ -921,21 +929,26 @@ def serve(
     from fleetshare.service.runtime import tune_garbage_collector
 
     if role == "loop":
-        plane = ControlPlane(scenario, Store(db), mode="loop")
+        plane = ControlPlane(scenario, Store(db), mode="loop", stale_seconds=stale_seconds)
         tune_garbage_collector()
         raise typer.Exit(run_child(plane))
     loop_process = None
     if not loop_in_process:  # started first: it loads while this process does
         env = dict(os.environ)
         env[DB_ENV] = db or default_url()  # not on the command line: it may hold a password
-        loop_process = LoopProcess(child_command(config), env)
+        loop_process = LoopProcess(child_command(config, stale_seconds), env, stale_seconds)
         loop_process.start()
     try:
         import uvicorn
 
         from fleetshare.service.api import create_app
 
-        plane = ControlPlane(scenario, Store(db), mode="api" if loop_process else "all")
+        plane = ControlPlane(
+            scenario,
+            Store(db),
+            mode="api" if loop_process else "all",
+            stale_seconds=stale_seconds,
+        )
         if loop_process is not None:
             try:
                 loop_process.wait_ready()

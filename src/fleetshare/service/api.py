@@ -456,8 +456,9 @@ def create_app(
     @app.get("/healthz", response_model=Health, tags=["service"])
     def healthz() -> JSONResponse:
         """Liveness: 200 while the control loop runs here (``running``) or on another replica
-        (``follower (leader: ...)``), 503 after it failed."""
-        failed = plane.failed
+        (``follower (leader: ...)``), 503 after it failed or while it has not gone round (or
+        reported) within ``serve --stale-seconds``."""
+        failed = plane.failed or plane.stalled
         loop = "running" if plane.leader else plane.role()
         body = {"ok": failed is None, "loop": loop if failed is None else f"failed: {failed}"}
         return JSONResponse(body, status_code=200 if failed is None else 503)

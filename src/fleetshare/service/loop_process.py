@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from fleetshare.service.metrics import LoopMetrics
-from fleetshare.service.plane import ControlPlane
+from fleetshare.service.plane import STALE_SECONDS, ControlPlane
 
 log = logging.getLogger("fleetshare.service")
 
@@ -82,12 +82,12 @@ def run_child(plane: ControlPlane) -> int:
         while True:
             status = {
                 "leader": plane.leader,
-                "failed": plane.failed,
+                "failed": plane.failed or plane.stalled,
                 "metrics": metrics.render().decode(),
             }
             with contextlib.suppress(OSError):  # the parent went away: stdin ends too
                 report.write(json.dumps(status) + "\n")
-            if plane.failed is not None or stop.wait(STATUS_SECONDS):
+            if plane.failed is not None or stop.wait(STATUS_SECONDS):  # (stalled: go on)
                 break
     finally:
         plane.close()
@@ -102,9 +102,14 @@ class LoopProcess:
     and stops it (see the module docstring). ``command`` runs the child (``fleetshare serve
     --role loop`` with the parent's config); ``env`` its environment (the store's URL)."""
 
-    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+    def __init__(
+        self, command: list[str], env: dict[str, str], stale_seconds: float = STALE_SECONDS
+    ) -> None:
         self.command = command
         self.env = env
+        self.stale_seconds = stale_seconds
+        self.reported_at = time.monotonic()
+        """When the loop process last reported (monotonic)."""
         self.plane: ControlPlane | None = None
         """The API's plane: told whether its loop process leads or failed."""
         self._metrics = b""
@@ -139,6 +144,7 @@ class LoopProcess:
             target=self._supervise, name="fleetshare-loop-process", daemon=True
         )
         self._supervisor.start()
+        threading.Thread(target=self._watch, name="fleetshare-loop-watch", daemon=True).start()
 
     def attach(self, plane: ControlPlane) -> None:
         """Report to ``plane`` (the API's, in ``api`` mode) and let it wake the loop."""
@@ -211,6 +217,7 @@ class LoopProcess:
                 status: dict[str, Any] = json.loads(line)
             except ValueError:
                 continue
+            self.reported_at = time.monotonic()
             self.leader = bool(status.get("leader"))
             self._metrics = str(status.get("metrics", "")).encode()
             failed = status.get("failed")
@@ -222,6 +229,21 @@ class LoopProcess:
         if self.plane is not None:
             self.plane.loop_process_leads = self.leader
             self.plane.failed = self.failed
+
+    def _watch(self) -> None:
+        """A loop process that stopped reporting (stopped with SIGSTOP, or hung) is neither
+        running nor leading: after ``stale_seconds`` without a report, ``/healthz`` says so
+        (503) and the metrics read 0, until reports come again."""
+        while not self._stopping.wait(1.0):
+            age = time.monotonic() - self.reported_at
+            process = self._process
+            if age > self.stale_seconds and process is not None and process.poll() is None:
+                self.leader = False
+                self.failed = (
+                    f"the loop process (pid {process.pid}) has not reported for {age:.0f} s "
+                    "(stopped or hung)"
+                )
+                self._tell_plane()
 
     def _supervise(self) -> None:
         backoff = BACKOFF_SECONDS[0]
@@ -258,9 +280,10 @@ def _exit(code: int) -> str:
     return f"signal {-code}" if code < 0 else f"status {code}"
 
 
-def child_command(config: Path | None) -> list[str]:
+def child_command(config: Path | None, stale_seconds: float = STALE_SECONDS) -> list[str]:
     """The command line of a loop process for ``config``."""
     command = [sys.executable, "-m", "fleetshare.cli", "serve", "--role", "loop"]
+    command += ["--stale-seconds", f"{stale_seconds:g}"]
     if config is not None:
         command += ["--config", str(config.resolve())]
     return command

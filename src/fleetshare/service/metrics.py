@@ -18,7 +18,8 @@ Gauges, read from the control loop's latest view at scrape time:
 - ``fleetshare_nodes_hourly_cost_dollars{instance_type, capacity_type, source}``: the sum of
   those nodes' prices (on-demand catalog price for config nodes, the launch price for nodes
   the autoscaler launched; nodes without a price count 0).
-- ``fleetshare_loop_up``: 1 while the control loop runs, 0 after it failed.
+- ``fleetshare_loop_up``: 1 while the control loop runs, 0 after it failed or while it has not
+  gone round (or, as a process of its own, reported) within ``serve --stale-seconds``.
 
 Counters and histograms, updated by the loop as it acts (they start at 0 with the process):
 
@@ -159,12 +160,13 @@ class _ViewCollector(Collector):
         yield from _quota_gauges(view)
         yield from _node_gauges(view)
         up = GaugeMetricFamily("fleetshare_loop_up", "1 while the control loop runs.")
-        up.add_metric([], 0.0 if plane.failed else 1.0)
+        unhealthy = bool(plane.failed or plane.stalled)
+        up.add_metric([], 0.0 if unhealthy else 1.0)
         yield up
         leader = GaugeMetricFamily(
             "fleetshare_leader", "1 on the replica that holds the lease and runs the loop."
         )
-        leader.add_metric([], 1.0 if plane.leader else 0.0)
+        leader.add_metric([], 1.0 if plane.leader and not unhealthy else 0.0)
         yield leader
 
 

@@ -94,6 +94,11 @@ from fleetshare.service.store import Store, named
 log = logging.getLogger("fleetshare.service")
 
 ACTIVE = ("pending", "admitted")
+STALE_SECONDS = 15.0
+"""A loop that has not gone round (or, run as a process of its own, not reported) for this
+long is unhealthy: ``/healthz`` answers 503, ``fleetshare_loop_up`` and ``fleetshare_leader``
+read 0 (``serve --stale-seconds``). It goes round every 0.1-1 s; one reconcile of ten
+thousand pending workloads takes about 2 s on 2 cores."""
 POLL_SECONDS = 0.1
 """The leader reads the event log at least this often (for other replicas' writes)."""
 MIN_STEP_SECONDS = 0.05
@@ -209,6 +214,7 @@ class ControlPlane:
         lease_ttl: float = DEFAULT_TTL,
         poll_interval: float = POLL_SECONDS,
         mode: Mode = "all",
+        stale_seconds: float = STALE_SECONDS,
     ) -> None:
         self.config = check_config(config)
         self.catalog: Catalog = config.catalog
@@ -246,6 +252,9 @@ class ControlPlane:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._heartbeat: threading.Thread | None = None
+        self.beat = time.monotonic()
+        """When the loop thread last went round (monotonic): :attr:`stalled` reads it."""
+        self.stale_seconds = stale_seconds
         self.failed: str | None = None
         """Why the loop stopped, when it failed (the store and memory may then differ: the
         service must be restarted, and rebuilds from the store)."""
@@ -496,9 +505,22 @@ class ControlPlane:
         self.stop()
         self.store.close()
 
+    @property
+    def stalled(self) -> str | None:
+        """Why this replica's loop thread looks hung (None: it went round within
+        :attr:`stale_seconds`): a loop that stopped going round is not healthy, however
+        healthy its last report was."""
+        if self._thread is None:
+            return None
+        age = time.monotonic() - self.beat
+        if age <= self.stale_seconds:
+            return None
+        return f"the control loop has not gone round for {age:.0f} s (stopped or hung)"
+
     def _run(self) -> None:
         last = 0.0
         while not self._stop.is_set():
+            self.beat = time.monotonic()
             if self.loop is None:
                 self._follow()
                 continue
