@@ -79,6 +79,12 @@ def test_hyperpod_walkthrough_borrow_reclaim_priority(kube: Harness, ns: str) ->
         wait_for(
             "b-training's pods running", lambda: len(running_pods(kube, ns, "b-training")) == 2
         )
+        # reclaimed, team-a borrows nothing: the key goes (a merge patch once kept it, so
+        # kubectl showed the GPU borrowed still)
+        wait_for(
+            "team-a borrows nothing",
+            lambda: "nvidia.com/gpu" not in team_status(kube, "team-a").get("borrowed", {}),
+        )
         wait_for("a-training says why it waits",
                  lambda: annotation(kube, ns, "a-training", PENDING_REASON))  # fmt: skip
 

@@ -295,3 +295,18 @@ def test_webhook_suspends_every_kind_and_leaves_owned_objects_alone() -> None:
         "name": "w-leader-0", "labels": {"fleetshare.io/team": "t"},
         "ownerReferences": [{"kind": "JobSet", "name": "w", "uid": "u"}]}, "spec": {}}  # fmt: skip
     assert mutation(child) == []  # the JobSet is the workload
+
+
+def test_a_team_status_patch_removes_what_went_to_zero() -> None:
+    """A JSON merge patch keeps the map keys it does not name (RFC 7386): a resource no
+    longer used or borrowed is named with null, so the API server removes it."""
+    from fleetshare.operator.status import status_patch
+
+    old = {"used": {"nvidia.com/gpu": "1", "cpu": "4"}, "borrowed": {"nvidia.com/gpu": "2"}}
+    new = {"used": {"cpu": "2"}, "borrowed": {}, "admitted": 1}
+    assert status_patch(old, new) == {
+        "used": {"cpu": "2", "nvidia.com/gpu": None},
+        "borrowed": {"nvidia.com/gpu": None},
+        "admitted": 1,
+    }
+    assert status_patch(new, new) == new

@@ -38,7 +38,7 @@ from fleetshare.operator.lease import LeaseElector
 from fleetshare.operator.metrics import OperatorMetrics, summary
 from fleetshare.operator.nodeclaims import NODE_CLAIMS, NODE_POOLS, NodeClaims
 from fleetshare.operator.scaledobjects import SCALED_OBJECTS, ScaledObjects
-from fleetshare.operator.status import team_status
+from fleetshare.operator.status import status_patch, team_status
 from fleetshare.operator.watch import Store, Watcher
 from fleetshare.policy.schema import Policy, PolicyError
 
@@ -458,7 +458,7 @@ class Operator:
             if last is not None and now < last + interval:
                 due = last + interval if due is None else min(due, last + interval)
                 continue
-            changed.append((-1.0 if last is None else last, name, status))
+            changed.append((-1.0 if last is None else last, name, status_patch(old, status)))
         changed.sort(key=lambda item: item[0])  # least recently written first (stable)
         for _, name, status in changed:
             if not budget.take():

@@ -55,3 +55,16 @@ def team_status(
         status["pending"] = waiting[team]
         out[team] = status
     return out
+
+
+def status_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch that turns a Team's ``old`` status into ``new``: a merge patch
+    keeps every map key it does not name, so a resource that went to zero (``used`` after a
+    team's work finished, ``borrowed`` after a reclaim) is named with null, which removes it
+    (RFC 7386); else ``kubectl get team`` kept showing what the team no longer holds."""
+    patch = dict(new)
+    for kind in ("quota", "used", "borrowed"):
+        gone = set(old.get(kind) or {}) - set(new.get(kind) or {})
+        if gone:
+            patch[kind] = {**(new.get(kind) or {}), **dict.fromkeys(sorted(gone))}
+    return patch
