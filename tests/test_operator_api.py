@@ -76,6 +76,17 @@ def test_hyperpod_walkthrough_borrow_reclaim_priority(kube: Harness, ns: str) ->
         eviction = json.loads(annotation(kube, ns, "a-training", EVICTION))
         assert eviction["reason"] == "reclaim" and eviction["by"] == f"{ns}/b-training"
         assert kube.job(ns, "a-training")["spec"]["suspend"] is True
+        # suspended, it loses the flavor's node selector injected at admission (Kueue restores a
+        # preempted job's pod sets): requeued, it may run on another flavor
+        wait_for(
+            "a-training's injected node selector taken off",
+            lambda: (
+                "node.kubernetes.io/instance-type"
+                not in (
+                    kube.job(ns, "a-training")["spec"]["template"]["spec"].get("nodeSelector") or {}
+                )
+            ),
+        )
         wait_for(
             "b-training's pods running", lambda: len(running_pods(kube, ns, "b-training")) == 2
         )

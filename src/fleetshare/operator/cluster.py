@@ -63,6 +63,7 @@ from fleetshare.operator.kinds import (
     Suspendable,
     admission_ops,
     annotation_ops,
+    release_ops,
     suspend_ops,
 )
 from fleetshare.operator.kube import (
@@ -515,6 +516,14 @@ class KubeCluster:
                 self._reset_start(job)  # the job controller leaves it: Kueue resets it too
             self.retry_soon = True  # not admissible before the start time is reset
             return None
+        if (
+            phase == "pending"
+            and kind.suspended(job)
+            and injected_keys(job)
+            and (kind is not JOB or suspension_settled(job))
+            and self.may_act()
+        ):
+            self._release(job, kind)  # preempted: its owner's template again (Kueue's way)
         team, priority = resolved
         workload = Workload(
             name=name, team=team, podsets=parsed.podsets,
@@ -990,6 +999,22 @@ class KubeCluster:
             ))  # fmt: skip
         except KubeError as exc:  # the Event and the annotation still say it
             log.debug("job condition not written: %s", exc)
+
+    def _release(self, job: dict[str, Any], kind: Suspendable) -> None:
+        """Take the node selector injected at admission off a suspended job's templates
+        once the API server lets them change (a Job: its pods gone and its start time
+        reset); the annotation that named the keys goes with it."""
+        meta = job["metadata"]
+        ops = [
+            *release_ops(job, kind, injected_keys(job)),
+            *annotation_ops(job, {INJECTED: None}),
+        ]
+        try:
+            self.store.put(kind.kind, self.kube.patch(
+                kind.res, str(meta["name"]), ops, str(meta["namespace"]), content_type=JSON_PATCH,
+            ))  # fmt: skip
+        except KubeError as exc:  # the next admission replaces the keys anyway
+            log.debug("injected node selector of %s not taken off: %s", meta["name"], exc)
 
     def _reset_start(self, job: dict[str, Any]) -> None:
         """Clear a suspended Job's ``status.startTime`` (its pod template may change again

@@ -183,6 +183,23 @@ def annotation_ops(
     return ops
 
 
+def release_ops(
+    obj: Mapping[str, Any], kind: Suspendable, old_keys: Sequence[str]
+) -> list[dict[str, Any]]:
+    """A JSON patch taking the node selector keys injected at admission (``old_keys``) off
+    every pod template of a suspended ``obj``, as Kueue restores a preempted job's pod sets:
+    requeued, it may run on another flavor, and its spec shows what its owner wrote."""
+    ops: list[dict[str, Any]] = []
+    for path in kind.templates(obj).values():
+        spec = _get(obj, path)
+        if not isinstance(spec, Mapping) or not spec.get("nodeSelector"):
+            continue
+        selector = {k: v for k, v in spec["nodeSelector"].items() if k not in old_keys}
+        if selector != spec["nodeSelector"]:
+            ops.append({"op": "add", "path": _pointer((*path, "nodeSelector")), "value": selector})
+    return ops
+
+
 def admission_ops(
     obj: Mapping[str, Any],
     kind: Suspendable,
