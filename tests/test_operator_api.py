@@ -255,6 +255,13 @@ def test_node_not_ready_requeues_its_work(kube: Harness, ns: str) -> None:
         (moved,) = wait_for("train running again on the other node", elsewhere, timeout=45)
         assert admitted(kube, ns, "train")
         assert moved["spec"]["nodeName"] != first
+
+        # admitted again, it is no longer Evicted (Kueue sets it False on quota reserved)
+        def evicted() -> str | None:
+            conditions = (kube.job(ns, "train").get("status") or {}).get("conditions") or []
+            return next((c["status"] for c in conditions if c["type"] == "Evicted"), None)
+
+        assert wait_for("Evicted False", lambda: evicted() == "False")
     finally:
         op.stop()
 

@@ -861,6 +861,29 @@ class KubeCluster:
         obj = t.objects[0]
         name = str(obj["metadata"]["name"])
         written.append(self._conditional(kind.res, name, t.namespace, obj, patch))
+        if kind is JOB:
+            self._readmitted(obj, t.namespace)
+
+    def _readmitted(self, job: dict[str, Any], namespace: str) -> None:
+        """A Job admitted again after an eviction: its ``Evicted`` condition turns False
+        (Kueue sets it False when quota is reserved again); it stayed True before."""
+        conditions = (job.get("status") or {}).get("conditions") or []
+        if not any(c.get("type") == "Evicted" and c.get("status") == "True" for c in conditions):
+            return
+        now = _now_rfc3339()
+        cleared = [
+            {**c, "status": "False", "reason": "QuotaReserved", "message": "admitted again",
+             "lastTransitionTime": now, "lastProbeTime": now}
+            if c.get("type") == "Evicted" else c
+            for c in conditions
+        ]  # fmt: skip
+        try:
+            self.store.put(JOB.kind, self.kube.patch(
+                JOBS, str(job["metadata"]["name"]), {"status": {"conditions": cleared}},
+                namespace, sub="status",
+            ))  # fmt: skip
+        except KubeError as exc:  # the admission stands; the condition is a courtesy
+            log.debug("Evicted condition of %s not cleared: %s", job["metadata"]["name"], exc)
 
     def _conditional(
         self,
