@@ -5,6 +5,7 @@ harness's fake kubelet: see tests/kube_harness.py)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -367,7 +368,10 @@ def _admitted_events(kube: Harness, ns: str) -> list[str]:
     ]  # fmt: skip
 
 
-def test_two_replicas_one_leader_and_failover(kube: Harness, ns: str) -> None:
+def test_two_replicas_one_leader_and_failover(
+    kube: Harness, ns: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="fleetshare.operator")
     apply_policy(kube, load_policy({"teams": [{"name": "t", "quota": [
         {"resources": {"nvidia.com/gpu": 2, "cpu": 64, "memory": "256Gi"}}]}]}))  # fmt: skip
     kube.add_node(f"{ns}-n0", {**G5, "nvidia.com/gpu": "2"}, owner=ns)
@@ -380,7 +384,10 @@ def test_two_replicas_one_leader_and_failover(kube: Harness, ns: str) -> None:
         kube.kube.create(JOBS, gpu_job(ns, "one", "t", 1), ns)
         wait_for("one admitted", lambda: admitted(kube, ns, "one"))
         assert not second.operator.ready.is_set()  # the standby only waits for the Lease
+        # ... and says so, naming the holder: a quiet standby looked like a hung process
+        assert any("standby" in r.message and "held by first" in r.message for r in caplog.records)
         first.stop()
+        assert any(r.message == "stopped (lease released)" for r in caplog.records)
         kube.kube.create(JOBS, gpu_job(ns, "two", "t", 1), ns)
         wait_for("two admitted by the new leader", lambda: admitted(kube, ns, "two"), timeout=30)
         wait_for("the new leader's first turn done", second.operator.ready.is_set)

@@ -48,6 +48,10 @@ TEAMS = Resource("Team", API_VERSION, "teams", False)
 CLUSTER_POLICIES = Resource("ClusterPolicy", API_VERSION, "clusterpolicies", False)
 
 
+STANDBY_LOG_SECONDS = 300.0
+"""A standby says so at start and then this often (else it looks like a hung process)."""
+
+
 @dataclass
 class Settings:
     """How the operator runs (``fleetshare operator`` options)."""
@@ -177,9 +181,17 @@ class Operator:
         if s.install_crds:
             install_crds(self.kube)
         if s.leader_elect:
+            told = -STANDBY_LOG_SECONDS
             while not stop.is_set() and not self.elector.try_acquire():
+                if time.monotonic() - told >= STANDBY_LOG_SECONDS:  # a standby is not hung
+                    told = time.monotonic()
+                    log.info(
+                        "standby: the lease %s/%s is held by %s; taking over when it lapses",
+                        self.elector.namespace, self.elector.name, self.elector.holder or "?",
+                    )  # fmt: skip
                 stop.wait(min(2.0, self.elector.renew_seconds))
             if stop.is_set():
+                log.info("stopped (standby)")
                 return
         watch_stop = threading.Event()
         watchers = [
@@ -233,6 +245,7 @@ class Operator:
             self.scalers.close()
             if s.leader_elect:
                 self.elector.release()
+            log.info("stopped%s", " (lease released)" if s.leader_elect else "")
 
     def _drain(self, timeout: float) -> bool:
         """Apply what the watches posted, waiting up to ``timeout`` for the first message."""

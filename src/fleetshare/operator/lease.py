@@ -46,6 +46,8 @@ class LeaseElector:
         self.name = name
         self.lease_seconds = lease_seconds
         self.renew_seconds = renew_seconds
+        self.holder = ""
+        """Who held the Lease when this replica last failed to take it."""
         self.renewed_at: float | None = None
         """Monotonic time of the last successful acquire or renewal (None: not leader)."""
 
@@ -75,6 +77,7 @@ class LeaseElector:
         duration = float(spec.get("leaseDurationSeconds") or self.lease_seconds)
         renewed = _parse(spec.get("renewTime"))
         if holder and holder != self.identity and now < renewed + duration:
+            self.holder = holder
             return self._failed()
         transitions = int(spec.get("leaseTransitions") or 0)
         new_spec = {
