@@ -35,6 +35,9 @@ class Engine:
         self.policy = policy
         self.catalog = catalog
         self.model: QuotaModel = compile_policy(policy, catalog)
+        self._governed_nodes: object = None
+        """The node tuple :func:`govern_nodes` last looked at (the same tuple: the same
+        nodes, as the state cache reads it too)."""
         self.cache: CycleCache | None = None
         """Used by :meth:`cycle` when it is given none (a runner sets one for its run)."""
         self.shortcuts = True
@@ -52,7 +55,10 @@ class Engine:
         cycle run with that cache.
         """
         cache = cache if cache is not None else self.cache
-        self.model = govern_nodes(self.model, self.policy, self.catalog, snapshot.nodes)
+        nodes = snapshot.nodes
+        if nodes is not self._governed_nodes or not isinstance(nodes, tuple):
+            self.model = govern_nodes(self.model, self.policy, self.catalog, nodes)
+            self._governed_nodes = nodes
         if cache is None:
             result = Cycle(self.model, self.policy, snapshot, CycleCache(), self.shortcuts).run()
             if isinstance(result.pending, PendingMap):

@@ -5,7 +5,7 @@ decision (creates or deletes replicas)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import httpx
 
@@ -14,22 +14,16 @@ from fleetshare.inference.scaler import Decision, Reading, ScalerState, decide
 from fleetshare.inference.spec import ScalerSpec
 
 
-def prometheus_sources(
-    spec: ScalerSpec, client: httpx.Client | None = None, servers: Mapping[str, str] = {}
-) -> list[MetricSource]:
-    """One Prometheus source per trigger; every trigger must name its query, and a server
-    named by ``server`` is looked up in ``servers`` (name -> address)."""
+def prometheus_sources(spec: ScalerSpec, client: httpx.Client | None = None) -> list[MetricSource]:
+    """One Prometheus source per trigger; every trigger must name its query (by address:
+    a ScaledObject's ``serverAddress``)."""
     sources: list[MetricSource] = []
     for i, trigger in enumerate(spec.triggers):
         if trigger.prometheus is None:
             raise ValueError(
                 f"triggers[{i}].prometheus: a live scaler reads each trigger from a query"
             )
-        try:
-            query = trigger.prometheus.at(servers)
-        except KeyError as exc:
-            raise ValueError(f"triggers[{i}].prometheus.server: {exc.args[0]}") from None
-        sources.append(PrometheusSource(query, client))
+        sources.append(PrometheusSource(trigger.prometheus, client))
     return sources
 
 

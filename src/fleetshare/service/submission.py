@@ -225,13 +225,11 @@ def check_spec(spec: WorkloadSpec, policy: Policy, principal: Principal) -> None
 
 def check_name(spec: WorkloadSpec) -> None:
     """A workload's name is a segment of the API's paths (``/api/v1/workloads/NAME``): one
-    with a ``/``, or ``.`` or ``..`` (which URLs resolve away), could never be read, explained
-    or cancelled, so it is refused (422 on ``name``)."""
-    if "/" in spec.name or spec.name in (".", ".."):
-        why = (
-            f"{spec.name!r}: a workload name may not hold '/' nor be '.' or '..' "
-            "(it names the workload in URLs)"
-        )
+    with a ``/`` could never be read, explained or cancelled, so it is refused (422 on
+    ``name``). (``.``, ``..`` and characters no name may hold are the schema's
+    :data:`~fleetshare.inputs.Name`.)"""
+    if "/" in spec.name:
+        why = f"{spec.name!r}: a workload name may not hold '/' (it names the workload in URLs)"
         raise SubmissionError([(["body", "name"], why)])
 
 
