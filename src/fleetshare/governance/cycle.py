@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fleetshare.governance.ahead import FailedAhead
 from fleetshare.governance.fair_admission import FairOrder, queue_of, queue_weights
 from fleetshare.governance.flavors import BORROWING, WITHIN, Flavors, Option
 from fleetshare.governance.ordering import (
@@ -116,6 +117,10 @@ class Cycle:
         self._options: list[Option] = []
         """The options of the workload attempted last."""
         self._held: str | None = None
+        self._keeping = False
+        self._ahead = FailedAhead(model)
+        """Quota is kept from the workload being attempted (:meth:`_kept_for`): its failure
+        says nothing about the rest of its shape."""
         """Why the workload being attempted is held back (starvation guard), if it is."""
         self._explicit: dict[str, tuple[Workload, str]] = {}
         """Workloads left pending one by one, with their reasons."""
@@ -172,14 +177,31 @@ class Cycle:
         order = self.order
         result = self.result
         failed_preemption = self.failed_preemption
+        tree = self.state.tree
         while (wl := order.next()) is not None:
             version = failures.version
             admitted = len(result.admissions)
             preempted = len(result.preemptions)
             forgets = failed_preemption.forgets
+            deferred = self._ahead.deferral(wl, self.keys)
+            if deferred is not None:
+                self._pend(wl, deferred)
+                order.failed(wl, reserved=False)
+                continue
+            kept = self._kept_for(wl)
+            for team, usage in kept:
+                tree.add(team, usage)
             self._consider(wl)
+            for team, usage in kept:
+                tree.add(team, usage, -1)
+            if kept and wl.name in self._explicit:
+                keepers = ", ".join(sorted({team for team, _ in kept}))
+                reason = self._explicit[wl.name][1]
+                self._pend(wl, f"{reason} (counting as in use the quota {keepers} keeps for "
+                           "its own pending work within quota)")  # fmt: skip
             if len(result.admissions) == admitted:
                 order.failed(wl, reserved=failures.version != version)
+                self._ahead.failed(wl, self.keys.prefix(wl)[0] == 0)
                 continue
             teams = {wl.team} | {p.workload.team for p in result.preemptions[preempted:]}
             quiet = len(result.preemptions) == preempted and failed_preemption.forgets == forgets
@@ -189,6 +211,17 @@ class Cycle:
         self._leave_carry()
         return result
 
+    def _kept_for(self, wl: Workload) -> list[tuple[str, dict[FR, int]]]:
+        """Quota kept from ``wl`` while it is considered: what the other teams' held heads
+        within quota ask for (:meth:`MergeOrder.held_within_quota`), counted as in use."""
+        kept = []
+        for head in self.order.held_within_quota(wl):
+            usage = self.flavors.nominal_usage(head)
+            if usage:
+                kept.append((head.team, usage))
+        self._keeping = bool(kept)
+        return kept
+
     # -- one workload ----------------------------------------------------------------------
 
     def _consider(self, wl: Workload) -> None:
@@ -197,7 +230,7 @@ class Cycle:
             return
         shape = self._of[id(wl)][0].uid
         failures = self.failures
-        starving = self.guard.may_reserve(wl, shape)
+        starving = self.guard.may_reserve(wl, shape) or self._keeping  # tried in full
         failure = failures.by_shape.get(shape)
         if failure is not None and failure.version == failures.version and not starving:
             self._pend(wl, failure.reason)  # the same shape failed since the last state change
@@ -211,7 +244,7 @@ class Cycle:
             self._attempt(wl)
         # a failure of work that may not preempt some workloads now says nothing about the rest
         # of its shape
-        restricted = wl.name in self.snapshot.preempted_by
+        restricted = wl.name in self.snapshot.preempted_by or self._keeping
         if failures.version == version and not starving and self._shortcuts and not restricted:
             reason = self._explicit[wl.name][1]
             options = carried[1] if carried is not None else self._options
@@ -411,20 +444,26 @@ class Cycle:
         contested: tuple[int, frozenset[FR]] | None = None
         if own_only:
             if not may_have_own(state, wl):  # what find_victims would find at once
-                self.failed_preemption.record(wl, option.flavors, self._attempt_of(wl))
+                self._failed_search(wl, option)
                 return False
             short = contested_pairs(state, wl.team, option.usage)
             contested = (self._evictions, frozenset(short))
             if self._failed_own.get(searched) == contested:
-                self.failed_preemption.record(wl, option.flavors, self._attempt_of(wl))
+                self._failed_search(wl, option)
                 return False
         victims = find_victims(state, wl, option.usage, self._fits(wl, option), short)
         if victims is None:
-            self.failed_preemption.record(wl, option.flavors, self._attempt_of(wl))
-            if contested is not None:
+            self._failed_search(wl, option)
+            if contested is not None and not self._keeping:
                 self._failed_own[searched] = contested
             return False
         return self._preempt(wl, option, victims)
+
+    def _failed_search(self, wl: Workload, option: Option) -> None:
+        """Remember a failed preemption search, unless quota was kept from it (a search with
+        more quota may succeed)."""
+        if not self._keeping:
+            self.failed_preemption.record(wl, option.flavors, self._attempt_of(wl))
 
     def _fits(self, wl: Workload, option: Option) -> Callable[[], bool]:
         """Whether ``wl`` fits now with ``option`` (quota, then placement), for searches."""
@@ -440,6 +479,9 @@ class Cycle:
     def _preempt(self, wl: Workload, option: Option, victims: list[Victim]) -> bool:
         """Admit ``wl`` in the room its victims (already removed from the state) made."""
         self._evictions += 1
+        self._ahead.evicted()
+        for victim in victims:
+            self._ahead.victim(victim.entry.workload)
         plan = self.state.fit.place(option.flavors, wl.podsets)
         assert not isinstance(plan, NoFit), "victims were chosen so that the workload fits"
         self.failed_preemption.forget(

@@ -121,14 +121,25 @@ class Flavors:
 
     def nominal_usage(self, wl: Workload) -> dict[FR, int] | None:
         """The usage whose quota standing orders the workload: with every pod set on the first
-        flavor admitting them all, else each on its first admitting flavor (None: some pod set
-        has none)."""
+        flavor admitting them all whose quotas, all teams' together, could ever hold it (as
+        Kueue's flavor assigner skips a flavor the cohort has too little quota of: its
+        potential available), else on the first admitting flavor; else each pod set on its
+        first admitting flavor (None: some pod set has none)."""
         uniform, split = self._admits(wl)
         if uniform:
+            for flavor in uniform:
+                usage = self.usage(wl, flavor)
+                if self._could_ever_hold(usage):
+                    return usage
             return self.usage(wl, uniform[0])
         if split is None or not all(split):
             return None
         return self.usage_on(wl, tuple(flavors[0] for flavors in split))
+
+    def _could_ever_hold(self, usage: dict[FR, int]) -> bool:
+        governed = self._model.governed
+        pool = self._state.tree.lendable_pool
+        return all(v <= pool(fr) for fr, v in usage.items() if v > 0 and fr in governed)
 
     def any_option(self, wl: Workload) -> bool:
         """Does the workload have an option at all?"""

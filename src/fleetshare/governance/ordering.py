@@ -35,6 +35,7 @@ from fleetshare.governance.quota import QuotaModel
 from fleetshare.governance.starvation import StarvationGuard
 from fleetshare.governance.state import CycleState
 from fleetshare.model.workload import Workload
+from fleetshare.policy.schema import PreemptTeamTasks
 
 FIFO, SCORED = "fifo", "fair"
 """Lane names of teams whose queue keeps its own order (StrictFIFO; admission fair sharing,
@@ -43,6 +44,11 @@ fast path."""
 
 Key = tuple[object, ...]
 """A merge key, or its prefix (needs to borrow, weighted dominant share)."""
+
+HELD = 0.5
+"""The first element of the key under which a team's borrowing head and its head within
+quota that it may preempt are considered: between work within quota (0) and borrowing work
+(1); see :meth:`MergeOrder._behind`."""
 
 HeadEntry = tuple[Key, str, str, int]
 """A heap entry for a lane's head: (merge key, lane, workload name, copies); ``copies``
@@ -134,6 +140,19 @@ class MergeKeys:
             if self._fair_share:
                 share = self._state.dominant_share(wl.team, usage)
         return (borrows, share)
+
+    def may_preempt(self, wl: Workload, other: Workload) -> bool:
+        """May ``wl`` preempt ``other``, of the same team, by the team's rule for its own work
+        (priority alone; Kueue's ``withinClusterQueue``)?"""
+        rules = self._model.teams.get(wl.team)
+        if rules is None or rules.preempt_team_tasks == PreemptTeamTasks.NEVER:
+            return False
+        if wl.priority != other.priority:
+            return wl.priority > other.priority
+        return (
+            rules.preempt_team_tasks == PreemptTeamTasks.LOWER_OR_NEWER_EQUAL_PRIORITY
+            and other.submit_time > wl.submit_time
+        )
 
     def lane(self, wl: Workload) -> str:
         """Each team has two lanes: work that fits its own quota now, and the rest.
@@ -267,6 +286,9 @@ class MergeOrder:
         self._done: set[str] = set()
         """Names of the workloads handed out."""
         self._started = False
+        self._held: set[str] = set()
+        """Lanes within quota whose head waits behind the team's borrowing head
+        (:meth:`_behind`)."""
         self._taken: str | None = None
         """The lane the heap loop took the last workload from (its next head is pushed once
         the cycle has considered that workload)."""
@@ -309,11 +331,12 @@ class MergeOrder:
             if not queue or queue.head().name != name:
                 continue  # a stale entry: that workload was taken or moved
             wl = queue.head()
-            fresh = self._key(wl)
-            if fresh != key and fresh[0] and lane.endswith("/quota"):
+            own = self._key(wl)
+            if own[0] and lane.endswith("/quota"):
                 self._push_head(lane)
                 continue
-            if fresh != key and heap and fresh > heap[0][0]:
+            fresh = self._behind(lane, wl, own)
+            if fresh != key and heap and (fresh, lane) > heap[0][:2]:
                 heapq.heappush(heap, (fresh, lane, name, 1))
                 continue
             queue.pop()
@@ -321,6 +344,24 @@ class MergeOrder:
             self._taken = lane
             return wl
         return None
+
+    def held_within_quota(self, wl: Workload) -> list[Workload]:
+        """When ``wl`` (from :meth:`next`) is a team's borrowing head held at :data:`HELD`:
+        the other teams' heads within quota held there too. Their quota is not lent to it:
+        they are considered after it (behind their own team's borrowing head), and would
+        take the quota back at once."""
+        lane = self._taken
+        if lane is None or not lane.endswith("/borrow") or not self._held:
+            return []
+        out = []
+        for quota in sorted(self._held):
+            queue = self.lanes.get(quota)
+            if not queue or quota.startswith(f"{wl.team}/"):
+                continue
+            head = queue.head()
+            if self._behind(quota, head, self._key(head))[0] == HELD:
+                out.append(head)
+        return out
 
     def failed(self, wl: Workload, reserved: bool) -> None:
         """``wl`` (from :meth:`next`) stays pending; ``reserved``: it made a reservation."""
@@ -380,6 +421,35 @@ class MergeOrder:
         lane, self._taken = self._taken, None
         assert lane is not None
         self._push_head(lane)
+        if lane.endswith("/borrow"):
+            quota = lane.removesuffix("borrow") + "quota"
+            if quota in self._held:  # it waited behind the head just taken
+                self._held.discard(quota)
+                self._push_head(quota)
+
+    def _behind(self, lane: str, wl: Workload, key: Key) -> Key:
+        """The key under which a lane's head ``wl`` (merge key ``key``) is considered.
+
+        A team's work within quota never starts only to be preempted at the same instant by
+        the team's own borrowing work that may preempt it (:meth:`MergeKeys.may_preempt`).
+        Kueue's ClusterQueue is one queue, priority first: so the team's borrowing head
+        goes first, and its head within quota right after it (the lane names break the
+        tie: ``borrow`` < ``quota``). Both are *held* at the tier :data:`HELD`, after all
+        work within quota (which they must not lend away) and before all other borrowing
+        work (which would borrow the quota the held work needs, to be reclaimed at once).
+        """
+        team = wl.team
+        if lane.endswith("/quota"):
+            other = self.lanes.get(f"{team}/borrow")
+            if not other or not self._keys.may_preempt(other.head(), wl):
+                return key
+            self._held.add(lane)
+            return (HELD, *self._key(other.head())[1:])
+        if lane.endswith("/borrow"):
+            other = self.lanes.get(f"{team}/quota")
+            if other and self._keys.may_preempt(wl, other.head()):
+                return (HELD, *key[1:])
+        return key
 
     def _push_head(self, lane: str, copies: int = 1) -> None:
         queue = self.lanes.get(lane)
@@ -396,7 +466,10 @@ class MergeOrder:
                 self.lanes.setdefault(borrow, Lane()).push(shape, at, stop)
                 self._push_head(borrow, stop - at)
                 continue
-            heapq.heappush(self._heap, (key, lane, wl.name, copies))
+            held = self._behind(lane, wl, key)
+            heapq.heappush(self._heap, (held, lane, wl.name, copies))
+            if held[0] == HELD and lane.endswith("/quota"):
+                self._push_head(f"{wl.team}/borrow")  # held with it
             return
 
     # -- the same order, in merge-key order ----------------------------------------------------
@@ -421,6 +494,8 @@ class MergeOrder:
             assert prefix is not None
             if prefix[0] and lane.endswith("/quota"):
                 return None
+            if lane.endswith("/quota") and self._may_wait(lane, queue):
+                return None
             prefixes[lane] = prefix
         # Entries that may still be used must be up to date. (An entry for a workload that
         # left a lane within quota has that lane's prefix: nothing to tell apart there.)
@@ -428,6 +503,15 @@ class MergeOrder:
             if name not in self._done and self.lanes[lane] and key[:2] != prefixes[lane]:
                 return None
         return prefixes
+
+    def _may_wait(self, lane: str, queue: Lane | ScoredLane) -> bool:
+        """Could any of this lane's work within quota wait behind its team's borrowing head
+        (:meth:`_behind`)? The last of it in queue order is the first to."""
+        borrow = self.lanes.get(lane.removesuffix("quota") + "borrow")
+        if not borrow:
+            return False
+        last = max(queue.stretches(), key=lambda s: s.shape.keys[s.end - 1])
+        return self._keys.may_preempt(borrow.head(), last.shape.wls[last.end - 1])
 
     def _start_key_order(self, prefixes: dict[str, Key]) -> KeyOrderRun:
         saved = [entry for entry in self._heap if entry[2] not in self._done]

@@ -28,6 +28,7 @@ preemption always ends, whatever mix of reclaim, priority and fair share drives 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -197,6 +198,10 @@ def find_victims(
         return None  # no other team's work is at stake, and none of its own may go
     if contested is None:
         contested = _short(state, wl.team, usage)
+    if not reclaiming and not borrowing and not state.cluster.fair_share:
+        found = _reclaim_to_nominal(state, wl, usage, contested, fits)
+        if found is not None:
+            return found
     settings = state.cluster.preemption
     lenders: list[str] = []
     if reclaiming or borrowing:
@@ -239,6 +244,67 @@ def find_victims(
             state.restore(victim.entry)
         return None
     return _minimise(state, chosen, done)
+
+
+def _reclaim_to_nominal(
+    state: CycleState, wl: Workload, usage: dict[FR, int], contested: set[FR], fits: Fits
+) -> list[Victim] | None:
+    """Victims for work that would borrow, of a team still under its quota on every contested
+    pair: other teams' borrowing work together with the team's own lower-priority work, so
+    that the preemptor then fits *within* its quota; None if there are no such victims.
+
+    Kueue (classical preemption, ``queueUnderNominalInResourcesNeedingPreemption``): a
+    ClusterQueue under its nominal quota in the resources needing preemption first tries
+    every candidate, its own and the cohort's borrowers, without borrowing; only then its
+    own candidates with borrowing (the caller's search). Without it, a team whose own work
+    must make room could not take back what it lent at the same time, and admitted other
+    work in the meantime only to preempt it once the borrower was gone.
+    """
+    tree = state.tree
+    governed = state.model.governed
+    if not contested or any(
+        fr in governed and tree.usage(wl.team, fr) >= tree.quota(wl.team, fr) for fr in contested
+    ):
+        return None
+    own = _own_candidates(state, wl, contested)
+    lenders = _lenders(state, wl, contested, None)
+    if not own or not lenders:
+        return None  # the caller's search covers it
+    grace = state.cluster.preemption.reclaim_grace_seconds
+    others = _other_candidates(state, wl, contested, lenders, grace)
+    if not others:
+        return None
+
+    def within() -> bool:
+        return state.within_nominal(wl.team, usage) and fits()
+
+    chosen: list[Victim] = []
+
+    def take(entry: Admitted, reason: PreemptionReason) -> None:
+        state.remove(entry)
+        chosen.append(Victim(entry, reason))
+
+    rest = iter(own)
+    for entry in rest:  # first its own work, until the preemptor is within the quota
+        if state.within_nominal(wl.team, usage):
+            rest = itertools.chain([entry], rest)
+            break
+        take(entry, "priority")
+    _evict_in_batches(state, wl, usage, contested, others, within, take, "reclaim")
+    if not within():
+        _evict_in_batches(state, wl, usage, contested, list(rest), within, take, "priority")
+    if not within() or not any(v.reason == "reclaim" for v in chosen):
+        for victim in chosen:
+            state.restore(victim.entry)
+        return None
+    found = _minimise(
+        state, chosen, lambda: _may_fit(state, wl.team, usage, contested, {}) and within()
+    )
+    if not any(v.reason == "reclaim" for v in found):
+        for victim in found:  # its own work alone makes room: the caller's search decides
+            state.restore(victim.entry)
+        return None
+    return found
 
 
 def contested_pairs(state: CycleState, team: str, usage: dict[FR, int]) -> set[FR]:
