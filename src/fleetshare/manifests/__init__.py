@@ -88,12 +88,15 @@ from fleetshare.manifests.parse import (
     Defaults,
     Document,
     ManifestWorkload,
+    PrioritySource,
     documents,
     parse_manifest,
     parse_manifests,
     parse_text,
+    pod_priority_classes,
 )
 from fleetshare.manifests.pods import effective_requests
+from fleetshare.manifests.priority import PodPriorityClass, pod_priority_class, resolve_priority
 from fleetshare.manifests.values import ManifestError
 
 __all__ = [
@@ -108,10 +111,15 @@ __all__ = [
     "Document",
     "ManifestError",
     "ManifestWorkload",
+    "PodPriorityClass",
+    "PrioritySource",
     "documents",
     "effective_requests",
     "parse_duration",
     "parse_manifest",
     "parse_manifests",
     "parse_text",
+    "pod_priority_class",
+    "pod_priority_classes",
+    "resolve_priority",
 ]
