@@ -951,8 +951,10 @@ class KubeCluster:
         selectors: list[dict[str, str]],
         written: list[dict[str, Any]],
     ) -> None:
-        """Remove the gate from each gated pod, adding its pod set's node selector (appending
-        each pod as the API answered to ``written``)."""
+        """Remove the gate from each gated pod, adding its pod set's node selector (the keys
+        it adds recorded, so the pod is read as its owner wrote it: a pod group's later pods
+        have the same shape as its admitted ones), appending each pod as the API answered to
+        ``written``."""
         for pod in t.objects:
             if pod_done(pod) or not pod_gated(pod):
                 continue
@@ -960,11 +962,14 @@ class KubeCluster:
             index = t.pod_podset.get(str(pod["metadata"]["name"]), 0)
             selector = selectors[index] if index < len(selectors) else {}
             gates = [g for g in spec.get("schedulingGates") or () if g.get("name") != GATE]
+            own = spec.get("nodeSelector") or {}
+            injected = sorted(k for k, v in selector.items() if own.get(k) != v)
             body: dict[str, Any] = {
                 "metadata": {
                     "resourceVersion": pod["metadata"]["resourceVersion"],
                     "annotations": {
                         ADMISSION: admitted.to_json(),
+                        INJECTED: json.dumps(injected) if injected else None,
                         PENDING_REASON: None,
                         AUTOSCALER_NOTE: None,
                     },

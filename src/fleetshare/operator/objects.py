@@ -49,7 +49,8 @@ PREFIX = "operator.fleetshare.io/"
 ADMISSION = PREFIX + "admission"
 """Annotation: the admission (flavors, placement, time, borrowed) of an admitted workload."""
 INJECTED = PREFIX + "injected-node-selector"
-"""Annotation (Jobs): the node-selector keys the operator added to the pod template."""
+"""Annotation: the node-selector keys the operator added to the pod templates (of a kind
+admitted by suspension) or to the pod (one let through its gate)."""
 PENDING_REASON = PREFIX + "pending-reason"
 """Annotation: why a pending workload waits and its place in its team's queue."""
 AUTOSCALER_NOTE = PREFIX + "autoscaler"
@@ -195,7 +196,7 @@ def injected_keys(obj: Mapping[str, Any]) -> list[str]:
 
 def _clean(obj: Mapping[str, Any]) -> dict[str, Any]:
     """A copy for the manifest parser: the operator's annotations off, status and bookkeeping
-    metadata dropped, a pod's scheduling gates off."""
+    metadata dropped, a pod's scheduling gates and injected node-selector keys off."""
     meta = dict(obj.get("metadata") or {})
     keep = ("name", "namespace", "labels", "annotations", "generateName")
     meta = {k: v for k, v in meta.items() if k in keep}
@@ -208,8 +209,12 @@ def _clean(obj: Mapping[str, Any]) -> dict[str, Any]:
         "metadata": meta,
         "spec": json.loads(json.dumps(obj.get("spec") or {})),
     }
-    if obj.get("kind") == "Pod":
+    if obj.get("kind") == "Pod":  # as created: ungated, without the flavor's node selector
         data["spec"].pop("schedulingGates", None)
+        selector = data["spec"].get("nodeSelector")
+        if isinstance(selector, dict):
+            for key in injected_keys(obj):
+                selector.pop(key, None)
     return data
 
 
