@@ -388,3 +388,13 @@ globalDefault: false
     bad = yaml.safe_load(text) | {"value": "high"}
     with pytest.raises(ManifestError, match="value: must be a whole number"):
         pod_priority_classes([Document("pc.yaml", bad)])
+
+
+def test_the_kinds_table_lists_every_kind_of_the_registry() -> None:
+    """docs/kinds.md stays true to the registry: a row per kind, with its apiVersion."""
+    text = (Path(__file__).parent.parent / "docs" / "kinds.md").read_text()
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines()
+            if line.startswith("| ") and line.count("|") > 5}  # fmt: skip
+    for kind in KINDS.values():
+        assert kind.kind in rows, kind.kind
+        assert f"`{kind.api_versions[0]}`" in rows[kind.kind], kind.kind

@@ -689,6 +689,22 @@ def test_scenario_resolves_queue_and_priority_class() -> None:
     assert w.labels["kueue.x-k8s.io/queue-name"] == "user-queue"
 
 
+def test_scenario_resolves_a_pod_priority_class_to_its_priorityclass_value() -> None:
+    """Kueue takes a Job's priority from its pod template's priorityClassName: the value of
+    that Kubernetes PriorityClass, which a scenario's manifests may carry."""
+    job_doc = cpu_job(**{"kueue.x-k8s.io/queue-name": "user-queue"})
+    job_doc["spec"]["template"]["spec"]["priorityClassName"] = "k8s-high"
+    klass = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+             "metadata": {"name": "k8s-high"}, "value": 100000}  # fmt: skip
+    (w,) = load_scenario_data(scenario([klass, job_doc]), Path(".")).workloads
+    assert (w.priority_class, w.priority) == ("k8s-high", 100000)
+    with pytest.raises(ScenarioError, match="no PriorityClass 'k8s-high'"):
+        load_scenario_data(scenario([job_doc]), Path("."))
+    job_doc["spec"]["template"]["spec"]["priorityClassName"] = "urgent"  # a policy class
+    (w,) = load_scenario_data(scenario([job_doc]), Path(".")).workloads
+    assert w.priority == 90
+
+
 def test_scenario_refuses_a_manifest_without_a_queue_unless_defaulted() -> None:
     with pytest.raises(ScenarioError) as info:
         load_scenario_data(scenario([cpu_job()]), Path("."))

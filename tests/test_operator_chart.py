@@ -52,6 +52,13 @@ def test_chart_files_are_what_the_code_generates() -> None:
     granted = {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
     for kind in SUSPENDED.values():  # every kind admitted by suspension may be patched
         assert (kind.group, kind.plural) in granted, kind.kind
+    from typer.testing import CliRunner
+
+    from fleetshare.cli import app
+
+    check = ["operator", "chart-files", "--check", "--chart", str(CHART)]
+    result = CliRunner().invoke(app, check)
+    assert result.exit_code == 0 and "up to date" in result.output, result.output
 
 
 def test_chart_files_parse_and_rbac_is_least_privilege() -> None:

@@ -478,19 +478,13 @@ class KubeCluster:
         try:
             priority = resolve_priority(
                 parsed.priority_source, parsed.priority_class, self.policy.priority_of,
-                self._policy_default(), self.pod_classes,
+                self.policy.default_priority(), self.pod_classes,
             )  # fmt: skip
         except KeyError as exc:
             self._problem(name, obj, f"{parsed.priority_field}: {exc.args[0]}")
             return None
         self._problems.pop(name, None)
         return team, priority
-
-    def _policy_default(self) -> int | None:
-        """The weight of the policy's default priority class (None: it has none)."""
-        assert self.policy is not None
-        classes = self.policy.cluster.priority_classes
-        return next((pc.weight for pc in classes if pc.default), None)
 
     @property
     def pod_classes(self) -> dict[str, PodPriorityClass]:
