@@ -91,12 +91,11 @@ them), its duration (else None: it runs until the scenario ends) and its submit 
 
 from fleetshare.manifests.durations import parse_duration
 from fleetshare.manifests.kinds import KINDS, UNSUPPORTED
+from fleetshare.manifests.kinds.base import QUEUE_LABEL, TEAM_LABEL
 from fleetshare.manifests.parse import (
     DURATION_ANNOTATION,
     PRIORITY_LABEL,
-    QUEUE_LABEL,
     SUBMIT_ANNOTATION,
-    TEAM_LABEL,
     Defaults,
     Document,
     ManifestWorkload,

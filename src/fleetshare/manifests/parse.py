@@ -29,7 +29,6 @@ from fleetshare.manifests.priority import PRIORITY_CLASS_API, PRIORITY_CLASS_KIN
 from fleetshare.manifests.values import Fields, ManifestError, join
 from fleetshare.model.workload import PodSet
 
-__all__ = ["POD_GROUP_COUNT", "POD_GROUP_LABEL", "QUEUE_LABEL", "TEAM_LABEL"]  # re-exported
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
 FLEETSHARE_PRIORITY_LABEL = "fleetshare.io/priority-class"

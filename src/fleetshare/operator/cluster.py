@@ -10,9 +10,10 @@ operator sees what the last one left.
 
 Acting:
 
-- ``bind`` admits: a Job (JobSet, PyTorchJob, RayCluster, RayJob: :mod:`.kinds`) is
-  unsuspended with each pod set's flavor node selector injected into its template (Kueue's
-  way); pods lose the ``fleetshare.io/admission`` scheduling gate and gain
+- ``bind`` admits: a Job (or another kind admitted by suspension: the registry,
+  :mod:`fleetshare.manifests.kinds`) is run with each pod set's flavor node selector where its
+  pods get it (Kueue's ``RunWithPodSetsInfo``); pods (bare, of a pod group, of a Deployment,
+  StatefulSet or LeaderWorkerSet) lose the ``fleetshare.io/admission`` scheduling gate and gain
   the node selector, and kube-scheduler binds them. The admission is recorded on the object
   in the same write (annotation ``operator.fleetshare.io/admission``), made conditional on
   the resourceVersion the decision saw, so a stale view can never admit twice. The writes
@@ -135,7 +136,7 @@ class Tracked:
     """A governed workload and the objects it is made of."""
 
     name: str
-    kind: str  # "Pod", or a kind admitted by suspension ("Job", "JobSet", ...)
+    kind: str  # "Pod", or a kind admitted by suspension ("Job", "JobSet", ...: SUSPENDED)
     namespace: str
     objects: list[dict[str, Any]]
     workload: Workload

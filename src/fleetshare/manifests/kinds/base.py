@@ -1,6 +1,6 @@
 """What a workload kind is: one interface, modelled on Kueue's jobframework ``GenericJob``.
 
-Every kind Kueue admits is one of three sorts (:attr:`WorkloadKind.admission`):
+Every kind Kueue admits is of one of these sorts (:attr:`WorkloadKind.admission`):
 
 - ``suspend`` (:class:`SuspendedKind`: a Job, JobSet, Kubeflow job, Ray kind, AppWrapper,
   SparkApplication): the object itself is the workload. It says how to read its pod sets
