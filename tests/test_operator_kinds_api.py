@@ -98,7 +98,12 @@ def test_jobset_and_pytorchjob_admitted_by_suspension(kube: Harness, ns: str) ->
             pod_spec = rjob["template"]["spec"]["template"]["spec"]
             assert pod_spec["nodeSelector"] == {TYPE: "ml.g5.12xlarge"}
         assert json.loads(js["metadata"]["annotations"][ADMISSION])["team"] == "research"
-        assert {"Suspended", "Admitted"} <= {e["reason"] for e in kube.events(ns)}
+
+        def reasons() -> set[str]:
+            return {e["reason"] for e in kube.events(ns)}
+
+        wait_for("its Suspended and Admitted Events (posted in the background)",
+                 lambda: {"Suspended", "Admitted"} <= reasons())  # fmt: skip
 
         pytorch = resource(PYTORCHJOB)
         kube.kube.create(pytorch, pytorchjob(ns, "pt"), ns)

@@ -257,11 +257,14 @@ def test_a_pod_priority_class_gives_its_value(kube: Harness, ns: str) -> None:
                 kube.kube.create(JOBS, job, ns)
                 wait_for(f"{name} admitted", lambda name=name: admitted(kube, ns, name))
             assert not admitted(kube, ns, "plain") and not admitted(kube, ns, "low")
-            preempted = [e["message"] for e in kube.events(ns) if e["reason"] == "Preempted"]
-            assert any(f"{ns}/low (priority 10) preempts {ns}/plain (priority 0)" in m
-                       for m in preempted), preempted  # fmt: skip
-            assert any(f"{ns}/high (priority 1000) preempts {ns}/low (priority 10)" in m
-                       for m in preempted), preempted  # fmt: skip
+            wanted = (f"{ns}/low (priority 10) preempts {ns}/plain (priority 0)",
+                      f"{ns}/high (priority 1000) preempts {ns}/low (priority 10)")  # fmt: skip
+
+            def preempted_by_value() -> bool:  # the Events are posted in the background
+                said = [e["message"] for e in kube.events(ns) if e["reason"] == "Preempted"]
+                return all(any(w in m for m in said) for w in wanted)
+
+            wait_for("Preempted Events naming the PriorityClasses' values", preempted_by_value)
     finally:
         for name in (low, high):
             with contextlib.suppress(KubeError):
