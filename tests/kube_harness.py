@@ -1,8 +1,8 @@
 """A real Kubernetes control plane for the operator's tests: etcd, kube-apiserver,
-kube-scheduler and kube-controller-manager (its Job, disruption, Deployment and ReplicaSet
-controllers), built from the Go module proxy by ``tools/kube/build.sh`` (``make
-kube-bins``), started once per test session on loopback with random ports and stopped by PID
-at the end.
+kube-scheduler and kube-controller-manager (its Job, CronJob, disruption, Deployment,
+ReplicaSet and StatefulSet controllers), built from the Go module proxy by
+``tools/kube/build.sh`` (``make kube-bins``), started once per test session on loopback with
+random ports and stopped by PID at the end.
 
 There is no kubelet: nodes are Node objects the tests create, and :class:`FakeKubelet` (a
 thread) plays the kubelets' part for pods: a pod bound to a node is marked Running, a pod told
@@ -11,8 +11,8 @@ confirms a graceful deletion; without one a pod would stay Terminating). A node 
 NotReady also gets the ``node.kubernetes.io/not-ready:NoSchedule`` taint, as the node-lifecycle
 controller (not run) would give it. The fake kubelet also registers a Ready Node for each
 launched NodeClaim, as the instance's kubelet would (the cloud is the simulated one). Of
-kube-controller-manager, the Job, disruption (PodDisruptionBudget status), Deployment and
-ReplicaSet controllers run (no HPA controller).
+kube-controller-manager, the Job, CronJob, disruption (PodDisruptionBudget status),
+Deployment, ReplicaSet and StatefulSet controllers run (no HPA controller).
 
 Binaries are looked up in ``$FLEETSHARE_KUBE_BIN`` or the cache directory ``build.sh`` prints.
 When they are missing the tests are skipped with the reason, unless
@@ -166,7 +166,7 @@ class ControlPlane:
             "kube-controller-manager",
             [
                 *common,
-                "--controllers=job,disruption,deployment,replicaset",
+                "--controllers=job,cronjob,disruption,deployment,replicaset,statefulset",
                 "--concurrent-job-syncs=5",
             ],
         )

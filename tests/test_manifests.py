@@ -273,7 +273,9 @@ def test_raycluster_head_plus_worker_groups() -> None:
     assert "workerGroupSpecs[0].minReplicas: 3 is above maxReplicas 2" in error_of(data)
 
 
-def test_rayjob_counts_its_cluster_and_notes_the_submitter() -> None:
+def test_rayjob_counts_its_cluster_and_the_submitter_pod() -> None:
+    """Kueue counts a RayJob's submitter pod in K8sJobMode (KubeRay's default): the
+    ``submitterPodTemplate``, else KubeRay's default submitter (500m CPU, 200Mi requested)."""
     data = {
         "apiVersion": "ray.io/v1",
         "kind": "RayJob",
@@ -284,10 +286,14 @@ def test_rayjob_counts_its_cluster_and_notes_the_submitter() -> None:
         },
     }
     w = parse_manifest(data)
-    assert counts(w) == {"head": 1, "w": 2}
-    assert any("submitter pod (K8sJobMode) is not counted" in n for n in w.notes)
-    data["spec"]["submissionMode"] = "HTTPMode"
-    assert not any("submitter" in n for n in parse_manifest(data).notes)
+    assert counts(w) == {"head": 1, "w": 2, "submitter": 1}
+    assert w.podsets[-1].requests == {"cpu": 500, "memory": 200 * MI}
+    data["spec"]["submitterPodTemplate"] = {
+        "spec": {"containers": [container({"cpu": 2, "memory": "1Gi"})]}
+    }
+    assert parse_manifest(data).podsets[-1].requests == {"cpu": 2000, "memory": GI}
+    data["spec"]["submissionMode"] = "HTTPMode"  # the operator submits over HTTP: no pod
+    assert counts(parse_manifest(data)) == {"head": 1, "w": 2}
     del data["spec"]["rayClusterSpec"]
     data["spec"]["clusterSelector"] = {"ray.io/cluster": "shared"}
     assert "spec.clusterSelector: a RayJob on an existing RayCluster" in error_of(data)
@@ -376,7 +382,9 @@ def test_fixtures_parse_to_the_hand_computed_workloads() -> None:
     large = found["ddp-large"]
     assert counts(large) == {"master": 1, "worker": 4}
     assert (large.priority_class, large.submit_at, large.duration) == ("high", 30.0, 1800.0)
-    assert counts(found["ray-batch"]) == {"head": 1, "gpu-workers": 2}  # 1 replica x 2 hosts
+    # 1 replica x 2 hosts, and KubeRay's default submitter pod (K8sJobMode, the default)
+    assert counts(found["ray-batch"]) == {"head": 1, "gpu-workers": 2, "submitter": 1}
+    assert found["ray-batch"].podsets[2].requests == {"cpu": 500, "memory": 200 * MI}
     assert counts(found["sample-group"]) == {"sample-pod-1": 1, "sample-pod-2": 1}
     assert counts(found["trainer"]) == {"driver": 1, "workers": 6}
     assert counts(found["ray-cluster"]) == {"head": 1, "gpu-group": 3}
@@ -553,10 +561,10 @@ def test_names_generated_and_qualified_when_needed() -> None:
 @pytest.mark.parametrize(
     ("api_version", "kind", "why"),
     [
-        ("apps/v1", "Deployment", "a serving workload"),
-        ("apps/v1", "StatefulSet", "a serving workload"),
-        ("kubeflow.org/v2beta1", "MPIJob", "MPIJobs are not supported"),
-        ("example.com/v1", "Widget", "an unknown kind; supported: Job, PyTorchJob"),
+        ("apps/v1", "ReplicaSet", "give the Deployment"),
+        ("apps/v1", "DaemonSet", "outside any queue"),
+        ("kubeflow.org/v1", "MXJob", "MXJobs are not supported"),
+        ("example.com/v1", "Widget", "an unknown kind; supported: Job, JobSet, PyTorchJob"),
     ],
 )
 def test_unsupported_kinds_are_named_with_the_reason(api_version: str, kind: str, why: str) -> None:
@@ -679,6 +687,22 @@ def test_scenario_resolves_queue_and_priority_class() -> None:
     (w,) = loaded.workloads
     assert (w.team, w.priority_class, w.priority) == ("cq", "urgent", 90)
     assert w.labels["kueue.x-k8s.io/queue-name"] == "user-queue"
+
+
+def test_scenario_resolves_a_pod_priority_class_to_its_priorityclass_value() -> None:
+    """Kueue takes a Job's priority from its pod template's priorityClassName: the value of
+    that Kubernetes PriorityClass, which a scenario's manifests may carry."""
+    job_doc = cpu_job(**{"kueue.x-k8s.io/queue-name": "user-queue"})
+    job_doc["spec"]["template"]["spec"]["priorityClassName"] = "k8s-high"
+    klass = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+             "metadata": {"name": "k8s-high"}, "value": 100000}  # fmt: skip
+    (w,) = load_scenario_data(scenario([klass, job_doc]), Path(".")).workloads
+    assert (w.priority_class, w.priority) == ("k8s-high", 100000)
+    with pytest.raises(ScenarioError, match="no PriorityClass 'k8s-high'"):
+        load_scenario_data(scenario([job_doc]), Path("."))
+    job_doc["spec"]["template"]["spec"]["priorityClassName"] = "urgent"  # a policy class
+    (w,) = load_scenario_data(scenario([job_doc]), Path(".")).workloads
+    assert w.priority == 90
 
 
 def test_scenario_refuses_a_manifest_without_a_queue_unless_defaulted() -> None:

@@ -1,6 +1,7 @@
-"""The Helm chart (deploy/helm/fleetshare): its CRDs and webhooks are what the code generates
-(they cannot drift), its files parse, and, where ``helm`` is installed, it renders with both
-certificate sources. That its RBAC grants exactly what the operator uses is tested against a
+"""The Helm chart (deploy/helm/fleetshare): its CRDs, webhooks and RBAC rules are what the code
+generates (they cannot drift; the workload kinds come from the kinds registry), its files parse,
+and, where ``helm`` is installed, it renders with both certificate sources. That its RBAC
+grants exactly what the operator uses is tested against a
 real API server: tests/test_operator_autoscaling_api.py runs the operator bound to the
 chart's rules only."""
 
@@ -16,6 +17,8 @@ from typing import Any
 import pytest
 import yaml
 
+from fleetshare.manifests.kinds import SUSPENDED
+from fleetshare.operator.chart import chart_files, cluster_rules
 from fleetshare.operator.crds import crds
 from fleetshare.operator.webhook import webhooks
 
@@ -37,6 +40,25 @@ def test_chart_webhooks_are_those_the_operator_registers() -> None:
     code = [{k: v for k, v in hook.items() if k not in ("clientConfig", "failurePolicy")}
             for hook in webhooks({}, "Fail")]  # fmt: skip
     assert chart == code
+
+
+def test_chart_files_are_what_the_code_generates() -> None:
+    """Regenerate: ``fleetshare operator chart-files`` (the webhooks and the RBAC rules, whose
+    workload kinds come from fleetshare.manifests.kinds)."""
+    for name, text in chart_files().items():
+        assert (CHART / name).read_text() == text, f"{name}: run fleetshare operator chart-files"
+    rules = _load(CHART / "files" / "cluster-rules.yaml")
+    assert rules == [rule.as_dict() for rule in cluster_rules()]
+    granted = {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
+    for kind in SUSPENDED.values():  # every kind admitted by suspension may be patched
+        assert (kind.group, kind.plural) in granted, kind.kind
+    from typer.testing import CliRunner
+
+    from fleetshare.cli import app
+
+    check = ["operator", "chart-files", "--check", "--chart", str(CHART)]
+    result = CliRunner().invoke(app, check)
+    assert result.exit_code == 0 and "up to date" in result.output, result.output
 
 
 def test_chart_files_parse_and_rbac_is_least_privilege() -> None:

@@ -1,6 +1,7 @@
 """JobSets and PyTorchJobs governed through a real API server, their CRDs installed from the
-minimal schemas in tests/fixtures/crds/ (no JobSet or training-operator controller runs: the
-test plays their part by marking a JobSet Completed)."""
+minimal CRDs in tests/fixtures/crds/ (written to the upstream schemas of the fields read; no
+JobSet or training-operator controller runs: the test plays their part by marking a JobSet
+Completed)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from fleetshare.operator.kinds import JOBSET, PYTORCHJOB
+from fleetshare.manifests.kinds.jobset import JOBSET
+from fleetshare.manifests.kinds.pytorchjob import PYTORCHJOB
+from fleetshare.operator.kinds import resource
 from fleetshare.operator.kube import CRDS, KubeError, Resource
 from fleetshare.operator.objects import ADMISSION, PENDING_REASON
 from fleetshare.policy.schema import load_policy
@@ -86,21 +89,27 @@ def test_jobset_and_pytorchjob_admitted_by_suspension(kube: Harness, ns: str) ->
                   {TYPE: "ml.g5.12xlarge"}, owner=ns)  # fmt: skip
     op = OperatorThread(kube, [ns]).start()
     try:
-        kube.kube.create(JOBSET.res, jobset(ns, "js"), ns)
+        kube.kube.create(resource(JOBSET), jobset(ns, "js"), ns)
         wait_for("the JobSet admitted",
-                 lambda: ADMISSION in annotations(kube, JOBSET.res, ns, "js"))  # fmt: skip
-        js = kube.kube.get(JOBSET.res, "js", ns)
+                 lambda: ADMISSION in annotations(kube, resource(JOBSET), ns, "js"))  # fmt: skip
+        js = kube.kube.get(resource(JOBSET), "js", ns)
         assert js["spec"]["suspend"] is False  # created running: suspended, then admitted
         for rjob in js["spec"]["replicatedJobs"]:  # each pod set's template has the flavor
             pod_spec = rjob["template"]["spec"]["template"]["spec"]
             assert pod_spec["nodeSelector"] == {TYPE: "ml.g5.12xlarge"}
         assert json.loads(js["metadata"]["annotations"][ADMISSION])["team"] == "research"
-        assert {"Suspended", "Admitted"} <= {e["reason"] for e in kube.events(ns)}
 
-        kube.kube.create(PYTORCHJOB.res, pytorchjob(ns, "pt"), ns)
+        def reasons() -> set[str]:
+            return {e["reason"] for e in kube.events(ns)}
+
+        wait_for("its Suspended and Admitted Events (posted in the background)",
+                 lambda: {"Suspended", "Admitted"} <= reasons())  # fmt: skip
+
+        pytorch = resource(PYTORCHJOB)
+        kube.kube.create(pytorch, pytorchjob(ns, "pt"), ns)
         wait_for("the PyTorchJob says why it waits",
-                 lambda: PENDING_REASON in annotations(kube, PYTORCHJOB.res, ns, "pt"))  # fmt: skip
-        pt = kube.kube.get(PYTORCHJOB.res, "pt", ns)
+                 lambda: PENDING_REASON in annotations(kube, pytorch, ns, "pt"))  # fmt: skip
+        pt = kube.kube.get(resource(PYTORCHJOB), "pt", ns)
         assert pt["spec"]["runPolicy"]["suspend"] is True
         assert ADMISSION not in pt["metadata"]["annotations"]
 
@@ -108,15 +117,15 @@ def test_jobset_and_pytorchjob_admitted_by_suspension(kube: Harness, ns: str) ->
         completed = {"type": "Completed", "status": "True", "reason": "AllJobsCompleted",
                      "message": "done", "lastTransitionTime": "2026-01-01T00:00:00Z"}  # fmt: skip
         done = {"status": {"conditions": [completed]}}
-        kube.kube.patch(JOBSET.res, "js", done, ns, sub="status")
+        kube.kube.patch(resource(JOBSET), "js", done, ns, sub="status")
         wait_for("the PyTorchJob admitted", lambda: not kube.kube.get(
-            PYTORCHJOB.res, "pt", ns)["spec"]["runPolicy"]["suspend"])  # fmt: skip
-        pt = kube.kube.get(PYTORCHJOB.res, "pt", ns)
+            resource(PYTORCHJOB), "pt", ns)["spec"]["runPolicy"]["suspend"])  # fmt: skip
+        pt = kube.kube.get(resource(PYTORCHJOB), "pt", ns)
         for replica in pt["spec"]["pytorchReplicaSpecs"].values():
             assert replica["template"]["spec"]["nodeSelector"] == {TYPE: "ml.g5.12xlarge"}
         assert PENDING_REASON not in pt["metadata"]["annotations"]
     finally:
         op.stop()
-        for res, name in ((JOBSET.res, "js"), (PYTORCHJOB.res, "pt")):
+        for res, name in ((resource(JOBSET), "js"), (resource(PYTORCHJOB), "pt")):
             with contextlib.suppress(KubeError):
                 kube.kube.delete(res, name, ns)

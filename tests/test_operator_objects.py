@@ -263,25 +263,6 @@ def _kind_objects() -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def test_each_kind_names_a_template_for_every_pod_set_the_parser_reads() -> None:
-    """The pod sets the manifest parser gives and the templates the operator injects node
-    selectors into are the same, by name, for every kind admitted by suspension."""
-    from fleetshare.operator.kinds import SUSPENDABLE, admission_ops
-
-    for obj in _kind_objects():
-        kind = SUSPENDABLE[obj["kind"]]
-        names = [ps.name for ps in parse_job(obj, kind).podsets]
-        assert sorted(kind.templates(obj)) == sorted(names), obj["kind"]
-        assert not kind.suspended(obj) and job_phase(obj, kind) == "pending"
-        selectors = {n: {"pool": n} for n in names}
-        ops = admission_ops(obj, kind, selectors, [], {ADMISSION: "{}"})
-        assert ops[0]["op"] == "test"
-        patched = {op["path"]: op["value"] for op in ops[1:]}
-        for name, path in kind.templates(obj).items():
-            where = "/" + "/".join(map(str, (*path, "nodeSelector")))
-            assert patched[where] == {"pool": name}
-
-
 def test_webhook_suspends_every_kind_and_leaves_owned_objects_alone() -> None:
     for obj in _kind_objects():
         patch = mutation(obj)

@@ -1752,6 +1752,33 @@ def operator_crds() -> None:
     print(yaml.safe_dump_all(crds(), sort_keys=False), end="")
 
 
+@operator_app.command("chart-files")
+def operator_chart_files(
+    chart: Annotated[Path, typer.Option(help="the Helm chart's directory")] = Path(
+        "deploy/helm/fleetshare"
+    ),
+    check: Annotated[
+        bool, typer.Option(help="only check the files are current (exit 1 if not)")
+    ] = False,
+) -> None:
+    """Write the Helm chart's generated files: the webhooks and the operator's RBAC rules,
+    whose workload kinds come from the kinds registry."""
+    from fleetshare.operator.chart import chart_files
+
+    stale = []
+    for name, text in chart_files().items():
+        path = chart / name
+        current = path.read_text() if path.is_file() else None
+        if current == text:
+            continue
+        stale.append(str(path))
+        if not check:
+            path.write_text(text)
+    if check and stale:
+        _fail(f"not current (run fleetshare operator chart-files): {', '.join(stale)}")
+    print("\n".join(f"{'stale' if check else 'wrote'} {p}" for p in stale) or "up to date")
+
+
 @operator_app.command("convert")
 def operator_convert(
     source: Annotated[Source, typer.Argument(help="format of FILE")],

@@ -5,12 +5,17 @@ A Kueue user's jobs are Kubernetes objects. :func:`parse_manifests` turns them i
 submit time, order, labels, notes), which the scenario loader resolves against a policy and the
 Kubernetes operator can reuse. Nothing here reads a file, a clock or a cluster.
 
-**Kinds** (:mod:`.kinds` counts their pods as Kueue does): ``batch/v1`` Job,
-``kubeflow.org/v1`` PyTorchJob, ``jobset.x-k8s.io/v1alpha2`` JobSet, ``ray.io/v1`` RayCluster
-and RayJob, ``v1`` Pod (one pod, or a pod group: pods sharing the label
+**Kinds** (:mod:`.kinds`, one module per kind, counts their pods as Kueue does; the table is
+in ``docs/kinds.md``): ``batch/v1`` Job, JobSet, the Kubeflow PyTorchJob, TFJob, PaddleJob,
+XGBoostJob, JAXJob and MPIJob, RayCluster, RayJob (with its submitter pod) and RayService,
+AppWrapper, SparkApplication, ``v1`` Pod (one pod, or a pod group: pods sharing the label
 ``kueue.x-k8s.io/pod-group-name`` with ``kueue.x-k8s.io/pod-group-total-count`` pods in all),
-and ``v1`` List of those. Any other kind is an error naming the document, kind and name and
-why (:data:`.kinds.UNSUPPORTED`); nothing is dropped silently.
+and, read as the pods or Jobs they create (as Kueue queues them), Deployment (each pod a
+workload), StatefulSet (one pod group), LeaderWorkerSet (a pod group per replica) and CronJob
+(one run's Job); ``v1`` List of those; ``scheduling.k8s.io/v1`` PriorityClasses, read apart
+(:func:`pod_priority_classes`: what a pod template's ``priorityClassName`` resolves to,
+:mod:`.priority`). Any other kind is an error naming the document, kind and name and why
+(:data:`.kinds.UNSUPPORTED`); nothing is dropped silently.
 
 **Fields read** (each checked; an error names the document, object and field path):
 
@@ -20,17 +25,25 @@ why (:data:`.kinds.UNSUPPORTED`); nothing is dropped silently.
 - labels ``kueue.x-k8s.io/queue-name`` (a LocalQueue in the object's namespace: the queue is
   ``namespace/name``) or ``fleetshare.io/team`` (a team or queue, as a scenario's ``team:``),
   not both; ``kueue.x-k8s.io/priority-class`` (a WorkloadPriorityClass: the label names the
-  class) or its synonym ``fleetshare.io/priority-class``, else the first pod template's
-  ``priorityClassName`` (Kueue's order);
+  class) or its synonym ``fleetshare.io/priority-class``, else the pod priority class: a
+  Kubeflow job's ``runPolicy.schedulingPolicy.priorityClass``, else the first pod template's
+  ``priorityClassName`` (Kueue's order; :attr:`ManifestWorkload.priority_source` says which);
 - annotations ``fleetshare.io/duration`` (run time) and ``fleetshare.io/submit-at`` (offset
   from the start), seconds (``"5400"``) or Go durations (``"1h30m"``); another
   ``fleetshare.io/`` annotation is an error (a misspelling must not pass unseen), and so are
   the queue-name and priority-class keys given as annotations (Kueue reads them as labels);
-- the kinds' counts: Job ``parallelism``, ``completions``; PyTorchJob ``pytorchReplicaSpecs``
-  (``Master``, ``Worker``) ``replicas``; JobSet ``replicatedJobs[].name``, ``replicas``; Ray
-  ``headGroupSpec``, ``workerGroupSpecs[].groupName``, ``replicas``, ``minReplicas``,
-  ``maxReplicas``, ``numOfHosts``, ``suspend`` (true is refused); RayJob ``rayClusterSpec``,
-  ``submissionMode``;
+- the kinds' counts (each kind's module says which fields): Job ``parallelism``,
+  ``completions``; the Kubeflow jobs' replica specs' ``replicas``; JobSet
+  ``replicatedJobs[].name``, ``replicas``; Ray ``headGroupSpec``,
+  ``workerGroupSpecs[].groupName``, ``replicas``, ``minReplicas``, ``maxReplicas``,
+  ``numOfHosts``, ``suspend`` (true is refused); RayJob ``rayClusterSpec``,
+  ``submissionMode``, ``submitterPodTemplate``; RayService ``rayClusterConfig``; AppWrapper
+  ``components[].podSets[].path``, ``replicas`` and ``template``; SparkApplication ``type``,
+  ``sparkConf``, ``memoryOverheadFactor``, ``nodeSelector``, ``dynamicAllocation.enabled``
+  (true is refused) and the driver's and executor's sizing fields, ``instances``;
+  Deployment, StatefulSet ``replicas``, ``template``; LeaderWorkerSet ``replicas``,
+  ``startupPolicy``, ``leaderWorkerTemplate`` ``size``, ``leaderTemplate``,
+  ``workerTemplate``; CronJob ``jobTemplate``;
 - pod templates (:mod:`.pods`): ``containers[]`` and ``initContainers[]`` ``resources``
   (``requests``, ``limits``), init containers' ``restartPolicy`` (``Always``: a sidecar),
   ``overhead``, pod-level ``resources``, ``nodeSelector``, ``tolerations`` (``key``,
@@ -44,13 +57,12 @@ why (:data:`.kinds.UNSUPPORTED`); nothing is dropped silently.
 **Noted** (the run's ``manifest_notes``: present, relevant to scheduling, not modelled):
 Kueue labels and annotations other than the above (``kueue.x-k8s.io/job-min-parallelism``:
 partial admission is out of scope, the job is admitted whole; ``podset-slice-*`` topology
-requests; ...), in
-the object's or a pod template's metadata; ``activeDeadlineSeconds`` (Job, JobSet's jobs,
-PyTorchJob ``runPolicy``, RayJob); PyTorchJob ``elasticPolicy`` and
-``runPolicy.schedulingPolicy``; Ray ``enableInTreeAutoscaling``; a RayJob's submitter pod
-(``submissionMode: K8sJobMode``, the default: not counted, only the Ray cluster's pods are);
-pod ``topologySpreadConstraints``, ``resourceClaims`` and containers' ``resources.claims``
-(DRA), ``nodeName``, ``podAffinity`` / ``podAntiAffinity``, preferred node affinity,
+requests; ...), in the object's or a pod template's metadata; ``activeDeadlineSeconds`` (Job,
+JobSet's jobs, Kubeflow ``runPolicy``, RayJob); Kubeflow ``elasticPolicy`` and
+``runPolicy.schedulingPolicy`` (but its ``priorityClass``); Ray ``enableInTreeAutoscaling``;
+a Deployment's pods being queued one by one; a CronJob's schedule (one run is read); pod
+``topologySpreadConstraints``, ``resourceClaims`` and containers' ``resources.claims`` (DRA),
+``nodeName``, ``podAffinity`` / ``podAntiAffinity``, preferred node affinity,
 ``runtimeClassName`` without ``overhead``.
 
 **Recognised and ignored as irrelevant to admission** (no note): ``status``; metadata other
@@ -79,21 +91,23 @@ them), its duration (else None: it runs until the scenario ends) and its submit 
 
 from fleetshare.manifests.durations import parse_duration
 from fleetshare.manifests.kinds import KINDS, UNSUPPORTED
+from fleetshare.manifests.kinds.base import QUEUE_LABEL, TEAM_LABEL
 from fleetshare.manifests.parse import (
     DURATION_ANNOTATION,
     PRIORITY_LABEL,
-    QUEUE_LABEL,
     SUBMIT_ANNOTATION,
-    TEAM_LABEL,
     Defaults,
     Document,
     ManifestWorkload,
+    PrioritySource,
     documents,
     parse_manifest,
     parse_manifests,
     parse_text,
+    pod_priority_classes,
 )
 from fleetshare.manifests.pods import effective_requests
+from fleetshare.manifests.priority import PodPriorityClass, pod_priority_class, resolve_priority
 from fleetshare.manifests.values import ManifestError
 
 __all__ = [
@@ -108,10 +122,15 @@ __all__ = [
     "Document",
     "ManifestError",
     "ManifestWorkload",
+    "PodPriorityClass",
+    "PrioritySource",
     "documents",
     "effective_requests",
     "parse_duration",
     "parse_manifest",
     "parse_manifests",
     "parse_text",
+    "pod_priority_class",
+    "pod_priority_classes",
+    "resolve_priority",
 ]

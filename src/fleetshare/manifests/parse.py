@@ -4,24 +4,43 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from fleetshare.inputs import parse_yaml_all
 from fleetshare.manifests.durations import parse_duration
-from fleetshare.manifests.kinds import KINDS, UNSUPPORTED, RawPodSet
+from fleetshare.manifests.kinds import (
+    KINDS,
+    UNSUPPORTED,
+    KindPods,
+    PodGroupKind,
+    PodSetKind,
+    RawPodSet,
+)
+from fleetshare.manifests.kinds.base import (
+    FAST_ADMISSION,
+    POD_GROUP_COUNT,
+    POD_GROUP_LABEL,
+    QUEUE_LABEL,
+    SERVING,
+    TEAM_LABEL,
+    check_api_version,
+)
+from fleetshare.manifests.priority import PRIORITY_CLASS_API, PRIORITY_CLASS_KIND, PodPriorityClass
 from fleetshare.manifests.values import Fields, ManifestError, join
 from fleetshare.model.workload import PodSet
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-POD_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
-POD_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
-TEAM_LABEL = "fleetshare.io/team"
 FLEETSHARE_PRIORITY_LABEL = "fleetshare.io/priority-class"
 DURATION_ANNOTATION = "fleetshare.io/duration"
 SUBMIT_ANNOTATION = "fleetshare.io/submit-at"
 KNOWN_ANNOTATIONS = (DURATION_ANNOTATION, SUBMIT_ANNOTATION)
+GROUP_ANNOTATIONS = (POD_GROUP_COUNT, FAST_ADMISSION, SERVING)
+"""The pod-group annotations read on a pod of a group."""
+PrioritySource = Literal["label", "pod", "none"]
+"""Where a priority class came from: Kueue's WorkloadPriorityClass label, a pod priority class
+(a pod template's ``priorityClassName``, a Kubeflow ``schedulingPolicy.priorityClass``), or
+neither (the default)."""
 MAX_PODSETS = 8
 """Kueue's limit on pod sets per workload (and on distinct pod shapes in a pod group)."""
 MAX_PODS = 1_000_000
@@ -46,6 +65,10 @@ class Document:
     where: str
     data: Any
     defaults: Defaults = field(default_factory=Defaults)
+    origin: str | None = None
+    """The kind of the object this one was expanded from (a Deployment's pod), if any."""
+    notes: tuple[str, ...] = ()
+    """Notes on the expansion, carried to the workload."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +98,7 @@ class ManifestWorkload:
     labels: Mapping[str, str]
     where: str
     notes: tuple[str, ...] = ()
+    priority_source: PrioritySource = "none"
 
 
 @dataclass
@@ -93,11 +117,13 @@ class _Object:
     queue_field: str
     priority_class: str | None
     priority_field: str
+    priority_source: PrioritySource
     duration: float | None
     submit_at: float
     notes: list[str]
     group: str | None = None
     group_count: int = 0
+    fast: bool = False
 
     def ident(self) -> str:
         name = self.name or f"{self.generate_name}*"
@@ -171,26 +197,80 @@ def parse_manifests(docs: Sequence[Document]) -> list[ManifestWorkload]:
     return out
 
 
+def pod_priority_classes(docs: Sequence[Document]) -> dict[str, PodPriorityClass]:
+    """The Kubernetes PriorityClasses (``scheduling.k8s.io/v1``) among ``docs``, by name
+    (:mod:`.priority`: what a pod template's ``priorityClassName`` resolves to)."""
+    out: dict[str, PodPriorityClass] = {}
+    for doc in docs:
+        data = doc.data
+        if isinstance(data, dict) and data.get("kind") == "List":
+            items = Fields(doc.where).items(data.get("items"), "items")
+            out.update(pod_priority_classes(
+                [Document(f"{doc.where} items[{i}]", item) for i, item in enumerate(items)]
+            ))  # fmt: skip
+            continue
+        if not isinstance(data, dict) or data.get("kind") != PRIORITY_CLASS_KIND:
+            continue
+        fields = Fields(f"{doc.where} ({PRIORITY_CLASS_KIND})")
+        if data.get("apiVersion") != PRIORITY_CLASS_API:
+            raise fields.error("apiVersion", f"must be {PRIORITY_CLASS_API}")
+        meta = fields.mapping(data.get("metadata"), "metadata", required=True)
+        name = fields.text(meta.get("name"), "metadata.name", required=True)
+        value = data.get("value")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise fields.error("value", f"must be a whole number, got {value!r}")
+        if value > 1_000_000_000:
+            raise fields.error("value", "user PriorityClasses go up to 1000000000")
+        if not isinstance(data.get("globalDefault", False), bool):
+            raise fields.error("globalDefault", "must be true or false")
+        assert name is not None
+        if name in out:
+            raise fields.error("metadata.name", f"repeats the PriorityClass {name!r}")
+        out[name] = PodPriorityClass(name, value, data.get("globalDefault") is True)
+    return out
+
+
 def _renamed(w: ManifestWorkload, name: str) -> ManifestWorkload:
     if name == w.name:
         return w
     return ManifestWorkload(
         name, w.namespace, w.kind, w.queue, w.queue_field, w.priority_class, w.priority_field,
-        w.podsets, w.duration, w.submit_at, w.order, w.labels, w.where, w.notes,
+        w.podsets, w.duration, w.submit_at, w.order, w.labels, w.where, w.notes, w.priority_source,
     )  # fmt: skip
 
 
 def _expand(docs: Iterable[Document]) -> list[Document]:
-    """``kind: List`` documents (as ``kubectl get -o yaml`` writes) become their items."""
+    """``kind: List`` documents (as ``kubectl get -o yaml`` writes) become their items; an
+    object queued through the pods or Jobs it creates (a Deployment, a CronJob, ...) becomes
+    those (:meth:`PodGroupKind.expand`); PriorityClasses are read apart
+    (:func:`~fleetshare.manifests.priority.pod_priority_classes`)."""
     out = []
     for doc in docs:
         data = doc.data
         if isinstance(data, dict) and data.get("kind") == "List" and "items" in data:
             fields = Fields(doc.where)
-            for i, item in enumerate(fields.items(data.get("items"), "items")):
-                out.append(Document(f"{doc.where} items[{i}]", item, doc.defaults))
-        else:
+            items = [
+                Document(f"{doc.where} items[{i}]", item, doc.defaults)
+                for i, item in enumerate(fields.items(data.get("items"), "items"))
+            ]
+            out.extend(_expand(items))
+            continue
+        kind = KINDS.get(str(data.get("kind"))) if isinstance(data, dict) else None
+        if isinstance(data, dict) and data.get("kind") == PRIORITY_CLASS_KIND:
+            continue
+        if not isinstance(kind, PodGroupKind):
             out.append(doc)
+            continue
+        fields = Fields(doc.where)
+        metadata = fields.mapping(data.get("metadata"), "metadata", required=True)
+        name = fields.text(metadata.get("name"), "metadata.name", required=True)
+        namespace = fields.text(metadata.get("namespace"), "metadata.namespace") or "default"
+        where = f"{doc.where} ({kind.kind} {namespace}/{name})"
+        expansion = kind.expand(Fields(where), data)
+        for made in expansion.objects:
+            made_where = f"{doc.where}, {kind.kind} {namespace}/{name}'s {made.get('kind')}"
+            out.append(Document(made_where, made, doc.defaults, doc.origin or kind.kind,
+                                expansion.notes))  # fmt: skip
     return out
 
 
@@ -209,15 +289,10 @@ def _read_object(doc: Document, order: int) -> _Object:
     ident = f"{kind} {namespace}/{name or f'{generate}*'}"
     fields = Fields(f"{doc.where} ({ident})")
     supported = KINDS.get(kind)
-    if supported is None:
+    if not isinstance(supported, PodSetKind):
         why = UNSUPPORTED.get(kind, "an unknown kind; supported: " + ", ".join(KINDS))
         raise fields.error("kind", f"{kind} is not supported as a workload: {why}")
-    if api_version not in supported.api_versions:
-        raise fields.error(
-            "apiVersion",
-            f"{api_version} is not supported for {kind} (supported: "
-            f"{', '.join(supported.api_versions)})",
-        )
+    check_api_version(fields, supported, data)
     labels = fields.strings(metadata.get("labels"), "metadata.labels")
     annotations = fields.strings(metadata.get("annotations"), "metadata.annotations")
     pods = supported.read(fields, data)
@@ -225,7 +300,7 @@ def _read_object(doc: Document, order: int) -> _Object:
     for raw in pods.podsets:
         notes.extend(raw.shape.notes)
     queue, queue_field = _queue(fields, labels, namespace, doc.defaults)
-    priority, priority_field = _priority(fields, labels, pods.podsets)
+    priority, priority_field, source = _priority(fields, labels, pods)
     duration = _annotation_time(fields, annotations, DURATION_ANNOTATION, positive=True)
     submit = _annotation_time(fields, annotations, SUBMIT_ANNOTATION, positive=False)
     obj = _Object(
@@ -241,9 +316,10 @@ def _read_object(doc: Document, order: int) -> _Object:
         queue_field=queue_field,
         priority_class=priority,
         priority_field=priority_field,
+        priority_source=source,
         duration=doc.defaults.duration if duration is None else duration,
         submit_at=doc.defaults.submit_at if submit is None else submit,
-        notes=list(dict.fromkeys(notes)),
+        notes=list(dict.fromkeys([*notes, *doc.notes])),
     )
     if kind == "Pod" and POD_GROUP_LABEL in labels:
         obj.group = labels[POD_GROUP_LABEL]
@@ -254,6 +330,7 @@ def _read_object(doc: Document, order: int) -> _Object:
         if not count.isdigit() or int(count) < 1:
             raise fields.error(path, f"must be a whole number of pods, at least 1, got {count!r}")
         obj.group_count = int(count)
+        obj.fast = annotations.get(FAST_ADMISSION) == "true"
     return obj
 
 
@@ -277,9 +354,9 @@ def _metadata_notes(
             raise fields.error(path, "is a label in Kueue, not an annotation: move it to labels")
         if key == MIN_PARALLELISM:
             notes.append(f"{path}: partial admission is not modelled; the job is admitted whole")
-        elif key == POD_GROUP_COUNT and kind == "Pod" and POD_GROUP_LABEL not in labels:
+        elif key in GROUP_ANNOTATIONS and kind == "Pod" and POD_GROUP_LABEL not in labels:
             notes.append(f"{path}: without {POD_GROUP_LABEL} the pod is a workload of its own")
-        elif key.startswith("kueue.x-k8s.io/") and not (key == POD_GROUP_COUNT and kind == "Pod"):
+        elif key.startswith("kueue.x-k8s.io/") and not (key in GROUP_ANNOTATIONS and kind == "Pod"):
             notes.append(f"{path}: not modelled")
     return notes
 
@@ -305,9 +382,10 @@ def _queue(
 
 
 def _priority(
-    fields: Fields, labels: Mapping[str, str], podsets: Sequence[RawPodSet]
-) -> tuple[str | None, str]:
-    """Kueue's order: the WorkloadPriorityClass label, else the first pod template's
+    fields: Fields, labels: Mapping[str, str], pods: KindPods
+) -> tuple[str | None, str, PrioritySource]:
+    """Kueue's order: the WorkloadPriorityClass label, else the pod priority class the kind
+    names (a Kubeflow ``schedulingPolicy.priorityClass``), else the first pod template's
     ``priorityClassName``; ``fleetshare.io/priority-class`` is a synonym of the label."""
     kueue, ours = labels.get(PRIORITY_LABEL), labels.get(FLEETSHARE_PRIORITY_LABEL)
     if kueue is not None and ours is not None and kueue != ours:
@@ -315,14 +393,17 @@ def _priority(
             "metadata.labels",
             f"{PRIORITY_LABEL} ({kueue!r}) and {FLEETSHARE_PRIORITY_LABEL} ({ours!r}) differ",
         )
-    if kueue is not None:
-        return kueue or None, join("metadata.labels", PRIORITY_LABEL)
-    if ours is not None:
-        return ours or None, join("metadata.labels", FLEETSHARE_PRIORITY_LABEL)
-    for raw in podsets:
+    if kueue:
+        return kueue, join("metadata.labels", PRIORITY_LABEL), "label"
+    if ours:
+        return ours, join("metadata.labels", FLEETSHARE_PRIORITY_LABEL), "label"
+    if pods.priority is not None:
+        return pods.priority[0], pods.priority[1], "pod"
+    for raw in pods.podsets:
         if raw.shape.priority_class is not None:
-            return raw.shape.priority_class, f"the {raw.name} pod template's priorityClassName"
-    return None, "no priority class (the default)"
+            where = f"the {raw.name} pod template's priorityClassName"
+            return raw.shape.priority_class, where, "pod"
+    return None, "no priority class (the default)", "none"
 
 
 def _annotation_time(
@@ -398,7 +479,7 @@ def _single(obj: _Object) -> ManifestWorkload:
     return ManifestWorkload(
         name=obj.name,
         namespace=obj.namespace,
-        kind=obj.kind,
+        kind=obj.doc.origin or obj.kind,
         queue=obj.queue,
         queue_field=obj.queue_field,
         priority_class=obj.priority_class,
@@ -410,12 +491,15 @@ def _single(obj: _Object) -> ManifestWorkload:
         labels=obj.labels,
         where=obj.where,
         notes=tuple(f"{obj.where}: {n}" for n in obj.notes),
+        priority_source=obj.priority_source,
     )
 
 
 def _group(namespace: str, group: str, pods: list[_Object]) -> ManifestWorkload:
     """Pods of one group: one workload, pods of one shape forming a pod set (named after the
-    first of them), as Kueue builds it once all ``pod-group-total-count`` pods exist."""
+    first of them), as Kueue builds it once all ``pod-group-total-count`` pods exist; a group
+    admitted fast (``pod-group-fast-admission``) may have fewer, the missing ones counted as
+    the first pod."""
     first, last = pods[0], pods[-1]
     where = f"pod group {namespace}/{group} ({first.doc.where} .. {last.doc.where})"
     if len(pods) == 1:
@@ -425,6 +509,7 @@ def _group(namespace: str, group: str, pods: list[_Object]) -> ManifestWorkload:
             (f"metadata.annotations.{POD_GROUP_COUNT}", pod.group_count, first.group_count),
             (pod.queue_field, pod.queue, first.queue),
             (pod.priority_field, pod.priority_class, first.priority_class),
+            (f"metadata.annotations.{FAST_ADMISSION}", pod.fast, first.fast),
         ):
             if mine != theirs:
                 raise ManifestError(
@@ -432,7 +517,8 @@ def _group(namespace: str, group: str, pods: list[_Object]) -> ManifestWorkload:
                     f"{what}: {mine!r} differs from {theirs!r} of {first.ident()} in the same "
                     "pod group",
                 )
-    if len(pods) != first.group_count:
+    missing = first.group_count - len(pods) if first.fast else 0
+    if len(pods) + max(missing, 0) != first.group_count:
         fix = (
             "Kueue waits for the rest"
             if len(pods) < first.group_count
@@ -454,9 +540,10 @@ def _group(namespace: str, group: str, pods: list[_Object]) -> ManifestWorkload:
         )
         shapes.setdefault(key, []).append(pod)
     raws = [
-        RawPodSet(members[0].name or "", len(members), members[0].podsets[0].shape)
-        for members in shapes.values()
-    ]
+        RawPodSet(members[0].name or "", len(members) + (missing if i == 0 else 0),
+                  members[0].podsets[0].shape)
+        for i, members in enumerate(shapes.values())
+    ]  # fmt: skip
     podsets = _podsets(raws)
     _check_podsets(where, podsets)
     durations = [p.duration for p in pods]
@@ -464,7 +551,7 @@ def _group(namespace: str, group: str, pods: list[_Object]) -> ManifestWorkload:
     return ManifestWorkload(
         name=group,
         namespace=namespace,
-        kind="Pod",
+        kind=first.doc.origin or "Pod",
         queue=first.queue,
         queue_field=first.queue_field,
         priority_class=first.priority_class,
@@ -476,4 +563,5 @@ def _group(namespace: str, group: str, pods: list[_Object]) -> ManifestWorkload:
         labels=first.labels,
         where=where,
         notes=tuple(dict.fromkeys(notes)),
+        priority_source=first.priority_source,
     )

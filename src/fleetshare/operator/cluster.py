@@ -10,9 +10,10 @@ operator sees what the last one left.
 
 Acting:
 
-- ``bind`` admits: a Job (JobSet, PyTorchJob, RayCluster, RayJob: :mod:`.kinds`) is
-  unsuspended with each pod set's flavor node selector injected into its template (Kueue's
-  way); pods lose the ``fleetshare.io/admission`` scheduling gate and gain
+- ``bind`` admits: a Job (or another kind admitted by suspension: the registry,
+  :mod:`fleetshare.manifests.kinds`) is run with each pod set's flavor node selector where its
+  pods get it (Kueue's ``RunWithPodSetsInfo``); pods (bare, of a pod group, of a Deployment,
+  StatefulSet or LeaderWorkerSet) lose the ``fleetshare.io/admission`` scheduling gate and gain
   the node selector, and kube-scheduler binds them. The admission is recorded on the object
   in the same write (annotation ``operator.fleetshare.io/admission``), made conditional on
   the resourceVersion the decision saw, so a stale view can never admit twice. The writes
@@ -48,7 +49,13 @@ from fleetshare.control.cluster import RemovalRefused
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.queues import reason_gist, reason_of
 from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Pending, Running
-from fleetshare.manifests import ManifestError
+from fleetshare.manifests import (
+    ManifestError,
+    PodPriorityClass,
+    pod_priority_class,
+    resolve_priority,
+)
+from fleetshare.manifests.kinds import SuspendedKind
 from fleetshare.manifests.pods import read_pod_spec
 from fleetshare.manifests.values import Fields
 from fleetshare.model.node import INSTANCE_TYPE_LABEL, Node
@@ -59,12 +66,10 @@ from fleetshare.operator.drain import cordon, evict_all, pods_on, refusal
 from fleetshare.operator.events import Events, camel
 from fleetshare.operator.kinds import (
     JOB,
-    SUSPENDABLE,
-    Suspendable,
+    RESOURCES,
+    SUSPENDED,
     admission_ops,
     annotation_ops,
-    release_ops,
-    suspend_ops,
 )
 from fleetshare.operator.kube import (
     EVENTS,
@@ -131,7 +136,7 @@ class Tracked:
     """A governed workload and the objects it is made of."""
 
     name: str
-    kind: str  # "Pod", or a kind admitted by suspension ("Job", "JobSet", ...)
+    kind: str  # "Pod", or a kind admitted by suspension ("Job", "JobSet", ...: SUSPENDED)
     namespace: str
     objects: list[dict[str, Any]]
     workload: Workload
@@ -188,7 +193,7 @@ class KubeCluster:
         self._order: dict[str, int] = {}
         self._parsed: dict[str, tuple[tuple[Any, ...], Any]] = {}
         self._parse_used: set[str] = set()
-        self._owners = OwnerIndex(store, [*SUSPENDABLE, "Pod"])
+        self._owners = OwnerIndex(store, [*SUSPENDED, "Pod"])
         self._groups: dict[GroupKey, dict[Key, dict[str, Any]]] = {}
         """Governed bare pods by group: a pod group, or one pod alone."""
         self._group_of: dict[Key, GroupKey] = {}
@@ -254,7 +259,12 @@ class KubeCluster:
         if self.notes is not None:
             self._take_notes(self.notes.take())
         changes = self.store.take_changes()
-        if not self.incremental or engine is not self.engine or not self._built:
+        if (
+            not self.incremental
+            or engine is not self.engine
+            or not self._built
+            or any(kind == "PriorityClass" for kind, _ in changes)  # priorities may move
+        ):
             self.rebuild(engine, now)
             return
         self._begin(engine)
@@ -277,7 +287,7 @@ class KubeCluster:
                     jobs[(kind, key)] = None
         started: list[str] = []
         for ref, obj in self._in_creation_order(jobs):
-            sk = SUSPENDABLE[ref[0]]
+            sk = SUSPENDED[ref[0]]
             name = _job_name(sk, *ref[1])
             retry, self.retry_soon = self.retry_soon, False
             t = self._suspendable(obj, sk, now) if obj is not None else None
@@ -304,9 +314,9 @@ class KubeCluster:
         """Read the whole store into the loop's view (see :meth:`refresh`)."""
         self._begin(engine)
         self.nodes = self._read_nodes()
-        self._owners = OwnerIndex.build(self.store, [*SUSPENDABLE, "Pod"])
+        self._owners = OwnerIndex.build(self.store, [*SUSPENDED, "Pod"])
         tracked: dict[str, Tracked] = {}
-        objects = [(o, kind) for kind in SUSPENDABLE.values()
+        objects = [(o, kind) for kind in SUSPENDED.values()
                    for o in self.store.of(kind.kind).values()]  # fmt: skip
         for obj, kind in sorted(objects, key=lambda pair: self._creation(pair[1].kind, pair[0])):
             t = self._suspendable(obj, kind, now)
@@ -463,12 +473,25 @@ class KubeCluster:
             return None
         try:
             team = self.policy.team_for(parsed.queue)
-            priority = self.policy.priority_of(parsed.priority_class)
         except KeyError as exc:
             self._problem(name, obj, f"{parsed.queue_field}: {exc.args[0]}")
             return None
+        try:
+            priority = resolve_priority(
+                parsed.priority_source, parsed.priority_class, self.policy.priority_of,
+                self.policy.default_priority(), self.pod_classes,
+            )  # fmt: skip
+        except KeyError as exc:
+            self._problem(name, obj, f"{parsed.priority_field}: {exc.args[0]}")
+            return None
         self._problems.pop(name, None)
         return team, priority
+
+    @property
+    def pod_classes(self) -> dict[str, PodPriorityClass]:
+        """The cluster's PriorityClasses (``scheduling.k8s.io/v1``), by name."""
+        found = (pod_priority_class(o) for o in self.store.of("PriorityClass").values())
+        return {c.name: c for c in found if c is not None}
 
     def _problem(self, name: str, obj: dict[str, Any], message: str) -> None:
         if self._problems.get(name) != message and self.may_act():
@@ -490,7 +513,7 @@ class KubeCluster:
         self._parsed[name] = (key, parsed)
         return parsed
 
-    def _suspendable(self, job: dict[str, Any], kind: Suspendable, now: float) -> Tracked | None:
+    def _suspendable(self, job: dict[str, Any], kind: SuspendedKind, now: float) -> Tracked | None:
         """A Job (or JobSet, PyTorchJob, RayCluster, RayJob) admitted by suspension."""
         if not governed(job) or owned(job):
             return None
@@ -827,7 +850,7 @@ class KubeCluster:
         """Write one admission (appending what the API answered to ``written``) and post its
         Event; raises the API's refusal. Runs in the writer's threads: it reads only ``t``
         (the writer's copy) and never touches the store."""
-        if t.kind in SUSPENDABLE:
+        if t.kind in SUSPENDED:
             self._admit_suspended(t, admitted, selectors, written)
         else:
             self._ungate(t, admitted, selectors, written)
@@ -847,7 +870,7 @@ class KubeCluster:
         written: list[dict[str, Any]],
     ) -> None:
         """Unsuspend with each pod set's node selector in its template (Kueue's way)."""
-        kind = SUSPENDABLE[t.kind]
+        kind = SUSPENDED[t.kind]
         by_podset = {ps.name: sel for ps, sel in zip(t.workload.podsets, selectors, strict=False)}
         keys = sorted({k for sel in selectors for k in sel})
         annotations: dict[str, str | None] = {
@@ -860,7 +883,7 @@ class KubeCluster:
 
         obj = t.objects[0]
         name = str(obj["metadata"]["name"])
-        written.append(self._conditional(kind.res, name, t.namespace, obj, patch))
+        written.append(self._conditional(RESOURCES[kind.kind], name, t.namespace, obj, patch))
         if kind is JOB:
             self._readmitted(obj, t.namespace)
 
@@ -923,8 +946,10 @@ class KubeCluster:
         selectors: list[dict[str, str]],
         written: list[dict[str, Any]],
     ) -> None:
-        """Remove the gate from each gated pod, adding its pod set's node selector (appending
-        each pod as the API answered to ``written``)."""
+        """Remove the gate from each gated pod, adding its pod set's node selector (the keys
+        it adds recorded, so the pod is read as its owner wrote it: a pod group's later pods
+        have the same shape as its admitted ones), appending each pod as the API answered to
+        ``written``."""
         for pod in t.objects:
             if pod_done(pod) or not pod_gated(pod):
                 continue
@@ -932,11 +957,14 @@ class KubeCluster:
             index = t.pod_podset.get(str(pod["metadata"]["name"]), 0)
             selector = selectors[index] if index < len(selectors) else {}
             gates = [g for g in spec.get("schedulingGates") or () if g.get("name") != GATE]
+            own = spec.get("nodeSelector") or {}
+            injected = sorted(k for k, v in selector.items() if own.get(k) != v)
             body: dict[str, Any] = {
                 "metadata": {
                     "resourceVersion": pod["metadata"]["resourceVersion"],
                     "annotations": {
                         ADMISSION: admitted.to_json(),
+                        INJECTED: json.dumps(injected) if injected else None,
                         PENDING_REASON: None,
                         AUTOSCALER_NOTE: None,
                     },
@@ -972,13 +1000,14 @@ class KubeCluster:
         text = message or reason
         record = json.dumps({"reason": reason, "by": by, "message": text, "at": now})
         try:
-            kind = SUSPENDABLE.get(t.kind)
+            kind = SUSPENDED.get(t.kind)
             if kind is not None:
                 job = t.objects[0]
                 ops = [*annotation_ops(job, {ADMISSION: None, EVICTION: record}),
-                       *suspend_ops(job, kind, True)]  # fmt: skip
+                       *kind.suspend_ops(job, True)]  # fmt: skip
                 jname = str(job["metadata"]["name"])
-                self.store.put(kind.kind, self.kube.patch(kind.res, jname, ops, t.namespace,
+                res = RESOURCES[kind.kind]
+                self.store.put(kind.kind, self.kube.patch(res, jname, ops, t.namespace,
                                                           content_type=JSON_PATCH))  # fmt: skip
                 if kind is JOB:
                     self._job_condition(t, reason, text)
@@ -1023,18 +1052,19 @@ class KubeCluster:
         except KubeError as exc:  # the Event and the annotation still say it
             log.debug("job condition not written: %s", exc)
 
-    def _release(self, job: dict[str, Any], kind: Suspendable) -> None:
+    def _release(self, job: dict[str, Any], kind: SuspendedKind) -> None:
         """Take the node selector injected at admission off a suspended job's templates
         once the API server lets them change (a Job: its pods gone and its start time
         reset); the annotation that named the keys goes with it."""
         meta = job["metadata"]
         ops = [
-            *release_ops(job, kind, injected_keys(job)),
+            *kind.restore_ops(job, injected_keys(job)),
             *annotation_ops(job, {INJECTED: None}),
         ]
         try:
             self.store.put(kind.kind, self.kube.patch(
-                kind.res, str(meta["name"]), ops, str(meta["namespace"]), content_type=JSON_PATCH,
+                RESOURCES[kind.kind], str(meta["name"]), ops, str(meta["namespace"]),
+                content_type=JSON_PATCH,
             ))  # fmt: skip
         except KubeError as exc:  # the next admission replaces the keys anyway
             log.debug("injected node selector of %s not taken off: %s", meta["name"], exc)
@@ -1064,13 +1094,13 @@ class KubeCluster:
         except KubeError as exc:
             log.debug("pod condition not written: %s", exc)
 
-    def _suspend_new(self, job: dict[str, Any], kind: Suspendable) -> None:
+    def _suspend_new(self, job: dict[str, Any], kind: SuspendedKind) -> None:
         """A governed Job (or JobSet, ...) created unsuspended (no webhook): suspend it until
         admitted."""
         try:
-            ops = suspend_ops(job, kind, True)
+            ops = kind.suspend_ops(job, True)
             meta = job["metadata"]
-            out = self.kube.patch(kind.res, meta["name"], ops, meta["namespace"],
+            out = self.kube.patch(RESOURCES[kind.kind], meta["name"], ops, meta["namespace"],
                                   content_type=JSON_PATCH)  # fmt: skip
             self.store.put(kind.kind, out)
             self.events.post(job, "Normal", "Suspended", "suspended until fleetshare admits it")
@@ -1278,15 +1308,14 @@ GroupKey = tuple[str, str]
 """(namespace, "group:NAME" or "pod:NAME"): governed bare pods admitted together."""
 
 
-def _job_name(kind: Suspendable, namespace: str, name: str) -> str:
+def _job_name(kind: SuspendedKind, namespace: str, name: str) -> str:
     """The workload name of a Job (``ns/name``) or another suspendable kind
     (``ns/Kind/name``)."""
     return f"{namespace}/{name}" if kind is JOB else f"{namespace}/{kind.kind}/{name}"
 
 
 def _res(t: Tracked) -> Resource:
-    kind = SUSPENDABLE.get(t.kind)
-    return kind.res if kind is not None else PODS
+    return RESOURCES.get(t.kind, PODS)
 
 
 def _same_decision_inputs(seen: Mapping[str, Any], fresh: Mapping[str, Any]) -> bool:

@@ -32,8 +32,18 @@ from fleetshare.operator.budget import WriteBudget
 from fleetshare.operator.cluster import KubeCluster
 from fleetshare.operator.crds import API_VERSION, DEFAULT_POLICY, crds, policy_from, pools_from
 from fleetshare.operator.events import Events
-from fleetshare.operator.kinds import OPTIONAL
-from fleetshare.operator.kube import CRDS, JOBS, NODES, PDBS, PODS, Kube, KubeError, Resource
+from fleetshare.operator.kinds import OPTIONAL, RESOURCES
+from fleetshare.operator.kube import (
+    CRDS,
+    JOBS,
+    NODES,
+    PDBS,
+    PODS,
+    PRIORITY_CLASSES,
+    Kube,
+    KubeError,
+    Resource,
+)
 from fleetshare.operator.lease import LeaseElector
 from fleetshare.operator.metrics import OperatorMetrics, summary
 from fleetshare.operator.nodeclaims import NODE_CLAIMS, NODE_POOLS, NodeClaims
@@ -198,6 +208,7 @@ class Operator:
             Watcher(self.kube, NODES, self._inbox, watch_stop),
             Watcher(self.kube, TEAMS, self._inbox, watch_stop),
             Watcher(self.kube, CLUSTER_POLICIES, self._inbox, watch_stop),
+            Watcher(self.kube, PRIORITY_CLASSES, self._inbox, watch_stop),
         ]
         if s.cloud is not None:
             watchers += [
@@ -205,8 +216,9 @@ class Operator:
                 Watcher(self.kube, NODE_CLAIMS, self._inbox, watch_stop),
             ]
         kinds = [PODS, JOBS, PDBS]
-        optional = [k.res for k in OPTIONAL] + ([SCALED_OBJECTS] if s.scaled_objects else [])
-        for res in optional:  # JobSets, PyTorchJobs, Ray, ScaledObjects: where CRDs are
+        optional = [RESOURCES[k.kind] for k in OPTIONAL]
+        optional += [SCALED_OBJECTS] if s.scaled_objects else []
+        for res in optional:  # JobSets, Kubeflow, Ray, ...: where their CRDs are installed
             if self.kube.served(res):
                 kinds.append(res)
             else:

@@ -4,11 +4,13 @@
   partitions as the NVIDIA device plugin names them, ``nvidia.com/mig-1g.10gb``, are ordinary
   extended resources), the Ready condition, ``spec.unschedulable`` (cordoned), taints, and the
   well-known instance-type, zone and capacity-type labels.
-- Governed workloads: a ``batch/v1`` Job, a bare Pod, or the pods of a Kueue pod group, that
-  name a queue (``kueue.x-k8s.io/queue-name``) or a team (``fleetshare.io/team``). They are
-  read by :mod:`fleetshare.manifests`, so the manifests a scenario reads work unchanged; the
+- Governed workloads: an object of a kind admitted by suspension (a Job, JobSet, Kubeflow job,
+  Ray kind, AppWrapper, SparkApplication: :mod:`fleetshare.manifests.kinds`), a bare Pod, or
+  the pods of a Kueue pod group (a StatefulSet's, a LeaderWorkerSet group's), that name a
+  queue (``kueue.x-k8s.io/queue-name``) or a team (``fleetshare.io/team``). They are read by
+  :mod:`fleetshare.manifests`, so the manifests a scenario reads work unchanged; the
   operator's own annotations and the node selector it injected are taken off first.
-- Their state is read back from the objects themselves (:func:`job_state`, :func:`pods_state`):
+- Their state is read back from the objects themselves (:func:`job_phase`, :func:`pods_phase`):
   everything the operator needs after a restart lives in the API server.
 """
 
@@ -21,12 +23,25 @@ from datetime import datetime
 from typing import Any, Literal
 
 from fleetshare.autoscaling.settings import PdbSpec
-from fleetshare.manifests import QUEUE_LABEL, TEAM_LABEL, Document, ManifestError, parse_manifests
-from fleetshare.manifests.parse import POD_GROUP_COUNT, POD_GROUP_LABEL
+from fleetshare.manifests import (
+    QUEUE_LABEL,
+    TEAM_LABEL,
+    Document,
+    ManifestError,
+    PrioritySource,
+    parse_manifests,
+)
+from fleetshare.manifests.kinds import SUSPENDED, SuspendedKind
+from fleetshare.manifests.kinds.base import (
+    FAST_ADMISSION,
+    POD_GROUP_COUNT,
+    POD_GROUP_LABEL,
+    apply_ops,
+)
 from fleetshare.model.node import INSTANCE_TYPE_LABEL, ZONE_LABEL, Node, Taint
 from fleetshare.model.quantity import parse_quantity
 from fleetshare.model.workload import PodSet
-from fleetshare.operator.kinds import JOB, SUSPENDABLE, Suspendable
+from fleetshare.operator.kinds import JOB
 
 GATE = "fleetshare.io/admission"
 """The scheduling gate a governed pod waits behind until its gang is admitted."""
@@ -34,7 +49,8 @@ PREFIX = "operator.fleetshare.io/"
 ADMISSION = PREFIX + "admission"
 """Annotation: the admission (flavors, placement, time, borrowed) of an admitted workload."""
 INJECTED = PREFIX + "injected-node-selector"
-"""Annotation (Jobs): the node-selector keys the operator added to the pod template."""
+"""Annotation: the node-selector keys the operator added to the pod templates (of a kind
+admitted by suspension) or to the pod (one let through its gate)."""
 PENDING_REASON = PREFIX + "pending-reason"
 """Annotation: why a pending workload waits and its place in its team's queue."""
 AUTOSCALER_NOTE = PREFIX + "autoscaler"
@@ -106,10 +122,14 @@ def governed(obj: Mapping[str, Any]) -> bool:
 
 
 def owned(obj: Mapping[str, Any]) -> bool:
-    """Made by a workload kind's controller (a Job's pods, a JobSet's Jobs, a RayJob's
-    RayCluster): the owner is the workload, the objects it makes are not governed apart."""
+    """Made by the controller of a kind admitted by suspension (a Job's pods, a JobSet's
+    Jobs, a RayJob's RayCluster, an AppWrapper's objects, a SparkApplication's executor pods):
+    the owner is the workload, the objects it makes are not governed apart. (The pods of a
+    Deployment or StatefulSet, and the Jobs of a CronJob, are governed: Kueue queues them.)"""
     owners = (obj.get("metadata") or {}).get("ownerReferences") or ()
-    return any(o.get("kind") in SUSPENDABLE for o in owners)
+    return any(o.get("kind") in SUSPENDED for o in owners) or any(
+        kind.makes(obj) for kind in SUSPENDED.values()
+    )
 
 
 def pod_group(pod: Mapping[str, Any]) -> str | None:
@@ -174,10 +194,9 @@ def injected_keys(obj: Mapping[str, Any]) -> list[str]:
     return [str(k) for k in keys] if isinstance(keys, list) else []
 
 
-def _clean(obj: Mapping[str, Any], pod_specs: Sequence[Sequence[str | int]]) -> dict[str, Any]:
-    """A copy for the manifest parser: the operator's annotations off, the node-selector keys
-    it injected off the pod templates (a requeued job is free to take another flavor), status
-    and bookkeeping metadata dropped."""
+def _clean(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy for the manifest parser: the operator's annotations off, status and bookkeeping
+    metadata dropped, a pod's scheduling gates and injected node-selector keys off."""
     meta = dict(obj.get("metadata") or {})
     keep = ("name", "namespace", "labels", "annotations", "generateName")
     meta = {k: v for k, v in meta.items() if k in keep}
@@ -190,20 +209,12 @@ def _clean(obj: Mapping[str, Any], pod_specs: Sequence[Sequence[str | int]]) -> 
         "metadata": meta,
         "spec": json.loads(json.dumps(obj.get("spec") or {})),
     }
-    keys = injected_keys(obj)
-    for path in pod_specs:
-        node: Any = data
-        for part in path:
-            if isinstance(part, int):
-                node = node[part] if isinstance(node, list) and part < len(node) else {}
-            else:
-                node = (node.get(part) if isinstance(node, dict) else None) or {}
-        selector = node.get("nodeSelector") if isinstance(node, dict) else None
-        if isinstance(selector, dict) and keys:
-            for key in keys:
+    if obj.get("kind") == "Pod":  # as created: ungated, without the flavor's node selector
+        data["spec"].pop("schedulingGates", None)
+        selector = data["spec"].get("nodeSelector")
+        if isinstance(selector, dict):
+            for key in injected_keys(obj):
                 selector.pop(key, None)
-        if isinstance(node, dict) and "schedulingGates" in node:
-            node.pop("schedulingGates")
     return data
 
 
@@ -218,18 +229,21 @@ class Parsed:
     podsets: tuple[PodSet, ...]
     labels: Mapping[str, str]
     notes: tuple[str, ...]
+    priority_source: PrioritySource = "none"
 
 
-def parse_job(job: Mapping[str, Any], kind: Suspendable = JOB) -> Parsed:
-    """A Job (or another kind admitted by suspension) as the manifest parser reads it (raises
-    :class:`ManifestError`)."""
-    return _parsed([_clean(job, kind.pod_specs(job))], _where(job))
+def parse_job(job: Mapping[str, Any], kind: SuspendedKind = JOB) -> Parsed:
+    """A Job (or another kind admitted by suspension) as the manifest parser reads it, as its
+    owner wrote it: the node-selector keys the operator injected taken off (the kind's
+    :meth:`~SuspendedKind.restore_ops`; a requeued job is free to take another flavor). Raises
+    :class:`ManifestError`."""
+    restored = apply_ops(job, kind.restore_ops(job, injected_keys(job)))
+    return _parsed([_clean(restored)], _where(job))
 
 
 def parse_pods(pods: Sequence[Mapping[str, Any]]) -> Parsed:
     """A bare pod or every pod of a pod group (raises :class:`ManifestError`)."""
-    docs = [_clean(p, [("spec",)]) for p in pods]
-    return _parsed(docs, _where(pods[0]))
+    return _parsed([_clean(p) for p in pods], _where(pods[0]))
 
 
 def _where(obj: Mapping[str, Any]) -> str:
@@ -244,12 +258,12 @@ def _parsed(docs: list[dict[str, Any]], where: str) -> Parsed:
     mw = out[0]
     return Parsed(
         mw.queue, mw.queue_field, mw.priority_class, mw.priority_field, mw.podsets,
-        mw.labels, mw.notes,
+        mw.labels, mw.notes, mw.priority_source,
     )  # fmt: skip
 
 
 def job_phase(
-    job: Mapping[str, Any], kind: Suspendable = JOB, pods: Sequence[Mapping[str, Any]] = ()
+    job: Mapping[str, Any], kind: SuspendedKind = JOB, pods: Sequence[Mapping[str, Any]] = ()
 ) -> Phase:
     """Pending (suspended, or not yet suspended by the operator), admitted (running under an
     admission of the operator's), or finished (as the kind says from the object and its
@@ -304,7 +318,10 @@ def pods_phase(pods: Sequence[Mapping[str, Any]]) -> Phase:
 
 
 def group_complete(pods: Sequence[Mapping[str, Any]]) -> bool:
-    """All ``pod-group-total-count`` pods of a group exist (Kueue waits for them)."""
+    """All ``pod-group-total-count`` pods of a group exist (Kueue waits for them), or, for a
+    group admitted fast (``pod-group-fast-admission``: a StatefulSet's), one does."""
+    if pods and all(_annotations(p).get(FAST_ADMISSION) == "true" for p in pods):
+        return True
     counts = {_annotations(p).get(POD_GROUP_COUNT) for p in pods}
     if len(counts) != 1:
         return True  # let the parser name the disagreement

@@ -1,6 +1,10 @@
 """The mutating admission webhook: every governed pod is created behind the
-``fleetshare.io/admission`` scheduling gate, every governed Job suspended (Kueue's way), so
-nothing governed starts before the operator admits it.
+``fleetshare.io/admission`` scheduling gate, every governed Job (JobSet, Kubeflow job, ...)
+suspended (Kueue's way), so nothing governed starts before the operator admits it; a governed
+Deployment, StatefulSet or LeaderWorkerSet gets its pod templates marked so that its pods are
+queued (as Kueue's webhooks do: :meth:`~fleetshare.manifests.kinds.PodGroupKind.template_ops`),
+and a LeaderWorkerSet's pods their group (:meth:`~fleetshare.manifests.kinds.PodGroupKind.pod_ops`).
+The kinds and the rules come from the registry (:mod:`fleetshare.manifests.kinds`).
 
 A governed object names a queue or a team (``kueue.x-k8s.io/queue-name`` or
 ``fleetshare.io/team``); a Job's own pods are not gated (the Job is the workload). Two
@@ -30,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from fleetshare.manifests import QUEUE_LABEL, TEAM_LABEL
-from fleetshare.operator.kinds import OPTIONAL, SUSPENDABLE, suspend_ops
+from fleetshare.manifests.kinds import KINDS, POD_GROUPS, SUSPENDED
 from fleetshare.operator.kube import Kube, KubeError, Resource
 from fleetshare.operator.objects import GATE, governed, owned
 
@@ -46,18 +50,22 @@ def mutation(obj: dict[str, Any]) -> list[dict[str, Any]]:
     """The JSON patch for a created object (empty: leave it alone)."""
     if not governed(obj) or owned(obj):
         return []
-    spec = obj.get("spec") or {}
-    kind = SUSPENDABLE.get(str(obj.get("kind")))
-    if kind is not None:
-        return [] if kind.suspended(obj) else suspend_ops(obj, kind, True)
-    if obj.get("kind") != "Pod":
+    name = str(obj.get("kind"))
+    suspended = SUSPENDED.get(name)
+    if suspended is not None:
+        return [] if suspended.suspended(obj) else suspended.suspend_ops(obj, True)
+    group = POD_GROUPS.get(name)
+    if group is not None:
+        return group.template_ops(obj)
+    if name != "Pod":
         return []
-    gates = spec.get("schedulingGates")
+    ops = [op for kind in POD_GROUPS.values() for op in kind.pod_ops(obj)]
+    gates = (obj.get("spec") or {}).get("schedulingGates")
     if gates and any(g.get("name") == GATE for g in gates):
-        return []
+        return ops
     if gates:
-        return [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}}]
-    return [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]}]
+        return [*ops, {"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": GATE}}]
+    return [*ops, {"op": "add", "path": "/spec/schedulingGates", "value": [{"name": GATE}]}]
 
 
 def review(body: dict[str, Any]) -> dict[str, Any]:
@@ -106,25 +114,30 @@ def self_signed(directory: Path, host: str = "127.0.0.1") -> tuple[Path, Path]:
     return cert, key
 
 
+def rules() -> list[dict[str, Any]]:
+    """The objects the webhook is sent at creation, by API group and version: pods, the kinds
+    admitted by suspension and those whose pod templates it marks (:data:`KINDS`; matching a
+    kind whose CRD is not installed is harmless)."""
+    resources: dict[tuple[str, str], list[str]] = {}
+    for kind in KINDS.values():
+        if kind.admission in ("suspend", "gate", "pods"):
+            resources.setdefault((kind.group, kind.version), []).append(kind.plural)
+    return [
+        {"operations": ["CREATE"], "apiGroups": [group], "apiVersions": [version],
+         "resources": plurals}
+        for (group, version), plurals in sorted(resources.items())
+    ]  # fmt: skip
+
+
 def webhooks(client_config: dict[str, Any], failure_policy: str) -> list[dict[str, Any]]:
     """The configuration's webhooks: one per label that makes an object governed (the Helm
     chart's ``files/webhooks.yaml`` holds the same, without client config)."""
-    rules = [
-        {"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
-         "resources": ["pods"]},
-        {"operations": ["CREATE"], "apiGroups": ["batch"], "apiVersions": ["v1"],
-         "resources": ["jobs"]},
-    ]  # fmt: skip
-    for kind in OPTIONAL:  # matching a kind whose CRD is not installed is harmless
-        group, version = kind.res.group_version.split("/")
-        rules.append({"operations": ["CREATE"], "apiGroups": [group], "apiVersions": [version],
-                      "resources": [kind.res.plural]})  # fmt: skip
     hooks = []
     for label, short in ((QUEUE_LABEL, "queue"), (TEAM_LABEL, "team")):
         hooks.append({
             "name": f"{short}.gate.fleetshare.io",
             "clientConfig": client_config,
-            "rules": rules,
+            "rules": rules(),
             "objectSelector": {"matchExpressions": [{"key": label, "operator": "Exists"}]},
             "admissionReviewVersions": ["v1"],
             "sideEffects": "None",

@@ -464,11 +464,15 @@ class Policy(_Strict):
             raise ValueError("; ".join(problems))
         return self
 
+    def default_priority(self) -> int | None:
+        """Weight of the default priority class (None: no class is the default)."""
+        return next((pc.weight for pc in self.cluster.priority_classes if pc.default), None)
+
     def priority_of(self, class_name: str | None) -> int:
         """Weight of a priority class; no class means the default class (or 0)."""
         classes = self.cluster.priority_classes
         if class_name is None:
-            return next((pc.weight for pc in classes if pc.default), 0)
+            return self.default_priority() or 0
         for pc in classes:
             if pc.name == class_name:
                 return pc.weight

@@ -331,6 +331,7 @@ def _with_manifests(
             lambda q: _team_of(q, [policy, *later]),
             policy.priority_of,
             lambda q: _local_queue_of(q, [policy, *later]),
+            policy.default_priority(),
         )
     except ManifestsError as exc:
         raise ScenarioError(f"{source}: {exc}") from None

@@ -27,6 +27,8 @@ from fleetshare.manifests import (
     ManifestError,
     documents,
     parse_manifests,
+    pod_priority_classes,
+    resolve_priority,
 )
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import validation_problems
@@ -87,11 +89,14 @@ def manifest_workloads(
     team_of: Callable[[str], str],
     priority_of: Callable[[str | None], int],
     local_queue_of: Callable[[str], str | None] = lambda _: None,
+    default_priority: int | None = None,
 ) -> tuple[list[Workload], list[str]]:
     """The workloads of ``spec.manifests`` and the notes on what was not modelled.
     ``team_of`` resolves a queue (KeyError with the reason otherwise), ``priority_of`` a
-    priority class, ``local_queue_of`` the local queue a queue name comes through (for
-    admission fair sharing)."""
+    policy priority class, ``local_queue_of`` the local queue a queue name comes through (for
+    admission fair sharing), ``default_priority`` the policy's default class's weight. A
+    priority class a pod template names is a PriorityClass among the manifests, if one is
+    (:func:`~fleetshare.manifests.resolve_priority`)."""
     d = spec.manifest_defaults
     defaults = Defaults(queue=d.queue, duration=d.duration, submit_at=d.submit_at)
     docs: list[Document] = []
@@ -99,6 +104,7 @@ def manifest_workloads(
         docs.extend(_entry_documents(entry, f"manifests[{i}]", base, defaults))
     try:
         parsed = parse_manifests(docs)
+        pod_classes = pod_priority_classes(docs)
     except ManifestError as exc:
         raise ManifestsError(str(exc)) from None
     out: list[Workload] = []
@@ -115,7 +121,9 @@ def manifest_workloads(
         except KeyError as exc:
             raise ManifestsError(f"{mw.where}: {mw.queue_field}: {exc.args[0]}") from None
         try:
-            priority = priority_of(mw.priority_class)
+            priority = resolve_priority(
+                mw.priority_source, mw.priority_class, priority_of, default_priority, pod_classes
+            )
         except KeyError as exc:
             raise ManifestsError(f"{mw.where}: {mw.priority_field}: {exc.args[0]}") from None
         out.append(

@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 import httpx
 
-from fleetshare.manifests.parse import POD_GROUP_LABEL
+from fleetshare.manifests.kinds.base import POD_GROUP_LABEL
 from fleetshare.service.submission import is_manifest
 
 SERVER_ENV = "FLEETSHARE_SERVER"

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleetshare.inference.manifests import import_scalers
-from fleetshare.manifests.parse import TEAM_LABEL, Document, documents
+from fleetshare.manifests import TEAM_LABEL, Document, documents
 from fleetshare.manifests.values import ManifestError
 from fleetshare.model.quantity import format_quantity
 
