@@ -1662,8 +1662,19 @@ def operator_run(
         typer.Option(help="seconds a launched node has to register before its claim goes"),
     ] = 900.0,
     metrics_port: Annotated[
-        int | None, typer.Option(help="serve Prometheus metrics on this port (all addresses)")
+        int | None,
+        typer.Option(
+            help="serve Prometheus metrics (/metrics) and the kubelet's probes (/healthz, "
+            "/readyz) on this port (all addresses)"
+        ),
     ] = None,
+    stale_seconds: Annotated[
+        float,
+        typer.Option(
+            help="/healthz answers 503 when the operator's loop has not gone round for this "
+            "long (a liveness probe then restarts it)"
+        ),
+    ] = 60.0,
     webhook_cert_dir: Annotated[
         Path | None,
         typer.Option(
@@ -1701,6 +1712,8 @@ def operator_run(
         raise typer.BadParameter(f"{cloud!r}: give 'none' or 'simulated'", param_hint="--cloud")
     if not registration_timeout > 0:
         raise typer.BadParameter("must be positive", param_hint="--registration-timeout")
+    if not stale_seconds > 0:
+        raise typer.BadParameter("must be positive", param_hint="--stale-seconds")
     provider = None
     if cloud == "simulated":
         from fleetshare.autoscaling.simulated_cloud import SimulatedCloud
@@ -1715,6 +1728,7 @@ def operator_run(
         cloud=provider,
         registration_timeout_seconds=registration_timeout,
         scaled_objects=scaled_objects,
+        stale_seconds=stale_seconds,
     )
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -1731,10 +1745,13 @@ def operator_run(
             webhook.start()
             webhook.register()
     operator = Operator(kube, settings)
+    health = None
     if metrics_port is not None:
-        from prometheus_client import start_http_server
+        from fleetshare.operator.health import HealthServer
 
-        start_http_server(metrics_port, registry=operator.metrics.registry)
+        health = HealthServer(
+            operator.metrics.registry, operator.stalled, operator.serving, metrics_port
+        ).start()
     try:
         operator.run(stop)
     except KeyboardInterrupt:
@@ -1742,6 +1759,8 @@ def operator_run(
     finally:
         if webhook is not None:
             webhook.stop(unregister=webhook_cert_dir is None)
+        if health is not None:
+            health.stop()
 
 
 @operator_app.command("crds")

@@ -62,6 +62,12 @@ STANDBY_LOG_SECONDS = 300.0
 """A standby says so at start and then this often (else it looks like a hung process)."""
 
 
+STALE_SECONDS = 60.0
+"""The operator's loop goes round at least every 2.5 s (half the lease's renewal period)
+when idle, standby or leader; one reconcile of 15,000 workloads takes a few seconds on 2
+cores. Not gone round for this long, it is hung (:meth:`Operator.stalled`)."""
+
+
 @dataclass
 class Settings:
     """How the operator runs (``fleetshare operator`` options)."""
@@ -104,6 +110,9 @@ class Settings:
     state between cycles; False reads every object at every reconcile (the plain path)."""
     scaled_objects: bool = True
     """Scale the Deployments of KEDA ScaledObjects (where their CRD is installed)."""
+    stale_seconds: float = STALE_SECONDS
+    """A loop that has not gone round for this long is hung: ``/healthz`` answers 503 and
+    the kubelet's liveness probe restarts the operator (``--stale-seconds``)."""
 
 
 SUMMARY_SECONDS = 1.0
@@ -179,9 +188,25 @@ class Operator:
         self.reconciles = 0
         self.ready = threading.Event()
         """Set once the first reconcile is done (tests wait on it)."""
+        self.beat = time.monotonic()
+        """When the loop last went round (standby, syncing or leading)."""
 
     def _may_act(self) -> bool:
         return not self.settings.leader_elect or self.elector.leading()
+
+    def serving(self) -> bool:
+        """Ready: a standby waiting for the lease, or a leader that reconciled once."""
+        if self.settings.leader_elect and not self.elector.leading():
+            return True
+        return self.ready.is_set()
+
+    def stalled(self) -> str | None:
+        """Why the operator looks hung (None: its loop went round within
+        :attr:`Settings.stale_seconds`)."""
+        age = time.monotonic() - self.beat
+        if age <= self.settings.stale_seconds:
+            return None
+        return f"the operator's loop has not gone round for {age:.0f} s (stopped or hung)"
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -193,6 +218,7 @@ class Operator:
         if s.leader_elect:
             told = -STANDBY_LOG_SECONDS
             while not stop.is_set() and not self.elector.try_acquire():
+                self.beat = time.monotonic()
                 if time.monotonic() - told >= STANDBY_LOG_SECONDS:  # a standby is not hung
                     told = time.monotonic()
                     log.info(
@@ -232,6 +258,7 @@ class Operator:
             w.start()
         try:
             while not stop.is_set() and not expected <= synced:
+                self.beat = time.monotonic()
                 try:
                     message = self._inbox.get(timeout=0.5)
                 except queue.Empty:
@@ -241,6 +268,7 @@ class Operator:
                     synced.add((message[1], message[2][0]))
             deadline = 0.0
             while not stop.is_set():
+                self.beat = time.monotonic()
                 lost = s.leader_elect and self.elector.due() and not self.elector.try_acquire()
                 if lost and not self.elector.leading():
                     log.error("leadership lost: stopping")

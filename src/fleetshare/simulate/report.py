@@ -246,16 +246,21 @@ def coinciding(results: Sequence[VariantResult]) -> list[str]:
         u = unit(m.resource)
         peak = float(m.usage.values.sum(axis=1).max()) if m.usage.values.size else 0.0
         names = ", ".join(r.name for r in members)
-        why = (
-            f"{c['preemptions']} preemptions"
-            if c["preemptions"]
-            else "no preemption, no wait for another team's quota"
-        )
+        if c["preemptions"]:
+            reasons = c.get("preemptions_by_reason") or {}
+            detail = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items()))
+            out.append(
+                f"{names} came out the same, preemptions included ({c['preemptions']}: "
+                f"{detail}): the rules they differ in never decided differently on this input. "
+                "They would differ where those rules bind (other limits, weights or demand)."
+            )
+            continue
         out.append(
-            f"{names} came out the same ({why}): their rules differ only when teams contend "
-            f"for capacity, and here work used at most {peak:,.0f} of {c['capacity_peak']:,.0f} "
-            f"{u}s, so no borrowing limit bound and nothing had to be reclaimed. They would "
-            "differ on a busier input (more days, a smaller cluster, more demand)."
+            f"{names} came out the same (no preemption, no wait for another team's quota): "
+            "their rules differ only when teams contend for capacity, and here work used at "
+            f"most {peak:,.0f} of {c['capacity_peak']:,.0f} {u}s, so no borrowing limit bound "
+            "and nothing had to be reclaimed. They would differ on a busier input (more days, "
+            "a smaller cluster, more demand)."
         )
     return out
 
