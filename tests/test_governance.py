@@ -104,7 +104,7 @@ def test_fair_share_does_not_preempt_a_team_that_borrows_less() -> None:
     jobs.append(cpu_job("a-more", "a", 1, at=10))
     result = run_case(policy, [{"name": "n", "allocatable": {"cpu": 8}}], jobs)
     assert not preempted_by(result)
-    assert "not enough idle cpu" in result["workloads"]["a-more"]["pending_reason"]
+    assert "not enough quota to borrow for cpu" in result["workloads"]["a-more"]["pending_reason"]
 
 
 def test_fair_share_ties_between_teams_go_by_candidate_order_not_by_name() -> None:
@@ -212,7 +212,7 @@ def test_idle_resource_sharing_makes_unallocated_capacity_borrowable() -> None:
     assert state(run_case(policy(True), CPU_NODE, jobs), "big") == "admitted"
     off = run_case(policy(False), CPU_NODE, jobs)
     assert state(off, "big") == "pending"
-    assert "not enough idle cpu" in off["workloads"]["big"]["pending_reason"]
+    assert "not enough quota to borrow for cpu" in off["workloads"]["big"]["pending_reason"]
 
 
 def test_percent_of_idle_limit_is_explained_with_numbers() -> None:
@@ -610,7 +610,7 @@ def test_group_borrowing_limit_caps_what_a_subtree_takes_from_outside() -> None:
     assert state(run_case(policy, nodes, [cpu_job("j", "a", 10)]), "j") == "admitted"
     result = run_case(policy, nodes, [cpu_job("j", "a", 11)])
     assert state(result, "j") == "pending"
-    assert "not enough idle cpu" in result["workloads"]["j"]["pending_reason"]
+    assert "not enough quota to borrow for cpu" in result["workloads"]["j"]["pending_reason"]
     # prod's own team is not limited by research's cap
     assert state(run_case(policy, nodes, [cpu_job("k", "c", 16)]), "k") == "admitted"
 

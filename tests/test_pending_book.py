@@ -115,7 +115,7 @@ def test_a_reason_without_its_position_is_the_reason_with_it() -> None:
 def test_a_reasons_gist_leaves_out_only_its_numbers() -> None:
     from fleetshare.governance.queues import reason_gist
 
-    a = "not enough idle cpu on rf: needs 1, q may take 0 (quota 20, 20 in use)"
-    b = "not enough idle cpu on rf: needs 5, q may take 2.5 (quota 20, 17.5 in use)"
+    a = "not enough quota to borrow for cpu on rf: needs 1, q may take 0 (quota 20, 20 in use)"
+    b = "not enough quota to borrow for cpu on rf: needs 5, q may take 2.5 (quota 20, 17.5 in use)"
     assert reason_gist(a) == reason_gist(b)
     assert reason_gist(a) != reason_gist(a.replace("cpu", "memory"))

@@ -431,9 +431,9 @@ class CycleState:
             )
         unlent = 0 if self.cluster.idle_resource_sharing else self.tree.unallocated.get(fr, 0)
         return (
-            f"not enough idle {res} on {flavor}: needs {q(value, res)}, {team} may take "
-            f"{q(available, res)} (quota {q(quota, res)}, {q(used, res)} in use, "
-            f"{q(max(0, pool), res)} idle in the cluster)"
+            f"not enough quota to borrow for {res} on {flavor}: needs {q(value, res)}, {team} "
+            f"may take {q(available, res)} (quota {q(quota, res)}, {q(used, res)} in use, "
+            f"{q(max(0, pool), res)} of the quota in the cluster unused and lendable)"
             + (
                 f"; {q(unlent, res)} unallocated is not lent: idle resource sharing is off"
                 if unlent
