@@ -721,3 +721,43 @@ def test_the_server_fetches_no_address_a_team_chose(team_a: httpx.Client) -> Non
     by_address["scaler"]["triggers"][0]["prometheus"] = {"server_address": NOTHING, "query": "up"}
     assert team_a.post("/api/v1/services", json=by_address).status_code == 201
     assert team_a.delete("/api/v1/services/by-address").status_code == 200
+
+
+def _count(text: str, name: str, **labels: str) -> float:
+    """The value of one sample in Prometheus text (0 when absent)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
+def test_metrics_time_requests_by_route_and_describe_the_process(admin: httpx.Client) -> None:
+    """Issue 28 item 6: request latency and errors per route template (a made-up path adds
+    no series), the hot path's submissions included, and the process and build."""
+    before = admin.get("/metrics").text
+    route = {"method": "GET", "route": "/api/v1/workloads/{name}"}
+    n200 = _count(before, "fleetshare_http_request_duration_seconds_count", code="200", **route)
+    n404 = _count(before, "fleetshare_http_request_duration_seconds_count", code="404", **route)
+    name = admin.post("/api/v1/workloads", json=job("timed", "team-a")).json()["name"]
+    assert admin.get(f"/api/v1/workloads/{name}").status_code == 200
+    assert admin.get("/api/v1/workloads/no-such-workload").status_code == 404
+    assert admin.get("/api/v1/made-up/path-1").status_code == 404
+    text = admin.get("/metrics").text
+    count = "fleetshare_http_request_duration_seconds_count"
+    assert _count(text, count, code="200", **route) == n200 + 1
+    assert _count(text, count, code="404", **route) == n404 + 1
+    posted = {"method": "POST", "route": "/api/v1/workloads", "code": "201"}
+    assert _count(text, count, **posted) >= 1
+    assert _count(text, count, method="GET", route="unmatched", code="404") >= 1
+    assert "made-up" not in text
+    assert _count(text, "process_resident_memory_bytes") > 0
+    assert _count(text, "fleetshare_build_info", version=fleetshare_version()) == 1
+
+
+def fleetshare_version() -> str:
+    from fleetshare import __version__
+
+    return __version__

@@ -36,6 +36,7 @@ from fleetshare.scenario.schema import WorkloadSpec
 from fleetshare.service import api_nodes, api_services, whatif
 from fleetshare.service import store as tables
 from fleetshare.service.auth import Principal, TokenCache, authenticate
+from fleetshare.service.http_metrics import RequestMetrics
 from fleetshare.service.limits import BodyLimits
 from fleetshare.service.live_services import LiveServices
 from fleetshare.service.metrics import CONTENT_TYPE, ServiceMetrics
@@ -621,6 +622,8 @@ def create_app(
         handler=shortcut,
         max_bytes=INLINE_BODY_BYTES,
     )
+    # outermost of all: every request is timed, the hot path's too
+    app.add_middleware(RequestMetrics, registry=metrics.registry, fixed=("/api/v1/workloads",))
 
     @app.get("/api/v1/workloads", response_model=WorkloadPage, tags=["workloads"])
     def list_workloads(

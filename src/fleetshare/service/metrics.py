@@ -34,6 +34,14 @@ Counters and histograms, updated by the loop as it acts (they start at 0 with th
   a disruption method).
 - ``fleetshare_loop_reconcile_duration_seconds``: histogram of one reconcile (admission
   cycles and the autoscaler step) of the control loop.
+
+The process serving the API also exposes:
+
+- ``fleetshare_http_request_duration_seconds{method, route, code}``: see
+  :mod:`fleetshare.service.http_metrics` (errors are its count by ``code``).
+- ``process_*`` (CPU seconds, resident memory, open file descriptors, start time) and
+  ``python_info``: prometheus-client's standard process and platform collectors.
+- ``fleetshare_build_info{version, python}``: 1.
 """
 
 from __future__ import annotations
@@ -45,6 +53,9 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
     disable_created_metrics,
     generate_latest,
 )
@@ -135,6 +146,9 @@ class ServiceMetrics:
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry()
         self.registry.register(_ViewCollector(plane))
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        build_info(self.registry)
         self._loop = loop_metrics
         if loop_metrics is None:
             LoopMetrics(plane, self.registry)
@@ -142,6 +156,17 @@ class ServiceMetrics:
     def render(self) -> bytes:
         text = generate_latest(self.registry)
         return text if self._loop is None else text + self._loop()
+
+
+def build_info(registry: CollectorRegistry) -> None:
+    """``fleetshare_build_info{version, python}`` 1: what is running (Prometheus' convention
+    for build information)."""
+    import platform
+
+    from fleetshare import __version__
+
+    info = Info("fleetshare_build", "The fleetshare version running.", registry=registry)
+    info.info({"version": __version__, "python": platform.python_version()})
 
 
 class _ViewCollector(Collector):
