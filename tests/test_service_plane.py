@@ -105,6 +105,9 @@ def test_metrics_of_a_reclaim(tmp_path: Path) -> None:
     assert value(found, quota, cluster_queue="team-a", **cpu) == g5.allocatable["cpu"] / 1000
     borrowed = "fleetshare_cluster_queue_borrowed_resources"
     assert value(found, borrowed, cluster_queue="team-a", **gpu) == 0
+    # borrow_limits: percent_of_quota 100 of 1 GPU (Kueue's borrowingLimit gauge)
+    limit = "fleetshare_cluster_queue_borrowing_limit"
+    assert value(found, limit, cluster_queue="team-a", **gpu) == 1
     assert (
         value(
             found,

@@ -14,6 +14,8 @@ Gauges, read from the control loop's latest view at scrape time:
 - ``fleetshare_cluster_queue_nominal_quota{...}``: the team's guaranteed quota.
 - ``fleetshare_cluster_queue_borrowed_resources{...}``: usage beyond quota, max(0, usage -
   quota) (fleetshare's own; Kueue exposes no borrowed amount).
+- ``fleetshare_cluster_queue_borrowing_limit{...}`` and ``..._lending_limit{...}``: the
+  team's absolute limits, where set (Kueue's gauges of the same names).
 - ``fleetshare_nodes{instance_type, capacity_type, zone, source}``: nodes in the cluster.
 - ``fleetshare_nodes_hourly_cost_dollars{instance_type, capacity_type, source}``: the sum of
   those nodes' prices (on-demand catalog price for config nodes, the launch price for nodes
@@ -63,6 +65,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from fleetshare.control.metrics import workload_gauges
+from fleetshare.model.quantity import to_number
 from fleetshare.model.workload import Workload
 from fleetshare.scenario.report import team_usage
 
@@ -222,17 +225,40 @@ def _quota_gauges(view: View) -> Iterator[Metric]:
             labels=labels,
         ),
     }
+    borrowing = GaugeMetricFamily(
+        "fleetshare_cluster_queue_borrowing_limit",
+        "The team's absolute borrowing limit, where one is set (base units).",
+        labels=labels,
+    )
+    lending = GaugeMetricFamily(
+        "fleetshare_cluster_queue_lending_limit",
+        "How much of the team's quota it may lend, where a limit is set (base units).",
+        labels=labels,
+    )
     engine = view.engine
+    model = engine.model
     summary = team_usage(engine, view.nodes, list(view.running.values()), view.now)
-    governed = sorted(engine.model.governed)
+    governed = sorted(model.governed)
     for team in engine.policy.teams:
         by_flavor = summary.get(team.name, {}).get("by_flavor", {})
+        node = model.nodes.get(team.name)
         for flavor, resource in governed:
             values = by_flavor.get(flavor, {})
+            key = [team.group or "", team.name, flavor, resource]
             for kind, family in families.items():
                 amount = values.get(kind, {}).get(resource, 0)
-                family.add_metric([team.group or "", team.name, flavor, resource], amount)
+                family.add_metric(key, amount)
+            if node is None:
+                continue
+            limit = node.borrowing_limit.get((flavor, resource))
+            if limit is not None:
+                borrowing.add_metric(key, to_number(limit.amount))
+            lend = node.lending_limit.get((flavor, resource))
+            if lend is not None:
+                lending.add_metric(key, to_number(lend))
     yield from families.values()
+    yield borrowing
+    yield lending
 
 
 def _node_gauges(view: View) -> Iterator[Metric]:
