@@ -79,6 +79,10 @@ def test_metrics_of_a_reclaim(tmp_path: Path) -> None:
     submit(plane, "a2", "team-a")
     plane.step()
     assert set(plane.view.running) == {"a1", "a2"}
+    # team-a borrows 1 of the 2 GPUs of quota in the cluster (its other resources are
+    # within its quota): weighted share 1/2 / weight 1
+    share = "fleetshare_cluster_queue_weighted_share"
+    assert value(samples(metrics), share, cluster_queue="team-a") == 0.5
     submit(plane, "b1", "team-b")
     submit(plane, "a3", "team-a")
     plane.step()
@@ -108,6 +112,9 @@ def test_metrics_of_a_reclaim(tmp_path: Path) -> None:
     # borrow_limits: percent_of_quota 100 of 1 GPU (Kueue's borrowingLimit gauge)
     limit = "fleetshare_cluster_queue_borrowing_limit"
     assert value(found, limit, cluster_queue="team-a", **gpu) == 1
+    # neither team borrows now (a: 1 of 1 GPU, b: 1 of 1): both shares are 0; weight 1
+    assert value(found, "fleetshare_cluster_queue_weighted_share", cluster_queue="team-a") == 0
+    assert value(found, "fleetshare_cluster_queue_fair_share_weight", cluster_queue="team-b") == 1
     assert (
         value(
             found,

@@ -16,6 +16,10 @@ Gauges, read from the control loop's latest view at scrape time:
   quota) (fleetshare's own; Kueue exposes no borrowed amount).
 - ``fleetshare_cluster_queue_borrowing_limit{...}`` and ``..._lending_limit{...}``: the
   team's absolute limits, where set (Kueue's gauges of the same names).
+- ``fleetshare_cluster_queue_fair_share_weight{cluster_queue}`` and
+  ``fleetshare_cluster_queue_weighted_share{cluster_queue}``: the team's weight, and max over
+  governed resources of usage above quota / all quota lendable in the cluster, ÷ weight
+  (Kueue's ``kueue_cluster_queue_weighted_share``; the number fair share decides by).
 - ``fleetshare_nodes{instance_type, capacity_type, zone, source}``: nodes in the cluster.
 - ``fleetshare_nodes_hourly_cost_dollars{instance_type, capacity_type, source}``: the sum of
   those nodes' prices (on-demand catalog price for config nodes, the launch price for nodes
@@ -65,6 +69,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from fleetshare.control.metrics import workload_gauges
+from fleetshare.governance.snapshot import Snapshot
+from fleetshare.governance.state import CycleState
 from fleetshare.model.quantity import to_number
 from fleetshare.model.workload import Workload
 from fleetshare.scenario.report import team_usage
@@ -259,6 +265,32 @@ def _quota_gauges(view: View) -> Iterator[Metric]:
     yield from families.values()
     yield borrowing
     yield lending
+    yield from _share_gauges(view)
+
+
+def _share_gauges(view: View) -> Iterator[Metric]:
+    """Kueue's fair-sharing gauges: each team's weight and weighted share (the engine's
+    :meth:`CycleState.dominant_share`, the number fair share orders and preempts by)."""
+    weight = GaugeMetricFamily(
+        "fleetshare_cluster_queue_fair_share_weight",
+        "The team's fair-share weight.",
+        labels=["cluster_queue"],
+    )
+    share = GaugeMetricFamily(
+        "fleetshare_cluster_queue_weighted_share",
+        "Max over governed resources of (usage above quota) / (all quota lendable in the "
+        "cluster), divided by the team's weight.",
+        labels=["cluster_queue"],
+    )
+    engine = view.engine
+    snapshot = Snapshot(view.now, list(view.nodes), list(view.running.values()), [])
+    state = CycleState(engine.model, engine.policy.cluster, snapshot)
+    for team in engine.policy.teams:
+        weight.add_metric([team.name], team.fair_share_weight)
+        if team.name in engine.model.teams:
+            share.add_metric([team.name], state.dominant_share(team.name))
+    yield weight
+    yield share
 
 
 def _node_gauges(view: View) -> Iterator[Metric]:
