@@ -45,3 +45,17 @@ def test_renders_for_people() -> None:
 
 def test_zero_amounts_are_dropped_from_resource_vectors() -> None:
     assert parse_resources({"cpu": 0, "nvidia.com/gpu": 1}) == {"nvidia.com/gpu": 1000}
+
+
+def test_a_boolean_is_no_amount() -> None:
+    """Issue 28 item 5 (found by the API fuzz once teams could be added over the API): JSON
+    ``false`` as a request was taken as 0 by pydantic's lax mode and accepted."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from fleetshare.model.quantity import Quantities
+
+    adapter = TypeAdapter(Quantities)
+    assert adapter.validate_python({"cpu": 1}) == {"cpu": 1}
+    for flag in (False, True):
+        with pytest.raises(ValidationError, match="x: not a quantity"):
+            adapter.validate_python({"x": flag})

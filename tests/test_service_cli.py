@@ -128,6 +128,42 @@ def test_client_commands(server: Server, tmp_path: Path) -> None:
     assert cancel.exit_code == 0 and "cancelled cli-1" in cancel.stdout
 
 
+def test_teams_are_added_changed_and_removed_one_at_a_time(server: Server, tmp_path: Path) -> None:
+    """Issue 28 item 7: ``fleetshare team set/remove`` instead of GET, edit and PUT of the
+    whole policy; each change is a new policy version, bad fields are one line naming them,
+    and only an admin may change teams."""
+    admin = token(server, "admin")
+    team_a = token(server, "team:team-a")
+    common = ["--server", server.url, "--token", admin]
+    spec = tmp_path / "team.yaml"
+    spec.write_text("quota: [{instance_type: ml.g5.8xlarge, count: 1}]\nfair_share_weight: 2\n")
+
+    def names() -> list[str]:
+        out = runner.invoke(app, ["team", "list", *common, "--json"])
+        return [t["name"] for t in json.loads(out.stdout)]
+
+    added = runner.invoke(app, ["team", "set", "team-c", "-f", str(spec), *common])
+    assert added.exit_code == 0, added.output
+    assert re.fullmatch(r"team team-c added: policy version \d+", added.stdout.strip())
+    wait_for(lambda: "team-c" in names())
+    spec.write_text("quota: [{instance_type: ml.g5.8xlarge, count: 2}]\n")
+    replaced = runner.invoke(app, ["team", "set", "team-c", "-f", str(spec), *common])
+    assert "team team-c replaced" in replaced.stdout, replaced.output
+    spec.write_text("quota: [{instance_type: ml.g5.8xlarge, count: -1}]\n")
+    bad = runner.invoke(app, ["team", "set", "team-c", "-f", str(spec), *common])
+    assert bad.exit_code == 1 and len(bad.stderr.strip().splitlines()) == 1, bad.output
+    assert "count" in bad.stderr and "422" in bad.stderr
+    other = runner.invoke(app, ["team", "set", "team-d", "-f", str(spec), "--server",
+                                server.url, "--token", team_a])  # fmt: skip
+    assert other.exit_code == 1 and "403" in other.stderr
+    removed = runner.invoke(app, ["team", "remove", "team-c", *common])
+    assert removed.exit_code == 0 and "team team-c removed" in removed.stdout, removed.output
+    wait_for(lambda: "team-c" not in names())
+    assert names() == ["team-a", "team-b"]
+    again = runner.invoke(app, ["team", "remove", "team-c", *common])
+    assert again.exit_code == 1 and again.stderr.strip() == "error: 404: no team 'team-c'"
+
+
 def test_client_errors_are_one_line(server: Server) -> None:
     team_a = token(server, "team:team-a")
     result = runner.invoke(

@@ -1132,6 +1132,47 @@ def team_show(
     console.print(table)
 
 
+@team_app.command("set")
+def team_set(
+    name: Annotated[str, typer.Argument(help="team name")],
+    path: Annotated[
+        Path,
+        typer.Option(
+            "--file",
+            "-f",
+            help="the team as in a fleetshare policy's teams list (YAML or JSON; '-' reads "
+            "stdin); a name in it must be NAME",
+        ),
+    ],
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Add or replace one team of the policy in force (admin token): a new policy version."""
+    where = "stdin" if str(path) == "-" else str(path)
+    try:
+        team = parse_yaml(sys.stdin.read() if where == "stdin" else read_text(path), where)
+    except InputError as exc:
+        _fail(str(exc))
+    if not isinstance(team, dict):
+        _fail(f"{where}: must hold one team (a mapping)")
+    if team.get("name", name) != name:
+        _fail(f"{where}: names team {team.get('name')!r}, not {name!r}")
+    status, out = _call(server, token, lambda c: c.set_team(name, team))
+    what = "added" if status == 201 else "replaced"
+    terminal.stdout().print(f"team {name} {what}: policy version {out['version']}")
+
+
+@team_app.command("remove")
+def team_remove(
+    name: Annotated[str, typer.Argument(help="team name")],
+    server: ServerOption = None,
+    token: TokenOption = None,
+) -> None:
+    """Remove one team from the policy in force (admin token; refused while it has work)."""
+    out = _call(server, token, lambda c: c.remove_team(name))
+    terminal.stdout().print(f"team {name} removed: policy version {out['version']}")
+
+
 @job_app.command("submit")
 def job_submit(
     path: Annotated[

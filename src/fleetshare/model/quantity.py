@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BeforeValidator
 
 MILLI = 1000
 
@@ -125,7 +125,20 @@ def _checked_quantities(value: dict[str, str | int | float]) -> dict[str, str | 
     return value
 
 
-Quantities = Annotated[dict[str, str | int | float], AfterValidator(_checked_quantities)]
+def _no_booleans(value: Any) -> Any:
+    """Before pydantic's lax mode turns ``true``/``false`` into 1/0: a boolean is no amount."""
+    if isinstance(value, Mapping):
+        for name, amount in value.items():
+            if isinstance(amount, bool):
+                raise ValueError(f"{name}: not a quantity: {amount!r}")
+    return value
+
+
+Quantities = Annotated[
+    dict[str, str | int | float],
+    BeforeValidator(_no_booleans),
+    AfterValidator(_checked_quantities),
+]
 """Named amounts (a pod's requests, a node's allocatable) as a schema field: each a
 Kubernetes quantity, not negative, not infinite, not absurdly large (one check for every way
 work enters: files, the API, services)."""

@@ -15,7 +15,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, Header, Query, Request
+from fastapi import Body, Depends, FastAPI, Header, Query, Request
+from fastapi import Path as PathParam
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -559,6 +560,52 @@ def create_app(
             if out.name == team:
                 return out
         raise NotFound(f"no team {team!r}")
+
+    @app.put(
+        "/api/v1/teams/{team}",
+        response_model=PolicyOut,
+        tags=["teams"],
+        responses={201: {"description": "the team was added"}},
+    )
+    def put_team(
+        team: Annotated[str, PathParam(max_length=253)],
+        body: Annotated[
+            dict[str, Any],
+            Body(
+                description="The team as in a fleetshare policy's `teams` list (quota, "
+                "group, sharing, limits, weight, ...); its name is the path's",
+                examples=[{"quota": [{"instance_type": "ml.g5.12xlarge", "count": 2}]}],
+            ),
+        ],
+        who: Who,
+        response: Response,
+    ) -> PolicyOut:
+        """Add or replace one team of the policy in force (admin only): a new policy
+        version, audited, as a PUT of the whole policy would make, without reading and
+        sending the rest of it; 201 when the team is new. 422 names each bad field."""
+        try:
+            version, added = plane.change_team(team, body, who)
+        except PolicyError as exc:
+            raise _PolicyProblems(exc.problems) from None
+        except InputError as exc:
+            raise _PolicyProblems([("", exc.why)]) from None
+        if added:
+            response.status_code = 201
+        return _policy_version(version)
+
+    @app.delete("/api/v1/teams/{team}", response_model=PolicyOut, tags=["teams"])
+    def delete_team(team: Annotated[str, PathParam(max_length=253)], who: Who) -> PolicyOut:
+        """Remove one team from the policy in force (admin only; a new policy version); 409
+        while it has pending or admitted work, 404 if there is no such team."""
+        version, _ = plane.change_team(team, None, who)
+        return _policy_version(version)
+
+    def _policy_version(version: int) -> PolicyOut:
+        with store.read() as conn:
+            row = conn.execute(
+                select(tables.policy_versions).where(tables.policy_versions.c.id == version)
+            ).one()
+        return _policy_out(plane, row)
 
     # -- workloads -----------------------------------------------------------------------------
 

@@ -65,6 +65,15 @@ class Client:
         result: dict[str, Any] = self.request("GET", f"/api/v1/teams/{_quote(name)}")
         return result
 
+    def set_team(self, name: str, team: Any) -> tuple[int, dict[str, Any]]:
+        """Add (201) or replace (200) one team of the policy; the status and the version."""
+        status, result = self.exchange("PUT", f"/api/v1/teams/{_quote(name)}", json=team)
+        return status, result
+
+    def remove_team(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.request("DELETE", f"/api/v1/teams/{_quote(name)}")
+        return result
+
     def submit(self, body: Any) -> dict[str, Any]:
         """A native spec, a Kubernetes object, or the objects of one pod group (a list)."""
         result: dict[str, Any] = self.request("POST", "/api/v1/workloads", json=body)

@@ -65,6 +65,7 @@ from fleetshare.control.autoscaler import Autoscaler
 from fleetshare.control.clock import WallClock
 from fleetshare.control.loop import ControlLoop
 from fleetshare.governance.admission import CycleCache, Engine
+from fleetshare.governance.quota import compile_policy
 from fleetshare.governance.snapshot import Running
 from fleetshare.model.catalog import Catalog
 from fleetshare.model.node import Node
@@ -1234,6 +1235,51 @@ class ControlPlane:
         self.policy = policy
         self.wake()
         return version
+
+    def change_team(
+        self, name: str, team: Mapping[str, Any] | None, principal: Principal
+    ) -> tuple[int, bool]:
+        """Add or replace the team ``name`` with the fleetshare ``team`` document (its
+        ``name`` is ``name``), or remove it (None), in the policy in force: a new policy
+        version, audited, read, changed and written in one store transaction (no change
+        another replica made meanwhile is lost). The version, and whether the team is new.
+        Raises :class:`Forbidden`, :class:`NotFound` (removing no such team),
+        :class:`Conflict` (removing a team with pending or admitted work) or PolicyError."""
+        if not principal.admin:
+            raise Forbidden("only an admin token may change the policy")
+        pv, w = tables.policy_versions, tables.workloads
+        with self.store.write() as conn:
+            latest = conn.execute(
+                select(pv.c.document).order_by(pv.c.id.desc()).limit(1)
+            ).scalar_one_or_none()
+            document = dict(
+                latest
+                if latest is not None
+                else self.policy.model_dump(mode="json", exclude_defaults=True)
+            )
+            teams = [dict(t) for t in document.get("teams", [])]
+            at = next((i for i, t in enumerate(teams) if t.get("name") == name), None)
+            if team is None:
+                if at is None:
+                    raise NotFound(f"no team {name!r}")
+                busy = conn.execute(
+                    select(w.c.id).where(w.c.team == name, w.c.state.in_(ACTIVE)).limit(1)
+                ).first()
+                if busy is not None:
+                    raise Conflict(f"team {name} has pending or admitted workloads")
+                del teams[at]
+            elif at is None:
+                teams.append({**team, "name": name})
+            else:
+                teams[at] = {**team, "name": name}
+            policy = load_policy({**document, "teams": teams}, "policy")
+            compile_policy(policy, self.catalog)
+            version = self._store_policy(
+                conn, policy, "fleetshare", None, principal.actor, self.unix(self.clock.now())
+            )
+        self.policy = policy
+        self.wake()
+        return version, team is not None and at is None
 
     def pools_in_force(self) -> tuple[Any, list[NodePool]]:
         """The stored version in force (None: the config's pools) and its pools, read from
