@@ -670,7 +670,7 @@ def create_app(
         max_bytes=INLINE_BODY_BYTES,
     )
     # outermost of all: every request is timed, the hot path's too
-    app.add_middleware(RequestMetrics, registry=metrics.registry, fixed=("/api/v1/workloads",))
+    app.add_middleware(RequestMetrics, duration=metrics.http, fixed=("/api/v1/workloads",))
 
     @app.get("/api/v1/workloads", response_model=WorkloadPage, tags=["workloads"])
     def list_workloads(

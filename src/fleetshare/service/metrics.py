@@ -74,6 +74,7 @@ from fleetshare.governance.state import CycleState
 from fleetshare.model.quantity import to_number
 from fleetshare.model.workload import Workload
 from fleetshare.scenario.report import team_usage
+from fleetshare.service.http_metrics import request_histogram
 
 if TYPE_CHECKING:
     from fleetshare.service.plane import ControlPlane, View
@@ -158,6 +159,8 @@ class ServiceMetrics:
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         build_info(self.registry)
+        self.http = request_histogram(self.registry)
+        """Request latency by route (:mod:`fleetshare.service.http_metrics` times requests)."""
         self._loop = loop_metrics
         if loop_metrics is None:
             LoopMetrics(plane, self.registry)
