@@ -135,6 +135,8 @@ ENDPOINTS = [
     ("PUT", "/api/v1/policy"),
     ("GET", "/api/v1/teams"),
     ("GET", "/api/v1/teams/team-a"),
+    ("PUT", "/api/v1/teams/team-a"),
+    ("DELETE", "/api/v1/teams/team-a"),
     ("POST", "/api/v1/workloads"),
     ("GET", "/api/v1/workloads"),
     ("GET", "/api/v1/workloads/x"),
