@@ -45,18 +45,23 @@ class Deployment(PodGroupKind):
         return merge_ops(obj, TEMPLATE_LABELS, governing_labels(obj))
 
     def expand(self, fields: Fields, doc: dict[str, Any]) -> Expansion:
-        check_api_version(fields, self, doc)
-        marked = apply_ops(doc, self.template_ops(doc))
-        spec = spec_of(fields, marked)
-        template = fields.mapping(spec.get("template"), "spec.template", required=True)
-        meta = marked.get("metadata") or {}
-        pods = tuple(
-            pod_object(f"{meta.get('name')}-{i}", str(meta.get("namespace") or "default"),
-                       template, {}, carried_annotations(doc))
-            for i in range(replicas(fields, spec))
-        )  # fmt: skip
         note = "a Deployment's pods are queued one by one, each a workload of its own (Kueue)"
-        return Expansion(pods, (note,))
+        return Expansion(replica_pods(self, fields, doc), (note,))
+
+
+def replica_pods(kind: PodGroupKind, fields: Fields, doc: dict[str, Any]) -> tuple[Any, ...]:
+    """The pods a Deployment or StatefulSet ``doc`` creates (``<name>-0`` ...), from its pod
+    template as ``kind``'s webhook marks it."""
+    check_api_version(fields, kind, doc)
+    marked = apply_ops(doc, kind.template_ops(doc))
+    spec = spec_of(fields, marked)
+    template = fields.mapping(spec.get("template"), "spec.template", required=True)
+    meta = marked.get("metadata") or {}
+    return tuple(
+        pod_object(f"{meta.get('name')}-{i}", str(meta.get("namespace") or "default"),
+                   template, {}, carried_annotations(doc))
+        for i in range(replicas(fields, spec))
+    )  # fmt: skip
 
 
 DEPLOYMENT = Deployment()

@@ -17,15 +17,10 @@ from fleetshare.manifests.kinds.base import (
     Expansion,
     Ops,
     PodGroupKind,
-    apply_ops,
-    carried_annotations,
-    check_api_version,
     governing_labels,
     merge_all,
-    pod_object,
-    spec_of,
 )
-from fleetshare.manifests.kinds.deployment import TEMPLATE_LABELS, replicas
+from fleetshare.manifests.kinds.deployment import TEMPLATE_LABELS, replica_pods
 from fleetshare.manifests.values import Fields
 
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
@@ -55,17 +50,7 @@ class StatefulSet(PodGroupKind):
         ])  # fmt: skip
 
     def expand(self, fields: Fields, doc: dict[str, Any]) -> Expansion:
-        check_api_version(fields, self, doc)
-        marked = apply_ops(doc, self.template_ops(doc))
-        spec = spec_of(fields, marked)
-        template = fields.mapping(spec.get("template"), "spec.template", required=True)
-        meta = marked.get("metadata") or {}
-        pods = tuple(
-            pod_object(f"{meta.get('name')}-{i}", str(meta.get("namespace") or "default"),
-                       template, {}, carried_annotations(doc))
-            for i in range(replicas(fields, spec))
-        )  # fmt: skip
-        return Expansion(pods)
+        return Expansion(replica_pods(self, fields, doc))
 
 
 STATEFULSET = StatefulSet()
