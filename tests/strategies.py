@@ -84,6 +84,7 @@ class TeamDesc:
     strict_fifo: bool = False
     borrow_within: bool = False
     borrow_threshold: int | None = None
+    stop: str = "None"
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,7 @@ class Case:
                         "policy": "LowerPriority" if t.borrow_within else "Never",
                         "max_priority_threshold": t.borrow_threshold,
                     },
+                    "stop_policy": t.stop,
                 }
             )
         return {"cluster": cluster, "teams": teams}
@@ -340,7 +342,8 @@ def cases(
 ) -> Case:
     """A random case; ``contended`` packs it: 2-3 small nodes, 2 teams, everything submitted
     within 20 s, so that teams compete for the same GPUs in the same cycles. ``kueue`` adds
-    Kueue's queue settings: StrictFIFO, borrowWithinCohort (with a threshold or not); ``mode``
+    Kueue's queue settings: StrictFIFO, borrowWithinCohort (with a threshold or not), stop
+    policies; ``mode``
     fixes the flavor mode (``labels``: pod sets may select different flavors)."""
     if mode is None:
         mode = "default" if friendly else draw(st.sampled_from(("default", "labels", "instance")))
@@ -396,6 +399,7 @@ def cases(
                 strict_fifo=draw(st.sampled_from((False, False, True))),
                 borrow_within=borrow,
                 borrow_threshold=draw(st.none() | st.integers(0, 100)) if borrow else None,
+                stop=draw(st.sampled_from(("None",) * 6 + ("Hold", "HoldAndDrain"))),
             )
 
     n_classes = draw(st.integers(1, 3))

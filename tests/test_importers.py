@@ -229,7 +229,6 @@ def test_rescaled_priorities_preserve_order_and_distinctness(values: dict[str, i
         "ResourceFlavor/spot.spec.tolerations",
         "Cohort/research.spec.fairSharing",
         "ClusterQueue/team-a.spec.admissionChecks",
-        "ClusterQueue/team-a.spec.stopPolicy",
         "ClusterQueue/team-a.spec.futureField",
         "ClusterQueue/team-a.spec.preemption.borrowWithinCohort",
         "ClusterQueue/team-b.spec.namespaceSelector",

@@ -54,7 +54,7 @@ from fleetshare.governance.starvation import StarvationGuard, held_message
 from fleetshare.governance.state import Admitted
 from fleetshare.model.workload import Workload
 from fleetshare.placement.fit import NoFit, PlacementPlan
-from fleetshare.policy.schema import Policy, PreemptTeamTasks
+from fleetshare.policy.schema import Policy, PreemptTeamTasks, StopPolicy
 
 if TYPE_CHECKING:
     from fleetshare.governance.admission import CycleCache
@@ -105,12 +105,17 @@ class Cycle:
         state.preempted_by = snapshot.preempted_by
         self.result = CycleResult(warnings=list(state.warnings))
         self.failed_preemption = FailedPreemptions()
-        self._evictions = 0
+        self._evictions = self._drain()
         self._failed_own: dict[OwnSearch, tuple[int, frozenset[FR]]] = {}
         prefixes: dict[int, tuple[int, tuple[object, ...], str]] = {}
         carry, cache.carry = cache.carry, None
         self._carried: dict[int, tuple[str, list[Option]]] = {}
-        if shortcuts and carry is not None and self._continues(carry, cache.state.changes):
+        if (
+            shortcuts
+            and carry is not None
+            and not self._evictions
+            and self._continues(carry, cache.state.changes)
+        ):
             self._failed_own = carry.failed_own
             self._carried = carry.failed
             prefixes = {uid: (0, p, team) for uid, (team, p) in carry.prefixes.items()}
@@ -166,6 +171,36 @@ class Cycle:
             shortcuts,
             score,
         )
+
+    def _drain(self) -> int:
+        """Evict the admitted work that a HoldAndDrain stop policy (its team's or its local
+        queue's) drains, before anything is considered (Kueue evicts it, and it waits again
+        while the stop holds); its quota and room are free for this cycle. Returns how many."""
+        state = self.state
+        teams = self.model.teams
+        drained = [
+            entry
+            for entry in state.admitted.values()
+            if not entry.removed
+            and (rules := teams.get(entry.workload.team)) is not None
+            and rules.drains(entry.workload)
+        ]
+        drained.sort(key=lambda e: (e.workload.created, e.workload.name))
+        for entry in drained:
+            state.remove(entry)
+            wl = entry.workload
+            rules = teams[wl.team]
+            held = wl.team if rules.stop != StopPolicy.NONE else f"local queue {wl.queue}"
+            self.result.preemptions.append(
+                Preemption(
+                    wl,
+                    wl.team,
+                    "stopped",
+                    f"{held} is stopped with stop policy HoldAndDrain: its admitted work is "
+                    "evicted",
+                )
+            )
+        return len(drained)
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -264,7 +299,8 @@ class Cycle:
             return
         self._options = []
         self._attempt(wl)
-        if wl.name in self._explicit:
+        rules = self.model.teams.get(wl.team)
+        if wl.name in self._explicit and (rules is None or rules.holds_queue(wl)):
             self._blocked[wl.team] = wl.name
 
     def _pend(self, wl: Workload, reason: str) -> None:
@@ -275,8 +311,9 @@ class Cycle:
         if rules is None:
             self._pend(wl, f"team {wl.team!r} has no quota policy")
             return
-        if not rules.enabled:
-            self._pend(wl, f"team {wl.team}'s quota is disabled")
+        refusal = rules.refusal(wl)
+        if refusal is not None:
+            self._pend(wl, refusal)
             return
         flavors, split = self.flavors.admits(wl)
         if not flavors and (split is None or not all(split)):

@@ -98,6 +98,10 @@ def admissible_demand(
         if rules is None or not rules.enabled:
             blocked[wl.name] = f"team {wl.team!r} has no enabled quota"
             continue
+        refusal = rules.refusal(wl)
+        if refusal is not None:
+            blocked[wl.name] = refusal
+            continue
         unavailable = rules.unavailable(wl) or _unservable(wl, engine.model.quota_only)
         if unavailable is not None:
             blocked[wl.name] = unavailable

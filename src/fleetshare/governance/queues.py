@@ -198,7 +198,7 @@ class PendingIndex:
                 rules is not None
                 and rules.preempt_team_tasks == PreemptTeamTasks.LOWER_OR_NEWER_EQUAL_PRIORITY
             )
-            skey = shape_key(wl, by_submit, rules is not None and rules.fair_admission)
+            skey = shape_key(wl, by_submit, rules is not None and rules.by_queue)
             found = self.shapes.get(skey)
             if found is None:
                 found = self.shapes[skey] = Shape(skey, wl.team)

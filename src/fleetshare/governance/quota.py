@@ -38,6 +38,7 @@ from fleetshare.policy.schema import (
     QuotaEntry,
     ReclaimPolicy,
     SharingStrategy,
+    StopPolicy,
     Team,
 )
 
@@ -106,6 +107,52 @@ class TeamRules:
     stop_at_preemption: bool = False
     """The flavor search stops at the first flavor where preemption makes room
     (``when_can_preempt: Preempt``); else later flavors that fit are tried first."""
+    stop: StopPolicy = StopPolicy.NONE
+    """Its stop policy (``Team.stop_policy``): not None, it admits nothing."""
+    queue_stops: Mapping[str, StopPolicy] = field(default_factory=dict)
+    """Stop policies of its local queues (``Team.local_queue_stop_policies``)."""
+
+    @property
+    def by_queue(self) -> bool:
+        """Whether what is decided for its work depends on the work's local queue (admission
+        fair sharing, a local queue's stop policy): its pending work is grouped by it."""
+        return self.fair_admission or bool(self.queue_stops)
+
+    def drains(self, workload: Workload) -> bool:
+        """Is ``workload``, admitted, evicted by a HoldAndDrain stop policy (its team's or
+        its local queue's)?"""
+        if self.stop == StopPolicy.HOLD_AND_DRAIN:
+            return True
+        queue = workload.queue
+        return queue is not None and self.queue_stops.get(queue) == StopPolicy.HOLD_AND_DRAIN
+
+    def holds_queue(self, workload: Workload) -> bool:
+        """Does ``workload``, not admitted, keep its place at the head of a StrictFIFO queue?
+        Not when its local queue is stopped: Kueue keeps such work out of the ClusterQueue's
+        queue, so it blocks nothing."""
+        queue = workload.queue
+        return queue is None or queue not in self.queue_stops
+
+    def refusal(self, workload: Workload) -> str | None:
+        """Why ``workload`` may not be admitted in this team now, whatever quota and nodes
+        say (None: it may be): its quota is disabled, or it or the workload's local queue
+        is stopped (Kueue: the ClusterQueue is inactive). The one place these are decided:
+        the cycle, the starvation guard and the demand count all ask it."""
+        if not self.enabled:
+            return f"team {self.name}'s quota is disabled"
+        if self.stop != StopPolicy.NONE:
+            return (
+                f"{self.name} is inactive: its stop policy is {self.stop.value} (it admits no "
+                "new work)"
+            )
+        if self.queue_stops and workload.queue is not None:
+            stop = self.queue_stops.get(workload.queue)
+            if stop is not None and stop != StopPolicy.NONE:
+                return (
+                    f"local queue {workload.queue} is inactive: its stop policy is "
+                    f"{stop.value} (it admits no new work)"
+                )
+        return None
 
     @property
     def single_lane(self) -> bool:
@@ -486,6 +533,10 @@ def compile_policy(
             queue_weights=dict(t.local_queue_weights),
             stop_at_borrowing=t.flavor_fungibility.when_can_borrow == "Borrow",
             stop_at_preemption=t.flavor_fungibility.when_can_preempt == "Preempt",
+            stop=t.stop_policy,
+            queue_stops={
+                q: s for q, s in t.local_queue_stop_policies.items() if s != StopPolicy.NONE
+            },
         )
     quota_only = frozenset(r for t in policy.teams for g in t.quota_groups for r in g.resources)
     node_flavors = tuple(f for f in flavors if f.name not in quota_flavors)

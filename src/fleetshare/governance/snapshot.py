@@ -11,7 +11,10 @@ from fleetshare.model.reason import Reason
 from fleetshare.model.resources import Resources
 from fleetshare.model.workload import Workload
 
-PreemptionReason = Literal["reclaim", "priority", "fair-share", "reclaim-while-borrowing"]
+PreemptionReason = Literal[
+    "reclaim", "priority", "fair-share", "reclaim-while-borrowing", "stopped"
+]
+"""Why admitted work is evicted; ``stopped``: a HoldAndDrain stop policy drains it."""
 
 PodPlacement = tuple[tuple[str, int], ...]
 """(node name, pod count) pairs for one pod set."""

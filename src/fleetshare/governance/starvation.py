@@ -179,7 +179,7 @@ class StarvationGuard:
         made = 0
         for wl in sorted(starving, key=queue_key):
             rules = self.model.teams.get(wl.team)
-            if rules is None or not rules.enabled or not self.starving(wl):
+            if rules is None or rules.refusal(wl) is not None or not self.starving(wl):
                 continue
             if heads and wl.team in heads and queue_key(wl) != heads[wl.team]:
                 continue

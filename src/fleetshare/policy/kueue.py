@@ -17,7 +17,8 @@ Mapping, Kueue -> fleetshare:
   -> ``borrow_within_cohort`` (its ``maxPriorityThreshold`` on the rescaled priorities; with
   ``reclaimWithinCohort: Never`` rejected, as Kueue's webhook does; with fair sharing noted as
   having no effect); ``queueingStrategy`` -> ``queueing_strategy``; ``admissionScope`` ->
-  ``admission_fair_sharing``; ``fairSharing.weight`` -> ``fair_share_weight``; an empty
+  ``admission_fair_sharing``; ``fairSharing.weight`` -> ``fair_share_weight``;
+  ``stopPolicy`` -> ``stop_policy``; an empty
   ``namespaceSelector`` (every namespace) is what fleetshare does anyway. ``coveredResources``
   of every resource group -> ``covered_resources`` (none for a queue without resourceGroups:
   its work waits, as in Kueue). The node group is the
@@ -26,7 +27,7 @@ Mapping, Kueue -> fleetshare:
   else it is rejected: fleetshare gives a pod set one node flavor.
 - ``LocalQueue`` -> ``"namespace/name"`` in its ClusterQueue's ``local_queues``; workloads
   naming it reach that team (:meth:`Policy.team_for`); ``fairSharing.weight`` ->
-  ``local_queue_weights``.
+  ``local_queue_weights``; ``stopPolicy`` -> ``local_queue_stop_policies``.
 - ``WorkloadPriorityClass`` -> :class:`PriorityClass` (weight = value, rescaled into 0–100 when
   a value falls outside it, keeping order and distinctness).
 - kueue ``Configuration`` ``fairSharing`` -> ``cluster.fair_share`` (off without it);
@@ -79,6 +80,7 @@ from fleetshare.policy.schema import (
     QuotaGroup,
     ReclaimPolicy,
     SharingStrategy,
+    StopPolicy,
     Team,
     validation_problems,
 )
@@ -129,11 +131,9 @@ _QUEUE_UNSUPPORTED = {
     "implemented in governance: work is admitted on quota and node room alone; ignored",
     "namespaceSelector": "namespace selectors are not supported (jobs reach a team through its "
     "local queues, from any namespace); ignored",
-    "stopPolicy": "stop policies are not supported (the team stays enabled); ignored",
     "concurrentAdmissionPolicy": _NOT_SUPPORTED,
 }
 _LOCAL_QUEUE_UNSUPPORTED = {
-    "stopPolicy": "stop policies are not supported; ignored",
     "wallTimePolicy": "wall-time limits are not supported; ignored",
 }
 
@@ -159,6 +159,16 @@ class _Quotas:
     """Per resource group: its path, covered resources and flavor names."""
 
 
+@dataclass
+class _LocalQueues:
+    """A ClusterQueue's LocalQueues (``namespace/name``), with their admission fair sharing
+    weights and stop policies where given."""
+
+    names: list[str] = field(default_factory=list)
+    weights: dict[str, float] = field(default_factory=dict)
+    stops: dict[str, StopPolicy] = field(default_factory=dict)
+
+
 def import_kueue(source: str | list[dict[str, Any]], report: ImportReport | None = None) -> Policy:
     """Turn Kueue objects (YAML text or parsed documents) into a fleetshare policy.
 
@@ -179,7 +189,7 @@ def import_kueue(source: str | list[dict[str, Any]], report: ImportReport | None
     configurations = [obj for obj in objects if obj.kind == "Configuration"]
     fair_share, admission = _configuration(configurations, report)
     teams = [
-        _team(obj, flavor_names, labels, queues.get(name, ([], {})), priority_of, report)
+        _team(obj, flavor_names, labels, queues.get(name, _LocalQueues()), priority_of, report)
         for name, obj in by_kind["ClusterQueue"].items()
     ]
     _queue_settings_notes(teams, fair_share, admission, report)
@@ -631,7 +641,7 @@ def _team(
     obj: _Object,
     flavors: set[str],
     labels: Mapping[str, Mapping[str, str]],
-    local_queues: tuple[list[str], dict[str, float]],
+    local_queues: _LocalQueues,
     priority_of: Callable[[int], int],
     report: ImportReport,
 ) -> Team:
@@ -646,6 +656,7 @@ def _team(
         "queueingStrategy",
         "admissionScope",
         "flavorFungibility",
+        "stopPolicy",
     )
     if spec.get("namespaceSelector") == {}:  # every namespace: fleetshare's behaviour too
         handled += ("namespaceSelector",)
@@ -680,8 +691,12 @@ def _team(
         fair_share_weight=_weight(spec.get("fairSharing"), f"{where}.fairSharing", report),
         preempt_team_tasks=within,
         reclaim=reclaim,
-        local_queues=local_queues[0],
-        local_queue_weights=local_queues[1],
+        local_queues=local_queues.names,
+        local_queue_weights=local_queues.weights,
+        local_queue_stop_policies=local_queues.stops,
+        stop_policy=_enum(
+            StopPolicy, spec.get("stopPolicy"), StopPolicy.NONE, f"{where}.stopPolicy", report
+        ),
         flavors=node_flavors,
         covered_resources=covered,
         quota_groups=quota_groups,
@@ -818,17 +833,20 @@ def _weight(value: Any, where: str, report: ImportReport) -> float:
 
 def _local_queues(
     objects: Iterable[_Object], cluster_queues: set[str], report: ImportReport
-) -> dict[str, tuple[list[str], dict[str, float]]]:
-    """ClusterQueue name -> its LocalQueues as ``namespace/name``, and their admission fair
-    sharing weights (``fairSharing.weight``) where given."""
-    out: dict[str, tuple[list[str], dict[str, float]]] = {}
+) -> dict[str, _LocalQueues]:
+    """ClusterQueue name -> its LocalQueues as ``namespace/name``, with their admission fair
+    sharing weights (``fairSharing.weight``) and stop policies (``stopPolicy``) where given."""
+    out: dict[str, _LocalQueues] = {}
     for obj in objects:
         spec, where = _spec(obj, report), f"{obj.ref}.spec"
-        handled = ("clusterQueue", "fairSharing")
+        handled = ("clusterQueue", "fairSharing", "stopPolicy")
         _unknown_fields(spec, where, handled, _LOCAL_QUEUE_UNSUPPORTED, report)
         weight: float | None = None
         if spec.get("fairSharing") is not None:
             weight = _weight(spec["fairSharing"], f"{where}.fairSharing", report)
+        stop = _enum(
+            StopPolicy, spec.get("stopPolicy"), StopPolicy.NONE, f"{where}.stopPolicy", report
+        )
         target = spec.get("clusterQueue")
         if not isinstance(target, str) or not target:
             report.problem(f"{where}.clusterQueue", "required")
@@ -837,10 +855,13 @@ def _local_queues(
                 f"{where}.clusterQueue", f"ClusterQueue {target!r} is not declared; ignored"
             )
         else:
-            names, weights = out.setdefault(target, ([], {}))
-            names.append(f"{obj.namespace}/{obj.name}")
+            queues = out.setdefault(target, _LocalQueues())
+            name = f"{obj.namespace}/{obj.name}"
+            queues.names.append(name)
             if weight is not None:
-                weights[f"{obj.namespace}/{obj.name}"] = weight
+                queues.weights[name] = weight
+            if stop != StopPolicy.NONE:
+                queues.stops[name] = stop
     return out
 
 

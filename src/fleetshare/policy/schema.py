@@ -83,6 +83,16 @@ class QueueingStrategy(StrEnum):
     STRICT_FIFO = "StrictFIFO"
 
 
+class StopPolicy(StrEnum):
+    """Kueue ``stopPolicy`` of a ClusterQueue (a team) or a LocalQueue: Hold admits no new
+    work and lets admitted work run to completion; HoldAndDrain also evicts admitted work
+    (it waits again, not admitted while the stop holds)."""
+
+    NONE = "None"
+    HOLD = "Hold"
+    HOLD_AND_DRAIN = "HoldAndDrain"
+
+
 class BorrowWithinCohortPolicy(StrEnum):
     """Kueue ``preemption.borrowWithinCohort.policy``."""
 
@@ -360,6 +370,12 @@ class Team(_Strict):
     preempt_team_tasks: PreemptTeamTasks = PreemptTeamTasks.LOWER_PRIORITY
     reclaim: ReclaimPolicy = ReclaimPolicy.ANY
     enabled: bool = True
+    stop_policy: StopPolicy = Field(
+        default=StopPolicy.NONE,
+        description="Hold: admit no new work (admitted work runs on); HoldAndDrain: also "
+        "evict admitted work (Kueue ClusterQueue stopPolicy). Unlike enabled: false, the "
+        "quota stays in force and lendable",
+    )
     local_queues: list[str] = Field(
         default_factory=list,
         description="queues (Kueue LocalQueue 'namespace/name') whose jobs belong to this team",
@@ -393,6 +409,11 @@ class Team(_Strict):
         description="admission fair sharing weight per local queue ('namespace/name'; 1 "
         "unless given): usage counts divided by it",
     )
+    local_queue_stop_policies: dict[str, StopPolicy] = Field(
+        default_factory=dict,
+        description="stop policy per local queue ('namespace/name'; Kueue LocalQueue "
+        "stopPolicy): Hold or HoldAndDrain, as the team's stop_policy, for that queue's work",
+    )
 
     @model_validator(mode="after")
     def _groups(self) -> Team:
@@ -415,9 +436,10 @@ class Team(_Strict):
             raise ValueError(
                 "borrow_within_cohort needs a reclaim policy other than Never (as in Kueue)"
             )
-        unknown = sorted(set(self.local_queue_weights) - set(self.local_queues))
-        if unknown:
-            raise ValueError(f"local_queue_weights: not among local_queues: {', '.join(unknown)}")
+        for field_name in ("local_queue_weights", "local_queue_stop_policies"):
+            unknown = sorted(set(getattr(self, field_name)) - set(self.local_queues))
+            if unknown:
+                raise ValueError(f"{field_name}: not among local_queues: {', '.join(unknown)}")
         negative = sorted(q for q, w in self.local_queue_weights.items() if w < 0)
         if negative:
             raise ValueError(f"local_queue_weights must not be negative: {', '.join(negative)}")

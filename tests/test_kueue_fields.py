@@ -1,0 +1,134 @@
+"""Kueue fields that change the outcome (issue 27): stopPolicy, namespaceSelector, partial
+admission, resource transformations, Cohort fair-sharing weights.
+
+Written from Kueue's API and documentation (each test names what it follows); the scenarios
+``tests/scenarios/kueue-stop-policy.yaml`` and the others named in each section show each on a
+small cluster. These tests pin the importer's mapping and the finer points.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fleetshare.policy.kueue import import_kueue
+from fleetshare.policy.schema import PolicyError, StopPolicy
+from tests.conftest import run_case
+
+FLAVOR = """
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ResourceFlavor
+metadata: {name: default-flavor}
+"""
+
+
+def queue(name: str, spec: str = "", cohort: str = "all") -> str:
+    return f"""
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {{name: {name}}}
+spec:
+  namespaceSelector: {{}}
+  cohort: {cohort}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{{name: default-flavor, resources: [{{name: cpu, nominalQuota: 4}}]}}]
+{spec}"""
+
+
+def local_queue(namespace: str, name: str, target: str, spec: str = "") -> str:
+    return f"""
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: LocalQueue
+metadata: {{namespace: {namespace}, name: {name}}}
+spec: {{clusterQueue: {target}{spec}}}
+"""
+
+
+def problems(text: str) -> dict[str, str]:
+    with pytest.raises(PolicyError) as excinfo:
+        import_kueue(text)
+    return dict(excinfo.value.problems)
+
+
+NODE = [{"name": "n", "allocatable": {"cpu": 16, "memory": "64Gi"}}]
+
+
+def job(name: str, team: str, at: float = 0, cpu: int = 1, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "team": team, "at": at, "duration": 100, "requests": {"cpu": cpu}} | extra
+
+
+# --- stopPolicy --------------------------------------------------------------------------------
+
+
+def test_stop_policies_are_mapped() -> None:
+    policy = import_kueue(
+        FLAVOR
+        + queue("a", "  stopPolicy: HoldAndDrain")
+        + queue("b", "  stopPolicy: None")
+        + local_queue("ns", "q", "b", ", stopPolicy: Hold")
+        + local_queue("ns", "r", "b", ", stopPolicy: None")
+    )
+    assert policy.team("a").stop_policy is StopPolicy.HOLD_AND_DRAIN
+    assert policy.team("b").stop_policy is StopPolicy.NONE
+    assert policy.team("b").local_queue_stop_policies == {"ns/q": StopPolicy.HOLD}
+    assert not any("stopPolicy" in n for n in policy.notes)
+
+
+def test_an_unknown_stop_policy_is_rejected() -> None:
+    found = problems(FLAVOR + queue("a", "  stopPolicy: Pause"))
+    assert "Hold, HoldAndDrain" in found["ClusterQueue/a.spec.stopPolicy"]
+    found = problems(FLAVOR + queue("a") + local_queue("ns", "q", "a", ", stopPolicy: Stop"))
+    assert "HoldAndDrain" in found["LocalQueue/ns/q.spec.stopPolicy"]
+
+
+def test_a_stopped_local_queue_does_not_block_a_strict_fifo_queue() -> None:
+    """Kueue keeps the work of a stopped LocalQueue out of its ClusterQueue's queue: under
+    StrictFIFO the older job of the stopped queue blocks nothing."""
+    policy = {
+        "teams": [
+            {
+                "name": "a",
+                "quota": [{"resources": {"cpu": 4}}],
+                "queueing_strategy": "StrictFIFO",
+                "local_queues": ["ns/stopped", "ns/open"],
+                "local_queue_stop_policies": {"ns/stopped": "Hold"},
+            }
+        ]
+    }
+    out = run_case(
+        policy, NODE, [job("old", "ns/stopped", at=0), job("new", "ns/open", at=1)], until=50
+    )
+    assert out["workloads"]["old"]["state"] == "pending"
+    assert "local queue ns/stopped is inactive" in out["workloads"]["old"]["pending_reason"]
+    assert out["workloads"]["new"]["admitted_at"] == 1.0
+
+
+def test_hold_keeps_the_quota_lendable_and_hold_and_drain_frees_it_at_once() -> None:
+    """A stopped team's quota stays in its cohort (Kueue keeps the ClusterQueue's quota in
+    the cohort tree); what HoldAndDrain evicts is free for others in the same cycle."""
+    policy = {
+        "cluster": {"idle_resource_sharing": False},
+        "groups": [{"name": "all"}],
+        "teams": [
+            {"name": "a", "group": "all", "quota": [{"resources": {"cpu": 4}}]},
+            {"name": "b", "group": "all", "quota": [{"resources": {"cpu": 4}}]},
+        ],
+    }
+    stopped = {**policy, "teams": [{**policy["teams"][0], "stop_policy": "HoldAndDrain"},
+                                   policy["teams"][1]]}  # fmt: skip
+    out = run_case(
+        policy,
+        NODE,
+        [job("a1", "a", cpu=4), job("b-big", "b", at=1, cpu=8)],
+        policy_changes=[{"at": 5, "policy": stopped}],
+        until=50,
+    )
+    wl = out["workloads"]
+    assert wl["a1"]["preemptions"] == [{"at": 5, "by": "a", "reason": "stopped"}]
+    assert wl["a1"]["state"] == "preempted"  # and waiting again
+    assert wl["b-big"]["admitted_at"] == 5.0
+    assert wl["b-big"]["borrowed"] == {"cpu": 4}
