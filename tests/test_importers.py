@@ -231,7 +231,6 @@ def test_rescaled_priorities_preserve_order_and_distinctness(values: dict[str, i
         "ClusterQueue/team-a.spec.admissionChecks",
         "ClusterQueue/team-a.spec.futureField",
         "ClusterQueue/team-a.spec.preemption.borrowWithinCohort",
-        "ClusterQueue/team-b.spec.namespaceSelector",
         "AdmissionCheck/provisioning",
         "Configuration.manageJobsWithoutQueueName",
         "Configuration.fairSharing.preemptionStrategies",

@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from fleetshare.policy.kueue import import_kueue
-from fleetshare.policy.schema import PolicyError, StopPolicy
+from fleetshare.governance.quota import compile_policy
+from fleetshare.model.workload import PodSet, Workload
+from fleetshare.policy.kueue import NO_NAMESPACE, import_kueue
+from fleetshare.policy.schema import LabelSelector, PolicyError, StopPolicy
 from tests.conftest import run_case
 
 FLAVOR = """
@@ -132,3 +134,112 @@ def test_hold_keeps_the_quota_lendable_and_hold_and_drain_frees_it_at_once() -> 
     assert wl["a1"]["state"] == "preempted"  # and waiting again
     assert wl["b-big"]["admitted_at"] == 5.0
     assert wl["b-big"]["borrowed"] == {"cpu": 4}
+
+
+# --- namespaceSelector -------------------------------------------------------------------------
+
+
+def cq_with_selector(selector: str | None) -> str:
+    spec = "" if selector is None else f"  namespaceSelector: {selector}\n"
+    return (
+        FLAVOR
+        + f"""
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {{name: a}}
+spec:
+{spec}  resourceGroups:
+  - coveredResources: [cpu]
+    flavors: [{{name: default-flavor, resources: [{{name: cpu, nominalQuota: 4}}]}}]
+"""
+    )
+
+
+def test_namespace_selectors_are_mapped() -> None:
+    """``{}`` admits every namespace (no selector); absent, Kueue's "nothing selector (no
+    namespaces eligible)", said in a note; matchLabels and matchExpressions carried over."""
+    assert import_kueue(cq_with_selector("{}")).team("a").namespace_selector is None
+    absent = import_kueue(cq_with_selector(None))
+    assert absent.team("a").namespace_selector == NO_NAMESPACE
+    assert any("no namespaceSelector: in Kueue that admits no namespace" in n for n in absent.notes)
+    given = import_kueue(
+        cq_with_selector(
+            "{matchLabels: {team: a}, matchExpressions: [{key: tier, operator: NotIn, "
+            "values: [dev, test]}, {key: owner, operator: Exists}]}"
+        )
+    )
+    selector = given.team("a").namespace_selector
+    assert selector is not None
+    assert selector.match_labels == {"team": "a"}
+    assert [(r.key, r.operator, r.values) for r in selector.match_expressions] == [
+        ("tier", "NotIn", ["dev", "test"]),
+        ("owner", "Exists", []),
+    ]
+    assert not any("namespaceSelector" in n for n in given.notes)
+
+
+@pytest.mark.parametrize(
+    ("selector", "path", "says"),
+    [
+        ("{matchExpressions: [{key: t, operator: Matches, values: [x]}]}", "[0].operator", "In"),
+        ("{matchExpressions: [{key: t, operator: In}]}", "[0].values", "at least one value"),
+        ("{matchExpressions: [{key: t, operator: Exists, values: [x]}]}", "[0].values", "no value"),
+        ("{matchExpressions: [{operator: Exists}]}", "[0].key", "required"),
+        ("{matchLabels: {team: 1}}", "", "strings"),
+    ],
+)
+def test_bad_namespace_selectors_are_rejected(selector: str, path: str, says: str) -> None:
+    found = problems(cq_with_selector(selector))
+    where = next(k for k in found if k.startswith("ClusterQueue/a.spec.namespaceSelector"))
+    assert where.endswith(path) or not path
+    assert says in found[where]
+
+
+def workload(queue: str | None) -> Workload:
+    return Workload("w", "a", (PodSet("main", 1, {"cpu": 1000}),), queue=queue)
+
+
+def test_a_namespace_is_matched_by_its_labels_and_its_name() -> None:
+    """Every namespace carries kubernetes.io/metadata.name; one not declared carries only
+    that. Work that names its team, not a local queue, has no namespace: never refused."""
+    policy = import_kueue(
+        cq_with_selector("{matchExpressions: [{key: tier, operator: NotIn, values: [dev]}]}")
+        + local_queue("x", "q", "a")
+        + local_queue("y", "q", "a")
+    )
+    rules = compile_policy(policy, None).teams["a"]
+    labels = {"x": {"tier": "dev"}}
+    assert rules.refusal(workload("x/q"), labels) is not None
+    assert rules.refusal(workload("y/q"), labels) is None  # not declared: no tier
+    assert rules.refusal(workload(None), labels) is None
+    by_name = LabelSelector(match_labels={"kubernetes.io/metadata.name": "y"})
+    named = compile_policy(
+        policy.model_copy(
+            update={"teams": [policy.teams[0].model_copy(update={"namespace_selector": by_name})]}
+        ),
+        None,
+    ).teams["a"]
+    assert named.refusal(workload("y/q"), {}) is None
+    assert named.refusal(workload("x/q"), {}) is not None
+
+
+def test_a_stopped_teams_work_is_not_reclaimed() -> None:
+    """An inactive ClusterQueue is left out of Kueue's scheduling snapshot, so its admitted
+    workloads are no preemption candidates: what a Hold team borrowed is kept until it ends."""
+    team = {"quota": [{"resources": {"cpu": 4}}], "group": "all", "reclaim": "Any"}
+    policy = {
+        "cluster": {"idle_resource_sharing": False},
+        "groups": [{"name": "all"}],
+        "teams": [{"name": "a", **team}, {"name": "b", **team}],
+    }
+    held = {
+        **policy,
+        "teams": [{"name": "a", **team, "stop_policy": "Hold"}, {"name": "b", **team}],
+    }
+    jobs = [job("a-borrows", "a", cpu=8), job("b-own", "b", at=20, cpu=4)]
+    plain = run_case(policy, NODE, jobs, until=50)["workloads"]
+    assert plain["b-own"]["admitted_at"] == 20.0  # reclaimed from a
+    stopped = run_case(policy, NODE, jobs, policy_changes=[{"at": 10, "policy": held}], until=50)
+    assert stopped["workloads"]["a-borrows"]["preemptions"] == []
+    assert stopped["workloads"]["b-own"]["state"] == "pending"

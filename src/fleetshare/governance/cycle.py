@@ -144,6 +144,7 @@ class Cycle:
             state,
             self.flavors,
             index.of,
+            snapshot.namespaces,
         )
         self.failures = ShapeFailures()
         self._team_keys: dict[str, list[list[QueueKey]]] = {}
@@ -300,7 +301,8 @@ class Cycle:
         self._options = []
         self._attempt(wl)
         rules = self.model.teams.get(wl.team)
-        if wl.name in self._explicit and (rules is None or rules.holds_queue(wl)):
+        held = rules is None or rules.holds_queue(wl, self.snapshot.namespaces)
+        if wl.name in self._explicit and held:
             self._blocked[wl.team] = wl.name
 
     def _pend(self, wl: Workload, reason: str) -> None:
@@ -311,7 +313,7 @@ class Cycle:
         if rules is None:
             self._pend(wl, f"team {wl.team!r} has no quota policy")
             return
-        refusal = rules.refusal(wl)
+        refusal = rules.refusal(wl, self.snapshot.namespaces)
         if refusal is not None:
             self._pend(wl, refusal)
             return

@@ -98,7 +98,7 @@ def admissible_demand(
         if rules is None or not rules.enabled:
             blocked[wl.name] = f"team {wl.team!r} has no enabled quota"
             continue
-        refusal = rules.refusal(wl)
+        refusal = rules.refusal(wl, snapshot.namespaces)
         if refusal is not None:
             blocked[wl.name] = refusal
             continue

@@ -36,7 +36,7 @@ from fleetshare.governance.quota import FR
 from fleetshare.governance.snapshot import PreemptionReason
 from fleetshare.governance.state import Admitted, CycleState
 from fleetshare.model.workload import Workload
-from fleetshare.policy.schema import PreemptTeamTasks, ReclaimPolicy
+from fleetshare.policy.schema import PreemptTeamTasks, ReclaimPolicy, StopPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,14 +127,17 @@ def _borrow_within(state: CycleState, wl: Workload, reclaiming: bool) -> bool:
 def _lenders(
     state: CycleState, wl: Workload, contested: set[FR], min_share: float | None
 ) -> list[str]:
-    """Other teams borrowing what ``wl`` needs (with fair share: at least ``min_share``)."""
-    if state.model.teams[wl.team].reclaim == ReclaimPolicy.NEVER:
+    """Other teams borrowing what ``wl`` needs (with fair share: at least ``min_share``); not
+    a stopped team (Kueue leaves an inactive ClusterQueue's workloads out of the candidates)."""
+    teams = state.model.teams
+    if teams[wl.team].reclaim == ReclaimPolicy.NEVER:
         return []
     return [
         team
         for team in state.by_team
         if team != wl.team
-        and team in state.model.teams
+        and team in teams
+        and teams[team].stop == StopPolicy.NONE
         and _borrowing(state, team, contested)
         and (min_share is None or state.dominant_share(team) >= min_share)
     ]

@@ -20,16 +20,19 @@ from fleetshare.model.catalog import (
     mig_profiles,
     normalize_mig_profile,
 )
-from fleetshare.model.node import Node
+from fleetshare.model.namespace import NamespaceLabels, labels_of
+from fleetshare.model.node import Node, NodeSelectorRequirement
 from fleetshare.model.quantity import MILLI, format_quantity, parse_quantity
 from fleetshare.model.resources import CPU, MEMORY, MIG_PREFIX, PODS
 from fleetshare.model.workload import PodSet, Workload
+from fleetshare.placement.predicate import requirement_holds, selector_matches
 from fleetshare.policy.schema import (
     DEFAULT_FLAVOR,
     BorrowLimit,
     BorrowWithinCohortPolicy,
     Flavor,
     Group,
+    LabelSelector,
     LendingLimit,
     Policy,
     PolicyError,
@@ -72,6 +75,29 @@ class QuotaNode:
 
 
 @dataclass(frozen=True)
+class NamespaceSelector:
+    """A team's namespace selector (``Team.namespace_selector``): every label given and every
+    requirement must hold (Kubernetes' label selector, matched by placement's one rule)."""
+
+    labels: Mapping[str, str]
+    requirements: tuple[NodeSelectorRequirement, ...]
+
+    @classmethod
+    def of(cls, selector: LabelSelector) -> NamespaceSelector:
+        requirements = tuple(
+            NodeSelectorRequirement(r.key, r.operator, tuple(r.values))
+            for r in selector.match_expressions
+        )
+        return cls(dict(selector.match_labels), requirements)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Do a namespace's ``labels`` satisfy the selector?"""
+        return selector_matches(labels, self.labels) and all(
+            requirement_holds(labels, r) for r in self.requirements
+        )
+
+
+@dataclass(frozen=True)
 class TeamRules:
     """A team's non-quota settings."""
 
@@ -111,12 +137,25 @@ class TeamRules:
     """Its stop policy (``Team.stop_policy``): not None, it admits nothing."""
     queue_stops: Mapping[str, StopPolicy] = field(default_factory=dict)
     """Stop policies of its local queues (``Team.local_queue_stop_policies``)."""
+    namespaces: NamespaceSelector | None = None
+    """The namespaces whose work it admits (None: every one)."""
 
     @property
     def by_queue(self) -> bool:
         """Whether what is decided for its work depends on the work's local queue (admission
-        fair sharing, a local queue's stop policy): its pending work is grouped by it."""
-        return self.fair_admission or bool(self.queue_stops)
+        fair sharing, a local queue's stop policy, a namespace selector): its pending work is
+        grouped by it."""
+        return self.fair_admission or bool(self.queue_stops) or self.namespaces is not None
+
+    def outside(self, workload: Workload, namespaces: NamespaceLabels) -> bool:
+        """Does its namespace selector refuse ``workload``'s namespace? (Work that names its
+        team, not a local queue, has no namespace: never refused.)"""
+        namespace = workload.namespace
+        return (
+            self.namespaces is not None
+            and namespace is not None
+            and not self.namespaces.matches(labels_of(namespace, namespaces))
+        )
 
     def drains(self, workload: Workload) -> bool:
         """Is ``workload``, admitted, evicted by a HoldAndDrain stop policy (its team's or
@@ -126,18 +165,20 @@ class TeamRules:
         queue = workload.queue
         return queue is not None and self.queue_stops.get(queue) == StopPolicy.HOLD_AND_DRAIN
 
-    def holds_queue(self, workload: Workload) -> bool:
+    def holds_queue(self, workload: Workload, namespaces: NamespaceLabels) -> bool:
         """Does ``workload``, not admitted, keep its place at the head of a StrictFIFO queue?
-        Not when its local queue is stopped: Kueue keeps such work out of the ClusterQueue's
-        queue, so it blocks nothing."""
+        Not when its local queue is stopped or its namespace is refused: Kueue keeps such work
+        out of the ClusterQueue's queue, so it blocks nothing."""
         queue = workload.queue
-        return queue is None or queue not in self.queue_stops
+        stopped = queue is not None and queue in self.queue_stops
+        return not stopped and not self.outside(workload, namespaces)
 
-    def refusal(self, workload: Workload) -> str | None:
+    def refusal(self, workload: Workload, namespaces: NamespaceLabels) -> str | None:
         """Why ``workload`` may not be admitted in this team now, whatever quota and nodes
-        say (None: it may be): its quota is disabled, or it or the workload's local queue
-        is stopped (Kueue: the ClusterQueue is inactive). The one place these are decided:
-        the cycle, the starvation guard and the demand count all ask it."""
+        say (None: it may be): its quota is disabled, it or the workload's local queue is
+        stopped (Kueue: the ClusterQueue is inactive), or its namespace (with ``namespaces``'
+        labels) is not among those the team admits. The one place these are decided: the
+        cycle, the starvation guard and the demand count all ask it."""
         if not self.enabled:
             return f"team {self.name}'s quota is disabled"
         if self.stop != StopPolicy.NONE:
@@ -152,6 +193,11 @@ class TeamRules:
                     f"local queue {workload.queue} is inactive: its stop policy is "
                     f"{stop.value} (it admits no new work)"
                 )
+        if self.outside(workload, namespaces):
+            return (
+                f"namespace {workload.namespace} does not match {self.name}'s namespace "
+                "selector (Kueue: workload namespace doesn't match ClusterQueue selector)"
+            )
         return None
 
     @property
@@ -534,6 +580,9 @@ def compile_policy(
             stop_at_borrowing=t.flavor_fungibility.when_can_borrow == "Borrow",
             stop_at_preemption=t.flavor_fungibility.when_can_preempt == "Preempt",
             stop=t.stop_policy,
+            namespaces=None
+            if t.namespace_selector is None
+            else NamespaceSelector.of(t.namespace_selector),
             queue_stops={
                 q: s for q, s in t.local_queue_stop_policies.items() if s != StopPolicy.NONE
             },

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from fleetshare.model.namespace import NamespaceLabels
 from fleetshare.model.node import Node
 from fleetshare.model.reason import Reason
 from fleetshare.model.resources import Resources
@@ -60,6 +61,9 @@ class Snapshot:
     queue_usage: Mapping[str, float] = field(default_factory=dict)
     """Admission fair sharing: each local queue's usage score (``fair_admission``; absent
     means 0). The control loop keeps the usage."""
+    namespaces: NamespaceLabels = field(default_factory=dict)
+    """The labels of the cluster's namespaces, by name, which namespace selectors match (a
+    namespace not given has only its name label: ``model.namespace.labels_of``)."""
 
 
 @dataclass(frozen=True, slots=True)

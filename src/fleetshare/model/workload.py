@@ -59,6 +59,13 @@ class Workload:
     """The local queue (``namespace/name``) it was submitted to, if it named one."""
     created: int = field(default_factory=lambda: next(_created), compare=False)
 
+    @property
+    def namespace(self) -> str | None:
+        """The namespace it was submitted in: its local queue's (None when it named its team,
+        not a local queue)."""
+        queue = self.queue
+        return queue.partition("/")[0] if queue is not None and "/" in queue else None
+
     def total_requests(self) -> Resources:
         """Everything the gang requests."""
         return total(ps.total() for ps in self.podsets)

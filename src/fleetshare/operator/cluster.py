@@ -702,6 +702,14 @@ class KubeCluster:
     def pending_for_cycle(self) -> Sequence[Workload]:
         return self.pending_workloads()
 
+    def namespace_labels(self) -> dict[str, dict[str, str]]:
+        """The watched Namespaces' labels (what namespace selectors match)."""
+        out: dict[str, dict[str, str]] = {}
+        for (_, name), obj in self.store.of("Namespace").items():
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            out[name] = {str(k): str(v) for k, v in labels.items()}
+        return out
+
     def busy(self, now: float) -> bool:
         return bool(self.pending or self.running)
 

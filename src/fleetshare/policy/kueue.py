@@ -58,6 +58,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import ValidationError
 
 from fleetshare.inputs import InputError, parse_yaml_all, value_kind
+from fleetshare.model.namespace import NAME_LABEL
 from fleetshare.model.quantity import MILLI, QuantityError, parse_quantity
 from fleetshare.policy.import_report import ImportReport
 from fleetshare.policy.schema import (
@@ -69,6 +70,8 @@ from fleetshare.policy.schema import (
     Flavor,
     FlavorFungibility,
     Group,
+    LabelRequirement,
+    LabelSelector,
     LendingLimit,
     Policy,
     PolicyError,
@@ -129,8 +132,6 @@ _QUEUE_UNSUPPORTED = {
     "in governance: work is admitted on quota and node room alone; ignored",
     "admissionChecksStrategy": "admission checks (such as provisioning requests) are not "
     "implemented in governance: work is admitted on quota and node room alone; ignored",
-    "namespaceSelector": "namespace selectors are not supported (jobs reach a team through its "
-    "local queues, from any namespace); ignored",
     "concurrentAdmissionPolicy": _NOT_SUPPORTED,
 }
 _LOCAL_QUEUE_UNSUPPORTED = {
@@ -657,10 +658,8 @@ def _team(
         "admissionScope",
         "flavorFungibility",
         "stopPolicy",
+        "namespaceSelector",
     )
-    if spec.get("namespaceSelector") == {}:  # every namespace: fleetshare's behaviour too
-        handled += ("namespaceSelector",)
-        report.map(f"{where}.namespaceSelector")
     _unknown_fields(spec, where, handled, _QUEUE_UNSUPPORTED, report)
     cohort = _reference(spec, ("cohort", "cohortName"), where, report)
     reader = _QuotaReader(flavors, report)
@@ -694,6 +693,7 @@ def _team(
         local_queues=local_queues.names,
         local_queue_weights=local_queues.weights,
         local_queue_stop_policies=local_queues.stops,
+        namespace_selector=_namespace_selector(spec, f"{where}.namespaceSelector", obj.ref, report),
         stop_policy=_enum(
             StopPolicy, spec.get("stopPolicy"), StopPolicy.NONE, f"{where}.stopPolicy", report
         ),
@@ -709,6 +709,68 @@ def _team(
             spec.get("admissionScope"), f"{where}.admissionScope", report
         ),
     )
+
+
+NO_NAMESPACE = LabelSelector(
+    match_expressions=[LabelRequirement(key=NAME_LABEL, operator="DoesNotExist")]
+)
+"""A selector no namespace matches (every namespace carries its name label): Kueue's absent
+``namespaceSelector``."""
+
+_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _namespace_selector(
+    spec: Mapping[str, Any], where: str, ref: str, report: ImportReport
+) -> LabelSelector | None:
+    """``namespaceSelector`` -> ``namespace_selector``: ``{}`` admits every namespace (None);
+    absent, Kueue's "nothing selector (no namespaces eligible)": :data:`NO_NAMESPACE`."""
+    if "namespaceSelector" not in spec or spec["namespaceSelector"] is None:
+        report.remark(
+            ref,
+            "no namespaceSelector: in Kueue that admits no namespace, so work reaching it "
+            "through a local queue waits (give namespaceSelector: {} for every namespace)",
+        )
+        return NO_NAMESPACE
+    selector = _mapping(spec["namespaceSelector"], where, report)
+    if not selector:
+        report.map(where)
+    _unknown_fields(selector, where, ("matchLabels", "matchExpressions"), {}, report)
+    labels = _mapping(selector.get("matchLabels"), f"{where}.matchLabels", report)
+    if "matchLabels" in selector:
+        report.map(f"{where}.matchLabels")
+    for key, value in labels.items():
+        if not isinstance(value, str):
+            report.problem(f"{where}.matchLabels.{key}", f"label values are strings, got {value!r}")
+    given = _list(selector.get("matchExpressions"), f"{where}.matchExpressions", report)
+    requirements = [
+        _requirement(item, f"{where}.matchExpressions[{i}]", report) for i, item in enumerate(given)
+    ]
+    if not labels and not given:
+        return None  # {}: every namespace
+    return LabelSelector(
+        match_labels={str(k): str(v) for k, v in labels.items()},
+        match_expressions=[r for r in requirements if r is not None],
+    )
+
+
+def _requirement(value: Any, where: str, report: ImportReport) -> LabelRequirement | None:
+    """One ``matchExpressions`` entry (None, with a problem, when invalid)."""
+    item = _mapping(value, where, report)
+    _unknown_fields(item, where, ("key", "operator", "values"), {}, report)
+    key, operator = item.get("key"), item.get("operator")
+    values = _list(item.get("values"), f"{where}.values", report)
+    if not isinstance(key, str) or not key:
+        report.problem(f"{where}.key", "required (a label key)")
+    elif operator not in _SELECTOR_OPERATORS:
+        report.problem(f"{where}.operator", f"must be one of {', '.join(_SELECTOR_OPERATORS)}")
+    elif operator in ("In", "NotIn") and not values:
+        report.problem(f"{where}.values", f"operator {operator} needs at least one value")
+    elif operator in ("Exists", "DoesNotExist") and values:
+        report.problem(f"{where}.values", f"operator {operator} takes no values")
+    else:
+        return LabelRequirement(key=key, operator=operator, values=[str(v) for v in values])
+    return None
 
 
 _WHEN_CAN_BORROW: dict[str, Literal["Borrow", "TryNextFlavor"]] = {

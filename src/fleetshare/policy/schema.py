@@ -159,6 +159,30 @@ class AdmissionFairSharing(_Strict):
         return value
 
 
+class LabelRequirement(_Strict):
+    """One ``matchExpressions`` entry of a label selector (Kubernetes' operators)."""
+
+    key: str = Field(min_length=1)
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _values(self) -> LabelRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+
+class LabelSelector(_Strict):
+    """A Kubernetes label selector: every ``match_labels`` entry and every
+    ``match_expressions`` requirement must hold; an empty selector matches everything."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: list[LabelRequirement] = Field(default_factory=list)
+
+
 class PriorityClass(_Strict):
     """A named priority; higher weight is admitted first and may preempt lower."""
 
@@ -379,6 +403,13 @@ class Team(_Strict):
     local_queues: list[str] = Field(
         default_factory=list,
         description="queues (Kueue LocalQueue 'namespace/name') whose jobs belong to this team",
+    )
+    namespace_selector: LabelSelector | None = Field(
+        default=None,
+        description="the namespaces whose work (through a local queue 'namespace/name') the "
+        "team admits, by their labels (Kueue ClusterQueue namespaceSelector; every namespace "
+        "carries kubernetes.io/metadata.name: its name); other work waits. None: every "
+        "namespace",
     )
     flavors: list[str] | None = Field(
         default=None,

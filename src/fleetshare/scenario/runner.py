@@ -124,6 +124,7 @@ class Runner:
         self.clock = VirtualClock()
         self._node_view: tuple[Node, ...] = ()
         self.nodes: dict[str, Node] = {n.name: n for n in scenario.nodes}
+        self._namespaces = {n.name: dict(n.labels) for n in scenario.spec.cluster.namespaces}
         self.records = {w.name: WorkloadRecord(w) for w in scenario.workloads}
         self.pending = PendingBook()
         self.running: dict[str, Running] = {}
@@ -379,6 +380,9 @@ class Runner:
         """The pending workloads, with what changed since the last cycle (so that the
         engine's cache need not compare the whole lists)."""
         return self.pending.view(self)
+
+    def namespace_labels(self) -> dict[str, dict[str, str]]:
+        return self._namespaces
 
     def busy(self, now: float) -> bool:
         """Endless work (no duration) running alone keeps no one busy: with no ``until`` the

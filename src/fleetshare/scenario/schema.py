@@ -130,9 +130,29 @@ class NodeEvent(_Strict):
         return self
 
 
+class NamespaceSpec(_Strict):
+    """A namespace and its labels (what namespace selectors match; every namespace also
+    carries ``kubernetes.io/metadata.name``: its name)."""
+
+    name: Name
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
 class ClusterSpec(_Strict):
     nodes: list[NodeSpec] = Field(default_factory=list)
     events: list[NodeEvent] = Field(default_factory=list)
+    namespaces: list[NamespaceSpec] = Field(
+        default_factory=list,
+        description="namespaces with labels (a namespace not listed has only its name label)",
+    )
+
+    @model_validator(mode="after")
+    def _unique_namespaces(self) -> ClusterSpec:
+        names = [n.name for n in self.namespaces]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"namespace names must be unique; repeated: {', '.join(dupes)}")
+        return self
 
 
 class _Topology(_Strict):

@@ -76,6 +76,8 @@ class EmbeddedCluster:
         self._versions: dict[str, int] = {}
         self._wakes: set[float] = set()
         self._node_view: tuple[Node, ...] = ()
+        self.namespaces: dict[str, dict[str, str]] = {}
+        """The config's namespaces with their labels (what namespace selectors match)."""
 
     # -- timers ------------------------------------------------------------------------------
 
@@ -169,6 +171,9 @@ class EmbeddedCluster:
 
     def pending_for_cycle(self) -> PendingView:
         return self.pending.view(self)
+
+    def namespace_labels(self) -> dict[str, dict[str, str]]:
+        return self.namespaces
 
     def busy(self, now: float) -> bool:
         return bool(self.pending or self.running)
