@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from fleetshare.governance.quota import compile_policy
+from fleetshare.governance.quota import Charging, compile_policy
 from fleetshare.model.workload import PodSet, Workload
 from fleetshare.policy.kueue import NO_NAMESPACE, import_kueue
-from fleetshare.policy.schema import LabelSelector, PolicyError, StopPolicy
+from fleetshare.policy.schema import LabelSelector, PolicyError, StopPolicy, load_policy
 from tests.conftest import run_case
 
 FLAVOR = """
@@ -243,3 +243,109 @@ def test_a_stopped_teams_work_is_not_reclaimed() -> None:
     stopped = run_case(policy, NODE, jobs, policy_changes=[{"at": 10, "policy": held}], until=50)
     assert stopped["workloads"]["a-borrows"]["preemptions"] == []
     assert stopped["workloads"]["b-own"]["state"] == "pending"
+
+
+# --- resource transformations ------------------------------------------------------------------
+
+CONFIG = """
+apiVersion: config.kueue.x-k8s.io/v1beta1
+kind: Configuration
+resources:
+"""
+
+
+def test_resource_transformations_are_mapped() -> None:
+    policy = import_kueue(
+        CONFIG
+        + """  excludeResourcePrefixes: [ephemeral-storage, example.com/ignored]
+  transformations:
+  - input: nvidia.com/mig-1g.5gb
+    strategy: Replace
+    outputs: {example.com/accelerator-memory: 5Gi, example.com/credits: 2}
+  - input: cpu
+    multiplyBy: example.com/cores
+    outputs: {example.com/credits: 500m}
+---"""
+        + FLAVOR
+        + queue("a")
+    )
+    first, second = policy.cluster.resource_transformations
+    assert (first.input, first.strategy, first.outputs) == (
+        "nvidia.com/mig-1g.5gb",
+        "Replace",
+        {"example.com/accelerator-memory": "5Gi", "example.com/credits": 2},
+    )
+    assert (second.strategy, second.multiply_by) == ("Retain", "example.com/cores")
+    assert policy.cluster.excluded_resource_prefixes == ["ephemeral-storage", "example.com/ignored"]
+    assert not any(".resources" in n for n in policy.notes)
+
+
+T = "  transformations: "
+
+
+@pytest.mark.parametrize(
+    ("resources", "path", "says"),
+    [
+        (T + "[{strategy: Replace}]", "transformations[0].input", "required"),
+        (T + "[{input: cpu, strategy: Swap}]", "transformations[0].strategy", "Retain"),
+        (T + "[{input: cpu, outputs: {x: lots}}]", "transformations[0].outputs.x", "quantity"),
+        (T + "[{input: cpu}, {input: cpu}]", "transformations[1].input", "twice"),
+        ("  excludeResourcePrefixes: ['']", "excludeResourcePrefixes[0]", "prefix"),
+    ],
+)
+def test_bad_resource_transformations_are_rejected(resources: str, path: str, says: str) -> None:
+    found = problems(CONFIG + resources + "\n---" + FLAVOR + queue("a"))
+    assert says in found[f"Configuration.resources.{path}"]
+
+
+def charging(**cluster: Any) -> Charging:
+    policy = {"cluster": cluster, "teams": [{"name": "a", "quota": [{"resources": {"cpu": 1}}]}]}
+    return compile_policy(load_policy(policy), None).teams["a"].charging
+
+
+def test_a_transformation_counts_whole_units_of_its_input() -> None:
+    """Kueue multiplies each output by the input's Quantity.Value(), its whole units rounded
+    up: 500m cpu is one unit; with multiplyBy, times the whole units of that resource too.
+    Retain keeps the input, Replace drops it; outputs of several inputs add up."""
+    count = charging(
+        resource_transformations=[
+            {"input": "cpu", "outputs": {"credits": 1}},
+            {"input": "gpu", "strategy": "Replace", "outputs": {"credits": 10, "mem": "1Gi"}},
+            {
+                "input": "slices",
+                "strategy": "Replace",
+                "multiply_by": "size",
+                "outputs": {"mem": 2},
+            },
+        ],
+        excluded_resource_prefixes=["ephemeral"],
+    )
+    requests = {"cpu": 500, "gpu": 2000, "ephemeral-storage": 10**12, "slices": 3000, "size": 1500}
+    assert count.requests(requests) == {
+        "cpu": 500,
+        "credits": 1000 + 2 * 10_000,
+        "mem": 2 * 2**30 * 1000 + 3 * 2 * 2000,
+        "size": 1500,
+    }
+
+
+def test_covered_resources_are_those_of_the_transformed_requests() -> None:
+    """A ClusterQueue covers what Kueue counts: a replaced input need not be covered."""
+    policy = {
+        "cluster": {
+            "resource_transformations": [
+                {"input": "example.com/slice", "strategy": "Replace", "outputs": {"mem": 5}}
+            ]
+        },
+        "teams": [
+            {"name": "a", "quota": [{"resources": {"mem": 10}}], "covered_resources": ["mem"]}
+        ],
+    }
+    nodes = [{"name": "n", "allocatable": {"cpu": 4, "example.com/slice": 4}}]
+    jobs = [
+        {"name": "fits", "team": "a", "requests": {"example.com/slice": 2}},
+        {"name": "over", "team": "a", "at": 1, "requests": {"example.com/slice": 1}},
+    ]
+    out = run_case(policy, nodes, jobs, until=10)["workloads"]
+    assert out["fits"]["state"] == "admitted"
+    assert "mem" in out["over"]["pending_reason"]  # 10 + 5 > 10

@@ -152,8 +152,8 @@ class Flavors:
         usages = self._of[id(wl)][0].usages
         found = usages.get(flavor)
         if found is None:
-            charged = self._model.teams[wl.team].charged
-            found = usages[flavor] = usage_of(wl, (flavor,) * len(wl.podsets), charged)
+            charging = self._model.teams[wl.team].charging
+            found = usages[flavor] = usage_of(wl, (flavor,) * len(wl.podsets), charging)
         return found
 
     def usage_on(self, wl: Workload, flavors: tuple[str, ...]) -> dict[FR, int]:
@@ -163,16 +163,16 @@ class Flavors:
         usages = self._of[id(wl)][0].usages
         found = usages.get(flavors)
         if found is None:
-            charged = self._model.teams[wl.team].charged
-            found = usages[flavors] = usage_of(wl, flavors, charged)
+            charging = self._model.teams[wl.team].charging
+            found = usages[flavors] = usage_of(wl, flavors, charging)
         return found
 
     def _podset_usage(self, wl: Workload, index: int, flavor: str) -> dict[FR, int]:
         usages = self._of[id(wl)][0].podset_usages
         found = usages.get((index, flavor))
         if found is None:
-            charged = self._model.teams[wl.team].charged
-            found = usages[(index, flavor)] = podset_usage(wl.podsets[index], flavor, charged)
+            charging = self._model.teams[wl.team].charging
+            found = usages[(index, flavor)] = podset_usage(wl.podsets[index], flavor, charging)
         return found
 
     def option(self, wl: Workload, flavor: str) -> Option:

@@ -29,6 +29,7 @@ preemption always ends, whatever mix of reclaim, priority and fair share drives 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -325,12 +326,21 @@ def _short(state: CycleState, team: str, usage: dict[FR, int]) -> set[FR]:
     for fr, value in usage.items():
         if value <= 0:
             continue
-        room = state.fit.flavor_free(fr)
+        room = _node_room(state, fr)
         if fr in state.model.governed:
             room = min(room, tree.available(team, fr))
         if room < value:
             short.add(fr)
     return short or {fr for fr, v in usage.items() if v > 0}
+
+
+def _node_room(state: CycleState, fr: FR) -> float:
+    """Free node room for ``fr`` on its flavor; unbounded for a resource no node offers
+    (counted in quota only: a quota group's, a resource transformation's output), which no
+    node is asked for, so evicting work never has to free it on nodes."""
+    if fr[1] not in state.fit.resources:
+        return math.inf
+    return state.fit.flavor_free(fr)
 
 
 def _hopeless(
@@ -343,7 +353,7 @@ def _hopeless(
     for fr in contested:
         own_gain = _held(state, wl.team, fr) if own_ok else 0
         others_gain = sum(_held(state, team, fr) for team in lenders)
-        room = state.fit.flavor_free(fr) + own_gain + others_gain
+        room = _node_room(state, fr) + own_gain + others_gain
         if fr in state.model.governed:
             quota_room = min(tree.available(wl.team, fr) + others_gain, state.ceiling(wl.team, fr))
             room = min(room, int(quota_room) + own_gain)
@@ -377,7 +387,7 @@ def _could_fit_without(
     for fr, value in usage.items():
         if value <= 0:
             continue
-        room = state.fit.flavor_free(fr) + freed.get(fr, 0)
+        room = _node_room(state, fr) + freed.get(fr, 0)
         if fr in state.model.governed:
             room = min(room, tree.available(team, fr) + freed.get(fr, 0))
         if room < value:
@@ -570,7 +580,7 @@ def _may_fit(
     tree = state.tree
     for fr in short:
         gain = freed.get(fr, 0)
-        room = state.fit.flavor_free(fr) + gain
+        room = _node_room(state, fr) + gain
         if fr in state.model.governed:
             ceiling = state.ceiling(team, fr) + (gain if own else 0)
             quota_room = min(tree.available(team, fr) + gain, ceiling)

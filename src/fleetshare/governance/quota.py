@@ -74,6 +74,67 @@ class QuotaNode:
     can_lend: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class Transformation:
+    """A compiled :class:`~fleetshare.policy.schema.ResourceTransformation`: per whole unit of
+    the input, ``outputs`` (milli-units); ``replace``: the input itself is not counted."""
+
+    outputs: tuple[tuple[str, int], ...]
+    replace: bool
+    multiply_by: str | None = None
+
+
+@dataclass(frozen=True)
+class Charging:
+    """How a pod set's requests are charged to quota: the one place this is decided.
+
+    Requests for resources excluded from quota are dropped (``cluster.
+    excluded_resource_prefixes``), the cluster's resource transformations applied per pod (as
+    Kueue computes a workload's requests), and each resource charged to the pod set's node
+    flavor or, for a team's quota-only resource, to its own flavor (``flavors``). Nodes are
+    asked for what the pods request, untouched."""
+
+    flavors: Mapping[str, str] = field(default_factory=dict)
+    """Quota-only resource -> the flavor its requests are charged to (``Team.quota_groups``)."""
+    excluded: tuple[str, ...] = ()
+    transformations: Mapping[str, Transformation] = field(default_factory=dict)
+
+    def requests(self, requests: Mapping[str, int]) -> Mapping[str, int]:
+        """A pod's requests as quota counts them (milli-units)."""
+        if not self.excluded and not self.transformations:
+            return requests
+        excluded = self.excluded
+        out: dict[str, int] = {}
+        for name, amount in requests.items():
+            if excluded and name.startswith(excluded):
+                continue
+            change = self.transformations.get(name)
+            if change is None:
+                out[name] = out.get(name, 0) + amount
+                continue
+            units = -(-amount // MILLI)  # whole units, rounded up (Kueue's Quantity.Value)
+            if change.multiply_by is not None and change.multiply_by in requests:
+                units *= -(-requests[change.multiply_by] // MILLI)
+            for output, per_unit in change.outputs:
+                out[output] = out.get(output, 0) + per_unit * units
+            if not change.replace:
+                out[name] = out.get(name, 0) + amount
+        return out
+
+    def usage(self, podset: PodSet, flavor: str) -> dict[FR, int]:
+        """What ``podset`` counts in quota with its pods on ``flavor``, per (flavor, resource)."""
+        flavors = self.flavors
+        out: dict[FR, int] = {}
+        for resource, amount in self.requests(podset.requests).items():
+            key = (flavors.get(resource, flavor) if flavors else flavor, resource)
+            out[key] = out.get(key, 0) + amount * podset.count
+        return out
+
+
+NO_CHARGING = Charging()
+"""Requests counted as they are, each on the pod set's flavor."""
+
+
 @dataclass(frozen=True)
 class NamespaceSelector:
     """A team's namespace selector (``Team.namespace_selector``): every label given and every
@@ -113,8 +174,9 @@ class TeamRules:
     flavor with nodes, those first."""
     covered: frozenset[str] | None = None
     """The only resources its work may request (None: any); see :meth:`unavailable`."""
-    charged: Mapping[str, str] = field(default_factory=dict)
-    """Quota-only resource -> the flavor its requests are charged to (``Team.quota_groups``)."""
+    charging: Charging = NO_CHARGING
+    """How its work's requests count in its quota (quota-only resources, the cluster's
+    exclusions and transformations)."""
     strict_fifo: bool = False
     """StrictFIFO: the first of its workloads (in queue order) that cannot be admitted blocks
     the rest of its queue (``Team.queueing_strategy``)."""
@@ -213,11 +275,12 @@ class TeamRules:
         Kueue leaves such work pending ("resource ... unavailable in ClusterQueue")."""
         if self.covered is None:
             return None
+        requests = self.charging.requests
         missing = sorted(
             {
                 r
                 for ps in workload.podsets
-                for r, amount in ps.requests.items()
+                for r, amount in requests(ps.requests).items()
                 if amount > 0 and r not in self.covered
             }
         )
@@ -238,6 +301,14 @@ class QuotaModel:
     governed: frozenset[FR]
     quota_only: frozenset[str] = frozenset()
     """Resources counted as quota only (in some team's ``quota_groups``): not asked of nodes."""
+    derived: frozenset[str] = frozenset()
+    """Resources only resource transformations produce (their outputs, which pods do not
+    request): quota has them, nodes do not offer them."""
+
+    @property
+    def not_offered(self) -> frozenset[str]:
+        """Resources quota counts that no node is meant to offer (quota-only, derived)."""
+        return self.quota_only | self.derived
 
     @cached_property
     def _topology_levels(self) -> dict[str, tuple[str, ...] | None]:
@@ -526,6 +597,15 @@ def compile_policy(
         unknown = sorted(quota_flavors - known)
         if unknown:
             raise PolicyError([("teams[*].quota_groups", f"undefined flavors: {unknown}")])
+    excluded = tuple(policy.cluster.excluded_resource_prefixes)
+    transformations = {
+        t.input: Transformation(
+            tuple((name, parse_quantity(v)) for name, v in t.outputs.items()),
+            t.strategy == "Replace",
+            t.multiply_by,
+        )
+        for t in policy.cluster.resource_transformations
+    }
     nodes: dict[str, QuotaNode] = {}
     for g in policy.groups:
         borrow, idle = _borrow_limits(g.borrow_limits, group_quota[g.name], governed)
@@ -550,7 +630,9 @@ def compile_policy(
         )
         own_order = list(dict.fromkeys(e.flavor for e in t.quota))
         rest = sorted(known - set(own_order))
-        charged = {r: g.flavor for g in t.quota_groups for r in g.resources}
+        charging = Charging(
+            {r: g.flavor for g in t.quota_groups for r in g.resources}, excluded, transformations
+        )
         listed = own_order + rest if t.flavors is None else t.flavors
         node_order = [f for f in listed if f not in quota_flavors]
         borrow_within = (
@@ -571,7 +653,7 @@ def compile_policy(
             flavor_order=tuple(node_order),
             flavors_listed=t.flavors is not None,
             covered=None if t.covered_resources is None else frozenset(t.covered_resources),
-            charged=charged,
+            charging=charging,
             strict_fifo=t.queueing_strategy == QueueingStrategy.STRICT_FIFO,
             borrow_within=borrow_within,
             borrow_max_priority=t.borrow_within_cohort.max_priority_threshold,
@@ -589,7 +671,10 @@ def compile_policy(
         )
     quota_only = frozenset(r for t in policy.teams for g in t.quota_groups for r in g.resources)
     node_flavors = tuple(f for f in flavors if f.name not in quota_flavors)
-    return QuotaModel(node_flavors, implicit, nodes, teams, frozenset(governed), quota_only)
+    derived = frozenset(o for t in transformations.values() for o, _ in t.outputs)
+    return QuotaModel(
+        node_flavors, implicit, nodes, teams, frozenset(governed), quota_only, derived
+    )
 
 
 def govern_nodes(

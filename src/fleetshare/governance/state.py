@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetshare.governance.quota import FR, QuotaModel
+from fleetshare.governance.quota import FR, NO_CHARGING, Charging, QuotaModel
 from fleetshare.governance.snapshot import Running, Snapshot
 from fleetshare.governance.tree import QuotaTree
 from fleetshare.model.node import Node
@@ -31,27 +31,21 @@ CAPACITY_BELOW_QUOTA = "capacity-below-quota"
 
 
 def usage_of(
-    workload: Workload, flavors: Sequence[str], charged: Mapping[str, str] | None = None
+    workload: Workload, flavors: Sequence[str], charging: Charging | None = None
 ) -> dict[FR, int]:
-    """What a workload requests, per (flavor, resource), with pod set i on ``flavors[i]``;
-    a resource in ``charged`` (its team's quota-only resources) on the flavor given there."""
+    """What a workload counts in quota, per (flavor, resource), with pod set i on
+    ``flavors[i]``, as its team's ``charging`` says (default: requests as they are)."""
+    charging = charging or NO_CHARGING
     out: dict[FR, int] = {}
     for flavor, podset in zip(flavors, workload.podsets, strict=True):
-        for resource, amount in podset.requests.items():
-            key = (charged.get(resource, flavor) if charged else flavor, resource)
-            out[key] = out.get(key, 0) + amount * podset.count
+        for key, amount in charging.usage(podset, flavor).items():
+            out[key] = out.get(key, 0) + amount
     return out
 
 
-def podset_usage(
-    podset: PodSet, flavor: str, charged: Mapping[str, str] | None = None
-) -> dict[FR, int]:
-    """What one pod set requests on ``flavor``, per (flavor, resource) (as :func:`usage_of`)."""
-    out: dict[FR, int] = {}
-    for resource, amount in podset.requests.items():
-        key = (charged.get(resource, flavor) if charged else flavor, resource)
-        out[key] = out.get(key, 0) + amount * podset.count
-    return out
+def podset_usage(podset: PodSet, flavor: str, charging: Charging | None = None) -> dict[FR, int]:
+    """What one pod set counts in quota on ``flavor`` (as :func:`usage_of`)."""
+    return (charging or NO_CHARGING).usage(podset, flavor)
 
 
 @dataclass(slots=True, eq=False)
@@ -194,7 +188,8 @@ class CycleState:
                 continue
             if above_priority is not None and wl.priority <= above_priority:
                 continue
-            asked = sum(ps.count * ps.requests.get(resource, 0) for ps in wl.podsets)
+            requests = self.model.teams[team].charging.requests
+            asked = sum(ps.count * requests(ps.requests).get(resource, 0) for ps in wl.podsets)
             if 0 < asked <= room:
                 return True
         return False
@@ -207,7 +202,7 @@ class CycleState:
         entry = Admitted(
             wl,
             flavors,
-            usage_of(wl, flavors, rules.charged if rules else None),
+            usage_of(wl, flavors, rules.charging if rules else None),
             self.fit.plan_of(running.assignment.placement, running.assignment.gpus),
             running.admitted_at,
         )
@@ -231,7 +226,7 @@ class CycleState:
             flavors = running.assignment.flavors
             if known is None:
                 rules = self.model.teams.get(wl.team)
-                known = usage_of(wl, flavors, rules.charged if rules else None)
+                known = usage_of(wl, flavors, rules.charging if rules else None)
             entry = Admitted(
                 wl,
                 flavors,
@@ -290,15 +285,15 @@ class CycleState:
         return [
             fr
             for fr in frs
-            if fr[1] not in self.model.quota_only
+            if fr[1] not in self.model.not_offered
             and self.tree.allocated.get(fr, 0) > self.capacity.get(fr, 0)
         ]
 
     def _oversubscription(self) -> list[Reason]:
         out = []
         for fr in sorted(self.model.governed):
-            if fr[1] in self.model.quota_only:
-                continue  # counted as quota only: no node offers it
+            if fr[1] in self.model.not_offered:
+                continue  # counted in quota only: no node offers it
             allocated = self.tree.allocated.get(fr, 0)
             cap = self.capacity.get(fr, 0)
             if allocated > cap:

@@ -30,7 +30,10 @@ Mapping, Kueue -> fleetshare:
   ``local_queue_weights``; ``stopPolicy`` -> ``local_queue_stop_policies``.
 - ``WorkloadPriorityClass`` -> :class:`PriorityClass` (weight = value, rescaled into 0–100 when
   a value falls outside it, keeping order and distinctness).
-- kueue ``Configuration`` ``fairSharing`` -> ``cluster.fair_share`` (off without it);
+- kueue ``Configuration`` ``resources``: ``transformations`` (input, strategy, outputs,
+  multiplyBy) -> ``cluster.resource_transformations``, ``excludeResourcePrefixes`` ->
+  ``cluster.excluded_resource_prefixes``;
+  ``fairSharing`` -> ``cluster.fair_share`` (off without it);
   ``admissionFairSharing`` (``usageHalfLifeTime``, ``usageSamplingInterval`` as Go durations,
   ``resourceWeights``) -> ``cluster.admission_fair_sharing``. In Kueue only quota that queues
   lend can be borrowed, so ``cluster.idle_resource_sharing`` is off. Kueue has no starvation
@@ -82,6 +85,7 @@ from fleetshare.policy.schema import (
     QuotaEntry,
     QuotaGroup,
     ReclaimPolicy,
+    ResourceTransformation,
     SharingStrategy,
     StopPolicy,
     Team,
@@ -188,7 +192,7 @@ def import_kueue(source: str | list[dict[str, Any]], report: ImportReport | None
     queues = _local_queues(by_kind["LocalQueue"].values(), set(by_kind["ClusterQueue"]), report)
     classes, priority_of = _priority_classes(by_kind["WorkloadPriorityClass"].values(), report)
     configurations = [obj for obj in objects if obj.kind == "Configuration"]
-    fair_share, admission = _configuration(configurations, report)
+    fair_share, admission, resources = _configuration(configurations, report)
     teams = [
         _team(obj, flavor_names, labels, queues.get(name, _LocalQueues()), priority_of, report)
         for name, obj in by_kind["ClusterQueue"].items()
@@ -206,6 +210,8 @@ def import_kueue(source: str | list[dict[str, Any]], report: ImportReport | None
             idle_resource_sharing=False,
             flavors=flavors,
             admission_fair_sharing=admission,
+            resource_transformations=resources.transformations,
+            excluded_resource_prefixes=resources.excluded,
             starvation_guard_seconds=None,  # Kueue has no such guard (see _cluster_note)
         )
         return Policy(cluster=cluster, groups=groups, teams=teams, notes=report.notes)
@@ -1006,14 +1012,22 @@ def rescale_priorities(values: Mapping[str, int]) -> dict[str, int]:
     return {name: weight[value] for name, value in values.items()}
 
 
+@dataclass
+class _Resources:
+    """The Configuration's ``resources``: transformations and excluded resource prefixes."""
+
+    transformations: list[ResourceTransformation] = field(default_factory=list)
+    excluded: list[str] = field(default_factory=list)
+
+
 def _configuration(
     objects: list[_Object], report: ImportReport
-) -> tuple[bool, AdmissionFairSharing | None]:
-    """The kueue Configuration's ``fairSharing`` and ``admissionFairSharing``."""
+) -> tuple[bool, AdmissionFairSharing | None, _Resources]:
+    """The kueue Configuration's ``fairSharing``, ``admissionFairSharing`` and ``resources``."""
     if len(objects) > 1:
         report.problem(objects[1].ref, "only one kueue Configuration may be given")
     if not objects:
-        return False, None
+        return False, None, _Resources()
     obj = objects[0]
     setting = "Kueue controller setting with no fleetshare equivalent; ignored"
     for key, value in obj.doc.items():
@@ -1022,13 +1036,79 @@ def _configuration(
             report.map(path)
         elif key == "metadata" and isinstance(value, dict):
             _metadata(value, path, False, report)
-        elif key not in ("fairSharing", "admissionFairSharing"):
+        elif key not in ("fairSharing", "admissionFairSharing", "resources"):
             report.note(path, setting)
     admission = None
     if obj.doc.get("admissionFairSharing") is not None:
         where = f"{obj.ref}.admissionFairSharing"
         admission = _admission_fair_sharing(obj.doc["admissionFairSharing"], where, report)
-    return _fair_share(obj, report), admission
+    resources = _resources(obj.doc.get("resources"), f"{obj.ref}.resources", report)
+    return _fair_share(obj, report), admission, resources
+
+
+_STRATEGIES = ("Retain", "Replace")
+
+
+def _resources(value: Any, where: str, report: ImportReport) -> _Resources:
+    """``resources``: ``excludeResourcePrefixes`` and ``transformations`` (input, strategy,
+    outputs, multiplyBy), as Kueue applies them to every workload's requests."""
+    spec = _mapping(value, where, report)
+    handled = ("excludeResourcePrefixes", "transformations")
+    _unknown_fields(spec, where, handled, {}, report)
+    out = _Resources()
+    for i, prefix in enumerate(
+        _list(spec.get("excludeResourcePrefixes"), f"{where}.excludeResourcePrefixes", report)
+    ):
+        if not isinstance(prefix, str) or not prefix:
+            report.problem(f"{where}.excludeResourcePrefixes[{i}]", "a resource name prefix")
+        else:
+            out.excluded.append(prefix)
+    seen: set[str] = set()
+    for i, item in enumerate(
+        _list(spec.get("transformations"), f"{where}.transformations", report)
+    ):
+        found = _transformation(item, f"{where}.transformations[{i}]", report)
+        if found is None:
+            continue
+        if found.input in seen:
+            report.problem(
+                f"{where}.transformations[{i}].input", f"{found.input!r} is transformed twice"
+            )
+            continue
+        seen.add(found.input)
+        out.transformations.append(found)
+    return out
+
+
+def _transformation(value: Any, where: str, report: ImportReport) -> ResourceTransformation | None:
+    """One ``transformations`` entry (None, with a problem, when invalid)."""
+    item = _mapping(value, where, report)
+    handled = ("input", "strategy", "outputs", "multiplyBy")
+    _unknown_fields(item, where, handled, {}, report)
+    name = item.get("input")
+    if not isinstance(name, str) or not name:
+        report.problem(f"{where}.input", "required (a resource name)")
+        return None
+    strategy = item.get("strategy", "Retain")
+    if strategy not in _STRATEGIES:
+        report.problem(f"{where}.strategy", f"must be one of {', '.join(_STRATEGIES)}")
+        return None
+    outputs: dict[str, Quantity] = {}
+    given = _mapping(item.get("outputs"), f"{where}.outputs", report)
+    if "outputs" in item:
+        report.map(f"{where}.outputs")
+    for output, amount in given.items():
+        quantity = _quantity(amount, f"{where}.outputs.{output}", report)
+        if quantity is None:
+            return None
+        outputs[str(output)] = quantity
+    multiply_by = item.get("multiplyBy")
+    if multiply_by is not None and (not isinstance(multiply_by, str) or not multiply_by):
+        report.problem(f"{where}.multiplyBy", "a resource name")
+        return None
+    return ResourceTransformation(
+        input=name, strategy=strategy, outputs=outputs, multiply_by=multiply_by
+    )
 
 
 def _duration(value: Any, where: str, report: ImportReport) -> float | None:

@@ -183,6 +183,25 @@ class LabelSelector(_Strict):
     match_expressions: list[LabelRequirement] = Field(default_factory=list)
 
 
+class ResourceTransformation(_Strict):
+    """How a pod's request for ``input`` counts in quota (Kueue Configuration
+    ``resources.transformations``): each whole unit of it (the request rounded up, times the
+    pod's whole units of ``multiply_by`` when given) adds ``outputs`` (amounts per unit); with
+    strategy Replace the input itself is not counted, with Retain it is, besides. Nodes are
+    still asked for what the pod requests."""
+
+    input: str = Field(min_length=1)
+    strategy: Literal["Retain", "Replace"] = "Retain"
+    outputs: dict[str, Quantity] = Field(default_factory=dict)
+    multiply_by: str | None = Field(default=None, min_length=1)
+
+    @field_validator("outputs")
+    @classmethod
+    def _quantities(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
+        check_quantities(value)
+        return value
+
+
 class PriorityClass(_Strict):
     """A named priority; higher weight is admitted first and may preempt lower."""
 
@@ -244,12 +263,31 @@ class ClusterPolicy(_Strict):
         "used only by borrowing: with idle_resource_sharing, by teams that may borrow, within "
         "their borrow limits; HyperPod governs every instance type of the cluster so)",
     )
+    resource_transformations: list[ResourceTransformation] = Field(
+        default_factory=list,
+        description="how pod requests count in quota (Kueue's resources.transformations): "
+        "one per input resource",
+    )
+    excluded_resource_prefixes: list[str] = Field(
+        default_factory=list,
+        description="resources whose name starts with one of these are not counted in quota "
+        "(Kueue's resources.excludeResourcePrefixes); nodes are still asked for them",
+    )
     placement: Placement = Field(
         default="default",
         description="how admitted pods are placed on nodes and GPUs: default (a pod set on the "
         "tightest node that holds it, else spread over the roomiest), first_fit, best_fit or "
         "fgd (fragmentation gradient descent); see docs/architecture.md",
     )
+
+    @field_validator("resource_transformations")
+    @classmethod
+    def _one_per_input(cls, value: list[ResourceTransformation]) -> list[ResourceTransformation]:
+        inputs = [t.input for t in value]
+        dupes = sorted({i for i in inputs if inputs.count(i) > 1})
+        if dupes:
+            raise ValueError(f"one transformation per input resource; repeated: {', '.join(dupes)}")
+        return value
 
     @field_validator("priority_classes")
     @classmethod
