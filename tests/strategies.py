@@ -94,6 +94,8 @@ class PodSetDesc:
     cpu_milli: int
     pool: str | None = None
     """The flavor whose nodes it selects (``labels`` mode only), if any."""
+    min_count: int | None = None
+    """Partial admission: as few pods as this may run (``kueue`` cases only)."""
 
     def node_selector(self) -> dict[str, str]:
         return {} if self.pool is None else {LABEL_KEY: self.pool}
@@ -227,7 +229,13 @@ class Case:
                     name=w.name,
                     team=w.team,
                     podsets=tuple(
-                        PodSet(f"ps{i}", ps.count, ps.requests(), ps.node_selector())
+                        PodSet(
+                            f"ps{i}",
+                            ps.count,
+                            ps.requests(),
+                            ps.node_selector(),
+                            min_count=ps.min_count,
+                        )
                         for i, ps in enumerate(w.podsets)
                     ),
                     submit_time=float(w.submit_at),
@@ -271,6 +279,7 @@ class Case:
                         "requests": ps.spec_requests(),
                         "node_selector": ps.node_selector(),
                     }
+                    | ({"min_count": ps.min_count} if ps.min_count is not None else {})
                     for j, ps in enumerate(w.podsets)
                 ],
             }
@@ -343,7 +352,7 @@ def cases(
     """A random case; ``contended`` packs it: 2-3 small nodes, 2 teams, everything submitted
     within 20 s, so that teams compete for the same GPUs in the same cycles. ``kueue`` adds
     Kueue's queue settings: StrictFIFO, borrowWithinCohort (with a threshold or not), stop
-    policies; ``mode``
+    policies, pod sets that partial admission may shrink; ``mode``
     fixes the flavor mode (``labels``: pod sets may select different flavors)."""
     if mode is None:
         mode = "default" if friendly else draw(st.sampled_from(("default", "labels", "instance")))
@@ -420,6 +429,9 @@ def cases(
                 break
             count = draw(st.integers(1, pods_left))
             pods_left -= count
+            least = None
+            if kueue and count > 1 and draw(st.booleans()):  # partial admission
+                least = draw(st.integers(1, count - 1))
             if friendly:
                 podsets.append(PodSetDesc(count, 1, draw(st.sampled_from((500, 1000)))))
             else:
@@ -430,6 +442,7 @@ def cases(
                         draw(st.sampled_from((500, 1000, 2000, 4000))),
                         # pod sets of one workload that select different flavors
                         draw(st.sampled_from((None, None, *flavors))) if mode == "labels" else None,
+                        least,
                     )
                 )
         workloads.append(

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from fleetshare.governance.partial import counts_after, largest_fit, reducible
 from fleetshare.governance.quota import Charging, compile_policy
 from fleetshare.model.workload import PodSet, Workload
 from fleetshare.policy.kueue import NO_NAMESPACE, import_kueue
@@ -349,3 +350,101 @@ def test_covered_resources_are_those_of_the_transformed_requests() -> None:
     out = run_case(policy, nodes, jobs, until=10)["workloads"]
     assert out["fits"]["state"] == "admitted"
     assert "mem" in out["over"]["pending_reason"]  # 10 + 5 > 10
+
+
+# --- partial admission -------------------------------------------------------------------------
+
+
+def test_the_reducer_takes_pods_off_the_last_pod_set_first() -> None:
+    wl = Workload(
+        "w",
+        "a",
+        (
+            PodSet("a", 4, {"cpu": 1000}, min_count=2),
+            PodSet("b", 3, {"cpu": 1000}),
+            PodSet("c", 5, {"cpu": 1000}, min_count=1),
+        ),
+    )
+    deltas = reducible(wl)
+    assert deltas == (2, 0, 4)
+    assert counts_after(wl, deltas, 3) == (4, 3, 2)
+    assert counts_after(wl, deltas, 5) == (3, 3, 1)
+    assert counts_after(wl, deltas, 6) == (2, 3, 1)
+    fits = lambda counts: sum(counts) <= 8  # noqa: E731
+    assert largest_fit(wl, fits) == (4, 3, 1)
+    assert largest_fit(wl, lambda counts: sum(counts) <= 7) == (3, 3, 1)
+    assert largest_fit(wl, lambda counts: False) is None
+
+
+def partial_case(**extra: Any) -> dict[str, Any]:
+    policy = {
+        "cluster": {
+            "priority_classes": [{"name": "low", "weight": 1}, {"name": "high", "weight": 9}]
+        },
+        "teams": [
+            {
+                "name": "a",
+                "quota": [{"resources": {"cpu": 8}}],
+                "sharing": "DontLend",
+                "preempt_team_tasks": "LowerPriority",
+            }
+        ],
+    }
+    return policy | extra
+
+
+def test_preemption_comes_before_fewer_pods() -> None:
+    """Kueue "will only attempt to decrease the parallelism after both borrowing and
+    preemption was taken into account": the whole job preempts lower-priority work first."""
+    jobs = [
+        job("low", "a", cpu=4, priority="low"),
+        job("wide", "a", at=10, priority="high", pods=8, min_pods=2),
+    ]
+    out = run_case(partial_case(), NODE, jobs, until=50)["workloads"]
+    assert out["wide"]["admitted_pods"] == {"main": 8}
+    assert out["low"]["preemptions"] == [{"at": 10, "by": "wide", "reason": "priority"}]
+
+
+def test_a_partially_admitted_workload_is_requeued_whole() -> None:
+    """Evicted, a Job gets its parallelism back (Kueue restores it): it is considered again
+    with every pod, and admitted with as many as then fit (here 2, beside its preemptor)."""
+    jobs = [
+        job("holder", "a", cpu=5, priority="low"),
+        job("part", "a", at=1, priority="low", pods=6, min_pods=2),
+        job("boss", "a", at=20, priority="high", cpu=6),
+    ]
+    out = run_case(partial_case(), NODE, jobs, until=300)
+    part = out["workloads"]["part"]
+    assert [p["by"] for p in part["preemptions"]] == ["boss"]
+    admits = [e["pods"] for e in out["events"] if e["event"] == "admit" and e["workload"] == "part"]
+    assert admits == [{"main": 3}, {"main": 2}]
+    assert part["admitted_pods"] == {"main": 2}
+
+
+def test_partial_admission_from_a_job_annotation() -> None:
+    from fleetshare.manifests import ManifestError, parse_manifests
+    from fleetshare.manifests.parse import Document
+
+    def job_doc(least: str, kind: str = "Job", api: str = "batch/v1") -> dict[str, Any]:
+        return {
+            "apiVersion": api,
+            "kind": kind,
+            "metadata": {
+                "name": "j",
+                "labels": {"fleetshare.io/team": "a"},
+                "annotations": {"kueue.x-k8s.io/job-min-parallelism": least},
+            },
+            "spec": {
+                "parallelism": 4,
+                "template": {
+                    "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": 1}}}]}
+                },
+            },
+        }
+
+    (mw,) = parse_manifests([Document("d", job_doc("2"))])
+    assert mw.podsets[0].min_count == 2
+    assert not any("min-parallelism" in n for n in mw.notes)
+    for bad in ("0", "4", "two"):
+        with pytest.raises(ManifestError, match="job-min-parallelism"):
+            parse_manifests([Document("d", job_doc(bad))])

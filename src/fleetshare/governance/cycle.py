@@ -33,6 +33,7 @@ from fleetshare.governance.ordering import (
     MergeOrder,
     ShapeFailures,
 )
+from fleetshare.governance.partial import Counts, largest_fit
 from fleetshare.governance.preemption import (
     Victim,
     contested_pairs,
@@ -40,8 +41,8 @@ from fleetshare.governance.preemption import (
     may_have_own,
 )
 from fleetshare.governance.preemption_cache import Attempt, FailedPreemptions
-from fleetshare.governance.queues import PendingMap, QueueKey
-from fleetshare.governance.quota import FR, QuotaModel
+from fleetshare.governance.queues import PendingMap, QueueKey, Shape
+from fleetshare.governance.quota import FR, QuotaModel, TeamRules
 from fleetshare.governance.snapshot import (
     Admission,
     Assignment,
@@ -121,6 +122,10 @@ class Cycle:
             prefixes = {uid: (0, p, team) for uid, (team, p) in carry.prefixes.items()}
         self._options: list[Option] = []
         """The options of the workload attempted last."""
+        self._probing = False
+        """Options are tried on paper only (partial admission's search): nothing admitted."""
+        self._whole: dict[int, Workload] = {}
+        """A workload with fewer pods being tried (by ``id``) -> the workload itself."""
         self._held: str | None = None
         self._keeping = False
         self._ahead = FailedAhead(model)
@@ -321,6 +326,24 @@ class Cycle:
         if not flavors and (split is None or not all(split)):
             self._pend(wl, self.flavors.none_eligible(wl))
             return
+        reason, options = self._search(wl, rules, flavors, split)
+        if reason is None or self._partially(wl, rules):
+            return
+        self._pend(wl, reason)
+        self._options = options
+        if self.guard.reserve(wl, options[0]):
+            self.failures.version += 1  # a reservation may hold back what failed otherwise
+
+    def _search(
+        self,
+        wl: Workload,
+        rules: TeamRules,
+        flavors: tuple[str, ...],
+        split: tuple[tuple[str, ...], ...] | None,
+    ) -> tuple[str | None, list[Option]]:
+        """Try ``wl``'s options: placement within quota, borrowing, preemption (admitting it,
+        or, probing, only finding that it would be). None and the options when it was; else
+        why not."""
         problems: list[str] = []
         options: list[Option] = []
         placed: set[int] = set()
@@ -338,7 +361,7 @@ class Cycle:
             if option.mode == WITHIN or (option.mode == BORROWING and rules.stop_at_borrowing):
                 placed.add(index)
                 if self._try_place(wl, option, problems):
-                    return
+                    return None, options
             elif (
                 option.mode != BORROWING
                 and rules.stop_at_preemption
@@ -348,7 +371,7 @@ class Cycle:
                 if option.problem:
                     problems.append(option.problem)
                 if self.guard.held_by(wl, option) is None and self._try_preemption(wl, option):
-                    return
+                    return None, options
         if split is not None:  # pod sets admitted by different flavors: Kueue's assignment
             assigned = self.flavors.assign(wl)
             if assigned is not None:
@@ -356,29 +379,56 @@ class Cycle:
                 if assigned.mode == WITHIN:
                     placed.add(len(options) - 1)
                     if self._try_place(wl, assigned, problems):
-                        return
+                        return None, options
         for index, option in enumerate(options):
             if option.mode == BORROWING and index not in placed:
                 placed.add(index)
                 if self._try_place(wl, option, problems):
-                    return
+                    return None, options
         for index, option in enumerate(options):
             if index in preempted:
                 continue
             if option.problem:
                 problems.append(option.problem)
             if self.guard.held_by(wl, option) is None and self._try_preemption(wl, option):
-                return
+                return None, options
         if self._held is None and options:
             # quota is checked before the nodes: say first when no node could ever hold a pod
             larger = [self.state.fit.larger_than_every_node(o.flavors, wl.podsets) for o in options]
             if all(larger) and not any(str(larger[0]) in p for p in problems):
                 problems.insert(0, str(larger[0]))
-        reason = self._held or "; ".join(dict.fromkeys(problems)) or "does not fit"
-        self._pend(wl, reason)
-        self._options = options
-        if self.guard.reserve(wl, options[0]):
-            self.failures.version += 1  # a reservation may hold back what failed otherwise
+        return self._held or "; ".join(dict.fromkeys(problems)) or "does not fit", options
+
+    def _partially(self, wl: Workload, rules: TeamRules) -> bool:
+        """Partial admission (``partial.py``): when ``wl`` does not fit whole and a pod set may
+        run with fewer pods, admit it with the most pods that fit (found on paper, each
+        count tried as in full), if some count does. True if admitted."""
+        if not any(ps.min_count is not None for ps in wl.podsets):
+            return False
+        shapes: dict[Counts, Shape] = {}
+
+        def attempt(counts: Counts, probe: bool) -> bool:
+            reduced = wl.with_counts(counts)
+            shape = shapes.get(counts)
+            if shape is None:
+                shape = shapes[counts] = Shape(("partial", counts), wl.team)
+            self._of[id(reduced)] = (shape, self._of[id(wl)][1], reduced)
+            self._whole[id(reduced)] = wl
+            self._probing = probe
+            try:
+                flavors, split = self.flavors.admits(reduced)
+                if not flavors and (split is None or not all(split)):
+                    return False
+                return self._search(reduced, rules, flavors, split)[0] is None
+            finally:
+                self._probing = False
+                del self._of[id(reduced)], self._whole[id(reduced)]
+
+        try:
+            counts = largest_fit(wl, lambda c: attempt(c, probe=True))
+            return counts is not None and attempt(counts, probe=False)
+        finally:
+            self.flavors.forget(shape.uid for shape in shapes.values())
 
     def _try_place(self, wl: Workload, option: Option, problems: list[str]) -> bool:
         """Admit if the pods fit and no starving workload holds this one back."""
@@ -391,7 +441,8 @@ class Cycle:
         if isinstance(plan, NoFit):
             problems.append(plan.message + self._overcommitted_note(wl, option))
             return False
-        self._admit(wl, option, plan)
+        if not self._probing:
+            self._admit(wl, option, plan)
         return True
 
     def _overcommitted_note(self, wl: Workload, option: Option) -> str:
@@ -419,11 +470,15 @@ class Cycle:
         victims: list[Victim] = (),  # type: ignore[assignment]
     ) -> None:
         tree = self.state.tree
+        whole = self._whole.get(id(wl), wl)  # ``wl`` with fewer pods, if partially admitted
+        counts = tuple(ps.count for ps in wl.podsets) if whole is not wl else ()
         before = {fr: tree.borrowed(wl.team, fr) for fr in option.usage}
-        entry = Admitted(wl, option.flavors, option.usage, plan, self.snapshot.now, True)
+        entry = Admitted(
+            whole, option.flavors, option.usage, plan, self.snapshot.now, True, podsets=wl.podsets
+        )
         self.state.admit(entry)
         if self.fair is not None and self.model.teams[wl.team].fair_admission:
-            self.fair.admitted(wl)
+            self.fair.admitted(whole)
         self.failures.version += 1  # what failed before may fit now
         self.guard.reservations.release(wl.name)
         borrowed: dict[str, int] = {}
@@ -437,8 +492,9 @@ class Cycle:
             self.result.preemptions.append(
                 Preemption(victim.entry.workload, wl.name, victim.reason, self._why(victim, wl))
             )
-        assignment = Assignment(option.flavors, self.state.fit.names(plan), tuple(plan.gpus))
-        self.result.admissions.append(Admission(wl, assignment, borrowed))
+        names = self.state.fit.names(plan)
+        assignment = Assignment(option.flavors, names, tuple(plan.gpus), counts)
+        self.result.admissions.append(Admission(whole, assignment, borrowed))
 
     def _why(self, victim: Victim, by: Workload) -> str:
         v = victim.entry.workload
@@ -516,7 +572,12 @@ class Cycle:
         return fits
 
     def _preempt(self, wl: Workload, option: Option, victims: list[Victim]) -> bool:
-        """Admit ``wl`` in the room its victims (already removed from the state) made."""
+        """Admit ``wl`` in the room its victims (already removed from the state) made
+        (probing a partial admission's count: put them back, it would be admitted)."""
+        if self._probing:
+            for victim in victims:
+                self.state.restore(victim.entry)
+            return True
         self._evictions += 1
         self._ahead.evicted()
         for victim in victims:

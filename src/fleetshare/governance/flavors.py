@@ -26,6 +26,7 @@ flavor. Each :class:`Option` says whether it is within the team's quota, borrowi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fleetshare.governance.queues import QueueKey, Shape
@@ -104,6 +105,11 @@ class Flavors:
         if not rules.flavors_listed:
             order += sorted(with_nodes - set(order))
         return order
+
+    def forget(self, shapes: Iterable[int]) -> None:
+        """Drop what is cached for ``shapes`` (uids of shapes that end with the cycle)."""
+        for uid in shapes:
+            self._cache.pop(uid, None)
 
     def admits(self, wl: Workload) -> Admits:
         """The flavors admitting every pod set, and per pod set those admitting it when they

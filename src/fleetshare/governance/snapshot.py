@@ -30,6 +30,9 @@ class Assignment:
     gpus: tuple[tuple[tuple[int, ...], ...], ...] = ()
     """Per pod set, per placement pair, the GPU index of each pod's GPU share (empty when no
     pod set asks for a share, or when the backend does not know them)."""
+    counts: tuple[int, ...] = ()
+    """Per pod set, the pods admitted, when partial admission admitted fewer than asked (the
+    operator sets a Job's parallelism to it); empty: every pod."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +42,11 @@ class Running:
     workload: Workload
     assignment: Assignment
     admitted_at: float
+
+    def admitted(self) -> Workload:
+        """The workload as admitted: with the assignment's pod counts (partial admission)."""
+        counts = self.assignment.counts
+        return self.workload.with_counts(counts) if counts else self.workload
 
 
 @dataclass(frozen=True, slots=True)

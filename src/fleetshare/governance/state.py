@@ -59,6 +59,13 @@ class Admitted:
     admitted_at: float
     this_cycle: bool = False
     removed: bool = field(default=False)
+    podsets: tuple[PodSet, ...] = ()
+    """The pod sets as admitted (fewer pods under partial admission); the workload's own
+    when not given."""
+
+    def __post_init__(self) -> None:
+        if not self.podsets:
+            self.podsets = self.workload.podsets
 
 
 def amount(fr: FR, value: int) -> str:
@@ -157,7 +164,7 @@ class CycleState:
     def _set_target(self) -> None:
         """FGD's target workload: the pods of the running and pending work."""
         if self.cluster.placement == "fgd":
-            running = (ps for e in self.admitted.values() for ps in e.workload.podsets)
+            running = (ps for e in self.admitted.values() for ps in e.podsets)
             pending = (ps for wl in self._pending for ps in wl.podsets)
             self.fit.set_target(itertools.chain(running, pending))
 
@@ -197,20 +204,22 @@ class CycleState:
     def load(self, running: Running) -> Admitted:
         """Take the quota and node resources of a running workload."""
         wl = running.workload
+        admitted = running.admitted()
         flavors = running.assignment.flavors
         rules = self.model.teams.get(wl.team)
         entry = Admitted(
             wl,
             flavors,
-            usage_of(wl, flavors, rules.charging if rules else None),
+            usage_of(admitted, flavors, rules.charging if rules else None),
             self.fit.plan_of(running.assignment.placement, running.assignment.gpus),
             running.admitted_at,
+            podsets=admitted.podsets,
         )
         self.admitted[wl.name] = entry
         self._index(entry)
         if wl.team in self.model.teams:
             self.tree.add(wl.team, entry.usage)
-        self.fit.apply(wl.podsets, entry.plan, 1)
+        self.fit.apply(entry.podsets, entry.plan, 1)
         insort(self.admitted_times, entry.admitted_at)
         return entry
 
@@ -223,16 +232,18 @@ class CycleState:
         per_team: dict[str, dict[FR, int]] = {}
         for running, known in items:
             wl = running.workload
+            admitted = running.admitted()
             flavors = running.assignment.flavors
             if known is None:
                 rules = self.model.teams.get(wl.team)
-                known = usage_of(wl, flavors, rules.charging if rules else None)
+                known = usage_of(admitted, flavors, rules.charging if rules else None)
             entry = Admitted(
                 wl,
                 flavors,
                 dict(known),
                 self.fit.plan_of(running.assignment.placement, running.assignment.gpus),
                 running.admitted_at,
+                podsets=admitted.podsets,
             )
             self.admitted[wl.name] = entry
             self._index(entry)
@@ -243,7 +254,7 @@ class CycleState:
             out.append(entry)
         for team, total in per_team.items():
             self.tree.add(team, total)
-        self.fit.apply_all([(e.workload.podsets, e.plan) for e in out])
+        self.fit.apply_all([(e.podsets, e.plan) for e in out])
         self.admitted_times.extend(e.admitted_at for e in out)
         self.admitted_times.sort()
         return out
@@ -259,7 +270,7 @@ class CycleState:
             self._by_team_flavor[(team, flavor)].remove(entry)
         if team in self.model.teams:
             self.tree.add(team, entry.usage, -1)
-        self.fit.apply(wl.podsets, entry.plan, -1)
+        self.fit.apply(entry.podsets, entry.plan, -1)
         del self.admitted_times[bisect_left(self.admitted_times, entry.admitted_at)]
 
     def _changed(self, team: str) -> None:
@@ -316,7 +327,7 @@ class CycleState:
         self._index(entry)
         self._changed(entry.workload.team)
         self.tree.add(entry.workload.team, entry.usage)
-        self.fit.apply(entry.workload.podsets, entry.plan, 1)
+        self.fit.apply(entry.podsets, entry.plan, 1)
 
     def remove(self, entry: Admitted) -> None:
         """Give back a workload's quota and node resources (preemption)."""
@@ -325,7 +336,7 @@ class CycleState:
         self._changed(entry.workload.team)
         if entry.workload.team in self.model.teams:
             self.tree.add(entry.workload.team, entry.usage, -1)
-        self.fit.apply(entry.workload.podsets, entry.plan, -1)
+        self.fit.apply(entry.podsets, entry.plan, -1)
 
     def restore(self, entry: Admitted) -> None:
         """Undo :meth:`remove`."""
@@ -333,7 +344,7 @@ class CycleState:
         self._changed(entry.workload.team)
         if entry.workload.team in self.model.teams:
             self.tree.add(entry.workload.team, entry.usage)
-        self.fit.apply(entry.workload.podsets, entry.plan, 1)
+        self.fit.apply(entry.podsets, entry.plan, 1)
 
     # -- quota questions -------------------------------------------------------------------
 

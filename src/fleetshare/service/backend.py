@@ -318,6 +318,8 @@ def assignment_json(assignment: Assignment) -> dict[str, Any]:
     }
     if assignment.gpus:  # the GPU of each pod's GPU share
         out["gpus"] = [[list(on) for on in ps] for ps in assignment.gpus]
+    if assignment.counts:  # partial admission: the pods admitted per pod set
+        out["counts"] = list(assignment.counts)
     return out
 
 
@@ -326,6 +328,7 @@ def assignment_from_json(data: dict[str, Any]) -> Assignment:
         tuple(str(f) for f in data["flavors"]),
         tuple(tuple((str(n), int(p)) for n, p in ps) for ps in data["placement"]),
         tuple(tuple(tuple(int(g) for g in on) for on in ps) for ps in data.get("gpus", ())),
+        tuple(int(n) for n in data.get("counts", ())),
     )
 
 

@@ -55,6 +55,8 @@ class RawPodSet:
     name: str
     count: int
     shape: PodShape
+    min_count: int | None = None
+    """Partial admission: as few pods as this may run (a Job's job-min-parallelism)."""
 
 
 @dataclass(frozen=True, slots=True)
