@@ -263,6 +263,13 @@ class SuspendedKind(PodSetKind):
             ops.append({"op": "add", "path": pointer((*path, "nodeSelector")), "value": selector})
         return ops
 
+    def resize_ops(self, obj: Mapping[str, Any], counts: Mapping[str, int]) -> Ops:
+        """The patch running pod sets with ``counts`` pods (by the names :meth:`read` gives):
+        partial admission (Kueue's ``RunWithPodSetsInfo`` setting a count), or giving the
+        counts back (``RestorePodSetsInfo``). None for a kind partial admission does not
+        apply to (only a Job's pod set has a minimum count)."""
+        return []
+
     def restore_ops(self, obj: Mapping[str, Any], old_keys: Sequence[str]) -> Ops:
         """Kueue's ``RestorePodSetsInfo``: the node selector keys injected at admission
         (``old_keys``) taken off, so the object shows what its owner wrote."""

@@ -12,10 +12,12 @@ from typing import Any
 
 from fleetshare.manifests.kinds.base import (
     KindPods,
+    Ops,
     Path,
     RawPodSet,
     SuspendedKind,
     deadline_notes,
+    set_ops,
     spec_of,
     true_condition,
 )
@@ -121,6 +123,14 @@ class Job(SuspendedKind):
 
     def selector_paths(self, obj: Mapping[str, Any]) -> dict[str, Path]:
         return {"main": ("spec", "template", "spec")}
+
+    def resize_ops(self, obj: Mapping[str, Any], counts: Mapping[str, int]) -> Ops:
+        """``spec.parallelism`` set to the pods admitted (Kueue sets it so under partial
+        admission, and restores it on eviction)."""
+        count = counts.get("main")
+        if count is None or (obj.get("spec") or {}).get("parallelism") == count:
+            return []
+        return set_ops(obj, ("spec", "parallelism"), count)
 
     def finished(self, obj: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> bool:
         return true_condition(obj, ("Complete", "Failed")) or job_pods_succeeded(obj, pods)
