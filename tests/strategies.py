@@ -85,6 +85,7 @@ class TeamDesc:
     borrow_within: bool = False
     borrow_threshold: int | None = None
     stop: str = "None"
+    group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,8 @@ class Case:
     workloads: tuple[WorkloadDesc, ...]
     events: tuple[EventDesc, ...] = ()
     friendly: bool = False
+    groups: tuple[tuple[str, float], ...] = ()
+    """Groups (name, fair-share weight) the teams may be in (``kueue`` cases)."""
     _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -197,9 +200,11 @@ class Case:
                         "max_priority_threshold": t.borrow_threshold,
                     },
                     "stop_policy": t.stop,
+                    "group": t.group,
                 }
             )
-        return {"cluster": cluster, "teams": teams}
+        groups = [{"name": g, "fair_share_weight": w} for g, w in self.groups]
+        return {"cluster": cluster, "groups": groups, "teams": teams}
 
     def priority_of(self, name: str | None) -> int:
         if name is None:
@@ -352,7 +357,7 @@ def cases(
     """A random case; ``contended`` packs it: 2-3 small nodes, 2 teams, everything submitted
     within 20 s, so that teams compete for the same GPUs in the same cycles. ``kueue`` adds
     Kueue's queue settings: StrictFIFO, borrowWithinCohort (with a threshold or not), stop
-    policies, pod sets that partial admission may shrink; ``mode``
+    policies, pod sets that partial admission may shrink, teams in weighted groups; ``mode``
     fixes the flavor mode (``labels``: pod sets may select different flavors)."""
     if mode is None:
         mode = "default" if friendly else draw(st.sampled_from(("default", "labels", "instance")))
@@ -410,6 +415,11 @@ def cases(
                 borrow_threshold=draw(st.none() | st.integers(0, 100)) if borrow else None,
                 stop=draw(st.sampled_from(("None",) * 6 + ("Hold", "HoldAndDrain"))),
             )
+    groups: tuple[tuple[str, float], ...] = ()
+    if kueue and draw(st.booleans()):  # teams in groups of their own fair-share weights
+        groups = (("g0", draw(st.sampled_from((1.0, 2.0, 0.5)))), ("g1", 1.0))
+        for i, team in enumerate(teams):
+            teams[i] = replace(team, group=draw(st.sampled_from(("g0", "g1", None))))
 
     n_classes = draw(st.integers(1, 3))
     weights = draw(
@@ -485,6 +495,7 @@ def cases(
         workloads=tuple(workloads),
         events=event_list,
         friendly=friendly,
+        groups=groups,
     )
 
 

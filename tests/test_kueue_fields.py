@@ -14,6 +14,10 @@ import pytest
 
 from fleetshare.governance.partial import counts_after, largest_fit, reducible
 from fleetshare.governance.quota import Charging, compile_policy
+from fleetshare.governance.snapshot import Assignment, Running, Snapshot
+from fleetshare.governance.state import CycleState
+from fleetshare.model.node import Node
+from fleetshare.model.resources import parse_resources
 from fleetshare.model.workload import PodSet, Workload
 from fleetshare.policy.kueue import NO_NAMESPACE, import_kueue
 from fleetshare.policy.schema import LabelSelector, PolicyError, StopPolicy, load_policy
@@ -448,3 +452,93 @@ def test_partial_admission_from_a_job_annotation() -> None:
     for bad in ("0", "4", "two"):
         with pytest.raises(ManifestError, match="job-min-parallelism"):
             parse_manifests([Document("d", job_doc(bad))])
+
+
+# --- cohort fair sharing ----------------------------------------------------------------------
+
+
+def cohort_state(text: str, running: list[tuple[str, dict[str, Any]]]) -> CycleState:
+    policy = import_kueue(text)
+    model = compile_policy(policy, None)
+    nodes = [Node("n", {"cpu": 64_000, "memory": 256 * 2**30 * 1000})]
+    flavor = "default-flavor"
+    loaded = [
+        Running(
+            Workload(f"w{i}", team, (PodSet("main", 1, parse_resources(requests)),)),
+            Assignment((flavor,), ((("n", 1),),)),
+            0.0,
+        )
+        for i, (team, requests) in enumerate(running)
+    ]
+    return CycleState(model, policy.cluster, Snapshot(0.0, nodes, loaded, []))
+
+
+def fair_queue(name: str, cohort: str, cpu: int = 0, memory: str = "0") -> str:
+    return f"""
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: ClusterQueue
+metadata: {{name: {name}}}
+spec:
+  namespaceSelector: {{}}
+  cohort: {cohort}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: default-flavor
+      resources: [{{name: cpu, nominalQuota: {cpu}}}, {{name: memory, nominalQuota: "{memory}"}}]
+"""
+
+
+def test_a_dominant_share_is_per_resource_over_what_the_cohort_could_lend() -> None:
+    """Kueue's dominant resource share: per resource, borrowed over what the parent cohort
+    could lend (10 cpu, 100Gi here), the largest ratio, divided by the weight; cpu and
+    memory compare as fractions, not as amounts (a byte is no more than a core)."""
+    text = (
+        FLAVOR
+        + fair_queue("lender", "all", cpu=10, memory="100Gi")
+        + fair_queue("cores", "all")
+        + fair_queue("bytes", "all")
+    )
+    state = cohort_state(
+        text, [("cores", {"cpu": 4, "memory": "1Gi"}), ("bytes", {"cpu": 1, "memory": "10Gi"})]
+    )
+    assert state.dominant_share("cores") == pytest.approx(0.4)
+    assert state.dominant_share("bytes") == pytest.approx(0.1)
+
+
+def test_a_cohort_weight_divides_its_share_and_orders_its_teams_work() -> None:
+    """A nested cohort's share is its usage beyond its subtree quota over what its parent
+    could lend, divided by its fairSharing.weight; the key ordering a team's work starts with
+    the shares of the cohorts above it that may borrow (the root cohort, which lends to no
+    one and borrows from no one, always 0, is left out)."""
+    cohorts = """
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Cohort
+metadata: {name: root}
+spec:
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: default-flavor
+      resources: [{name: cpu, nominalQuota: 8}, {name: memory, nominalQuota: 32Gi}]
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Cohort
+metadata: {name: heavy}
+spec: {parent: root, fairSharing: {weight: "0.75"}}
+---
+apiVersion: kueue.x-k8s.io/v1beta1
+kind: Cohort
+metadata: {name: light}
+spec: {parent: root, fairSharing: {weight: "0.25"}}
+"""
+    text = FLAVOR + cohorts + fair_queue("h", "heavy") + fair_queue("l", "light")
+    state = cohort_state(text, [("h", {"cpu": 3}), ("l", {"cpu": 1})])
+    assert state.share("heavy") == pytest.approx(3 / 8 / 0.75)
+    assert state.share("light") == pytest.approx(1 / 8 / 0.25)
+    assert state.model.fair_paths["h"] == ("heavy", "h")
+    one = {("default-flavor", "cpu"): 1000}
+    assert state.fair_key("h", one) == pytest.approx((0.5, 4 / 8))
+    assert state.fair_key("l", one) == pytest.approx((0.5, 2 / 8))

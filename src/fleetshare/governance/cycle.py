@@ -108,7 +108,7 @@ class Cycle:
         self.failed_preemption = FailedPreemptions()
         self._evictions = self._drain()
         self._failed_own: dict[OwnSearch, tuple[int, frozenset[FR]]] = {}
-        prefixes: dict[int, tuple[int, tuple[object, ...], str]] = {}
+        prefixes: dict[int, tuple[tuple[int, ...], tuple[object, ...], str]] = {}
         carry, cache.carry = cache.carry, None
         self._carried: dict[int, tuple[str, list[Option]]] = {}
         if (
@@ -119,7 +119,9 @@ class Cycle:
         ):
             self._failed_own = carry.failed_own
             self._carried = carry.failed
-            prefixes = {uid: (0, p, team) for uid, (team, p) in carry.prefixes.items()}
+            prefixes = {
+                uid: (state.key_version(team), p, team) for uid, (team, p) in carry.prefixes.items()
+            }
         self._options: list[Option] = []
         """The options of the workload attempted last."""
         self._probing = False
@@ -245,6 +247,9 @@ class Cycle:
                 self._ahead.failed(wl, self.keys.prefix(wl)[0] == 0)
                 continue
             teams = {wl.team} | {p.workload.team for p in result.preemptions[preempted:]}
+            if self.policy.cluster.fair_share:  # their groups' shares moved too
+                peers = self.model.fair_peers
+                teams = {peer for team in teams for peer in peers.get(team, (team,))}
             quiet = len(result.preemptions) == preempted and failed_preemption.forgets == forgets
             order.admitted(wl, teams, quiet)
         self._finish()
@@ -507,6 +512,12 @@ class Cycle:
                 f"{by.name} (priority {by.priority}) must borrow and preempts borrowed work of "
                 f"lower priority: {v.name} (priority {v.priority}) of {v.team}"
             )
+        mine, theirs = self.model.below_common(by.team, v.team)  # where their paths meet
+        if (mine, theirs) != (by.team, v.team):
+            return (
+                f"fair share: {mine} (of {by.team}) borrows less than {theirs} (of {v.team}) "
+                "(weighted dominant share)"
+            )
         return f"fair share: {by.team} borrows less than {v.team} (weighted dominant share)"
 
     def _attempt_of(self, wl: Workload) -> Attempt:
@@ -663,11 +674,11 @@ class Cycle:
                     and not any(option.within for option in failure.options)
                 ):
                     failed[uid] = (failure.reason, failure.options)
-        versions = self.state.version
+        key_version = self.state.key_version
         prefixes = {
             uid: (team, prefix)
             for uid, (version, prefix, team) in self.keys.prefixes.items()
-            if version == versions.get(team, 0)
+            if version == key_version(team)
         }
         self._cache.carry = Carry(
             self.snapshot.now,

@@ -72,6 +72,8 @@ class QuotaNode:
     lending_limit: dict[FR, int] = field(default_factory=dict)
     can_borrow: bool = True
     can_lend: bool = True
+    weight: float = 1.0
+    """Its fair-sharing weight (a team's ``fair_share_weight``, a group's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +311,54 @@ class QuotaModel:
     def not_offered(self) -> frozenset[str]:
         """Resources quota counts that no node is meant to offer (quota-only, derived)."""
         return self.quota_only | self.derived
+
+    def ancestors(self, name: str) -> tuple[str, ...]:
+        """The groups above a team or group, its parent first (the cluster root not named)."""
+        out: list[str] = []
+        parent = self.nodes[name].parent
+        while parent is not None:
+            out.append(parent)
+            parent = self.nodes[parent].parent
+        return tuple(out)
+
+    @cached_property
+    def fair_paths(self) -> dict[str, tuple[str, ...]]:
+        """Per team, the nodes whose dominant shares order its work under fair sharing, from
+        the top: the groups above it that may borrow (a group that can borrow nothing, as
+        the Kueue importer's root cohort, always has share 0: left out), then the team."""
+        out: dict[str, tuple[str, ...]] = {}
+        for team in self.teams:
+            groups = [g for g in reversed(self.ancestors(team)) if self._may_borrow(g)]
+            out[team] = (*groups, team)
+        return out
+
+    @cached_property
+    def fair_peers(self) -> dict[str, frozenset[str]]:
+        """Per team, the teams whose fair-share order its usage moves: itself, and every team
+        under a group of its :attr:`fair_paths` (that group's share moves)."""
+        under: dict[str, set[str]] = {}
+        for team, path in self.fair_paths.items():
+            for node in path:
+                under.setdefault(node, set()).add(team)
+        return {
+            team: frozenset(peer for node in path for peer in under[node])
+            for team, path in self.fair_paths.items()
+        }
+
+    def below_common(self, a: str, b: str) -> tuple[str, str]:
+        """The nodes just below where the paths up from ``a`` and ``b`` meet (Kueue's almost
+        least common ancestors; ``a`` and ``b`` themselves when they share a parent)."""
+        up_a = (a, *self.ancestors(a), "")
+        up_b = (b, *self.ancestors(b), "")
+        common = set(up_b)
+        meet = next(i for i, node in enumerate(up_a) if node in common)
+        return up_a[max(meet - 1, 0)], up_b[max(up_b.index(up_a[meet]) - 1, 0)]
+
+    def _may_borrow(self, group: str) -> bool:
+        limits = self.nodes[group].borrowing_limit
+        return not self.governed or any(
+            fr not in limits or limits[fr].amount > 0 for fr in self.governed
+        )
 
     @cached_property
     def _topology_levels(self) -> dict[str, tuple[str, ...] | None]:
@@ -610,7 +660,16 @@ def compile_policy(
     for g in policy.groups:
         borrow, idle = _borrow_limits(g.borrow_limits, group_quota[g.name], governed)
         lend = _lending_limits(g.lending_limits, governed)
-        nodes[g.name] = QuotaNode(g.name, g.parent, False, group_quota[g.name], borrow, idle, lend)
+        nodes[g.name] = QuotaNode(
+            g.name,
+            g.parent,
+            False,
+            group_quota[g.name],
+            borrow,
+            idle,
+            lend,
+            weight=g.fair_share_weight,
+        )
     teams: dict[str, TeamRules] = {}
     for t in policy.teams:
         quota = team_quota[t.name]
@@ -626,7 +685,16 @@ def compile_policy(
         if not can_lend:
             lend = dict.fromkeys(governed, 0)
         nodes[t.name] = QuotaNode(
-            t.name, t.group, True, quota, borrow, idle, lend, can_borrow, can_lend
+            t.name,
+            t.group,
+            True,
+            quota,
+            borrow,
+            idle,
+            lend,
+            can_borrow,
+            can_lend,
+            t.fair_share_weight,
         )
         own_order = list(dict.fromkeys(e.flavor for e in t.quota))
         rest = sorted(known - set(own_order))

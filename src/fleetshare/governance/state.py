@@ -274,8 +274,10 @@ class CycleState:
         del self.admitted_times[bisect_left(self.admitted_times, entry.admitted_at)]
 
     def _changed(self, team: str) -> None:
-        self._share.pop(team, None)
-        self.version[team] = self.version.get(team, 0) + 1
+        """The team's usage changed: so did the shares of its groups that order work."""
+        for name in self.model.fair_paths.get(team, (team,)):
+            self._share.pop(name, None)
+            self.version[name] = self.version.get(name, 0) + 1
 
     def _index(self, entry: Admitted) -> None:
         team = entry.workload.team
@@ -448,27 +450,77 @@ class CycleState:
         )
 
     def dominant_share(self, team: str, extra: Mapping[FR, int] | None = None) -> float:
-        """Weighted dominant resource share: max over resources of borrowed / lendable.
+        """A team's weighted dominant resource share (:meth:`share`); with ``extra``, the
+        share it would have with that much more usage."""
+        return self.share(team, extra)
 
-        With ``extra``, the share the team would have with that much more usage.
-        """
-        if extra is None and team in self._share:
-            return self._share[team]
+    def share(self, name: str, extra: Mapping[FR, int] | None = None) -> float:
+        """Kueue's weighted dominant resource share of a team or group: per resource, what it
+        uses beyond its subtree quota (with ``extra`` more usage at the node), summed over
+        flavors, over what its parent could lend of that resource at most
+        (:meth:`QuotaTree.could_lend`; a resource it could lend none of is left out); the
+        largest ratio, divided by its weight. 0 when it borrows nothing."""
+        if extra is None and name in self._share:
+            return self._share[name]
         tree = self.tree
-        frs = set(self.model.nodes[team].quota) | set(tree.used_frs(team))
+        frs = set(tree.quota_frs(name))
         if extra:
             frs |= extra.keys()
-        share = 0.0
+        borrowed: dict[str, int] = {}
         for fr in frs & self.model.governed:
-            used = tree.usage(team, fr) + (extra.get(fr, 0) if extra else 0)
-            borrowed = used - tree.quota(team, fr)
-            if borrowed > 0:
-                share = max(share, borrowed / max(tree.lendable_pool(fr), 1))
+            used = tree.node_usage(name, fr) + (extra.get(fr, 0) if extra else 0)
+            over = used - tree.subtree_quota(name, fr)
+            if over > 0:
+                borrowed[fr[1]] = borrowed.get(fr[1], 0) + over
+        share = 0.0
+        parent = tree.parent_of(name)
+        if borrowed and parent is not None:
+            lendable = tree.could_lend(parent)
+            share = max(
+                (b / lendable[r] for r, b in borrowed.items() if lendable.get(r, 0) > 0),
+                default=0.0,
+            )
         # A weight of 0 (HyperPod's default) ranks last, yet stays comparable between teams.
-        share /= max(self.model.teams[team].weight, ZERO_WEIGHT)
+        share /= max(self.model.nodes[name].weight, ZERO_WEIGHT)
         if extra is None:
-            self._share[team] = share
+            self._share[name] = share
         return share
+
+    def shares_with(
+        self, changes: Mapping[str, Mapping[FR, int]], names: Sequence[str]
+    ) -> dict[str, float]:
+        """The shares of ``names`` (teams or groups) as they would be with each team's usage
+        changed by ``changes`` (signed amounts); the tree is changed and changed back."""
+        tree = self.tree
+        for team, delta in changes.items():
+            tree.add(team, delta)
+        try:
+            return {name: self._fresh_share(name) for name in names}
+        finally:
+            for team, delta in changes.items():
+                tree.add(team, delta, -1)
+
+    def _fresh_share(self, name: str) -> float:
+        cached = self._share.pop(name, None)
+        try:
+            return self.share(name)
+        finally:
+            self._share.pop(name, None)
+            if cached is not None:
+                self._share[name] = cached
+
+    def fair_key(self, team: str, usage: Mapping[FR, int]) -> tuple[float, ...]:
+        """The shares that order ``team``'s work asking for ``usage`` under fair sharing,
+        from the top (``QuotaModel.fair_paths``): each group's as it stands, then the team's
+        with the work admitted. Compared in order, as Kueue's tournament compares the
+        children of each cohort (it also adds the work at the groups' level)."""
+        path = self.model.fair_paths.get(team, (team,))
+        return (*(self.share(group) for group in path[:-1]), self.share(team, usage))
+
+    def key_version(self, team: str) -> tuple[int, ...]:
+        """The usage versions :meth:`fair_key` depends on (the team's and its groups')."""
+        version = self.version
+        return tuple(version.get(name, 0) for name in self.model.fair_paths.get(team, (team,)))
 
 
 class StateCache:

@@ -4,9 +4,10 @@ Mapping, Kueue -> fleetshare:
 
 - ``ResourceFlavor`` -> :class:`Flavor` (name, ``spec.nodeLabels``).
 - ``Cohort`` -> :class:`Group`: parent (``spec.parent`` in v1alpha1/v1beta1, ``spec.parentName``
-  in v1beta2), its own quota from ``spec.resourceGroups`` and the borrowingLimit / lendingLimit
-  it has towards its parent. A cohort that is named (by a ClusterQueue or as a parent) but not
-  declared becomes a group with no quota, as Kueue treats it. Root cohorts (no parent) are
+  in v1beta2), its own quota from ``spec.resourceGroups``, the borrowingLimit / lendingLimit
+  it has towards its parent and ``fairSharing.weight`` (``fair_share_weight``). A cohort
+  that is named (by a ClusterQueue or as a parent) but not declared becomes a group with no
+  quota, as Kueue treats it. Root cohorts (no parent) are
   separate trees in Kueue: they get borrowing and lending limits of 0 towards the cluster.
 - ``ClusterQueue`` -> :class:`Team`: group = ``spec.cohort`` / ``spec.cohortName``; one
   :class:`QuotaEntry` per flavor with ``resources = {name: nominalQuota}``; borrowingLimit and
@@ -584,11 +585,11 @@ def _flavor(obj: _Object, topologies: Mapping[str, list[str]], report: ImportRep
 
 
 def _group(obj: _Object, flavors: set[str], report: ImportReport) -> Group:
-    """Cohort -> Group with its parent, own quota and limits towards the parent."""
+    """Cohort -> Group with its parent, own quota, limits towards the parent and fair-sharing
+    weight."""
     spec, where = _spec(obj, report), f"{obj.ref}.spec"
-    unsupported = {"fairSharing": "cohort fair-sharing weights are not supported; ignored"}
-    handled = ("parent", "parentName", "resourceGroups")
-    _unknown_fields(spec, where, handled, unsupported, report)
+    handled = ("parent", "parentName", "resourceGroups", "fairSharing")
+    _unknown_fields(spec, where, handled, {}, report)
     parent = _reference(spec, ("parent", "parentName"), where, report)
     reader = _QuotaReader(flavors, report)
     quotas = reader.read(spec.get("resourceGroups"), f"{where}.resourceGroups")
@@ -600,6 +601,7 @@ def _group(obj: _Object, flavors: set[str], report: ImportReport) -> Group:
         quota=quotas.entries,
         borrow_limits=quotas.borrow,
         lending_limits=quotas.lend,
+        fair_share_weight=_weight(spec.get("fairSharing"), f"{where}.fairSharing", report),
     )
 
 

@@ -405,6 +405,12 @@ class Group(_Strict):
     quota: list[QuotaEntry] = Field(default_factory=list)
     borrow_limits: list[BorrowLimit] = Field(default_factory=list)
     lending_limits: list[LendingLimit] = Field(default_factory=list)
+    fair_share_weight: float = Field(
+        default=1.0,
+        ge=0,
+        description="with fair share, how the group's dominant share is weighted against its "
+        "siblings' (Kueue's Cohort fairSharing.weight): its share is divided by it",
+    )
 
 
 class QuotaGroup(_Strict):
