@@ -108,7 +108,7 @@ class Cycle:
         self.failed_preemption = FailedPreemptions()
         self._evictions = self._drain()
         self._failed_own: dict[OwnSearch, tuple[int, frozenset[FR]]] = {}
-        prefixes: dict[int, tuple[tuple[int, ...], tuple[object, ...], str]] = {}
+        prefixes: dict[int, tuple[object, tuple[object, ...], str]] = {}
         carry, cache.carry = cache.carry, None
         self._carried: dict[int, tuple[str, list[Option]]] = {}
         if (
@@ -119,9 +119,11 @@ class Cycle:
         ):
             self._failed_own = carry.failed_own
             self._carried = carry.failed
-            prefixes = {
-                uid: (state.key_version(team), p, team) for uid, (team, p) in carry.prefixes.items()
-            }
+            start: dict[str, object] = {}  # every usage version is 0 at the start
+            for uid, (team, p) in carry.prefixes.items():
+                if team not in start:
+                    start[team] = state.key_version(team)
+                prefixes[uid] = (start[team], p, team)
         self._options: list[Option] = []
         """The options of the workload attempted last."""
         self._probing = False
@@ -184,14 +186,15 @@ class Cycle:
         """Evict the admitted work that a HoldAndDrain stop policy (its team's or its local
         queue's) drains, before anything is considered (Kueue evicts it, and it waits again
         while the stop holds); its quota and room are free for this cycle. Returns how many."""
+        if not self.model.draining:
+            return 0
         state = self.state
         teams = self.model.teams
         drained = [
             entry
-            for entry in state.admitted.values()
-            if not entry.removed
-            and (rules := teams.get(entry.workload.team)) is not None
-            and rules.drains(entry.workload)
+            for team in self.model.draining
+            for entry in state.by_team.get(team, ())
+            if not entry.removed and teams[team].drains(entry.workload)
         ]
         drained.sort(key=lambda e: (e.workload.created, e.workload.name))
         for entry in drained:

@@ -105,7 +105,7 @@ class MergeKeys:
         flavors: Flavors,
         of: dict[int, tuple[Shape, QueueKey, Workload]],
         fair_share: bool,
-        prefixes: dict[int, tuple[tuple[int, ...], Key, str]],
+        prefixes: dict[int, tuple[object, Key, str]],
     ) -> None:
         self._model = model
         self._state = state

@@ -123,13 +123,17 @@ class Charging:
                 out[name] = out.get(name, 0) + amount
         return out
 
-    def usage(self, podset: PodSet, flavor: str) -> dict[FR, int]:
-        """What ``podset`` counts in quota with its pods on ``flavor``, per (flavor, resource)."""
+    def usage(
+        self, podset: PodSet, flavor: str, into: dict[FR, int] | None = None
+    ) -> dict[FR, int]:
+        """What ``podset`` counts in quota with its pods on ``flavor``, per (flavor, resource)
+        (added to ``into`` when given, which is returned)."""
         flavors = self.flavors
-        out: dict[FR, int] = {}
+        out: dict[FR, int] = {} if into is None else into
+        count = podset.count
         for resource, amount in self.requests(podset.requests).items():
             key = (flavors.get(resource, flavor) if flavors else flavor, resource)
-            out[key] = out.get(key, 0) + amount * podset.count
+            out[key] = out.get(key, 0) + amount * count
         return out
 
 
@@ -311,6 +315,16 @@ class QuotaModel:
     def not_offered(self) -> frozenset[str]:
         """Resources quota counts that no node is meant to offer (quota-only, derived)."""
         return self.quota_only | self.derived
+
+    @cached_property
+    def draining(self) -> tuple[str, ...]:
+        """Teams a HoldAndDrain stop policy (theirs, or a local queue's) may drain work of."""
+        drain = StopPolicy.HOLD_AND_DRAIN
+        return tuple(
+            name
+            for name, rules in self.teams.items()
+            if rules.stop == drain or drain in rules.queue_stops.values()
+        )
 
     def ancestors(self, name: str) -> tuple[str, ...]:
         """The groups above a team or group, its parent first (the cluster root not named)."""

@@ -38,8 +38,7 @@ def usage_of(
     charging = charging or NO_CHARGING
     out: dict[FR, int] = {}
     for flavor, podset in zip(flavors, workload.podsets, strict=True):
-        for key, amount in charging.usage(podset, flavor).items():
-            out[key] = out.get(key, 0) + amount
+        charging.usage(podset, flavor, out)
     return out
 
 
@@ -517,10 +516,14 @@ class CycleState:
         path = self.model.fair_paths.get(team, (team,))
         return (*(self.share(group) for group in path[:-1]), self.share(team, usage))
 
-    def key_version(self, team: str) -> tuple[int, ...]:
-        """The usage versions :meth:`fair_key` depends on (the team's and its groups')."""
+    def key_version(self, team: str) -> object:
+        """The usage versions :meth:`fair_key` depends on: the team's, and its groups' when its
+        fair path has groups (then a tuple)."""
+        path = self.model.fair_paths.get(team)
+        if path is None or len(path) == 1:
+            return self.version.get(team, 0)
         version = self.version
-        return tuple(version.get(name, 0) for name in self.model.fair_paths.get(team, (team,)))
+        return tuple(version.get(name, 0) for name in path)
 
 
 class StateCache:
