@@ -84,6 +84,8 @@ class TeamDesc:
     strict_fifo: bool = False
     borrow_within: bool = False
     borrow_threshold: int | None = None
+    stop: str = "None"
+    group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,8 @@ class PodSetDesc:
     cpu_milli: int
     pool: str | None = None
     """The flavor whose nodes it selects (``labels`` mode only), if any."""
+    min_count: int | None = None
+    """Partial admission: as few pods as this may run (``kueue`` cases only)."""
 
     def node_selector(self) -> dict[str, str]:
         return {} if self.pool is None else {LABEL_KEY: self.pool}
@@ -141,6 +145,8 @@ class Case:
     workloads: tuple[WorkloadDesc, ...]
     events: tuple[EventDesc, ...] = ()
     friendly: bool = False
+    groups: tuple[tuple[str, float], ...] = ()
+    """Groups (name, fair-share weight) the teams may be in (``kueue`` cases)."""
     _cache: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -193,9 +199,12 @@ class Case:
                         "policy": "LowerPriority" if t.borrow_within else "Never",
                         "max_priority_threshold": t.borrow_threshold,
                     },
+                    "stop_policy": t.stop,
+                    "group": t.group,
                 }
             )
-        return {"cluster": cluster, "teams": teams}
+        groups = [{"name": g, "fair_share_weight": w} for g, w in self.groups]
+        return {"cluster": cluster, "groups": groups, "teams": teams}
 
     def priority_of(self, name: str | None) -> int:
         if name is None:
@@ -225,7 +234,13 @@ class Case:
                     name=w.name,
                     team=w.team,
                     podsets=tuple(
-                        PodSet(f"ps{i}", ps.count, ps.requests(), ps.node_selector())
+                        PodSet(
+                            f"ps{i}",
+                            ps.count,
+                            ps.requests(),
+                            ps.node_selector(),
+                            min_count=ps.min_count,
+                        )
                         for i, ps in enumerate(w.podsets)
                     ),
                     submit_time=float(w.submit_at),
@@ -269,6 +284,7 @@ class Case:
                         "requests": ps.spec_requests(),
                         "node_selector": ps.node_selector(),
                     }
+                    | ({"min_count": ps.min_count} if ps.min_count is not None else {})
                     for j, ps in enumerate(w.podsets)
                 ],
             }
@@ -340,7 +356,8 @@ def cases(
 ) -> Case:
     """A random case; ``contended`` packs it: 2-3 small nodes, 2 teams, everything submitted
     within 20 s, so that teams compete for the same GPUs in the same cycles. ``kueue`` adds
-    Kueue's queue settings: StrictFIFO, borrowWithinCohort (with a threshold or not); ``mode``
+    Kueue's queue settings: StrictFIFO, borrowWithinCohort (with a threshold or not), stop
+    policies, pod sets that partial admission may shrink, teams in weighted groups; ``mode``
     fixes the flavor mode (``labels``: pod sets may select different flavors)."""
     if mode is None:
         mode = "default" if friendly else draw(st.sampled_from(("default", "labels", "instance")))
@@ -396,7 +413,13 @@ def cases(
                 strict_fifo=draw(st.sampled_from((False, False, True))),
                 borrow_within=borrow,
                 borrow_threshold=draw(st.none() | st.integers(0, 100)) if borrow else None,
+                stop=draw(st.sampled_from(("None",) * 6 + ("Hold", "HoldAndDrain"))),
             )
+    groups: tuple[tuple[str, float], ...] = ()
+    if kueue and draw(st.booleans()):  # teams in groups of their own fair-share weights
+        groups = (("g0", draw(st.sampled_from((1.0, 2.0, 0.5)))), ("g1", 1.0))
+        for i, team in enumerate(teams):
+            teams[i] = replace(team, group=draw(st.sampled_from(("g0", "g1", None))))
 
     n_classes = draw(st.integers(1, 3))
     weights = draw(
@@ -416,6 +439,9 @@ def cases(
                 break
             count = draw(st.integers(1, pods_left))
             pods_left -= count
+            least = None
+            if kueue and count > 1 and draw(st.booleans()):  # partial admission
+                least = draw(st.integers(1, count - 1))
             if friendly:
                 podsets.append(PodSetDesc(count, 1, draw(st.sampled_from((500, 1000)))))
             else:
@@ -426,6 +452,7 @@ def cases(
                         draw(st.sampled_from((500, 1000, 2000, 4000))),
                         # pod sets of one workload that select different flavors
                         draw(st.sampled_from((None, None, *flavors))) if mode == "labels" else None,
+                        least,
                     )
                 )
         workloads.append(
@@ -468,6 +495,7 @@ def cases(
         workloads=tuple(workloads),
         events=event_list,
         friendly=friendly,
+        groups=groups,
     )
 
 

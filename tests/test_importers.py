@@ -116,6 +116,7 @@ def test_kueue_full_nested_cohorts_become_a_group_tree(full: Policy) -> None:
         LendingLimit(resource="nvidia.com/gpu", flavor="on-demand", absolute=0)
     ]
     assert groups["sandbox"].quota == []
+    assert (groups["research"].fair_share_weight, groups["org"].fair_share_weight) == (2.0, 1.0)
 
 
 def test_kueue_full_cluster_queue_with_two_flavors(full: Policy) -> None:
@@ -227,12 +228,9 @@ def test_rescaled_priorities_preserve_order_and_distinctness(values: dict[str, i
     [
         "ResourceFlavor/spot.spec.nodeTaints",
         "ResourceFlavor/spot.spec.tolerations",
-        "Cohort/research.spec.fairSharing",
         "ClusterQueue/team-a.spec.admissionChecks",
-        "ClusterQueue/team-a.spec.stopPolicy",
         "ClusterQueue/team-a.spec.futureField",
         "ClusterQueue/team-a.spec.preemption.borrowWithinCohort",
-        "ClusterQueue/team-b.spec.namespaceSelector",
         "AdmissionCheck/provisioning",
         "Configuration.manageJobsWithoutQueueName",
         "Configuration.fairSharing.preemptionStrategies",

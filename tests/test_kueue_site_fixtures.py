@@ -134,7 +134,6 @@ def notes_for(path: Path, where: str) -> list[str]:
         ("provisioning", "ClusterQueue/burst-cq.spec.admissionChecksStrategy", "admission checks"),
         ("provisioning", "ClusterQueue/batch-cq.spec.admissionChecks", "admission checks"),
         ("admin", "ResourceFlavor/preemptible.spec.nodeTaints", "taints its nodes carry"),
-        ("admin", "ClusterQueue/serving.spec.namespaceSelector", "not supported"),
         ("admin", "ClusterQueue/empty", "covers no resource"),
         ("admin", "Configuration.waitForPodsReady", "controller setting"),
         ("admin", "WorkloadPriorityClass/production.description", "not policy"),

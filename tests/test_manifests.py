@@ -369,8 +369,11 @@ def test_fixtures_parse_to_the_hand_computed_workloads() -> None:
         "ray-cluster",
         "sample-group",
         "sample-job",
+        "sample-job-partial-admission",
         "trainer",
     ]
+    partial = found["sample-job-partial-admission"].podsets[0]  # min-parallelism 5 of 20
+    assert (partial.count, partial.min_count) == (20, 5)
     job_w = found["sample-job"]
     assert (job_w.queue, job_w.duration, job_w.submit_at) == ("team-a/user-queue", 600.0, 0.0)
     (main,) = job_w.podsets  # min(parallelism 3, completions 6); max(app, init) per resource
@@ -614,13 +617,13 @@ def test_malformed_objects_name_the_field(data: Any, expected: str) -> None:
 
 def test_kueue_features_not_modelled_are_noted_and_unknown_fields_ignored() -> None:
     data = job({"containers": [container({"cpu": 1})], "someFutureField": {"x": 1}}, parallelism=4)
-    data["metadata"]["annotations"] = {"kueue.x-k8s.io/job-min-parallelism": "2"}
+    data["metadata"]["annotations"] = {"kueue.x-k8s.io/podset-slice-size": "2"}
     data["spec"]["activeDeadlineSeconds"] = 600
     data["status"] = {"active": 1}
     w = parse_manifest(data)
-    assert counts(w) == {"main": 4}  # admitted whole
+    assert counts(w) == {"main": 4}
     notes = "\n".join(w.notes)
-    assert "job-min-parallelism: partial admission is not modelled" in notes
+    assert "podset-slice-size: not modelled" in notes
     assert "spec.activeDeadlineSeconds: not applied" in notes
 
 

@@ -21,7 +21,7 @@ import yaml
 from fleetshare.inputs import load_yaml
 from fleetshare.operator.controller import TEAMS
 from fleetshare.operator.kube import JOBS, NODES, PODS, Kube
-from fleetshare.operator.objects import ADMISSION, EVICTION, GATE, PENDING_REASON
+from fleetshare.operator.objects import ADMISSION, EVICTION, GATE, PENDING_REASON, POD_COUNTS
 from fleetshare.operator.webhook import Webhook
 from fleetshare.policy.schema import load_policy
 from tests.kube_harness import (
@@ -544,3 +544,38 @@ def _exists(kube: Harness, ns: str, name: str) -> bool:
     except Exception:
         return False
     return not pod["metadata"].get("deletionTimestamp")
+
+
+def test_partial_admission_sets_and_restores_parallelism(kube: Harness, ns: str) -> None:
+    """Kueue's partial admission through the operator: a Job with
+    ``kueue.x-k8s.io/job-min-parallelism`` that does not fit whole runs with ``parallelism``
+    set to the pods admitted (the count asked kept in an annotation, what it is read as);
+    evicted, it gets its parallelism back (Kueue restores it) and waits whole."""
+    apply_policy(kube, load_policy({
+        "cluster": {"idle_resource_sharing": False, "priority_classes": [
+            {"name": "low", "weight": 1}, {"name": "high", "weight": 9}]},
+        "teams": [{"name": "t", "preempt_team_tasks": "LowerPriority",
+                   "quota": [{"resources": {"nvidia.com/gpu": 8, "cpu": 12, "memory": "48Gi"}}]}],
+    }))  # fmt: skip
+    kube.add_node(f"{ns}-n0", {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": "8"}, owner=ns)
+    part = gpu_job(ns, "part", "t", 6, priority="low")
+    part["metadata"]["annotations"] = {"kueue.x-k8s.io/job-min-parallelism": "2"}
+    op = OperatorThread(kube, [ns]).start()
+    try:
+        kube.kube.create(JOBS, part, ns)
+        wait_for("part admitted", lambda: admitted(kube, ns, "part"))
+        job = kube.job(ns, "part")
+        assert job["spec"]["parallelism"] == 3  # 12 cpu, 4 a pod
+        assert json.loads(annotation(kube, ns, "part", POD_COUNTS)) == {"main": 6}
+        assert json.loads(annotation(kube, ns, "part", ADMISSION))["counts"] == [3]
+        kube.kube.create(JOBS, gpu_job(ns, "boss", "t", 1, priority="high"), ns)
+        wait_for("boss admitted", lambda: admitted(kube, ns, "boss"))
+        wait_for("part evicted", lambda: annotation(kube, ns, "part", EVICTION))
+        # requeued with its 6 pods (else it would be read as 3, and ask 3), it is admitted
+        # again with the 2 that fit beside boss
+        wait_for("part admitted with 2", lambda: kube.job(ns, "part")["spec"]["parallelism"] == 2)
+        wait_for("part admitted again", lambda: admitted(kube, ns, "part"))
+        assert json.loads(annotation(kube, ns, "part", POD_COUNTS)) == {"main": 6}
+        assert json.loads(annotation(kube, ns, "part", ADMISSION))["counts"] == [2]
+    finally:
+        op.stop()

@@ -131,6 +131,9 @@ class RefusingCluster:
     def pending_for_cycle(self) -> Sequence[Workload]:
         return []
 
+    def namespace_labels(self) -> dict[str, dict[str, str]]:
+        return {}
+
     def busy(self, now: float) -> bool:
         return False
 

@@ -957,10 +957,17 @@ def test_one_cycle_decides_as_the_plain_algorithm(case_snapshot: tuple[Case, Sna
 
 
 @RUN_SETTINGS
-@given(st.one_of(cases(events=True), cases(mode="labels", contended=True, min_workloads=4)))
+@given(
+    st.one_of(
+        cases(events=True),
+        cases(mode="labels", contended=True, min_workloads=4),
+        cases(events=True, kueue=True, fair_share=True),
+    )
+)
 def test_whole_runs_decide_as_the_plain_algorithm(case: Case) -> None:
     """Whole runs with the engine's and the runner's speed-ups give the report of the plain
-    algorithm (``Runner(reference=True)``), event for event."""
+    algorithm (``Runner(reference=True)``), event for event; also with Kueue's queue
+    settings (stop policies, partial admission, teams in weighted groups under fair share)."""
     _split_note(case)
     data = case.scenario_dict()
     fast = to_json(Runner(load_case(data)).run())

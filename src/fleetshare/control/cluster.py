@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from fleetshare.governance.snapshot import Admission, CycleResult, Running
+from fleetshare.model.namespace import NamespaceLabels
 from fleetshare.model.node import Node
 from fleetshare.model.reason import Reason
 from fleetshare.model.workload import Workload
@@ -45,6 +46,11 @@ class Cluster(Protocol):
         """The pending workloads for one admission cycle: called once per cycle, so a backend
         may pass a view that also tells what changed since the last cycle (see
         :class:`~fleetshare.governance.queues.PendingView`)."""
+        ...
+
+    def namespace_labels(self) -> NamespaceLabels:
+        """The labels of the namespaces, by name (those with labels besides their name; the
+        engine adds the name label to every namespace)."""
         ...
 
     def busy(self, now: float) -> bool:

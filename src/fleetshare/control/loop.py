@@ -108,6 +108,7 @@ class ControlLoop:
                     {name: frozenset(by) for name, by in self.preempted_by.items()},
                     frozenset(self.preempted_at),
                     ledger.scores(weights) if ledger is not None else {},
+                    cluster.namespace_labels(),
                 )
             )
             for warning in result.warnings:

@@ -33,6 +33,7 @@ from fleetshare.governance.ordering import (
     MergeOrder,
     ShapeFailures,
 )
+from fleetshare.governance.partial import Counts, largest_fit
 from fleetshare.governance.preemption import (
     Victim,
     contested_pairs,
@@ -40,8 +41,8 @@ from fleetshare.governance.preemption import (
     may_have_own,
 )
 from fleetshare.governance.preemption_cache import Attempt, FailedPreemptions
-from fleetshare.governance.queues import PendingMap, QueueKey
-from fleetshare.governance.quota import FR, QuotaModel
+from fleetshare.governance.queues import PendingMap, QueueKey, Shape
+from fleetshare.governance.quota import FR, QuotaModel, TeamRules
 from fleetshare.governance.snapshot import (
     Admission,
     Assignment,
@@ -54,7 +55,7 @@ from fleetshare.governance.starvation import StarvationGuard, held_message
 from fleetshare.governance.state import Admitted
 from fleetshare.model.workload import Workload
 from fleetshare.placement.fit import NoFit, PlacementPlan
-from fleetshare.policy.schema import Policy, PreemptTeamTasks
+from fleetshare.policy.schema import Policy, PreemptTeamTasks, StopPolicy
 
 if TYPE_CHECKING:
     from fleetshare.governance.admission import CycleCache
@@ -105,17 +106,30 @@ class Cycle:
         state.preempted_by = snapshot.preempted_by
         self.result = CycleResult(warnings=list(state.warnings))
         self.failed_preemption = FailedPreemptions()
-        self._evictions = 0
+        self._evictions = self._drain()
         self._failed_own: dict[OwnSearch, tuple[int, frozenset[FR]]] = {}
-        prefixes: dict[int, tuple[int, tuple[object, ...], str]] = {}
+        prefixes: dict[int, tuple[object, tuple[object, ...], str]] = {}
         carry, cache.carry = cache.carry, None
         self._carried: dict[int, tuple[str, list[Option]]] = {}
-        if shortcuts and carry is not None and self._continues(carry, cache.state.changes):
+        if (
+            shortcuts
+            and carry is not None
+            and not self._evictions
+            and self._continues(carry, cache.state.changes)
+        ):
             self._failed_own = carry.failed_own
             self._carried = carry.failed
-            prefixes = {uid: (0, p, team) for uid, (team, p) in carry.prefixes.items()}
+            start: dict[str, object] = {}  # every usage version is 0 at the start
+            for uid, (team, p) in carry.prefixes.items():
+                if team not in start:
+                    start[team] = state.key_version(team)
+                prefixes[uid] = (start[team], p, team)
         self._options: list[Option] = []
         """The options of the workload attempted last."""
+        self._probing = False
+        """Options are tried on paper only (partial admission's search): nothing admitted."""
+        self._whole: dict[int, Workload] = {}
+        """A workload with fewer pods being tried (by ``id``) -> the workload itself."""
         self._held: str | None = None
         self._keeping = False
         self._ahead = FailedAhead(model)
@@ -139,6 +153,7 @@ class Cycle:
             state,
             self.flavors,
             index.of,
+            snapshot.namespaces,
         )
         self.failures = ShapeFailures()
         self._team_keys: dict[str, list[list[QueueKey]]] = {}
@@ -166,6 +181,37 @@ class Cycle:
             shortcuts,
             score,
         )
+
+    def _drain(self) -> int:
+        """Evict the admitted work that a HoldAndDrain stop policy (its team's or its local
+        queue's) drains, before anything is considered (Kueue evicts it, and it waits again
+        while the stop holds); its quota and room are free for this cycle. Returns how many."""
+        if not self.model.draining:
+            return 0
+        state = self.state
+        teams = self.model.teams
+        drained = [
+            entry
+            for team in self.model.draining
+            for entry in state.by_team.get(team, ())
+            if not entry.removed and teams[team].drains(entry.workload)
+        ]
+        drained.sort(key=lambda e: (e.workload.created, e.workload.name))
+        for entry in drained:
+            state.remove(entry)
+            wl = entry.workload
+            rules = teams[wl.team]
+            held = wl.team if rules.stop != StopPolicy.NONE else f"local queue {wl.queue}"
+            self.result.preemptions.append(
+                Preemption(
+                    wl,
+                    wl.team,
+                    "stopped",
+                    f"{held} is stopped with stop policy HoldAndDrain: its admitted work is "
+                    "evicted",
+                )
+            )
+        return len(drained)
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -204,6 +250,9 @@ class Cycle:
                 self._ahead.failed(wl, self.keys.prefix(wl)[0] == 0)
                 continue
             teams = {wl.team} | {p.workload.team for p in result.preemptions[preempted:]}
+            if self.policy.cluster.fair_share:  # their groups' shares moved too
+                peers = self.model.fair_peers
+                teams = {peer for team in teams for peer in peers.get(team, (team,))}
             quiet = len(result.preemptions) == preempted and failed_preemption.forgets == forgets
             order.admitted(wl, teams, quiet)
         self._finish()
@@ -264,7 +313,9 @@ class Cycle:
             return
         self._options = []
         self._attempt(wl)
-        if wl.name in self._explicit:
+        rules = self.model.teams.get(wl.team)
+        held = rules is None or rules.holds_queue(wl, self.snapshot.namespaces)
+        if wl.name in self._explicit and held:
             self._blocked[wl.team] = wl.name
 
     def _pend(self, wl: Workload, reason: str) -> None:
@@ -275,13 +326,32 @@ class Cycle:
         if rules is None:
             self._pend(wl, f"team {wl.team!r} has no quota policy")
             return
-        if not rules.enabled:
-            self._pend(wl, f"team {wl.team}'s quota is disabled")
+        refusal = rules.refusal(wl, self.snapshot.namespaces)
+        if refusal is not None:
+            self._pend(wl, refusal)
             return
         flavors, split = self.flavors.admits(wl)
         if not flavors and (split is None or not all(split)):
             self._pend(wl, self.flavors.none_eligible(wl))
             return
+        reason, options = self._search(wl, rules, flavors, split)
+        if reason is None or self._partially(wl, rules):
+            return
+        self._pend(wl, reason)
+        self._options = options
+        if self.guard.reserve(wl, options[0]):
+            self.failures.version += 1  # a reservation may hold back what failed otherwise
+
+    def _search(
+        self,
+        wl: Workload,
+        rules: TeamRules,
+        flavors: tuple[str, ...],
+        split: tuple[tuple[str, ...], ...] | None,
+    ) -> tuple[str | None, list[Option]]:
+        """Try ``wl``'s options: placement within quota, borrowing, preemption (admitting it,
+        or, probing, only finding that it would be). None and the options when it was; else
+        why not."""
         problems: list[str] = []
         options: list[Option] = []
         placed: set[int] = set()
@@ -299,7 +369,7 @@ class Cycle:
             if option.mode == WITHIN or (option.mode == BORROWING and rules.stop_at_borrowing):
                 placed.add(index)
                 if self._try_place(wl, option, problems):
-                    return
+                    return None, options
             elif (
                 option.mode != BORROWING
                 and rules.stop_at_preemption
@@ -309,7 +379,7 @@ class Cycle:
                 if option.problem:
                     problems.append(option.problem)
                 if self.guard.held_by(wl, option) is None and self._try_preemption(wl, option):
-                    return
+                    return None, options
         if split is not None:  # pod sets admitted by different flavors: Kueue's assignment
             assigned = self.flavors.assign(wl)
             if assigned is not None:
@@ -317,29 +387,56 @@ class Cycle:
                 if assigned.mode == WITHIN:
                     placed.add(len(options) - 1)
                     if self._try_place(wl, assigned, problems):
-                        return
+                        return None, options
         for index, option in enumerate(options):
             if option.mode == BORROWING and index not in placed:
                 placed.add(index)
                 if self._try_place(wl, option, problems):
-                    return
+                    return None, options
         for index, option in enumerate(options):
             if index in preempted:
                 continue
             if option.problem:
                 problems.append(option.problem)
             if self.guard.held_by(wl, option) is None and self._try_preemption(wl, option):
-                return
+                return None, options
         if self._held is None and options:
             # quota is checked before the nodes: say first when no node could ever hold a pod
             larger = [self.state.fit.larger_than_every_node(o.flavors, wl.podsets) for o in options]
             if all(larger) and not any(str(larger[0]) in p for p in problems):
                 problems.insert(0, str(larger[0]))
-        reason = self._held or "; ".join(dict.fromkeys(problems)) or "does not fit"
-        self._pend(wl, reason)
-        self._options = options
-        if self.guard.reserve(wl, options[0]):
-            self.failures.version += 1  # a reservation may hold back what failed otherwise
+        return self._held or "; ".join(dict.fromkeys(problems)) or "does not fit", options
+
+    def _partially(self, wl: Workload, rules: TeamRules) -> bool:
+        """Partial admission (``partial.py``): when ``wl`` does not fit whole and a pod set may
+        run with fewer pods, admit it with the most pods that fit (found on paper, each
+        count tried as in full), if some count does. True if admitted."""
+        if not any(ps.min_count is not None for ps in wl.podsets):
+            return False
+        shapes: dict[Counts, Shape] = {}
+
+        def attempt(counts: Counts, probe: bool) -> bool:
+            reduced = wl.with_counts(counts)
+            shape = shapes.get(counts)
+            if shape is None:
+                shape = shapes[counts] = Shape(("partial", counts), wl.team)
+            self._of[id(reduced)] = (shape, self._of[id(wl)][1], reduced)
+            self._whole[id(reduced)] = wl
+            self._probing = probe
+            try:
+                flavors, split = self.flavors.admits(reduced)
+                if not flavors and (split is None or not all(split)):
+                    return False
+                return self._search(reduced, rules, flavors, split)[0] is None
+            finally:
+                self._probing = False
+                del self._of[id(reduced)], self._whole[id(reduced)]
+
+        try:
+            counts = largest_fit(wl, lambda c: attempt(c, probe=True))
+            return counts is not None and attempt(counts, probe=False)
+        finally:
+            self.flavors.forget(shape.uid for shape in shapes.values())
 
     def _try_place(self, wl: Workload, option: Option, problems: list[str]) -> bool:
         """Admit if the pods fit and no starving workload holds this one back."""
@@ -352,7 +449,8 @@ class Cycle:
         if isinstance(plan, NoFit):
             problems.append(plan.message + self._overcommitted_note(wl, option))
             return False
-        self._admit(wl, option, plan)
+        if not self._probing:
+            self._admit(wl, option, plan)
         return True
 
     def _overcommitted_note(self, wl: Workload, option: Option) -> str:
@@ -380,11 +478,15 @@ class Cycle:
         victims: list[Victim] = (),  # type: ignore[assignment]
     ) -> None:
         tree = self.state.tree
+        whole = self._whole.get(id(wl), wl)  # ``wl`` with fewer pods, if partially admitted
+        counts = tuple(ps.count for ps in wl.podsets) if whole is not wl else ()
         before = {fr: tree.borrowed(wl.team, fr) for fr in option.usage}
-        entry = Admitted(wl, option.flavors, option.usage, plan, self.snapshot.now, True)
+        entry = Admitted(
+            whole, option.flavors, option.usage, plan, self.snapshot.now, True, podsets=wl.podsets
+        )
         self.state.admit(entry)
         if self.fair is not None and self.model.teams[wl.team].fair_admission:
-            self.fair.admitted(wl)
+            self.fair.admitted(whole)
         self.failures.version += 1  # what failed before may fit now
         self.guard.reservations.release(wl.name)
         borrowed: dict[str, int] = {}
@@ -398,8 +500,9 @@ class Cycle:
             self.result.preemptions.append(
                 Preemption(victim.entry.workload, wl.name, victim.reason, self._why(victim, wl))
             )
-        assignment = Assignment(option.flavors, self.state.fit.names(plan), tuple(plan.gpus))
-        self.result.admissions.append(Admission(wl, assignment, borrowed))
+        names = self.state.fit.names(plan)
+        assignment = Assignment(option.flavors, names, tuple(plan.gpus), counts)
+        self.result.admissions.append(Admission(whole, assignment, borrowed))
 
     def _why(self, victim: Victim, by: Workload) -> str:
         v = victim.entry.workload
@@ -411,6 +514,12 @@ class Cycle:
             return (
                 f"{by.name} (priority {by.priority}) must borrow and preempts borrowed work of "
                 f"lower priority: {v.name} (priority {v.priority}) of {v.team}"
+            )
+        mine, theirs = self.model.below_common(by.team, v.team)  # where their paths meet
+        if (mine, theirs) != (by.team, v.team):
+            return (
+                f"fair share: {mine} (of {by.team}) borrows less than {theirs} (of {v.team}) "
+                "(weighted dominant share)"
             )
         return f"fair share: {by.team} borrows less than {v.team} (weighted dominant share)"
 
@@ -477,7 +586,12 @@ class Cycle:
         return fits
 
     def _preempt(self, wl: Workload, option: Option, victims: list[Victim]) -> bool:
-        """Admit ``wl`` in the room its victims (already removed from the state) made."""
+        """Admit ``wl`` in the room its victims (already removed from the state) made
+        (probing a partial admission's count: put them back, it would be admitted)."""
+        if self._probing:
+            for victim in victims:
+                self.state.restore(victim.entry)
+            return True
         self._evictions += 1
         self._ahead.evicted()
         for victim in victims:
@@ -563,11 +677,11 @@ class Cycle:
                     and not any(option.within for option in failure.options)
                 ):
                     failed[uid] = (failure.reason, failure.options)
-        versions = self.state.version
+        key_version = self.state.key_version
         prefixes = {
             uid: (team, prefix)
             for uid, (version, prefix, team) in self.keys.prefixes.items()
-            if version == versions.get(team, 0)
+            if version == key_version(team)
         }
         self._cache.carry = Carry(
             self.snapshot.now,

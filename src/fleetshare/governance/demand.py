@@ -15,7 +15,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from fleetshare.governance.admission import Engine, queue_key
-from fleetshare.governance.quota import FR
+from fleetshare.governance.quota import FR, Charging
 from fleetshare.governance.snapshot import Snapshot
 from fleetshare.governance.state import CycleState, StateCache, podset_usage, usage_of
 from fleetshare.model.catalog import ec2_name
@@ -87,7 +87,7 @@ def admissible_demand(
             return (2, *queue_key(wl))
         first = teams[wl.team].flavor_order[:1]
         within = bool(first) and state.within_nominal(
-            wl.team, usage_of(wl, first * len(wl.podsets), teams[wl.team].charged)
+            wl.team, usage_of(wl, first * len(wl.podsets), teams[wl.team].charging)
         )
         return (0 if within else 1, *queue_key(wl))
 
@@ -97,6 +97,10 @@ def admissible_demand(
         rules = teams.get(wl.team)
         if rules is None or not rules.enabled:
             blocked[wl.name] = f"team {wl.team!r} has no enabled quota"
+            continue
+        refusal = rules.refusal(wl, snapshot.namespaces)
+        if refusal is not None:
+            blocked[wl.name] = refusal
             continue
         unavailable = rules.unavailable(wl) or _unservable(wl, engine.model.quota_only)
         if unavailable is not None:
@@ -115,7 +119,7 @@ def admissible_demand(
             if any(flavor not in other for other in per[1:]):
                 continue
             flavors = (flavor,) * len(wl.podsets)
-            problem = state.quota_problem(wl.team, usage_of(wl, flavors, rules.charged))
+            problem = state.quota_problem(wl.team, usage_of(wl, flavors, rules.charging))
             if problem is None:
                 found = flavors
                 break
@@ -126,14 +130,14 @@ def admissible_demand(
             if missing:
                 problems.append(f"no flavor matches the node selector of pod set {missing[0]!r}")
             else:
-                found, problem = _assign(state, wl, per, rules.charged)
+                found, problem = _assign(state, wl, per, rules.charging)
                 if problem is not None:
                     problems.append(problem)
                     found = None
         if found is None:
             blocked[wl.name] = "; ".join(problems) or "no flavor matches its node selector"
             continue
-        usage = usage_of(wl, found, rules.charged)
+        usage = usage_of(wl, found, rules.charging)
         within = state.within_nominal(wl.team, usage)
         state.tree.add(wl.team, usage)
         if wl.name not in nominated:
@@ -155,7 +159,7 @@ def _assign(
     state: CycleState,
     wl: Workload,
     per: list[tuple[str, ...]],
-    charged: Mapping[str, str],
+    charging: Charging,
 ) -> tuple[tuple[str, ...], str | None]:
     """Pod set by pod set, the first compatible flavor whose quota takes it on top of the pod
     sets before it; and why the workload is short of quota (None: it is not)."""
@@ -164,7 +168,7 @@ def _assign(
     for podset, flavors in zip(wl.podsets, per, strict=True):
         first: str | None = None
         for flavor in flavors:
-            need = podset_usage(podset, flavor, charged)
+            need = podset_usage(podset, flavor, charging)
             trial = {fr: taken.get(fr, 0) + v for fr, v in need.items()}
             problem = state.quota_problem(wl.team, trial)
             if problem is None:

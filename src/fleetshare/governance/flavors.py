@@ -26,6 +26,7 @@ flavor. Each :class:`Option` says whether it is within the team's quota, borrowi
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fleetshare.governance.queues import QueueKey, Shape
@@ -105,6 +106,11 @@ class Flavors:
             order += sorted(with_nodes - set(order))
         return order
 
+    def forget(self, shapes: Iterable[int]) -> None:
+        """Drop what is cached for ``shapes`` (uids of shapes that end with the cycle)."""
+        for uid in shapes:
+            self._cache.pop(uid, None)
+
     def admits(self, wl: Workload) -> Admits:
         """The flavors admitting every pod set, and per pod set those admitting it when they
         differ (None when not)."""
@@ -152,8 +158,8 @@ class Flavors:
         usages = self._of[id(wl)][0].usages
         found = usages.get(flavor)
         if found is None:
-            charged = self._model.teams[wl.team].charged
-            found = usages[flavor] = usage_of(wl, (flavor,) * len(wl.podsets), charged)
+            charging = self._model.teams[wl.team].charging
+            found = usages[flavor] = usage_of(wl, (flavor,) * len(wl.podsets), charging)
         return found
 
     def usage_on(self, wl: Workload, flavors: tuple[str, ...]) -> dict[FR, int]:
@@ -163,16 +169,16 @@ class Flavors:
         usages = self._of[id(wl)][0].usages
         found = usages.get(flavors)
         if found is None:
-            charged = self._model.teams[wl.team].charged
-            found = usages[flavors] = usage_of(wl, flavors, charged)
+            charging = self._model.teams[wl.team].charging
+            found = usages[flavors] = usage_of(wl, flavors, charging)
         return found
 
     def _podset_usage(self, wl: Workload, index: int, flavor: str) -> dict[FR, int]:
         usages = self._of[id(wl)][0].podset_usages
         found = usages.get((index, flavor))
         if found is None:
-            charged = self._model.teams[wl.team].charged
-            found = usages[(index, flavor)] = podset_usage(wl.podsets[index], flavor, charged)
+            charging = self._model.teams[wl.team].charging
+            found = usages[(index, flavor)] = podset_usage(wl.podsets[index], flavor, charging)
         return found
 
     def option(self, wl: Workload, flavor: str) -> Option:

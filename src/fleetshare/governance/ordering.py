@@ -43,7 +43,8 @@ a :class:`~fleetshare.governance.queues.ScoredLane`): one lane each, never in th
 fast path."""
 
 Key = tuple[object, ...]
-"""A merge key, or its prefix (needs to borrow, weighted dominant share)."""
+"""A merge key, or its prefix (needs to borrow, weighted dominant shares: a tuple, from the
+top group that orders the team's work down to the team, ``StateCache.fair_key``)."""
 
 HELD = 0.5
 """The first element of the key under which a team's borrowing head and its head within
@@ -104,7 +105,7 @@ class MergeKeys:
         flavors: Flavors,
         of: dict[int, tuple[Shape, QueueKey, Workload]],
         fair_share: bool,
-        prefixes: dict[int, tuple[int, Key, str]],
+        prefixes: dict[int, tuple[object, Key, str]],
     ) -> None:
         self._model = model
         self._state = state
@@ -112,16 +113,16 @@ class MergeKeys:
         self._of = of
         self._fair_share = fair_share
         self.prefixes = prefixes
-        """Per shape uid: (its team's usage version, merge-key prefix, team)."""
+        """Per shape uid: (its team's usage versions, merge-key prefix, team)."""
 
     def key(self, wl: Workload) -> Key:
         """The merge key: borrowing, share, priority, submit time, name."""
         return self.prefix(wl) + self._of[id(wl)][1]
 
     def prefix(self, wl: Workload) -> Key:
-        """(needs to borrow, weighted dominant share): the same for a shape."""
+        """(needs to borrow, weighted dominant shares): the same for a shape."""
         shape = self._of[id(wl)][0].uid
-        version = self._state.version.get(wl.team, 0)
+        version = self._state.key_version(wl.team)
         cached = self.prefixes.get(shape)
         if cached is not None and cached[0] == version:
             return cached[1]
@@ -131,15 +132,15 @@ class MergeKeys:
 
     def _compute_prefix(self, wl: Workload) -> Key:
         if wl.team not in self._model.teams:
-            return (0, 0.0)
+            return (0, ())
         usage = self._flavors.nominal_usage(wl)
         borrows = 0
-        share = 0.0
+        shares: tuple[float, ...] = ()
         if usage is not None and not self._state.within_nominal(wl.team, usage):
             borrows = 1
             if self._fair_share:
-                share = self._state.dominant_share(wl.team, usage)
-        return (borrows, share)
+                shares = self._state.fair_key(wl.team, usage)
+        return (borrows, shares)
 
     def may_preempt(self, wl: Workload, other: Workload) -> bool:
         """May ``wl`` preempt ``other``, of the same team, by the team's rule for its own work

@@ -29,14 +29,16 @@ preemption always ends, whatever mix of reclaim, priority and fair share drives 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from fleetshare.governance.fair_pairs import FairPairs
 from fleetshare.governance.quota import FR
 from fleetshare.governance.snapshot import PreemptionReason
 from fleetshare.governance.state import Admitted, CycleState
 from fleetshare.model.workload import Workload
-from fleetshare.policy.schema import PreemptTeamTasks, ReclaimPolicy
+from fleetshare.policy.schema import PreemptTeamTasks, ReclaimPolicy, StopPolicy
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,18 +127,24 @@ def _borrow_within(state: CycleState, wl: Workload, reclaiming: bool) -> bool:
 
 
 def _lenders(
-    state: CycleState, wl: Workload, contested: set[FR], min_share: float | None
+    state: CycleState,
+    wl: Workload,
+    contested: set[FR],
+    keep: Callable[[str], bool] | None = None,
 ) -> list[str]:
-    """Other teams borrowing what ``wl`` needs (with fair share: at least ``min_share``)."""
-    if state.model.teams[wl.team].reclaim == ReclaimPolicy.NEVER:
+    """Other teams borrowing what ``wl`` needs (with fair share: those ``keep`` keeps); not a
+    stopped team (Kueue leaves an inactive ClusterQueue's workloads out of the candidates)."""
+    teams = state.model.teams
+    if teams[wl.team].reclaim == ReclaimPolicy.NEVER:
         return []
     return [
         team
         for team in state.by_team
         if team != wl.team
-        and team in state.model.teams
+        and team in teams
+        and teams[team].stop == StopPolicy.NONE
         and _borrowing(state, team, contested)
-        and (min_share is None or state.dominant_share(team) >= min_share)
+        and (keep is None or keep(team))
     ]
 
 
@@ -204,11 +212,18 @@ def find_victims(
             return found
     settings = state.cluster.preemption
     lenders: list[str] = []
+    pairs = FairPairs(state, wl, usage)
     if reclaiming or borrowing:
-        lenders = _lenders(state, wl, contested, None)
+        lenders = _lenders(state, wl, contested)
     elif state.cluster.fair_share:
         # only a team whose share is at least the preemptor's share after admission can lose
-        lenders = _lenders(state, wl, contested, state.dominant_share(wl.team, usage))
+        # (each compared where their paths meet)
+        lenders = _lenders(
+            state,
+            wl,
+            contested,
+            lambda team: pairs.target_share(team, {}) >= pairs.preemptor_after(team),
+        )
     if _hopeless(state, wl, usage, contested, lenders):
         return None
     own = _own_candidates(state, wl, contested)
@@ -236,7 +251,7 @@ def find_victims(
             state, wl, usage, contested, others, fits, take, "reclaim-while-borrowing"
         )
     elif others:
-        _fair_share(state, wl, usage, contested, others, fits, take)
+        _fair_share(state, wl, usage, contested, others, fits, take, pairs)
     if not fits():
         _evict_in_batches(state, wl, usage, contested, own, fits, take, "priority")
     if not fits():
@@ -267,7 +282,7 @@ def _reclaim_to_nominal(
     ):
         return None
     own = _own_candidates(state, wl, contested)
-    lenders = _lenders(state, wl, contested, None)
+    lenders = _lenders(state, wl, contested)
     if not own or not lenders:
         return None  # the caller's search covers it
     grace = state.cluster.preemption.reclaim_grace_seconds
@@ -322,12 +337,21 @@ def _short(state: CycleState, team: str, usage: dict[FR, int]) -> set[FR]:
     for fr, value in usage.items():
         if value <= 0:
             continue
-        room = state.fit.flavor_free(fr)
+        room = _node_room(state, fr)
         if fr in state.model.governed:
             room = min(room, tree.available(team, fr))
         if room < value:
             short.add(fr)
     return short or {fr for fr, v in usage.items() if v > 0}
+
+
+def _node_room(state: CycleState, fr: FR) -> float:
+    """Free node room for ``fr`` on its flavor; unbounded for a resource no node offers
+    (counted in quota only: a quota group's, a resource transformation's output), which no
+    node is asked for, so evicting work never has to free it on nodes."""
+    if fr[1] not in state.fit.resources:
+        return math.inf
+    return state.fit.flavor_free(fr)
 
 
 def _hopeless(
@@ -340,7 +364,7 @@ def _hopeless(
     for fr in contested:
         own_gain = _held(state, wl.team, fr) if own_ok else 0
         others_gain = sum(_held(state, team, fr) for team in lenders)
-        room = state.fit.flavor_free(fr) + own_gain + others_gain
+        room = _node_room(state, fr) + own_gain + others_gain
         if fr in state.model.governed:
             quota_room = min(tree.available(wl.team, fr) + others_gain, state.ceiling(wl.team, fr))
             room = min(room, int(quota_room) + own_gain)
@@ -374,7 +398,7 @@ def _could_fit_without(
     for fr, value in usage.items():
         if value <= 0:
             continue
-        room = state.fit.flavor_free(fr) + freed.get(fr, 0)
+        room = _node_room(state, fr) + freed.get(fr, 0)
         if fr in state.model.governed:
             room = min(room, tree.available(team, fr) + freed.get(fr, 0))
         if room < value:
@@ -449,33 +473,22 @@ def _fair_share(
     candidates: Sequence[Admitted],
     fits: Fits,
     take: Callable[[Admitted, PreemptionReason], None],
+    pairs: FairPairs,
 ) -> None:
-    """Preempt across teams by dominant resource share, with Kueue's two strategies.
+    """Preempt across teams by dominant resource share, with Kueue's two strategies, the
+    shares compared where the teams' paths meet (``fair_pairs.py``).
 
     Victims are first chosen on paper (shares computed with the chosen victims' usage taken
     off); they are evicted from the working state only once, together, they free enough to
     possibly make room — most hopeless searches then cost no state changes at all.
     """
-    preemptor_after = state.dominant_share(wl.team, usage)
     teams = {entry.workload.team for entry in candidates}
-    if all(state.dominant_share(team) < preemptor_after for team in teams):
+    current = {team: pairs.target_share(team, {}) for team in teams}
+    if all(current[team] < pairs.preemptor_after(team) for team in teams):
         return  # no strategy lets anyone with a smaller share be preempted
     tree = state.tree
     removed: dict[str, dict[FR, int]] = {}
     chosen: list[Admitted] = []
-
-    def minus(team: str, extra: dict[FR, int] | None = None) -> dict[FR, int]:
-        out = {fr: -v for fr, v in removed.get(team, {}).items()}
-        for fr, v in (extra or {}).items():
-            out[fr] = out.get(fr, 0) - v
-        return out
-
-    def share(team: str, extra: dict[FR, int] | None = None) -> float:
-        if team not in removed and extra is None:
-            return state.dominant_share(team)
-        return state.dominant_share(team, minus(team, extra))
-
-    current = {team: state.dominant_share(team) for team in teams}
 
     def borrowing(team: str, frs: set[FR]) -> bool:
         gone = removed.get(team, {})
@@ -506,7 +519,7 @@ def _fair_share(
         while by_team and not settled():
             # the largest share first; a tie goes to the team whose candidate comes first
             # (candidate order: priority, then admission), never to a team's name
-            team = max(by_team, key=lambda t: current[t])
+            team = max(by_team, key=lambda t: pairs.rank(t, removed, current[t]))
             entry = by_team[team].pop(0)
             if not by_team[team]:
                 del by_team[team]
@@ -514,8 +527,10 @@ def _fair_share(
                 continue
             if _would_reclaim_back(state, wl, entry, removed.get(team, {})):
                 continue
-            before = current[team]
-            after = share(team, entry.usage)
+            flat = pairs.flat(team)
+            before = current[team] if flat else pairs.target_share(team, removed)
+            after = pairs.target_share(team, removed, entry.usage)
+            preemptor_after = pairs.preemptor_after(team)
             allowed = (
                 preemptor_after <= after if strategy == "final-share" else preemptor_after < before
             )
@@ -567,7 +582,7 @@ def _may_fit(
     tree = state.tree
     for fr in short:
         gain = freed.get(fr, 0)
-        room = state.fit.flavor_free(fr) + gain
+        room = _node_room(state, fr) + gain
         if fr in state.model.governed:
             ceiling = state.ceiling(team, fr) + (gain if own else 0)
             quota_room = min(tree.available(team, fr) + gain, ceiling)

@@ -1,7 +1,8 @@
 """Pending work grouped by *shape*, kept across cycles, and the lazily built pending result.
 
 A shape is what a failed admission attempt depends on: the team, the priority and the pod
-sets (names, counts, requests, node selectors, tolerations, node affinity), plus the submit
+sets (names, counts, requests, node selectors, tolerations, node affinity, topology, the
+count partial admission may go down to), plus the submit
 time for teams whose preemption rule compares submit times. Within one cycle, two workloads of
 the same shape meet the same state the same way: if one fails while nothing has changed since
 (no admission or preemption), the other fails too, for the same reason (see
@@ -89,6 +90,7 @@ def shape_key(wl: Workload, by_submit: bool, by_queue: bool = False) -> ShapeKey
             ps.affinity,
             ps.required_topology,
             ps.preferred_topology,
+            ps.min_count,
         )
         for ps in wl.podsets
     )
@@ -198,7 +200,7 @@ class PendingIndex:
                 rules is not None
                 and rules.preempt_team_tasks == PreemptTeamTasks.LOWER_OR_NEWER_EQUAL_PRIORITY
             )
-            skey = shape_key(wl, by_submit, rules is not None and rules.fair_admission)
+            skey = shape_key(wl, by_submit, rules is not None and rules.by_queue)
             found = self.shapes.get(skey)
             if found is None:
                 found = self.shapes[skey] = Shape(skey, wl.team)

@@ -20,16 +20,19 @@ from fleetshare.model.catalog import (
     mig_profiles,
     normalize_mig_profile,
 )
-from fleetshare.model.node import Node
+from fleetshare.model.namespace import NamespaceLabels, labels_of
+from fleetshare.model.node import Node, NodeSelectorRequirement
 from fleetshare.model.quantity import MILLI, format_quantity, parse_quantity
 from fleetshare.model.resources import CPU, MEMORY, MIG_PREFIX, PODS
 from fleetshare.model.workload import PodSet, Workload
+from fleetshare.placement.predicate import requirement_holds, selector_matches
 from fleetshare.policy.schema import (
     DEFAULT_FLAVOR,
     BorrowLimit,
     BorrowWithinCohortPolicy,
     Flavor,
     Group,
+    LabelSelector,
     LendingLimit,
     Policy,
     PolicyError,
@@ -38,6 +41,7 @@ from fleetshare.policy.schema import (
     QuotaEntry,
     ReclaimPolicy,
     SharingStrategy,
+    StopPolicy,
     Team,
 )
 
@@ -68,6 +72,96 @@ class QuotaNode:
     lending_limit: dict[FR, int] = field(default_factory=dict)
     can_borrow: bool = True
     can_lend: bool = True
+    weight: float = 1.0
+    """Its fair-sharing weight (a team's ``fair_share_weight``, a group's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Transformation:
+    """A compiled :class:`~fleetshare.policy.schema.ResourceTransformation`: per whole unit of
+    the input, ``outputs`` (milli-units); ``replace``: the input itself is not counted."""
+
+    outputs: tuple[tuple[str, int], ...]
+    replace: bool
+    multiply_by: str | None = None
+
+
+@dataclass(frozen=True)
+class Charging:
+    """How a pod set's requests are charged to quota: the one place this is decided.
+
+    Requests for resources excluded from quota are dropped (``cluster.
+    excluded_resource_prefixes``), the cluster's resource transformations applied per pod (as
+    Kueue computes a workload's requests), and each resource charged to the pod set's node
+    flavor or, for a team's quota-only resource, to its own flavor (``flavors``). Nodes are
+    asked for what the pods request, untouched."""
+
+    flavors: Mapping[str, str] = field(default_factory=dict)
+    """Quota-only resource -> the flavor its requests are charged to (``Team.quota_groups``)."""
+    excluded: tuple[str, ...] = ()
+    transformations: Mapping[str, Transformation] = field(default_factory=dict)
+
+    def requests(self, requests: Mapping[str, int]) -> Mapping[str, int]:
+        """A pod's requests as quota counts them (milli-units)."""
+        if not self.excluded and not self.transformations:
+            return requests
+        excluded = self.excluded
+        out: dict[str, int] = {}
+        for name, amount in requests.items():
+            if excluded and name.startswith(excluded):
+                continue
+            change = self.transformations.get(name)
+            if change is None:
+                out[name] = out.get(name, 0) + amount
+                continue
+            units = -(-amount // MILLI)  # whole units, rounded up (Kueue's Quantity.Value)
+            if change.multiply_by is not None and change.multiply_by in requests:
+                units *= -(-requests[change.multiply_by] // MILLI)
+            for output, per_unit in change.outputs:
+                out[output] = out.get(output, 0) + per_unit * units
+            if not change.replace:
+                out[name] = out.get(name, 0) + amount
+        return out
+
+    def usage(
+        self, podset: PodSet, flavor: str, into: dict[FR, int] | None = None
+    ) -> dict[FR, int]:
+        """What ``podset`` counts in quota with its pods on ``flavor``, per (flavor, resource)
+        (added to ``into`` when given, which is returned)."""
+        flavors = self.flavors
+        out: dict[FR, int] = {} if into is None else into
+        count = podset.count
+        for resource, amount in self.requests(podset.requests).items():
+            key = (flavors.get(resource, flavor) if flavors else flavor, resource)
+            out[key] = out.get(key, 0) + amount * count
+        return out
+
+
+NO_CHARGING = Charging()
+"""Requests counted as they are, each on the pod set's flavor."""
+
+
+@dataclass(frozen=True)
+class NamespaceSelector:
+    """A team's namespace selector (``Team.namespace_selector``): every label given and every
+    requirement must hold (Kubernetes' label selector, matched by placement's one rule)."""
+
+    labels: Mapping[str, str]
+    requirements: tuple[NodeSelectorRequirement, ...]
+
+    @classmethod
+    def of(cls, selector: LabelSelector) -> NamespaceSelector:
+        requirements = tuple(
+            NodeSelectorRequirement(r.key, r.operator, tuple(r.values))
+            for r in selector.match_expressions
+        )
+        return cls(dict(selector.match_labels), requirements)
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Do a namespace's ``labels`` satisfy the selector?"""
+        return selector_matches(labels, self.labels) and all(
+            requirement_holds(labels, r) for r in self.requirements
+        )
 
 
 @dataclass(frozen=True)
@@ -86,8 +180,9 @@ class TeamRules:
     flavor with nodes, those first."""
     covered: frozenset[str] | None = None
     """The only resources its work may request (None: any); see :meth:`unavailable`."""
-    charged: Mapping[str, str] = field(default_factory=dict)
-    """Quota-only resource -> the flavor its requests are charged to (``Team.quota_groups``)."""
+    charging: Charging = NO_CHARGING
+    """How its work's requests count in its quota (quota-only resources, the cluster's
+    exclusions and transformations)."""
     strict_fifo: bool = False
     """StrictFIFO: the first of its workloads (in queue order) that cannot be admitted blocks
     the rest of its queue (``Team.queueing_strategy``)."""
@@ -106,6 +201,72 @@ class TeamRules:
     stop_at_preemption: bool = False
     """The flavor search stops at the first flavor where preemption makes room
     (``when_can_preempt: Preempt``); else later flavors that fit are tried first."""
+    stop: StopPolicy = StopPolicy.NONE
+    """Its stop policy (``Team.stop_policy``): not None, it admits nothing."""
+    queue_stops: Mapping[str, StopPolicy] = field(default_factory=dict)
+    """Stop policies of its local queues (``Team.local_queue_stop_policies``)."""
+    namespaces: NamespaceSelector | None = None
+    """The namespaces whose work it admits (None: every one)."""
+
+    @property
+    def by_queue(self) -> bool:
+        """Whether what is decided for its work depends on the work's local queue (admission
+        fair sharing, a local queue's stop policy, a namespace selector): its pending work is
+        grouped by it."""
+        return self.fair_admission or bool(self.queue_stops) or self.namespaces is not None
+
+    def outside(self, workload: Workload, namespaces: NamespaceLabels) -> bool:
+        """Does its namespace selector refuse ``workload``'s namespace? (Work that names its
+        team, not a local queue, has no namespace: never refused.)"""
+        namespace = workload.namespace
+        return (
+            self.namespaces is not None
+            and namespace is not None
+            and not self.namespaces.matches(labels_of(namespace, namespaces))
+        )
+
+    def drains(self, workload: Workload) -> bool:
+        """Is ``workload``, admitted, evicted by a HoldAndDrain stop policy (its team's or
+        its local queue's)?"""
+        if self.stop == StopPolicy.HOLD_AND_DRAIN:
+            return True
+        queue = workload.queue
+        return queue is not None and self.queue_stops.get(queue) == StopPolicy.HOLD_AND_DRAIN
+
+    def holds_queue(self, workload: Workload, namespaces: NamespaceLabels) -> bool:
+        """Does ``workload``, not admitted, keep its place at the head of a StrictFIFO queue?
+        Not when its local queue is stopped or its namespace is refused: Kueue keeps such work
+        out of the ClusterQueue's queue, so it blocks nothing."""
+        queue = workload.queue
+        stopped = queue is not None and queue in self.queue_stops
+        return not stopped and not self.outside(workload, namespaces)
+
+    def refusal(self, workload: Workload, namespaces: NamespaceLabels) -> str | None:
+        """Why ``workload`` may not be admitted in this team now, whatever quota and nodes
+        say (None: it may be): its quota is disabled, it or the workload's local queue is
+        stopped (Kueue: the ClusterQueue is inactive), or its namespace (with ``namespaces``'
+        labels) is not among those the team admits. The one place these are decided: the
+        cycle, the starvation guard and the demand count all ask it."""
+        if not self.enabled:
+            return f"team {self.name}'s quota is disabled"
+        if self.stop != StopPolicy.NONE:
+            return (
+                f"{self.name} is inactive: its stop policy is {self.stop.value} (it admits no "
+                "new work)"
+            )
+        if self.queue_stops and workload.queue is not None:
+            stop = self.queue_stops.get(workload.queue)
+            if stop is not None and stop != StopPolicy.NONE:
+                return (
+                    f"local queue {workload.queue} is inactive: its stop policy is "
+                    f"{stop.value} (it admits no new work)"
+                )
+        if self.outside(workload, namespaces):
+            return (
+                f"namespace {workload.namespace} does not match {self.name}'s namespace "
+                "selector (Kueue: workload namespace doesn't match ClusterQueue selector)"
+            )
+        return None
 
     @property
     def single_lane(self) -> bool:
@@ -120,11 +281,12 @@ class TeamRules:
         Kueue leaves such work pending ("resource ... unavailable in ClusterQueue")."""
         if self.covered is None:
             return None
+        requests = self.charging.requests
         missing = sorted(
             {
                 r
                 for ps in workload.podsets
-                for r, amount in ps.requests.items()
+                for r, amount in requests(ps.requests).items()
                 if amount > 0 and r not in self.covered
             }
         )
@@ -145,6 +307,72 @@ class QuotaModel:
     governed: frozenset[FR]
     quota_only: frozenset[str] = frozenset()
     """Resources counted as quota only (in some team's ``quota_groups``): not asked of nodes."""
+    derived: frozenset[str] = frozenset()
+    """Resources only resource transformations produce (their outputs, which pods do not
+    request): quota has them, nodes do not offer them."""
+
+    @property
+    def not_offered(self) -> frozenset[str]:
+        """Resources quota counts that no node is meant to offer (quota-only, derived)."""
+        return self.quota_only | self.derived
+
+    @cached_property
+    def draining(self) -> tuple[str, ...]:
+        """Teams a HoldAndDrain stop policy (theirs, or a local queue's) may drain work of."""
+        drain = StopPolicy.HOLD_AND_DRAIN
+        return tuple(
+            name
+            for name, rules in self.teams.items()
+            if rules.stop == drain or drain in rules.queue_stops.values()
+        )
+
+    def ancestors(self, name: str) -> tuple[str, ...]:
+        """The groups above a team or group, its parent first (the cluster root not named)."""
+        out: list[str] = []
+        parent = self.nodes[name].parent
+        while parent is not None:
+            out.append(parent)
+            parent = self.nodes[parent].parent
+        return tuple(out)
+
+    @cached_property
+    def fair_paths(self) -> dict[str, tuple[str, ...]]:
+        """Per team, the nodes whose dominant shares order its work under fair sharing, from
+        the top: the groups above it that may borrow (a group that can borrow nothing, as
+        the Kueue importer's root cohort, always has share 0: left out), then the team."""
+        out: dict[str, tuple[str, ...]] = {}
+        for team in self.teams:
+            groups = [g for g in reversed(self.ancestors(team)) if self._may_borrow(g)]
+            out[team] = (*groups, team)
+        return out
+
+    @cached_property
+    def fair_peers(self) -> dict[str, frozenset[str]]:
+        """Per team, the teams whose fair-share order its usage moves: itself, and every team
+        under a group of its :attr:`fair_paths` (that group's share moves)."""
+        under: dict[str, set[str]] = {}
+        for team, path in self.fair_paths.items():
+            for node in path:
+                under.setdefault(node, set()).add(team)
+        return {
+            team: frozenset(peer for node in path for peer in under[node])
+            for team, path in self.fair_paths.items()
+        }
+
+    def below_common(self, a: str, b: str) -> tuple[str, str]:
+        """The nodes just below where the paths up from ``a`` and ``b`` meet (Kueue's almost
+        least common ancestors; ``a`` and ``b`` themselves when they share a parent)."""
+        up_a = (a, *self.ancestors(a), "")
+        up_b = (b, *self.ancestors(b), "")
+        common = set(up_b)
+        meet = next(i for i, node in enumerate(up_a) if node in common)
+        return up_a[max(meet - 1, 0)], up_b[max(up_b.index(up_a[meet]) - 1, 0)]
+
+    def _may_borrow(self, group: str) -> bool:
+        limits = self.nodes[group].borrowing_limit
+        return not self.governed or any(
+            fr not in limits or limits[fr].amount > 0 for fr in self.governed
+        )
 
     @cached_property
     def _topology_levels(self) -> dict[str, tuple[str, ...] | None]:
@@ -433,11 +661,29 @@ def compile_policy(
         unknown = sorted(quota_flavors - known)
         if unknown:
             raise PolicyError([("teams[*].quota_groups", f"undefined flavors: {unknown}")])
+    excluded = tuple(policy.cluster.excluded_resource_prefixes)
+    transformations = {
+        t.input: Transformation(
+            tuple((name, parse_quantity(v)) for name, v in t.outputs.items()),
+            t.strategy == "Replace",
+            t.multiply_by,
+        )
+        for t in policy.cluster.resource_transformations
+    }
     nodes: dict[str, QuotaNode] = {}
     for g in policy.groups:
         borrow, idle = _borrow_limits(g.borrow_limits, group_quota[g.name], governed)
         lend = _lending_limits(g.lending_limits, governed)
-        nodes[g.name] = QuotaNode(g.name, g.parent, False, group_quota[g.name], borrow, idle, lend)
+        nodes[g.name] = QuotaNode(
+            g.name,
+            g.parent,
+            False,
+            group_quota[g.name],
+            borrow,
+            idle,
+            lend,
+            weight=g.fair_share_weight,
+        )
     teams: dict[str, TeamRules] = {}
     for t in policy.teams:
         quota = team_quota[t.name]
@@ -453,11 +699,22 @@ def compile_policy(
         if not can_lend:
             lend = dict.fromkeys(governed, 0)
         nodes[t.name] = QuotaNode(
-            t.name, t.group, True, quota, borrow, idle, lend, can_borrow, can_lend
+            t.name,
+            t.group,
+            True,
+            quota,
+            borrow,
+            idle,
+            lend,
+            can_borrow,
+            can_lend,
+            t.fair_share_weight,
         )
         own_order = list(dict.fromkeys(e.flavor for e in t.quota))
         rest = sorted(known - set(own_order))
-        charged = {r: g.flavor for g in t.quota_groups for r in g.resources}
+        charging = Charging(
+            {r: g.flavor for g in t.quota_groups for r in g.resources}, excluded, transformations
+        )
         listed = own_order + rest if t.flavors is None else t.flavors
         node_order = [f for f in listed if f not in quota_flavors]
         borrow_within = (
@@ -478,7 +735,7 @@ def compile_policy(
             flavor_order=tuple(node_order),
             flavors_listed=t.flavors is not None,
             covered=None if t.covered_resources is None else frozenset(t.covered_resources),
-            charged=charged,
+            charging=charging,
             strict_fifo=t.queueing_strategy == QueueingStrategy.STRICT_FIFO,
             borrow_within=borrow_within,
             borrow_max_priority=t.borrow_within_cohort.max_priority_threshold,
@@ -486,10 +743,20 @@ def compile_policy(
             queue_weights=dict(t.local_queue_weights),
             stop_at_borrowing=t.flavor_fungibility.when_can_borrow == "Borrow",
             stop_at_preemption=t.flavor_fungibility.when_can_preempt == "Preempt",
+            stop=t.stop_policy,
+            namespaces=None
+            if t.namespace_selector is None
+            else NamespaceSelector.of(t.namespace_selector),
+            queue_stops={
+                q: s for q, s in t.local_queue_stop_policies.items() if s != StopPolicy.NONE
+            },
         )
     quota_only = frozenset(r for t in policy.teams for g in t.quota_groups for r in g.resources)
     node_flavors = tuple(f for f in flavors if f.name not in quota_flavors)
-    return QuotaModel(node_flavors, implicit, nodes, teams, frozenset(governed), quota_only)
+    derived = frozenset(o for t in transformations.values() for o, _ in t.outputs)
+    return QuotaModel(
+        node_flavors, implicit, nodes, teams, frozenset(governed), quota_only, derived
+    )
 
 
 def govern_nodes(

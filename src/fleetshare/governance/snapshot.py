@@ -6,12 +6,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from fleetshare.model.namespace import NamespaceLabels
 from fleetshare.model.node import Node
 from fleetshare.model.reason import Reason
 from fleetshare.model.resources import Resources
 from fleetshare.model.workload import Workload
 
-PreemptionReason = Literal["reclaim", "priority", "fair-share", "reclaim-while-borrowing"]
+PreemptionReason = Literal[
+    "reclaim", "priority", "fair-share", "reclaim-while-borrowing", "stopped"
+]
+"""Why admitted work is evicted; ``stopped``: a HoldAndDrain stop policy drains it."""
 
 PodPlacement = tuple[tuple[str, int], ...]
 """(node name, pod count) pairs for one pod set."""
@@ -26,6 +30,9 @@ class Assignment:
     gpus: tuple[tuple[tuple[int, ...], ...], ...] = ()
     """Per pod set, per placement pair, the GPU index of each pod's GPU share (empty when no
     pod set asks for a share, or when the backend does not know them)."""
+    counts: tuple[int, ...] = ()
+    """Per pod set, the pods admitted, when partial admission admitted fewer than asked (the
+    operator sets a Job's parallelism to it); empty: every pod."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +42,11 @@ class Running:
     workload: Workload
     assignment: Assignment
     admitted_at: float
+
+    def admitted(self) -> Workload:
+        """The workload as admitted: with the assignment's pod counts (partial admission)."""
+        counts = self.assignment.counts
+        return self.workload.with_counts(counts) if counts else self.workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +69,9 @@ class Snapshot:
     queue_usage: Mapping[str, float] = field(default_factory=dict)
     """Admission fair sharing: each local queue's usage score (``fair_admission``; absent
     means 0). The control loop keeps the usage."""
+    namespaces: NamespaceLabels = field(default_factory=dict)
+    """The labels of the cluster's namespaces, by name, which namespace selectors match (a
+    namespace not given has only its name label: ``model.namespace.labels_of``)."""
 
 
 @dataclass(frozen=True, slots=True)

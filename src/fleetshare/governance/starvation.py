@@ -23,6 +23,7 @@ from fleetshare.governance.flavors import SHORT, Flavors, Option
 from fleetshare.governance.queues import QueueKey, Shape, queue_key
 from fleetshare.governance.quota import FR, QuotaModel
 from fleetshare.governance.state import CycleState, amount
+from fleetshare.model.namespace import NamespaceLabels
 from fleetshare.model.workload import Workload
 from fleetshare.placement.fit import NoFit
 
@@ -127,6 +128,7 @@ class StarvationGuard:
         state: CycleState,
         flavors: Flavors,
         of: dict[int, tuple[Shape, QueueKey, Workload]],
+        namespaces: NamespaceLabels | None = None,
     ) -> None:
         self.seconds = seconds
         """``starvation_guard_seconds`` (None: no guard)."""
@@ -135,6 +137,8 @@ class StarvationGuard:
         self.state = state
         self.flavors = flavors
         self._of = of
+        self._namespaces: NamespaceLabels = namespaces or {}
+        """The namespaces' labels (a refused workload reserves nothing)."""
         self.reservations = Reservations()
         self._shape_reserved: dict[int, Reservation] = {}
         """Per shape, the reservation of its longest-waiting starving member: the members
@@ -179,7 +183,9 @@ class StarvationGuard:
         made = 0
         for wl in sorted(starving, key=queue_key):
             rules = self.model.teams.get(wl.team)
-            if rules is None or not rules.enabled or not self.starving(wl):
+            if rules is None or rules.refusal(wl, self._namespaces) is not None:
+                continue
+            if not self.starving(wl):
                 continue
             if heads and wl.team in heads and queue_key(wl) != heads[wl.team]:
                 continue

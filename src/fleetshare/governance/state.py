@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fleetshare.governance.quota import FR, QuotaModel
+from fleetshare.governance.quota import FR, NO_CHARGING, Charging, QuotaModel
 from fleetshare.governance.snapshot import Running, Snapshot
 from fleetshare.governance.tree import QuotaTree
 from fleetshare.model.node import Node
@@ -31,27 +31,20 @@ CAPACITY_BELOW_QUOTA = "capacity-below-quota"
 
 
 def usage_of(
-    workload: Workload, flavors: Sequence[str], charged: Mapping[str, str] | None = None
+    workload: Workload, flavors: Sequence[str], charging: Charging | None = None
 ) -> dict[FR, int]:
-    """What a workload requests, per (flavor, resource), with pod set i on ``flavors[i]``;
-    a resource in ``charged`` (its team's quota-only resources) on the flavor given there."""
+    """What a workload counts in quota, per (flavor, resource), with pod set i on
+    ``flavors[i]``, as its team's ``charging`` says (default: requests as they are)."""
+    charging = charging or NO_CHARGING
     out: dict[FR, int] = {}
     for flavor, podset in zip(flavors, workload.podsets, strict=True):
-        for resource, amount in podset.requests.items():
-            key = (charged.get(resource, flavor) if charged else flavor, resource)
-            out[key] = out.get(key, 0) + amount * podset.count
+        charging.usage(podset, flavor, out)
     return out
 
 
-def podset_usage(
-    podset: PodSet, flavor: str, charged: Mapping[str, str] | None = None
-) -> dict[FR, int]:
-    """What one pod set requests on ``flavor``, per (flavor, resource) (as :func:`usage_of`)."""
-    out: dict[FR, int] = {}
-    for resource, amount in podset.requests.items():
-        key = (charged.get(resource, flavor) if charged else flavor, resource)
-        out[key] = out.get(key, 0) + amount * podset.count
-    return out
+def podset_usage(podset: PodSet, flavor: str, charging: Charging | None = None) -> dict[FR, int]:
+    """What one pod set counts in quota on ``flavor`` (as :func:`usage_of`)."""
+    return (charging or NO_CHARGING).usage(podset, flavor)
 
 
 @dataclass(slots=True, eq=False)
@@ -65,6 +58,13 @@ class Admitted:
     admitted_at: float
     this_cycle: bool = False
     removed: bool = field(default=False)
+    podsets: tuple[PodSet, ...] = ()
+    """The pod sets as admitted (fewer pods under partial admission); the workload's own
+    when not given."""
+
+    def __post_init__(self) -> None:
+        if not self.podsets:
+            self.podsets = self.workload.podsets
 
 
 def amount(fr: FR, value: int) -> str:
@@ -163,7 +163,7 @@ class CycleState:
     def _set_target(self) -> None:
         """FGD's target workload: the pods of the running and pending work."""
         if self.cluster.placement == "fgd":
-            running = (ps for e in self.admitted.values() for ps in e.workload.podsets)
+            running = (ps for e in self.admitted.values() for ps in e.podsets)
             pending = (ps for wl in self._pending for ps in wl.podsets)
             self.fit.set_target(itertools.chain(running, pending))
 
@@ -194,7 +194,8 @@ class CycleState:
                 continue
             if above_priority is not None and wl.priority <= above_priority:
                 continue
-            asked = sum(ps.count * ps.requests.get(resource, 0) for ps in wl.podsets)
+            requests = self.model.teams[team].charging.requests
+            asked = sum(ps.count * requests(ps.requests).get(resource, 0) for ps in wl.podsets)
             if 0 < asked <= room:
                 return True
         return False
@@ -202,20 +203,22 @@ class CycleState:
     def load(self, running: Running) -> Admitted:
         """Take the quota and node resources of a running workload."""
         wl = running.workload
+        admitted = running.admitted()
         flavors = running.assignment.flavors
         rules = self.model.teams.get(wl.team)
         entry = Admitted(
             wl,
             flavors,
-            usage_of(wl, flavors, rules.charged if rules else None),
+            usage_of(admitted, flavors, rules.charging if rules else None),
             self.fit.plan_of(running.assignment.placement, running.assignment.gpus),
             running.admitted_at,
+            podsets=admitted.podsets,
         )
         self.admitted[wl.name] = entry
         self._index(entry)
         if wl.team in self.model.teams:
             self.tree.add(wl.team, entry.usage)
-        self.fit.apply(wl.podsets, entry.plan, 1)
+        self.fit.apply(entry.podsets, entry.plan, 1)
         insort(self.admitted_times, entry.admitted_at)
         return entry
 
@@ -228,16 +231,18 @@ class CycleState:
         per_team: dict[str, dict[FR, int]] = {}
         for running, known in items:
             wl = running.workload
+            admitted = running.admitted()
             flavors = running.assignment.flavors
             if known is None:
                 rules = self.model.teams.get(wl.team)
-                known = usage_of(wl, flavors, rules.charged if rules else None)
+                known = usage_of(admitted, flavors, rules.charging if rules else None)
             entry = Admitted(
                 wl,
                 flavors,
                 dict(known),
                 self.fit.plan_of(running.assignment.placement, running.assignment.gpus),
                 running.admitted_at,
+                podsets=admitted.podsets,
             )
             self.admitted[wl.name] = entry
             self._index(entry)
@@ -248,7 +253,7 @@ class CycleState:
             out.append(entry)
         for team, total in per_team.items():
             self.tree.add(team, total)
-        self.fit.apply_all([(e.workload.podsets, e.plan) for e in out])
+        self.fit.apply_all([(e.podsets, e.plan) for e in out])
         self.admitted_times.extend(e.admitted_at for e in out)
         self.admitted_times.sort()
         return out
@@ -264,12 +269,14 @@ class CycleState:
             self._by_team_flavor[(team, flavor)].remove(entry)
         if team in self.model.teams:
             self.tree.add(team, entry.usage, -1)
-        self.fit.apply(wl.podsets, entry.plan, -1)
+        self.fit.apply(entry.podsets, entry.plan, -1)
         del self.admitted_times[bisect_left(self.admitted_times, entry.admitted_at)]
 
     def _changed(self, team: str) -> None:
-        self._share.pop(team, None)
-        self.version[team] = self.version.get(team, 0) + 1
+        """The team's usage changed: so did the shares of its groups that order work."""
+        for name in self.model.fair_paths.get(team, (team,)):
+            self._share.pop(name, None)
+            self.version[name] = self.version.get(name, 0) + 1
 
     def _index(self, entry: Admitted) -> None:
         team = entry.workload.team
@@ -290,15 +297,15 @@ class CycleState:
         return [
             fr
             for fr in frs
-            if fr[1] not in self.model.quota_only
+            if fr[1] not in self.model.not_offered
             and self.tree.allocated.get(fr, 0) > self.capacity.get(fr, 0)
         ]
 
     def _oversubscription(self) -> list[Reason]:
         out = []
         for fr in sorted(self.model.governed):
-            if fr[1] in self.model.quota_only:
-                continue  # counted as quota only: no node offers it
+            if fr[1] in self.model.not_offered:
+                continue  # counted in quota only: no node offers it
             allocated = self.tree.allocated.get(fr, 0)
             cap = self.capacity.get(fr, 0)
             if allocated > cap:
@@ -321,7 +328,7 @@ class CycleState:
         self._index(entry)
         self._changed(entry.workload.team)
         self.tree.add(entry.workload.team, entry.usage)
-        self.fit.apply(entry.workload.podsets, entry.plan, 1)
+        self.fit.apply(entry.podsets, entry.plan, 1)
 
     def remove(self, entry: Admitted) -> None:
         """Give back a workload's quota and node resources (preemption)."""
@@ -330,7 +337,7 @@ class CycleState:
         self._changed(entry.workload.team)
         if entry.workload.team in self.model.teams:
             self.tree.add(entry.workload.team, entry.usage, -1)
-        self.fit.apply(entry.workload.podsets, entry.plan, -1)
+        self.fit.apply(entry.podsets, entry.plan, -1)
 
     def restore(self, entry: Admitted) -> None:
         """Undo :meth:`remove`."""
@@ -338,7 +345,7 @@ class CycleState:
         self._changed(entry.workload.team)
         if entry.workload.team in self.model.teams:
             self.tree.add(entry.workload.team, entry.usage)
-        self.fit.apply(entry.workload.podsets, entry.plan, 1)
+        self.fit.apply(entry.podsets, entry.plan, 1)
 
     # -- quota questions -------------------------------------------------------------------
 
@@ -442,27 +449,81 @@ class CycleState:
         )
 
     def dominant_share(self, team: str, extra: Mapping[FR, int] | None = None) -> float:
-        """Weighted dominant resource share: max over resources of borrowed / lendable.
+        """A team's weighted dominant resource share (:meth:`share`); with ``extra``, the
+        share it would have with that much more usage."""
+        return self.share(team, extra)
 
-        With ``extra``, the share the team would have with that much more usage.
-        """
-        if extra is None and team in self._share:
-            return self._share[team]
+    def share(self, name: str, extra: Mapping[FR, int] | None = None) -> float:
+        """Kueue's weighted dominant resource share of a team or group: per resource, what it
+        uses beyond its subtree quota (with ``extra`` more usage at the node), summed over
+        flavors, over what its parent could lend of that resource at most
+        (:meth:`QuotaTree.could_lend`; a resource it could lend none of is left out); the
+        largest ratio, divided by its weight. 0 when it borrows nothing."""
+        if extra is None and name in self._share:
+            return self._share[name]
         tree = self.tree
-        frs = set(self.model.nodes[team].quota) | set(tree.used_frs(team))
+        frs = set(tree.quota_frs(name))
         if extra:
             frs |= extra.keys()
-        share = 0.0
+        borrowed: dict[str, int] = {}
         for fr in frs & self.model.governed:
-            used = tree.usage(team, fr) + (extra.get(fr, 0) if extra else 0)
-            borrowed = used - tree.quota(team, fr)
-            if borrowed > 0:
-                share = max(share, borrowed / max(tree.lendable_pool(fr), 1))
+            used = tree.node_usage(name, fr) + (extra.get(fr, 0) if extra else 0)
+            over = used - tree.subtree_quota(name, fr)
+            if over > 0:
+                borrowed[fr[1]] = borrowed.get(fr[1], 0) + over
+        share = 0.0
+        parent = tree.parent_of(name)
+        if borrowed and parent is not None:
+            lendable = tree.could_lend(parent)
+            share = max(
+                (b / lendable[r] for r, b in borrowed.items() if lendable.get(r, 0) > 0),
+                default=0.0,
+            )
         # A weight of 0 (HyperPod's default) ranks last, yet stays comparable between teams.
-        share /= max(self.model.teams[team].weight, ZERO_WEIGHT)
+        share /= max(self.model.nodes[name].weight, ZERO_WEIGHT)
         if extra is None:
-            self._share[team] = share
+            self._share[name] = share
         return share
+
+    def shares_with(
+        self, changes: Mapping[str, Mapping[FR, int]], names: Sequence[str]
+    ) -> dict[str, float]:
+        """The shares of ``names`` (teams or groups) as they would be with each team's usage
+        changed by ``changes`` (signed amounts); the tree is changed and changed back."""
+        tree = self.tree
+        for team, delta in changes.items():
+            tree.add(team, delta)
+        try:
+            return {name: self._fresh_share(name) for name in names}
+        finally:
+            for team, delta in changes.items():
+                tree.add(team, delta, -1)
+
+    def _fresh_share(self, name: str) -> float:
+        cached = self._share.pop(name, None)
+        try:
+            return self.share(name)
+        finally:
+            self._share.pop(name, None)
+            if cached is not None:
+                self._share[name] = cached
+
+    def fair_key(self, team: str, usage: Mapping[FR, int]) -> tuple[float, ...]:
+        """The shares that order ``team``'s work asking for ``usage`` under fair sharing,
+        from the top (``QuotaModel.fair_paths``): each group's as it stands, then the team's
+        with the work admitted. Compared in order, as Kueue's tournament compares the
+        children of each cohort (it also adds the work at the groups' level)."""
+        path = self.model.fair_paths.get(team, (team,))
+        return (*(self.share(group) for group in path[:-1]), self.share(team, usage))
+
+    def key_version(self, team: str) -> object:
+        """The usage versions :meth:`fair_key` depends on: the team's, and its groups' when its
+        fair path has groups (then a tuple)."""
+        path = self.model.fair_paths.get(team)
+        if path is None or len(path) == 1:
+            return self.version.get(team, 0)
+        version = self.version
+        return tuple(version.get(name, 0) for name in path)
 
 
 class StateCache:

@@ -93,6 +93,9 @@ class QuotaTree:
                 for fr, amount in qn.quota.items():
                     self._group_quota[fr] = self._group_quota.get(fr, 0) + amount
         self._idle_sharing = idle_sharing
+        self._could_lend: dict[str, dict[str, int]] = {}
+        """Per node, what it could lend a child at most, per resource (static: see
+        :meth:`could_lend`)."""
         self._lendable: dict[FR, int] = {}
         for qn in model.nodes.values():
             if qn.is_team:
@@ -114,6 +117,7 @@ class QuotaTree:
         new._group_quota = self._group_quota
         new._idle_sharing = self._idle_sharing
         new._lendable = self._lendable.copy()
+        new._could_lend = self._could_lend
         new._teams_under = self._teams_under
         new.touched = set()
         new.lendable_changed = False
@@ -196,6 +200,47 @@ class QuotaTree:
             used_in_parent = max(0, usage - kept)
             from_parent = min(from_parent, stored_in_parent - used_in_parent + limit)
         return local + max(0, from_parent)
+
+    def node_usage(self, name: str, fr: FR) -> int:
+        """What a team's admitted work requests, or a group's children use beyond what they
+        keep (its usage in the tree)."""
+        return self._usage[name].get(fr, 0)
+
+    def subtree_quota(self, name: str, fr: FR) -> int:
+        """A team's quota, or a group's own quota plus what its children lend up."""
+        return self._nodes[name].subtree.get(fr, 0)
+
+    def quota_frs(self, name: str) -> list[FR]:
+        """The pairs a node has subtree quota or usage of."""
+        return list({*self._nodes[name].subtree, *self._usage[name]})
+
+    def parent_of(self, name: str) -> str | None:
+        """A node's parent (the cluster root's name, ``""``, for a top-level one)."""
+        parent = self._nodes[name].parent
+        return None if parent is None else parent.name
+
+    def could_lend(self, name: str) -> dict[str, int]:
+        """The most node ``name`` could give a child, per resource (summed over flavors),
+        counting only quotas and limits, not usage: what Kueue's fair sharing divides a
+        child's borrowing by (its potential available: the root's subtree quota; below, what
+        the node keeps plus what its parent could give it, within its borrowing limit)."""
+        found = self._could_lend.get(name)
+        if found is None:
+            node = self._nodes[name]
+            found = {}
+            for fr in self.model.governed:
+                found[fr[1]] = found.get(fr[1], 0) + self._potential(node, fr)
+            self._could_lend[name] = found
+        return found
+
+    def _potential(self, node: _Node, fr: FR) -> int:
+        if node.parent is None:
+            return node.subtree.get(fr, 0)
+        out = node.kept(fr) + self._potential(node.parent, fr)
+        limit = node.borrowing_limit.get(fr)
+        if limit is not None:
+            out = min(out, node.subtree.get(fr, 0) + limit)
+        return out
 
     def pool_available(self, fr: FR) -> int:
         """What the cluster root still has to lend."""

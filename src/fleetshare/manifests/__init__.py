@@ -33,7 +33,9 @@ workload), StatefulSet (one pod group), LeaderWorkerSet (a pod group per replica
   ``fleetshare.io/`` annotation is an error (a misspelling must not pass unseen), and so are
   the queue-name and priority-class keys given as annotations (Kueue reads them as labels);
 - the kinds' counts (each kind's module says which fields): Job ``parallelism``,
-  ``completions``; the Kubeflow jobs' replica specs' ``replicas``; JobSet
+  ``completions`` and the annotation ``kueue.x-k8s.io/job-min-parallelism`` (partial
+  admission: the pod set's ``min_count``, greater than 0 and less than its pods); the
+  Kubeflow jobs' replica specs' ``replicas``; JobSet
   ``replicatedJobs[].name``, ``replicas``; Ray ``headGroupSpec``,
   ``workerGroupSpecs[].groupName``, ``replicas``, ``minReplicas``, ``maxReplicas``,
   ``numOfHosts``, ``suspend`` (true is refused); RayJob ``rayClusterSpec``,
@@ -55,9 +57,9 @@ workload), StatefulSet (one pod group), LeaderWorkerSet (a pod group per replica
   ``preferred_topology``).
 
 **Noted** (the run's ``manifest_notes``: present, relevant to scheduling, not modelled):
-Kueue labels and annotations other than the above (``kueue.x-k8s.io/job-min-parallelism``:
-partial admission is out of scope, the job is admitted whole; ``podset-slice-*`` topology
-requests; ...), in the object's or a pod template's metadata; ``activeDeadlineSeconds`` (Job,
+Kueue labels and annotations other than the above (``kueue.x-k8s.io/job-min-parallelism``
+on a kind other than a Job; ``podset-slice-*`` topology requests; ...), in the object's or a
+pod template's metadata; ``activeDeadlineSeconds`` (Job,
 JobSet's jobs, Kubeflow ``runPolicy``, RayJob); Kubeflow ``elasticPolicy`` and
 ``runPolicy.schedulingPolicy`` (but its ``priorityClass``); Ray ``enableInTreeAutoscaling``;
 a Deployment's pods being queued one by one; a CronJob's schedule (one run is read); pod

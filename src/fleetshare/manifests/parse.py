@@ -25,12 +25,12 @@ from fleetshare.manifests.kinds.base import (
     TEAM_LABEL,
     check_api_version,
 )
+from fleetshare.manifests.kinds.job import MIN_PARALLELISM
 from fleetshare.manifests.priority import PRIORITY_CLASS_API, PRIORITY_CLASS_KIND, PodPriorityClass
 from fleetshare.manifests.values import Fields, ManifestError, join
 from fleetshare.model.workload import PodSet
 
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
 FLEETSHARE_PRIORITY_LABEL = "fleetshare.io/priority-class"
 DURATION_ANNOTATION = "fleetshare.io/duration"
 SUBMIT_ANNOTATION = "fleetshare.io/submit-at"
@@ -352,8 +352,10 @@ def _metadata_notes(
             raise fields.error(path, f"unknown annotation (known: {', '.join(KNOWN_ANNOTATIONS)})")
         if key in (QUEUE_LABEL, PRIORITY_LABEL):
             raise fields.error(path, "is a label in Kueue, not an annotation: move it to labels")
-        if key == MIN_PARALLELISM:
-            notes.append(f"{path}: partial admission is not modelled; the job is admitted whole")
+        if key == MIN_PARALLELISM and kind != "Job":
+            notes.append(f"{path}: partial admission applies to a batch/v1 Job only; ignored")
+        elif key == MIN_PARALLELISM:
+            pass  # the Job's pod set may run with fewer pods (kinds/job.py)
         elif key in GROUP_ANNOTATIONS and kind == "Pod" and POD_GROUP_LABEL not in labels:
             notes.append(f"{path}: without {POD_GROUP_LABEL} the pod is a workload of its own")
         elif key.startswith("kueue.x-k8s.io/") and not (key in GROUP_ANNOTATIONS and kind == "Pod"):
@@ -454,6 +456,7 @@ def _podsets(raws: Iterable[RawPodSet]) -> tuple[PodSet, ...]:
             r.shape.affinity,
             r.shape.required_topology,
             r.shape.preferred_topology,
+            r.min_count,
         )
         for r in raws
         if r.count > 0

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from fleetshare.model.node import NodeSelectorRequirement, Toleration
 from fleetshare.model.resources import Resources, scale, total
@@ -27,6 +27,10 @@ class PodSet:
     preferred_topology: str | None = None
     """Like ``required_topology``, but when no domain of that level holds the pod set, wider
     levels are tried and then any nodes (Kueue's ``podset-preferred-topology``)."""
+    min_count: int | None = None
+    """Partial admission (Kueue's pod set ``minCount``: a Job's
+    ``kueue.x-k8s.io/job-min-parallelism``): when ``count`` pods do not fit, fewer may run,
+    down to this many. None: all or nothing."""
 
     def total(self) -> Resources:
         """What all pods of the set request together."""
@@ -58,6 +62,21 @@ class Workload:
     queue: str | None = None
     """The local queue (``namespace/name``) it was submitted to, if it named one."""
     created: int = field(default_factory=lambda: next(_created), compare=False)
+
+    @property
+    def namespace(self) -> str | None:
+        """The namespace it was submitted in: its local queue's (None when it named its team,
+        not a local queue)."""
+        queue = self.queue
+        return queue.partition("/")[0] if queue is not None and "/" in queue else None
+
+    def with_counts(self, counts: Sequence[int]) -> Workload:
+        """The workload with ``counts[i]`` pods in pod set i (as partially admitted)."""
+        podsets = tuple(
+            ps if ps.count == n else replace(ps, count=n)
+            for ps, n in zip(self.podsets, counts, strict=True)
+        )
+        return replace(self, podsets=podsets)
 
     def total_requests(self) -> Resources:
         """Everything the gang requests."""

@@ -39,6 +39,8 @@ _BEFORE = (
     Rule(("",), ("pods/status",), ("patch",), "the Preempted condition"),
     Rule(("",), ("pods/eviction",), ("create",), "preemption and drains (PDBs apply)"),
     Rule(("",), ("events",), ("create",)),
+    Rule(("",), ("namespaces",), ("list", "watch"),
+         "a team's namespace selector: the labels of a workload's namespace"),
 )  # fmt: skip
 _AFTER = (
     Rule(("batch",), ("jobs/status",), ("patch",), "a Job's Evicted condition and start time"),

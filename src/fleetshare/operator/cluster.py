@@ -88,6 +88,7 @@ from fleetshare.operator.objects import (
     GATE,
     INJECTED,
     PENDING_REASON,
+    POD_COUNTS,
     Admitted,
     Phase,
     admission_of,
@@ -109,6 +110,7 @@ from fleetshare.operator.objects import (
     pods_phase,
     suspension_settled,
     timestamp,
+    written_counts,
 )
 from fleetshare.operator.owners import OwnerIndex, Ref
 from fleetshare.operator.watch import Key, Store, key_of
@@ -643,7 +645,9 @@ class KubeCluster:
         podsets = t.workload.podsets
         pods = t.objects if t.kind == "Pod" else self._job_pods(t)
         actual = bound_placement(pods, podsets, t.pod_podset) if pods else None
-        if actual is not None and sum(c for ps in actual for _, c in ps) < t.workload.pod_count:
+        counts = t.admitted.counts if t.admitted is not None else ()
+        pods_admitted = sum(counts) if counts else t.workload.pod_count
+        if actual is not None and sum(c for ps in actual for _, c in ps) < pods_admitted:
             actual = None  # not every pod exists yet: keep the planned placement
         if t.admitted is not None:
             placement = actual if actual is not None else t.admitted.placement
@@ -653,7 +657,7 @@ class KubeCluster:
             placement = actual or tuple(() for _ in podsets)
             flavors = tuple(self._flavor_of_nodes(ps) for ps in placement)
             at = t.workload.submit_time
-        return Running(t.workload, Assignment(flavors, placement), at)
+        return Running(t.workload, Assignment(flavors, placement, counts=counts), at)
 
     def _job_pods(self, t: Tracked) -> list[dict[str, Any]]:
         """The pods of a workload admitted by suspension: owned by it, or by an object it
@@ -701,6 +705,14 @@ class KubeCluster:
 
     def pending_for_cycle(self) -> Sequence[Workload]:
         return self.pending_workloads()
+
+    def namespace_labels(self) -> dict[str, dict[str, str]]:
+        """The watched Namespaces' labels (what namespace selectors match)."""
+        out: dict[str, dict[str, str]] = {}
+        for (_, name), obj in self.store.of("Namespace").items():
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            out[name] = {str(k): str(v) for k, v in labels.items()}
+        return out
 
     def busy(self, now: float) -> bool:
         return bool(self.pending or self.running)
@@ -764,6 +776,7 @@ class KubeCluster:
                 now,
                 workload.team,
                 {k: v for k, v in admission.borrowed.items() if v},
+                admission.assignment.counts,
             )
             t = self.tracked[name]
             send = functools.partial(
@@ -875,11 +888,17 @@ class KubeCluster:
         keys = sorted({k for sel in selectors for k in sel})
         annotations: dict[str, str | None] = {
             ADMISSION: admitted.to_json(), INJECTED: json.dumps(keys),
-            PENDING_REASON: None, AUTOSCALER_NOTE: None,
+            PENDING_REASON: None, AUTOSCALER_NOTE: None, POD_COUNTS: None,
         }  # fmt: skip
+        counts: dict[str, int] = {}
+        if admitted.counts:  # partial admission: run with fewer pods, say how many were asked
+            names = [ps.name for ps in t.workload.podsets]
+            counts = dict(zip(names, admitted.counts, strict=True))
+            asked = {ps.name: ps.count for ps in t.workload.podsets}
+            annotations[POD_COUNTS] = json.dumps(asked, sort_keys=True)
 
         def patch(obj: dict[str, Any]) -> list[dict[str, Any]]:
-            return admission_ops(obj, kind, by_podset, injected_keys(obj), annotations)
+            return admission_ops(obj, kind, by_podset, injected_keys(obj), annotations, counts)
 
         obj = t.objects[0]
         name = str(obj["metadata"]["name"])
@@ -1003,8 +1022,9 @@ class KubeCluster:
             kind = SUSPENDED.get(t.kind)
             if kind is not None:
                 job = t.objects[0]
-                ops = [*annotation_ops(job, {ADMISSION: None, EVICTION: record}),
-                       *kind.suspend_ops(job, True)]  # fmt: skip
+                ops = [*annotation_ops(job, {ADMISSION: None, EVICTION: record, POD_COUNTS: None}),
+                       *kind.suspend_ops(job, True),
+                       *kind.resize_ops(job, written_counts(job))]  # fmt: skip
                 jname = str(job["metadata"]["name"])
                 res = RESOURCES[kind.kind]
                 self.store.put(kind.kind, self.kube.patch(res, jname, ops, t.namespace,

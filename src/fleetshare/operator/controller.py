@@ -36,6 +36,7 @@ from fleetshare.operator.kinds import OPTIONAL, RESOURCES
 from fleetshare.operator.kube import (
     CRDS,
     JOBS,
+    NAMESPACES,
     NODES,
     PDBS,
     PODS,
@@ -235,6 +236,7 @@ class Operator:
             Watcher(self.kube, TEAMS, self._inbox, watch_stop),
             Watcher(self.kube, CLUSTER_POLICIES, self._inbox, watch_stop),
             Watcher(self.kube, PRIORITY_CLASSES, self._inbox, watch_stop),
+            Watcher(self.kube, NAMESPACES, self._inbox, watch_stop),
         ]
         if s.cloud is not None:
             watchers += [

@@ -55,17 +55,20 @@ def admission_ops(
     selectors: Mapping[str, Mapping[str, str]],
     old_keys: Sequence[str],
     annotations: Mapping[str, str | None],
+    counts: Mapping[str, int] | None = None,
 ) -> Ops:
     """A JSON patch admitting ``obj``: only if its resourceVersion is still the one the
     decision saw (a ``test``), ``annotations`` set, and the kind run with each pod set's
     ``selectors`` in place of the keys injected before (``old_keys``; the kind's
-    :meth:`~SuspendedKind.run_ops`). A JSON patch, not a merge patch, because templates sit in
+    :meth:`~SuspendedKind.run_ops`) and, partially admitted, with ``counts`` pods
+    (:meth:`~SuspendedKind.resize_ops`). A JSON patch, not a merge patch, because templates sit in
     lists a merge patch would replace whole."""
     meta = obj.get("metadata") or {}
     return [
         {"op": "test", "path": "/metadata/resourceVersion", "value": meta.get("resourceVersion")},
         *annotation_ops(obj, annotations),
         *kind.run_ops(obj, selectors, old_keys),
+        *kind.resize_ops(obj, counts or {}),
     ]
 
 

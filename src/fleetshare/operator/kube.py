@@ -60,6 +60,7 @@ JOBS = Resource("Job", "batch/v1", "jobs", True)
 PDBS = Resource("PodDisruptionBudget", "policy/v1", "poddisruptionbudgets", True)
 LEASES = Resource("Lease", "coordination.k8s.io/v1", "leases", True)
 PRIORITY_CLASSES = Resource("PriorityClass", "scheduling.k8s.io/v1", "priorityclasses", False)
+NAMESPACES = Resource("Namespace", "v1", "namespaces", False)
 CRDS = Resource(
     "CustomResourceDefinition", "apiextensions.k8s.io/v1", "customresourcedefinitions", False
 )

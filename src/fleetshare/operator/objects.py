@@ -56,6 +56,9 @@ PENDING_REASON = PREFIX + "pending-reason"
 AUTOSCALER_NOTE = PREFIX + "autoscaler"
 """Annotation: what the autoscaler does for a pending workload (nodes launching for it, or
 why it cannot add any)."""
+POD_COUNTS = PREFIX + "pod-counts"
+"""Annotation: the pod sets' counts as the owner wrote them (a Job's parallelism), while the
+object runs with fewer (partial admission): restored on eviction, and what it is read as."""
 EVICTION = PREFIX + "last-eviction"
 """Annotation: the last preemption or eviction (reason, by, message, time)."""
 CAPACITY_TYPE_LABELS = ("karpenter.sh/capacity-type", "eks.amazonaws.com/capacityType")
@@ -145,18 +148,20 @@ class Admitted:
     at: float
     team: str
     borrowed: Mapping[str, int]
+    counts: tuple[int, ...] = ()
+    """Pods admitted per pod set under partial admission (empty: every pod)."""
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "flavors": list(self.flavors),
-                "placement": [[[n, c] for n, c in ps] for ps in self.placement],
-                "at": self.at,
-                "team": self.team,
-                "borrowed": dict(self.borrowed),
-            },
-            sort_keys=True,
-        )
+        data: dict[str, Any] = {
+            "flavors": list(self.flavors),
+            "placement": [[[n, c] for n, c in ps] for ps in self.placement],
+            "at": self.at,
+            "team": self.team,
+            "borrowed": dict(self.borrowed),
+        }
+        if self.counts:
+            data["counts"] = list(self.counts)
+        return json.dumps(data, sort_keys=True)
 
     @staticmethod
     def from_json(text: str | None) -> Admitted | None:
@@ -170,6 +175,7 @@ class Admitted:
                 float(data["at"]),
                 str(data.get("team", "")),
                 {str(k): int(v) for k, v in (data.get("borrowed") or {}).items()},
+                tuple(int(n) for n in data.get("counts") or ()),
             )
         except (ValueError, KeyError, TypeError):
             return None
@@ -181,6 +187,21 @@ def _annotations(obj: Mapping[str, Any]) -> dict[str, str]:
 
 def admission_of(obj: Mapping[str, Any]) -> Admitted | None:
     return Admitted.from_json(_annotations(obj).get(ADMISSION))
+
+
+def written_counts(obj: Mapping[str, Any]) -> dict[str, int]:
+    """The pod sets' counts its owner wrote, when partial admission runs it with fewer
+    (:data:`POD_COUNTS`; empty otherwise)."""
+    text = _annotations(obj).get(POD_COUNTS)
+    if not text:
+        return {}
+    try:
+        counts = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(counts, dict):
+        return {}
+    return {str(k): int(v) for k, v in counts.items() if isinstance(v, int)}
 
 
 def injected_keys(obj: Mapping[str, Any]) -> list[str]:
@@ -235,9 +256,11 @@ class Parsed:
 def parse_job(job: Mapping[str, Any], kind: SuspendedKind = JOB) -> Parsed:
     """A Job (or another kind admitted by suspension) as the manifest parser reads it, as its
     owner wrote it: the node-selector keys the operator injected taken off (the kind's
-    :meth:`~SuspendedKind.restore_ops`; a requeued job is free to take another flavor). Raises
+    :meth:`~SuspendedKind.restore_ops`; a requeued job is free to take another flavor), and
+    the counts a partial admission lowered given back (:data:`POD_COUNTS`). Raises
     :class:`ManifestError`."""
     restored = apply_ops(job, kind.restore_ops(job, injected_keys(job)))
+    restored = apply_ops(restored, kind.resize_ops(restored, written_counts(job)))
     return _parsed([_clean(restored)], _where(job))
 
 

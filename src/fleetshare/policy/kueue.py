@@ -4,9 +4,10 @@ Mapping, Kueue -> fleetshare:
 
 - ``ResourceFlavor`` -> :class:`Flavor` (name, ``spec.nodeLabels``).
 - ``Cohort`` -> :class:`Group`: parent (``spec.parent`` in v1alpha1/v1beta1, ``spec.parentName``
-  in v1beta2), its own quota from ``spec.resourceGroups`` and the borrowingLimit / lendingLimit
-  it has towards its parent. A cohort that is named (by a ClusterQueue or as a parent) but not
-  declared becomes a group with no quota, as Kueue treats it. Root cohorts (no parent) are
+  in v1beta2), its own quota from ``spec.resourceGroups``, the borrowingLimit / lendingLimit
+  it has towards its parent and ``fairSharing.weight`` (``fair_share_weight``). A cohort
+  that is named (by a ClusterQueue or as a parent) but not declared becomes a group with no
+  quota, as Kueue treats it. Root cohorts (no parent) are
   separate trees in Kueue: they get borrowing and lending limits of 0 towards the cluster.
 - ``ClusterQueue`` -> :class:`Team`: group = ``spec.cohort`` / ``spec.cohortName``; one
   :class:`QuotaEntry` per flavor with ``resources = {name: nominalQuota}``; borrowingLimit and
@@ -17,7 +18,8 @@ Mapping, Kueue -> fleetshare:
   -> ``borrow_within_cohort`` (its ``maxPriorityThreshold`` on the rescaled priorities; with
   ``reclaimWithinCohort: Never`` rejected, as Kueue's webhook does; with fair sharing noted as
   having no effect); ``queueingStrategy`` -> ``queueing_strategy``; ``admissionScope`` ->
-  ``admission_fair_sharing``; ``fairSharing.weight`` -> ``fair_share_weight``; an empty
+  ``admission_fair_sharing``; ``fairSharing.weight`` -> ``fair_share_weight``;
+  ``stopPolicy`` -> ``stop_policy``; an empty
   ``namespaceSelector`` (every namespace) is what fleetshare does anyway. ``coveredResources``
   of every resource group -> ``covered_resources`` (none for a queue without resourceGroups:
   its work waits, as in Kueue). The node group is the
@@ -26,10 +28,13 @@ Mapping, Kueue -> fleetshare:
   else it is rejected: fleetshare gives a pod set one node flavor.
 - ``LocalQueue`` -> ``"namespace/name"`` in its ClusterQueue's ``local_queues``; workloads
   naming it reach that team (:meth:`Policy.team_for`); ``fairSharing.weight`` ->
-  ``local_queue_weights``.
+  ``local_queue_weights``; ``stopPolicy`` -> ``local_queue_stop_policies``.
 - ``WorkloadPriorityClass`` -> :class:`PriorityClass` (weight = value, rescaled into 0–100 when
   a value falls outside it, keeping order and distinctness).
-- kueue ``Configuration`` ``fairSharing`` -> ``cluster.fair_share`` (off without it);
+- kueue ``Configuration`` ``resources``: ``transformations`` (input, strategy, outputs,
+  multiplyBy) -> ``cluster.resource_transformations``, ``excludeResourcePrefixes`` ->
+  ``cluster.excluded_resource_prefixes``;
+  ``fairSharing`` -> ``cluster.fair_share`` (off without it);
   ``admissionFairSharing`` (``usageHalfLifeTime``, ``usageSamplingInterval`` as Go durations,
   ``resourceWeights``) -> ``cluster.admission_fair_sharing``. In Kueue only quota that queues
   lend can be borrowed, so ``cluster.idle_resource_sharing`` is off. Kueue has no starvation
@@ -57,6 +62,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import ValidationError
 
 from fleetshare.inputs import InputError, parse_yaml_all, value_kind
+from fleetshare.model.namespace import NAME_LABEL
 from fleetshare.model.quantity import MILLI, QuantityError, parse_quantity
 from fleetshare.policy.import_report import ImportReport
 from fleetshare.policy.schema import (
@@ -68,6 +74,8 @@ from fleetshare.policy.schema import (
     Flavor,
     FlavorFungibility,
     Group,
+    LabelRequirement,
+    LabelSelector,
     LendingLimit,
     Policy,
     PolicyError,
@@ -78,7 +86,9 @@ from fleetshare.policy.schema import (
     QuotaEntry,
     QuotaGroup,
     ReclaimPolicy,
+    ResourceTransformation,
     SharingStrategy,
+    StopPolicy,
     Team,
     validation_problems,
 )
@@ -127,13 +137,9 @@ _QUEUE_UNSUPPORTED = {
     "in governance: work is admitted on quota and node room alone; ignored",
     "admissionChecksStrategy": "admission checks (such as provisioning requests) are not "
     "implemented in governance: work is admitted on quota and node room alone; ignored",
-    "namespaceSelector": "namespace selectors are not supported (jobs reach a team through its "
-    "local queues, from any namespace); ignored",
-    "stopPolicy": "stop policies are not supported (the team stays enabled); ignored",
     "concurrentAdmissionPolicy": _NOT_SUPPORTED,
 }
 _LOCAL_QUEUE_UNSUPPORTED = {
-    "stopPolicy": "stop policies are not supported; ignored",
     "wallTimePolicy": "wall-time limits are not supported; ignored",
 }
 
@@ -159,6 +165,16 @@ class _Quotas:
     """Per resource group: its path, covered resources and flavor names."""
 
 
+@dataclass
+class _LocalQueues:
+    """A ClusterQueue's LocalQueues (``namespace/name``), with their admission fair sharing
+    weights and stop policies where given."""
+
+    names: list[str] = field(default_factory=list)
+    weights: dict[str, float] = field(default_factory=dict)
+    stops: dict[str, StopPolicy] = field(default_factory=dict)
+
+
 def import_kueue(source: str | list[dict[str, Any]], report: ImportReport | None = None) -> Policy:
     """Turn Kueue objects (YAML text or parsed documents) into a fleetshare policy.
 
@@ -177,9 +193,9 @@ def import_kueue(source: str | list[dict[str, Any]], report: ImportReport | None
     queues = _local_queues(by_kind["LocalQueue"].values(), set(by_kind["ClusterQueue"]), report)
     classes, priority_of = _priority_classes(by_kind["WorkloadPriorityClass"].values(), report)
     configurations = [obj for obj in objects if obj.kind == "Configuration"]
-    fair_share, admission = _configuration(configurations, report)
+    fair_share, admission, resources = _configuration(configurations, report)
     teams = [
-        _team(obj, flavor_names, labels, queues.get(name, ([], {})), priority_of, report)
+        _team(obj, flavor_names, labels, queues.get(name, _LocalQueues()), priority_of, report)
         for name, obj in by_kind["ClusterQueue"].items()
     ]
     _queue_settings_notes(teams, fair_share, admission, report)
@@ -195,6 +211,8 @@ def import_kueue(source: str | list[dict[str, Any]], report: ImportReport | None
             idle_resource_sharing=False,
             flavors=flavors,
             admission_fair_sharing=admission,
+            resource_transformations=resources.transformations,
+            excluded_resource_prefixes=resources.excluded,
             starvation_guard_seconds=None,  # Kueue has no such guard (see _cluster_note)
         )
         return Policy(cluster=cluster, groups=groups, teams=teams, notes=report.notes)
@@ -567,11 +585,11 @@ def _flavor(obj: _Object, topologies: Mapping[str, list[str]], report: ImportRep
 
 
 def _group(obj: _Object, flavors: set[str], report: ImportReport) -> Group:
-    """Cohort -> Group with its parent, own quota and limits towards the parent."""
+    """Cohort -> Group with its parent, own quota, limits towards the parent and fair-sharing
+    weight."""
     spec, where = _spec(obj, report), f"{obj.ref}.spec"
-    unsupported = {"fairSharing": "cohort fair-sharing weights are not supported; ignored"}
-    handled = ("parent", "parentName", "resourceGroups")
-    _unknown_fields(spec, where, handled, unsupported, report)
+    handled = ("parent", "parentName", "resourceGroups", "fairSharing")
+    _unknown_fields(spec, where, handled, {}, report)
     parent = _reference(spec, ("parent", "parentName"), where, report)
     reader = _QuotaReader(flavors, report)
     quotas = reader.read(spec.get("resourceGroups"), f"{where}.resourceGroups")
@@ -583,6 +601,7 @@ def _group(obj: _Object, flavors: set[str], report: ImportReport) -> Group:
         quota=quotas.entries,
         borrow_limits=quotas.borrow,
         lending_limits=quotas.lend,
+        fair_share_weight=_weight(spec.get("fairSharing"), f"{where}.fairSharing", report),
     )
 
 
@@ -631,7 +650,7 @@ def _team(
     obj: _Object,
     flavors: set[str],
     labels: Mapping[str, Mapping[str, str]],
-    local_queues: tuple[list[str], dict[str, float]],
+    local_queues: _LocalQueues,
     priority_of: Callable[[int], int],
     report: ImportReport,
 ) -> Team:
@@ -646,10 +665,9 @@ def _team(
         "queueingStrategy",
         "admissionScope",
         "flavorFungibility",
+        "stopPolicy",
+        "namespaceSelector",
     )
-    if spec.get("namespaceSelector") == {}:  # every namespace: fleetshare's behaviour too
-        handled += ("namespaceSelector",)
-        report.map(f"{where}.namespaceSelector")
     _unknown_fields(spec, where, handled, _QUEUE_UNSUPPORTED, report)
     cohort = _reference(spec, ("cohort", "cohortName"), where, report)
     reader = _QuotaReader(flavors, report)
@@ -680,8 +698,13 @@ def _team(
         fair_share_weight=_weight(spec.get("fairSharing"), f"{where}.fairSharing", report),
         preempt_team_tasks=within,
         reclaim=reclaim,
-        local_queues=local_queues[0],
-        local_queue_weights=local_queues[1],
+        local_queues=local_queues.names,
+        local_queue_weights=local_queues.weights,
+        local_queue_stop_policies=local_queues.stops,
+        namespace_selector=_namespace_selector(spec, f"{where}.namespaceSelector", obj.ref, report),
+        stop_policy=_enum(
+            StopPolicy, spec.get("stopPolicy"), StopPolicy.NONE, f"{where}.stopPolicy", report
+        ),
         flavors=node_flavors,
         covered_resources=covered,
         quota_groups=quota_groups,
@@ -694,6 +717,68 @@ def _team(
             spec.get("admissionScope"), f"{where}.admissionScope", report
         ),
     )
+
+
+NO_NAMESPACE = LabelSelector(
+    match_expressions=[LabelRequirement(key=NAME_LABEL, operator="DoesNotExist")]
+)
+"""A selector no namespace matches (every namespace carries its name label): Kueue's absent
+``namespaceSelector``."""
+
+_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _namespace_selector(
+    spec: Mapping[str, Any], where: str, ref: str, report: ImportReport
+) -> LabelSelector | None:
+    """``namespaceSelector`` -> ``namespace_selector``: ``{}`` admits every namespace (None);
+    absent, Kueue's "nothing selector (no namespaces eligible)": :data:`NO_NAMESPACE`."""
+    if "namespaceSelector" not in spec or spec["namespaceSelector"] is None:
+        report.remark(
+            ref,
+            "no namespaceSelector: in Kueue that admits no namespace, so work reaching it "
+            "through a local queue waits (give namespaceSelector: {} for every namespace)",
+        )
+        return NO_NAMESPACE
+    selector = _mapping(spec["namespaceSelector"], where, report)
+    if not selector:
+        report.map(where)
+    _unknown_fields(selector, where, ("matchLabels", "matchExpressions"), {}, report)
+    labels = _mapping(selector.get("matchLabels"), f"{where}.matchLabels", report)
+    if "matchLabels" in selector:
+        report.map(f"{where}.matchLabels")
+    for key, value in labels.items():
+        if not isinstance(value, str):
+            report.problem(f"{where}.matchLabels.{key}", f"label values are strings, got {value!r}")
+    given = _list(selector.get("matchExpressions"), f"{where}.matchExpressions", report)
+    requirements = [
+        _requirement(item, f"{where}.matchExpressions[{i}]", report) for i, item in enumerate(given)
+    ]
+    if not labels and not given:
+        return None  # {}: every namespace
+    return LabelSelector(
+        match_labels={str(k): str(v) for k, v in labels.items()},
+        match_expressions=[r for r in requirements if r is not None],
+    )
+
+
+def _requirement(value: Any, where: str, report: ImportReport) -> LabelRequirement | None:
+    """One ``matchExpressions`` entry (None, with a problem, when invalid)."""
+    item = _mapping(value, where, report)
+    _unknown_fields(item, where, ("key", "operator", "values"), {}, report)
+    key, operator = item.get("key"), item.get("operator")
+    values = _list(item.get("values"), f"{where}.values", report)
+    if not isinstance(key, str) or not key:
+        report.problem(f"{where}.key", "required (a label key)")
+    elif operator not in _SELECTOR_OPERATORS:
+        report.problem(f"{where}.operator", f"must be one of {', '.join(_SELECTOR_OPERATORS)}")
+    elif operator in ("In", "NotIn") and not values:
+        report.problem(f"{where}.values", f"operator {operator} needs at least one value")
+    elif operator in ("Exists", "DoesNotExist") and values:
+        report.problem(f"{where}.values", f"operator {operator} takes no values")
+    else:
+        return LabelRequirement(key=key, operator=operator, values=[str(v) for v in values])
+    return None
 
 
 _WHEN_CAN_BORROW: dict[str, Literal["Borrow", "TryNextFlavor"]] = {
@@ -818,17 +903,20 @@ def _weight(value: Any, where: str, report: ImportReport) -> float:
 
 def _local_queues(
     objects: Iterable[_Object], cluster_queues: set[str], report: ImportReport
-) -> dict[str, tuple[list[str], dict[str, float]]]:
-    """ClusterQueue name -> its LocalQueues as ``namespace/name``, and their admission fair
-    sharing weights (``fairSharing.weight``) where given."""
-    out: dict[str, tuple[list[str], dict[str, float]]] = {}
+) -> dict[str, _LocalQueues]:
+    """ClusterQueue name -> its LocalQueues as ``namespace/name``, with their admission fair
+    sharing weights (``fairSharing.weight``) and stop policies (``stopPolicy``) where given."""
+    out: dict[str, _LocalQueues] = {}
     for obj in objects:
         spec, where = _spec(obj, report), f"{obj.ref}.spec"
-        handled = ("clusterQueue", "fairSharing")
+        handled = ("clusterQueue", "fairSharing", "stopPolicy")
         _unknown_fields(spec, where, handled, _LOCAL_QUEUE_UNSUPPORTED, report)
         weight: float | None = None
         if spec.get("fairSharing") is not None:
             weight = _weight(spec["fairSharing"], f"{where}.fairSharing", report)
+        stop = _enum(
+            StopPolicy, spec.get("stopPolicy"), StopPolicy.NONE, f"{where}.stopPolicy", report
+        )
         target = spec.get("clusterQueue")
         if not isinstance(target, str) or not target:
             report.problem(f"{where}.clusterQueue", "required")
@@ -837,10 +925,13 @@ def _local_queues(
                 f"{where}.clusterQueue", f"ClusterQueue {target!r} is not declared; ignored"
             )
         else:
-            names, weights = out.setdefault(target, ([], {}))
-            names.append(f"{obj.namespace}/{obj.name}")
+            queues = out.setdefault(target, _LocalQueues())
+            name = f"{obj.namespace}/{obj.name}"
+            queues.names.append(name)
             if weight is not None:
-                weights[f"{obj.namespace}/{obj.name}"] = weight
+                queues.weights[name] = weight
+            if stop != StopPolicy.NONE:
+                queues.stops[name] = stop
     return out
 
 
@@ -923,14 +1014,22 @@ def rescale_priorities(values: Mapping[str, int]) -> dict[str, int]:
     return {name: weight[value] for name, value in values.items()}
 
 
+@dataclass
+class _Resources:
+    """The Configuration's ``resources``: transformations and excluded resource prefixes."""
+
+    transformations: list[ResourceTransformation] = field(default_factory=list)
+    excluded: list[str] = field(default_factory=list)
+
+
 def _configuration(
     objects: list[_Object], report: ImportReport
-) -> tuple[bool, AdmissionFairSharing | None]:
-    """The kueue Configuration's ``fairSharing`` and ``admissionFairSharing``."""
+) -> tuple[bool, AdmissionFairSharing | None, _Resources]:
+    """The kueue Configuration's ``fairSharing``, ``admissionFairSharing`` and ``resources``."""
     if len(objects) > 1:
         report.problem(objects[1].ref, "only one kueue Configuration may be given")
     if not objects:
-        return False, None
+        return False, None, _Resources()
     obj = objects[0]
     setting = "Kueue controller setting with no fleetshare equivalent; ignored"
     for key, value in obj.doc.items():
@@ -939,13 +1038,79 @@ def _configuration(
             report.map(path)
         elif key == "metadata" and isinstance(value, dict):
             _metadata(value, path, False, report)
-        elif key not in ("fairSharing", "admissionFairSharing"):
+        elif key not in ("fairSharing", "admissionFairSharing", "resources"):
             report.note(path, setting)
     admission = None
     if obj.doc.get("admissionFairSharing") is not None:
         where = f"{obj.ref}.admissionFairSharing"
         admission = _admission_fair_sharing(obj.doc["admissionFairSharing"], where, report)
-    return _fair_share(obj, report), admission
+    resources = _resources(obj.doc.get("resources"), f"{obj.ref}.resources", report)
+    return _fair_share(obj, report), admission, resources
+
+
+_STRATEGIES = ("Retain", "Replace")
+
+
+def _resources(value: Any, where: str, report: ImportReport) -> _Resources:
+    """``resources``: ``excludeResourcePrefixes`` and ``transformations`` (input, strategy,
+    outputs, multiplyBy), as Kueue applies them to every workload's requests."""
+    spec = _mapping(value, where, report)
+    handled = ("excludeResourcePrefixes", "transformations")
+    _unknown_fields(spec, where, handled, {}, report)
+    out = _Resources()
+    for i, prefix in enumerate(
+        _list(spec.get("excludeResourcePrefixes"), f"{where}.excludeResourcePrefixes", report)
+    ):
+        if not isinstance(prefix, str) or not prefix:
+            report.problem(f"{where}.excludeResourcePrefixes[{i}]", "a resource name prefix")
+        else:
+            out.excluded.append(prefix)
+    seen: set[str] = set()
+    for i, item in enumerate(
+        _list(spec.get("transformations"), f"{where}.transformations", report)
+    ):
+        found = _transformation(item, f"{where}.transformations[{i}]", report)
+        if found is None:
+            continue
+        if found.input in seen:
+            report.problem(
+                f"{where}.transformations[{i}].input", f"{found.input!r} is transformed twice"
+            )
+            continue
+        seen.add(found.input)
+        out.transformations.append(found)
+    return out
+
+
+def _transformation(value: Any, where: str, report: ImportReport) -> ResourceTransformation | None:
+    """One ``transformations`` entry (None, with a problem, when invalid)."""
+    item = _mapping(value, where, report)
+    handled = ("input", "strategy", "outputs", "multiplyBy")
+    _unknown_fields(item, where, handled, {}, report)
+    name = item.get("input")
+    if not isinstance(name, str) or not name:
+        report.problem(f"{where}.input", "required (a resource name)")
+        return None
+    strategy = item.get("strategy", "Retain")
+    if strategy not in _STRATEGIES:
+        report.problem(f"{where}.strategy", f"must be one of {', '.join(_STRATEGIES)}")
+        return None
+    outputs: dict[str, Quantity] = {}
+    given = _mapping(item.get("outputs"), f"{where}.outputs", report)
+    if "outputs" in item:
+        report.map(f"{where}.outputs")
+    for output, amount in given.items():
+        quantity = _quantity(amount, f"{where}.outputs.{output}", report)
+        if quantity is None:
+            return None
+        outputs[str(output)] = quantity
+    multiply_by = item.get("multiplyBy")
+    if multiply_by is not None and (not isinstance(multiply_by, str) or not multiply_by):
+        report.problem(f"{where}.multiplyBy", "a resource name")
+        return None
+    return ResourceTransformation(
+        input=name, strategy=strategy, outputs=outputs, multiply_by=multiply_by
+    )
 
 
 def _duration(value: Any, where: str, report: ImportReport) -> float | None:

@@ -83,6 +83,16 @@ class QueueingStrategy(StrEnum):
     STRICT_FIFO = "StrictFIFO"
 
 
+class StopPolicy(StrEnum):
+    """Kueue ``stopPolicy`` of a ClusterQueue (a team) or a LocalQueue: Hold admits no new
+    work and lets admitted work run to completion; HoldAndDrain also evicts admitted work
+    (it waits again, not admitted while the stop holds)."""
+
+    NONE = "None"
+    HOLD = "Hold"
+    HOLD_AND_DRAIN = "HoldAndDrain"
+
+
 class BorrowWithinCohortPolicy(StrEnum):
     """Kueue ``preemption.borrowWithinCohort.policy``."""
 
@@ -149,6 +159,49 @@ class AdmissionFairSharing(_Strict):
         return value
 
 
+class LabelRequirement(_Strict):
+    """One ``matchExpressions`` entry of a label selector (Kubernetes' operators)."""
+
+    key: str = Field(min_length=1)
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _values(self) -> LabelRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+
+class LabelSelector(_Strict):
+    """A Kubernetes label selector: every ``match_labels`` entry and every
+    ``match_expressions`` requirement must hold; an empty selector matches everything."""
+
+    match_labels: dict[str, str] = Field(default_factory=dict)
+    match_expressions: list[LabelRequirement] = Field(default_factory=list)
+
+
+class ResourceTransformation(_Strict):
+    """How a pod's request for ``input`` counts in quota (Kueue Configuration
+    ``resources.transformations``): each whole unit of it (the request rounded up, times the
+    pod's whole units of ``multiply_by`` when given) adds ``outputs`` (amounts per unit); with
+    strategy Replace the input itself is not counted, with Retain it is, besides. Nodes are
+    still asked for what the pod requests."""
+
+    input: str = Field(min_length=1)
+    strategy: Literal["Retain", "Replace"] = "Retain"
+    outputs: dict[str, Quantity] = Field(default_factory=dict)
+    multiply_by: str | None = Field(default=None, min_length=1)
+
+    @field_validator("outputs")
+    @classmethod
+    def _quantities(cls, value: dict[str, Quantity]) -> dict[str, Quantity]:
+        check_quantities(value)
+        return value
+
+
 class PriorityClass(_Strict):
     """A named priority; higher weight is admitted first and may preempt lower."""
 
@@ -210,12 +263,31 @@ class ClusterPolicy(_Strict):
         "used only by borrowing: with idle_resource_sharing, by teams that may borrow, within "
         "their borrow limits; HyperPod governs every instance type of the cluster so)",
     )
+    resource_transformations: list[ResourceTransformation] = Field(
+        default_factory=list,
+        description="how pod requests count in quota (Kueue's resources.transformations): "
+        "one per input resource",
+    )
+    excluded_resource_prefixes: list[str] = Field(
+        default_factory=list,
+        description="resources whose name starts with one of these are not counted in quota "
+        "(Kueue's resources.excludeResourcePrefixes); nodes are still asked for them",
+    )
     placement: Placement = Field(
         default="default",
         description="how admitted pods are placed on nodes and GPUs: default (a pod set on the "
         "tightest node that holds it, else spread over the roomiest), first_fit, best_fit or "
         "fgd (fragmentation gradient descent); see docs/architecture.md",
     )
+
+    @field_validator("resource_transformations")
+    @classmethod
+    def _one_per_input(cls, value: list[ResourceTransformation]) -> list[ResourceTransformation]:
+        inputs = [t.input for t in value]
+        dupes = sorted({i for i in inputs if inputs.count(i) > 1})
+        if dupes:
+            raise ValueError(f"one transformation per input resource; repeated: {', '.join(dupes)}")
+        return value
 
     @field_validator("priority_classes")
     @classmethod
@@ -333,6 +405,12 @@ class Group(_Strict):
     quota: list[QuotaEntry] = Field(default_factory=list)
     borrow_limits: list[BorrowLimit] = Field(default_factory=list)
     lending_limits: list[LendingLimit] = Field(default_factory=list)
+    fair_share_weight: float = Field(
+        default=1.0,
+        ge=0,
+        description="with fair share, how the group's dominant share is weighted against its "
+        "siblings' (Kueue's Cohort fairSharing.weight): its share is divided by it",
+    )
 
 
 class QuotaGroup(_Strict):
@@ -360,9 +438,22 @@ class Team(_Strict):
     preempt_team_tasks: PreemptTeamTasks = PreemptTeamTasks.LOWER_PRIORITY
     reclaim: ReclaimPolicy = ReclaimPolicy.ANY
     enabled: bool = True
+    stop_policy: StopPolicy = Field(
+        default=StopPolicy.NONE,
+        description="Hold: admit no new work (admitted work runs on); HoldAndDrain: also "
+        "evict admitted work (Kueue ClusterQueue stopPolicy). Unlike enabled: false, the "
+        "quota stays in force and lendable",
+    )
     local_queues: list[str] = Field(
         default_factory=list,
         description="queues (Kueue LocalQueue 'namespace/name') whose jobs belong to this team",
+    )
+    namespace_selector: LabelSelector | None = Field(
+        default=None,
+        description="the namespaces whose work (through a local queue 'namespace/name') the "
+        "team admits, by their labels (Kueue ClusterQueue namespaceSelector; every namespace "
+        "carries kubernetes.io/metadata.name: its name); other work waits. None: every "
+        "namespace",
     )
     flavors: list[str] | None = Field(
         default=None,
@@ -393,6 +484,11 @@ class Team(_Strict):
         description="admission fair sharing weight per local queue ('namespace/name'; 1 "
         "unless given): usage counts divided by it",
     )
+    local_queue_stop_policies: dict[str, StopPolicy] = Field(
+        default_factory=dict,
+        description="stop policy per local queue ('namespace/name'; Kueue LocalQueue "
+        "stopPolicy): Hold or HoldAndDrain, as the team's stop_policy, for that queue's work",
+    )
 
     @model_validator(mode="after")
     def _groups(self) -> Team:
@@ -415,9 +511,10 @@ class Team(_Strict):
             raise ValueError(
                 "borrow_within_cohort needs a reclaim policy other than Never (as in Kueue)"
             )
-        unknown = sorted(set(self.local_queue_weights) - set(self.local_queues))
-        if unknown:
-            raise ValueError(f"local_queue_weights: not among local_queues: {', '.join(unknown)}")
+        for field_name in ("local_queue_weights", "local_queue_stop_policies"):
+            unknown = sorted(set(getattr(self, field_name)) - set(self.local_queues))
+            if unknown:
+                raise ValueError(f"{field_name}: not among local_queues: {', '.join(unknown)}")
         negative = sorted(q for q, w in self.local_queue_weights.items() if w < 0)
         if negative:
             raise ValueError(f"local_queue_weights must not be negative: {', '.join(negative)}")

@@ -223,6 +223,7 @@ def build_workload(
                 _affinity(ps.node_affinity),
                 ps.required_topology,
                 ps.preferred_topology,
+                ps.min_count,
             )
             for ps in w.podsets
         )
@@ -237,6 +238,7 @@ def build_workload(
                 _affinity(w.node_affinity),
                 w.required_topology,
                 w.preferred_topology,
+                w.min_pods,
             ),
         )
     return Workload(

@@ -77,6 +77,9 @@ def to_json(result: RunResult) -> dict[str, Any]:
             "pending_reason": rec.pending_reason,
             "queue_position": rec.queue_position,
             "flavors": list(dict.fromkeys(rec.flavors)),
+            "admitted_pods": {
+                ps.name: n for ps, n in zip(rec.workload.podsets, rec.counts, strict=False)
+            },
             "placement": {
                 ps.name: dict(pods)
                 for ps, pods in zip(rec.workload.podsets, rec.placement, strict=False)
@@ -154,6 +157,9 @@ def _event_line(event: dict[str, Any]) -> str:
     if kind == "admit":
         borrowed = format_amounts(event["borrowed"])
         extra = f", borrowing {borrowed}" if borrowed else ""
+        if event.get("pods"):  # partial admission
+            pods = ", ".join(f"{n} {name}" for name, n in event["pods"].items())
+            extra += f" (partially: {pods} pods)"
         return f"[green]admit[/]    {wl} on {', '.join(event['flavors'])}{extra}"
     if kind == "preempt":
         why = f": {event['message']}" if event.get("message") else ""

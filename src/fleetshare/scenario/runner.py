@@ -56,6 +56,8 @@ class WorkloadRecord:
     flavors: tuple[str, ...] = ()
     placement: tuple[tuple[tuple[str, int], ...], ...] = ()
     """Where the pods of its latest admission ran: per pod set, (node, pod count) pairs."""
+    counts: tuple[int, ...] = ()
+    """Pods per pod set at its latest admission (fewer than asked when partially admitted)."""
 
 
 @dataclass
@@ -124,6 +126,7 @@ class Runner:
         self.clock = VirtualClock()
         self._node_view: tuple[Node, ...] = ()
         self.nodes: dict[str, Node] = {n.name: n for n in scenario.nodes}
+        self._namespaces = {n.name: dict(n.labels) for n in scenario.spec.cluster.namespaces}
         self.records = {w.name: WorkloadRecord(w) for w in scenario.workloads}
         self.pending = PendingBook()
         self.running: dict[str, Running] = {}
@@ -380,6 +383,9 @@ class Runner:
         engine's cache need not compare the whole lists)."""
         return self.pending.view(self)
 
+    def namespace_labels(self) -> dict[str, dict[str, str]]:
+        return self._namespaces
+
     def busy(self, now: float) -> bool:
         """Endless work (no duration) running alone keeps no one busy: with no ``until`` the
         run ends when nothing else is left to do (timed wake-ups, such as a pool's daily
@@ -416,13 +422,20 @@ class Runner:
         record.pending_reason = record.queue_position = record.engine_reason = None
         record.flavors = admission.assignment.flavors
         record.placement = admission.assignment.placement
+        record.counts = admission.assignment.counts or tuple(ps.count for ps in wl.podsets)
         borrowed = {k: to_number(v) for k, v in sorted(admission.borrowed.items())}
+        partial = {}
+        if admission.assignment.counts:  # partial admission: the pods admitted
+            partial["pods"] = dict(
+                zip((ps.name for ps in wl.podsets), admission.assignment.counts, strict=True)
+            )
         self._log(
             now,
             "admit",
             workload=wl.name,
             flavors=list(dict.fromkeys(admission.assignment.flavors)),
             borrowed=borrowed,
+            **partial,
         )
         if wl.duration is not None:
             version = self._finish_version.get(wl.name, 0) + 1

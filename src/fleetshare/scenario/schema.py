@@ -130,9 +130,29 @@ class NodeEvent(_Strict):
         return self
 
 
+class NamespaceSpec(_Strict):
+    """A namespace and its labels (what namespace selectors match; every namespace also
+    carries ``kubernetes.io/metadata.name``: its name)."""
+
+    name: Name
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
 class ClusterSpec(_Strict):
     nodes: list[NodeSpec] = Field(default_factory=list)
     events: list[NodeEvent] = Field(default_factory=list)
+    namespaces: list[NamespaceSpec] = Field(
+        default_factory=list,
+        description="namespaces with labels (a namespace not listed has only its name label)",
+    )
+
+    @model_validator(mode="after")
+    def _unique_namespaces(self) -> ClusterSpec:
+        names = [n.name for n in self.namespaces]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"namespace names must be unique; repeated: {', '.join(dupes)}")
+        return self
 
 
 class _Topology(_Strict):
@@ -153,10 +173,22 @@ class _Topology(_Strict):
 class PodSetSpec(_Topology):
     name: Name = "main"
     count: Count = Field(default=1, ge=1)
+    min_count: Count | None = Field(
+        default=None,
+        ge=1,
+        description="partial admission: when count pods do not fit, as few as this may run "
+        "(Kueue's minCount)",
+    )
     requests: Quantities
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[TolerationSpec] = Field(default_factory=list)
     node_affinity: NodeAffinitySpec = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _min(self) -> PodSetSpec:
+        if self.min_count is not None and self.min_count > self.count:
+            raise ValueError(f"min_count {self.min_count} is more than count {self.count}")
+        return self
 
 
 class WorkloadSpec(_Topology):
@@ -168,6 +200,12 @@ class WorkloadSpec(_Topology):
     submit_at: float = Field(default=0, ge=0, validation_alias=AliasChoices("submit_at", "at"))
     duration: float | None = Field(default=None, gt=0)
     pods: Count = Field(default=1, ge=1)
+    min_pods: Count | None = Field(
+        default=None,
+        ge=1,
+        description="partial admission: when pods do not fit, as few as this may run "
+        "(Kueue's minCount; a Job's kueue.x-k8s.io/job-min-parallelism)",
+    )
     requests: Quantities = Field(default_factory=dict)
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[TolerationSpec] = Field(default_factory=list)
@@ -187,6 +225,10 @@ class WorkloadSpec(_Topology):
             raise ValueError("give either requests (one pod set) or podsets, not both")
         if not self.podsets and not self.requests:
             raise ValueError("give requests or podsets")
+        if self.podsets and self.min_pods is not None:
+            raise ValueError("with podsets, give each pod set its min_count")
+        if self.min_pods is not None and self.min_pods > self.pods:
+            raise ValueError(f"min_pods {self.min_pods} is more than pods {self.pods}")
         return self
 
 

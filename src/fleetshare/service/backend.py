@@ -76,6 +76,8 @@ class EmbeddedCluster:
         self._versions: dict[str, int] = {}
         self._wakes: set[float] = set()
         self._node_view: tuple[Node, ...] = ()
+        self.namespaces: dict[str, dict[str, str]] = {}
+        """The config's namespaces with their labels (what namespace selectors match)."""
 
     # -- timers ------------------------------------------------------------------------------
 
@@ -169,6 +171,9 @@ class EmbeddedCluster:
 
     def pending_for_cycle(self) -> PendingView:
         return self.pending.view(self)
+
+    def namespace_labels(self) -> dict[str, dict[str, str]]:
+        return self.namespaces
 
     def busy(self, now: float) -> bool:
         return bool(self.pending or self.running)
@@ -313,6 +318,8 @@ def assignment_json(assignment: Assignment) -> dict[str, Any]:
     }
     if assignment.gpus:  # the GPU of each pod's GPU share
         out["gpus"] = [[list(on) for on in ps] for ps in assignment.gpus]
+    if assignment.counts:  # partial admission: the pods admitted per pod set
+        out["counts"] = list(assignment.counts)
     return out
 
 
@@ -321,6 +328,7 @@ def assignment_from_json(data: dict[str, Any]) -> Assignment:
         tuple(str(f) for f in data["flavors"]),
         tuple(tuple((str(n), int(p)) for n, p in ps) for ps in data["placement"]),
         tuple(tuple(tuple(int(g) for g in on) for on in ps) for ps in data.get("gpus", ())),
+        tuple(int(n) for n in data.get("counts", ())),
     )
 
 

@@ -236,6 +236,9 @@ class ControlPlane:
         self._refreshing = threading.Lock()
         """Held while a follower's view is refreshed (by its thread or a reader)."""
         self.backend = EmbeddedCluster()
+        self.backend.namespaces = {
+            n.name: dict(n.labels) for n in self.config.spec.cluster.namespaces
+        }
         self.cache = CycleCache()
         self.cloud: SimulatedCloud | None = None
         self.autoscaler: Autoscaler | None = None

@@ -243,6 +243,8 @@ def _podset(ps: PodSet) -> dict[str, Any]:
         "count": ps.count,
         "requests": {k: _amount(v) for k, v in sorted(ps.requests.items())},
     }
+    if ps.min_count is not None:
+        out["min_count"] = ps.min_count
     if ps.node_selector:
         out["node_selector"] = dict(ps.node_selector)
     if ps.tolerations:

@@ -347,10 +347,20 @@ def extract_runs(
     for name, rec in result.records.items():
         amount_of[name] = rec.workload.total_requests().get(resource, 0) / MILLI
         team_of[name] = team_index[rec.workload.team]
+
+    def admitted(name: str, pods: Mapping[str, int] | None) -> float:
+        """What a run takes: the workload's requests, or those of the pods a partial
+        admission admitted (the admit event's ``pods``)."""
+        if not pods:
+            return amount_of[name]
+        wl = result.records[name].workload
+        per_pod = {ps.name: ps.requests.get(resource, 0) for ps in wl.podsets}
+        return sum(per_pod.get(ps, 0) * n for ps, n in pods.items()) / MILLI
+
     if workload_index is None:
         workload_index = {name: i for i, name in enumerate(result.records)}
     number = workload_index  # an empty index (nothing submitted) numbers nobody
-    open_runs: dict[str, tuple[float, float]] = {}
+    open_runs: dict[str, tuple[float, float, float]] = {}
     team: list[int] = []
     workload: list[int] = []
     start: list[float] = []
@@ -361,12 +371,12 @@ def extract_runs(
     reason: list[str] = []
 
     def close(name: str, at: float, why: str | None) -> None:
-        began, took = open_runs.pop(name)
+        began, took, runs = open_runs.pop(name)
         team.append(team_of[name])
         workload.append(number.get(name, -1))
         start.append(began)
         stop.append(at)
-        amount.append(amount_of[name])
+        amount.append(runs)
         borrowed.append(took)
         preempted.append(why is not None)
         reason.append(category(why) if why is not None else "")
@@ -375,7 +385,8 @@ def extract_runs(
         kind = event["event"]
         if kind == "admit":
             took = float(event.get("borrowed", {}).get(resource, 0.0))
-            open_runs[event["workload"]] = (float(event["at"]), took)
+            name = event["workload"]
+            open_runs[name] = (float(event["at"]), took, admitted(name, event.get("pods")))
         elif kind in ("finish", "preempt") and event["workload"] in open_runs:
             why = str(event.get("reason", "")) if kind == "preempt" else None
             close(event["workload"], float(event["at"]), why)

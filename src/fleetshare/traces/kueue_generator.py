@@ -126,6 +126,7 @@ def kueue_objects(cohorts: int, queues: int) -> list[dict[str, Any]]:
                     "kind": "ClusterQueue",
                     "metadata": {"name": name},
                     "spec": {
+                        "namespaceSelector": {},  # every namespace, as Kueue's test wrapper sets
                         "cohort": f"cohort-{c}",
                         "resourceGroups": [
                             {

@@ -55,6 +55,8 @@ class RawPodSet:
     name: str
     count: int
     shape: PodShape
+    min_count: int | None = None
+    """Partial admission: as few pods as this may run (a Job's job-min-parallelism)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,6 +262,13 @@ class SuspendedKind(PodSetKind):
         for path, selector in merged.items():
             ops.append({"op": "add", "path": pointer((*path, "nodeSelector")), "value": selector})
         return ops
+
+    def resize_ops(self, obj: Mapping[str, Any], counts: Mapping[str, int]) -> Ops:
+        """The patch running pod sets with ``counts`` pods (by the names :meth:`read` gives):
+        partial admission (Kueue's ``RunWithPodSetsInfo`` setting a count), or giving the
+        counts back (``RestorePodSetsInfo``). None for a kind partial admission does not
+        apply to (only a Job's pod set has a minimum count)."""
+        return []
 
     def restore_ops(self, obj: Mapping[str, Any], old_keys: Sequence[str]) -> Ops:
         """Kueue's ``RestorePodSetsInfo``: the node selector keys injected at admission

@@ -1,6 +1,9 @@
 """``batch/v1`` Job: one pod set ``main`` of ``parallelism`` pods (default 1), at most
-``completions``; suspended at ``spec.suspend``; finished when Complete or Failed, or as soon as
-its pods have succeeded (:func:`job_pods_succeeded`, before the controller says so)."""
+``completions``, and, with the annotation ``kueue.x-k8s.io/job-min-parallelism``, as few as
+that under partial admission (admitted with fewer, it runs with ``parallelism`` set to the
+count admitted, restored on eviction); suspended at ``spec.suspend``; finished when Complete
+or Failed, or as soon as its pods have succeeded (:func:`job_pods_succeeded`, before the
+controller says so)."""
 
 from __future__ import annotations
 
@@ -9,16 +12,20 @@ from typing import Any
 
 from fleetshare.manifests.kinds.base import (
     KindPods,
+    Ops,
     Path,
     RawPodSet,
     SuspendedKind,
     deadline_notes,
+    set_ops,
     spec_of,
     true_condition,
 )
 from fleetshare.manifests.pods import read_template
 from fleetshare.manifests.values import Fields, join
 
+MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
+"""Partial admission: the fewest pods the Job accepts to run with (Kueue's PodSet minCount)."""
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 """The annotation (and label) giving an Indexed Job's pod its completion index."""
 
@@ -36,11 +43,29 @@ def job_pods(fields: Fields, spec: Mapping[str, Any], path: str) -> int:
     return pods
 
 
-def read_job_spec(fields: Fields, spec: Mapping[str, Any], path: str, name: str) -> KindPods:
-    """A Job spec at ``path`` as the pod set ``name``."""
+def read_job_spec(
+    fields: Fields, spec: Mapping[str, Any], path: str, name: str, least: str | None = None
+) -> KindPods:
+    """A Job spec at ``path`` as the pod set ``name``; ``least``: the value of the Job's
+    job-min-parallelism annotation, if it has one (:func:`min_parallelism`)."""
     pods = job_pods(fields, spec, path)
     shape = read_template(fields, spec.get("template"), join(path, "template"))
-    return KindPods((RawPodSet(name, pods, shape),), tuple(deadline_notes(spec, path)))
+    fewest = None if least is None else min_parallelism(fields, least, pods)
+    return KindPods((RawPodSet(name, pods, shape, fewest),), tuple(deadline_notes(spec, path)))
+
+
+def min_parallelism(fields: Fields, text: str, pods: int) -> int:
+    """The job-min-parallelism annotation's value: a whole number of pods, "greater than 0 and
+    less than" the Job's pods (Kueue's tasks/run/jobs; its webhook refuses the Job else)."""
+    where = join("metadata.annotations", MIN_PARALLELISM)
+    if not text.isdigit():
+        raise fields.error(where, f"must be a whole number of pods, got {text!r}")
+    least = int(text)
+    if not 0 < least < pods:
+        raise fields.error(
+            where, f"must be greater than 0 and less than the Job's {pods} pods, got {least}"
+        )
+    return least
 
 
 def job_pods_succeeded(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> bool:
@@ -90,10 +115,22 @@ class Job(SuspendedKind):
     )
 
     def read(self, fields: Fields, doc: dict[str, Any]) -> KindPods:
-        return read_job_spec(fields, spec_of(fields, doc), "spec", "main")
+        annotations = (doc.get("metadata") or {}).get("annotations") or {}
+        least = annotations.get(MIN_PARALLELISM)
+        return read_job_spec(
+            fields, spec_of(fields, doc), "spec", "main", None if least is None else str(least)
+        )
 
     def selector_paths(self, obj: Mapping[str, Any]) -> dict[str, Path]:
         return {"main": ("spec", "template", "spec")}
+
+    def resize_ops(self, obj: Mapping[str, Any], counts: Mapping[str, int]) -> Ops:
+        """``spec.parallelism`` set to the pods admitted (Kueue sets it so under partial
+        admission, and restores it on eviction)."""
+        count = counts.get("main")
+        if count is None or (obj.get("spec") or {}).get("parallelism") == count:
+            return []
+        return set_ops(obj, ("spec", "parallelism"), count)
 
     def finished(self, obj: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> bool:
         return true_condition(obj, ("Complete", "Failed")) or job_pods_succeeded(obj, pods)
