@@ -33,6 +33,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
+from fleetshare.governance.defragment import defragment
 from fleetshare.governance.fair_pairs import FairPairs
 from fleetshare.governance.quota import FR
 from fleetshare.governance.snapshot import PreemptionReason
@@ -246,6 +247,15 @@ def find_victims(
 
     if reclaiming:
         _evict_in_batches(state, wl, usage, contested, others, fits, take, "reclaim")
+        if not fits() and state.quota_problem(wl.team, usage) is None:
+            for victim in chosen:  # the quota is back but no node has room: by node instead
+                state.restore(victim.entry)
+            chosen.clear()
+            by_node = defragment(state, wl, contested, others, fits)
+            if by_node is None:
+                _evict_in_batches(state, wl, usage, contested, others, fits, take, "reclaim")
+            else:
+                chosen.extend(Victim(entry, "reclaim") for entry in by_node)
     elif borrowing:
         _evict_in_batches(
             state, wl, usage, contested, others, fits, take, "reclaim-while-borrowing"
