@@ -137,6 +137,9 @@ class Cycle:
         says nothing about the rest of its shape."""
         """Why the workload being attempted is held back (starvation guard), if it is."""
         self._explicit: dict[str, tuple[Workload, str]] = {}
+        self._searched_at: dict[str, int] = {}
+        """Workloads whose reason a search gave (it depends on the state), with the cycle's
+        state changes (:meth:`_changes`) when it was given: :meth:`_refresh_reasons`."""
         """Workloads left pending one by one, with their reasons."""
         self._known: dict[str, tuple[Workload, str]] = {}
         index = self.index = cache.pending
@@ -240,7 +243,8 @@ class Cycle:
             self._consider(wl)
             for team, usage in kept:
                 tree.add(team, usage, -1)
-            if kept and wl.name in self._explicit:
+            if kept and wl.name in self._searched_at:  # a search found no room
+                self._searched_at[wl.name] = -1  # given again at the end: see there
                 keepers = ", ".join(sorted({team for team, _ in kept}))
                 reason = self._explicit[wl.name][1]
                 self._pend(wl, f"{reason} (counting as in use the quota {keepers} keeps for "
@@ -283,11 +287,13 @@ class Cycle:
         failure = failures.by_shape.get(shape)
         if failure is not None and failure.version == failures.version and not starving:
             self._pend(wl, failure.reason)  # the same shape failed since the last state change
+            self._searched_at[wl.name] = self._changes()
             return
         version = failures.version
         carried = self._carried.get(shape) if not version and not starving else None
         if carried is not None and not self.guard.reservations and self._replay(wl, carried[1]):
             self._pend(wl, carried[0])
+            self._searched_at[wl.name] = self._changes()
         else:
             self._options = []
             self._attempt(wl)
@@ -338,6 +344,7 @@ class Cycle:
         if reason is None or self._partially(wl, rules):
             return
         self._pend(wl, reason)
+        self._searched_at[wl.name] = self._changes()
         self._options = options
         if self.guard.reserve(wl, options[0]):
             self.failures.version += 1  # a reservation may hold back what failed otherwise
@@ -696,8 +703,64 @@ class Cycle:
 
     # -- the result ------------------------------------------------------------------------
 
+    def _changes(self) -> int:
+        """State changes so far in this cycle: admissions and evictions."""
+        return len(self.result.admissions) + len(self.result.preemptions)
+
+    def _refresh_reasons(self) -> None:
+        """A reason's numbers are those at the end of the cycle: a search's reason given
+        before a later admission or eviction, and every bulk group's, is given again by the
+        same search on paper in the final state, once per shape and reason. Work that would
+        fit by then (an eviction freed room after it was tried) keeps its reason, saying so:
+        it goes first in the next cycle (``ahead.py``). Work tried while other teams' quota
+        was kept for them (:meth:`_kept_for`) keeps that reason if it would fit without it,
+        and is given the final state's otherwise."""
+        final = self._changes()
+        if not final and all(at >= 0 for at in self._searched_at.values()):
+            return
+        fresh: dict[tuple[int, str], str] = {}
+
+        def again(wl: Workload, reason: str, kept: bool = False) -> str:
+            key = (self._of[id(wl)][0].uid, reason)
+            found = fresh.get(key)
+            if found is None:
+                now = self._explain(wl, reason)
+                if now is None:
+                    now = (
+                        reason
+                        if kept
+                        else (f"{reason} (when it was tried; room was freed later in the cycle)")
+                    )
+                found = fresh[key] = now
+            return found
+
+        explicit = self._explicit
+        for name, at in self._searched_at.items():
+            if at < final:
+                wl, reason = explicit[name]
+                explicit[name] = (wl, again(wl, reason, kept=at < 0))
+        if final:
+            for group in self.order.groups:
+                group.reason = again(group.wls[group.start], group.reason)
+
+    def _explain(self, wl: Workload, reason: str) -> str | None:
+        """Why ``wl`` does not fit now, found as :meth:`_attempt` finds it, on paper; None if
+        it would; ``reason`` when it is not the search's (no team, refused, no flavor)."""
+        rules = self.model.teams.get(wl.team)
+        if rules is None or rules.refusal(wl, self.snapshot.namespaces) is not None:
+            return reason
+        flavors, split = self.flavors.admits(wl)
+        if not flavors and (split is None or not all(split)):
+            return reason
+        self._probing = True
+        try:
+            return self._search(wl, rules, flavors, split)[0]
+        finally:
+            self._probing = False
+
     def _finish(self) -> None:
         """The pending result, and which reasons changed since the previous cycle."""
+        self._refresh_reasons()
         admitted: dict[str, list[QueueKey]] = {}
         for admission in self.result.admissions:
             wl = admission.workload

@@ -518,7 +518,8 @@ class PendingMap(Mapping[str, Pending]):
         return self._grouped
 
     def position(self, wl: Workload) -> int:
-        """1 + the team's still-pending work ahead of ``wl`` (priority, then FIFO)."""
+        """1 + the team's still-pending work ahead of ``wl`` (priority, then FIFO): what was
+        pending and was not admitted (work evicted in the cycle counts from the next)."""
         key = queue_key(wl)
         ahead = sum(bisect_left(keys, key) for keys in self._team_keys.get(wl.team, ()))
         ahead -= bisect_left(self._admitted.get(wl.team, []), key)
@@ -579,17 +580,8 @@ class PendingMap(Mapping[str, Pending]):
 
     def materialize(self) -> dict[str, Pending]:
         """Every entry as a plain dictionary, in the cycle's order."""
-        if self._full is None:
-            order = self.order()
-            by_team: dict[str, list[Workload]] = {}
-            for wl, _ in order:
-                by_team.setdefault(wl.team, []).append(wl)
-            position: dict[str, int] = {}
-            for queue in by_team.values():
-                queue.sort(key=queue_key)
-                for i, wl in enumerate(queue, start=1):
-                    position[wl.name] = i
-            self._full = {wl.name: Pending(wl, r, position[wl.name]) for wl, r in order}
+        if self._full is None:  # positions as on demand: one rule (:meth:`position`)
+            self._full = {wl.name: Pending(wl, r, self.position(wl)) for wl, r in self.order()}
         return self._full
 
     def __iter__(self) -> Iterator[str]:
