@@ -46,7 +46,9 @@ _B300_269GB = {
 _RTX_PRO_6000_96GB = {"1g.24gb": 4, "2g.48gb": 2, "4g.96gb": 1}
 # (gpu_name, per-GPU memory in GiB rounded) -> MIG profiles of one GPU. The catalog reports
 # A100 as 40960 / 81920 MiB, H100 as 81920 MiB, H200 as 144384 MiB (= 141 GiB), B200 as
-# 183359 MiB (179 GiB), B300 as 275040 MiB (269 GiB) and the RTX PRO 6000 as 98304 MiB.
+# 183359 MiB (179 GiB), B300 as 275040 MiB (269 GiB) and the RTX PRO 6000 as 98304 MiB; the
+# supplement row of p6e-gb200 gives GB200 189440 MiB (185 GiB: AWS's 740 GB over 4 GPUs), the
+# GPU NVIDIA's profiles call 186 GB.
 _MIG: dict[tuple[str, int], dict[str, int]] = {
     ("a100", 40): _A100_40GB,
     ("a100", 80): _GPU_80GB,
@@ -54,6 +56,7 @@ _MIG: dict[tuple[str, int], dict[str, int]] = {
     ("h200", 141): _H200_141GB,
     ("b200", 179): _B200_180GB,
     ("b200", 180): _B200_180GB,
+    ("gb200", 185): _GB200_186GB,
     ("gb200", 186): _GB200_186GB,
     ("b300", 269): _B300_269GB,
     ("rtx-pro-server-6000", 96): _RTX_PRO_6000_96GB,
