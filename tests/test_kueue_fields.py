@@ -8,9 +8,11 @@ small cluster. These tests pin the importer's mapping and the finer points.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from fleetshare.governance.partial import counts_after, largest_fit, reducible
 from fleetshare.governance.quota import Charging, compile_policy
@@ -19,7 +21,9 @@ from fleetshare.governance.state import CycleState
 from fleetshare.model.node import Node
 from fleetshare.model.resources import parse_resources
 from fleetshare.model.workload import PodSet, Workload
+from fleetshare.policy.import_report import ImportReport
 from fleetshare.policy.kueue import NO_NAMESPACE, import_kueue
+from fleetshare.policy.kueue_fields import CONFIGURATION, KINDS, OBJECTS
 from fleetshare.policy.schema import LabelSelector, PolicyError, StopPolicy, load_policy
 from tests.conftest import run_case
 
@@ -542,3 +546,131 @@ spec: {parent: root, fairSharing: {weight: "0.25"}}
     one = {("default-flavor", "cpu"): 1000}
     assert state.fair_key("h", one) == pytest.approx((0.5, 4 / 8))
     assert state.fair_key("l", one) == pytest.approx((0.5, 2 / 8))
+
+
+# --- the field tables (issue 27) -----------------------------------------------------------------
+#
+# Issue 27: "docs list every Kueue and HyperPod field with 'as Kueue / as HyperPod', 'differs:
+# how' or 'refused: why', generated from the importers' own tables so it cannot drift." The
+# field list is Kueue's own: tests/fixtures/contracts/kueue-fields.txt, from its Go API types.
+
+CONTRACTS = Path(__file__).parent / "fixtures" / "contracts"
+TABLES = {**OBJECTS, "Configuration": CONFIGURATION, "kinds": KINDS}
+IDENTITY = {"apiVersion", "kind", "metadata"}
+"""Read before a kind's table applies (to tell the kind and its name), so not through it."""
+
+
+def kueue_fields() -> list[tuple[str, str]]:
+    """(kind, path) of every field of Kueue's types; kind ``*`` is every kind's."""
+    lines = (CONTRACTS / "kueue-fields.txt").read_text().splitlines()
+    found = [tuple(line.split()) for line in lines if line.strip() and not line.startswith("#")]
+    assert all(len(f) == 2 for f in found)
+    return [(kind, path) for kind, path in found]
+
+
+def test_every_field_of_kueues_types_has_a_rule() -> None:
+    """Every field of Kueue's API types (ClusterQueue, Cohort, ResourceFlavor, LocalQueue,
+    WorkloadPriorityClass, Topology, the Configuration) is read, refused with a reason, or
+    bookkeeping, by a rule of the importer's tables: none is ignored silently."""
+    missing = [
+        f"{kind} {path}"
+        for kind, path in kueue_fields()
+        for table in ([*OBJECTS.values(), CONFIGURATION] if kind == "*" else [TABLES[kind]])
+        if table.covering(path) is None
+    ]
+    assert missing == []
+
+
+def test_the_tables_name_only_fields_kueue_has() -> None:
+    """A rule for a field Kueue's types lack is a typo (or a field Kueue dropped): each rule
+    names a field of the list, or one inside a field of a Kubernetes type (metadata, a
+    LabelSelector), where the list stops."""
+    upstream: dict[str, set[str]] = {}
+    for kind, path in kueue_fields():
+        for name in [*OBJECTS, "Configuration"] if kind == "*" else [kind]:
+            upstream.setdefault(name, set()).add(path)
+    strays = []
+    for name, table in TABLES.items():
+        known = upstream[name]
+        leaves = {
+            p
+            for p in known
+            if not any(q.startswith(f"{p}.") or q.startswith(f"{p}[]") for q in known)
+        }
+        for rule in table.rules:
+            above = [rule.path.rsplit(".", n)[0] for n in range(rule.path.count("."), 0, -1)]
+            if rule.path not in known and not any(a.removesuffix("[]") in leaves for a in above):
+                strays.append(f"{name} {rule.path}")
+    assert strays == []
+
+
+def every_field() -> str:
+    return (CONTRACTS / "kueue-every-field.yaml").read_text()
+
+
+def test_every_field_the_tables_read_is_read() -> None:
+    """A field the tables say is read, as Kueue or differing, is read by the importer: the
+    input with each of them (written from Kueue's API) reads each through its table."""
+    report = ImportReport()
+    import_kueue(every_field(), report)
+    unread = [
+        f"{table.name}:{rule.path}"
+        for table in [*OBJECTS.values(), CONFIGURATION]
+        for rule in table.read()
+        if rule.path not in IDENTITY and f"{table.name}:{rule.path}" not in report.reads
+    ]
+    assert unread == []
+
+
+def put(doc: dict[str, Any], path: str, value: Any) -> str:
+    """Set ``path`` (``[]``: the first item) in ``doc``; the path with the indexes used."""
+    node: Any = doc
+    parts = path.split(".")
+    for part in parts[:-1]:
+        key, items = part.removesuffix("[]"), part.endswith("[]")
+        node = node.setdefault(key, [{}] if items else {})
+        node = node[0] if items else node
+    node[parts[-1]] = value
+    return path.replace("[]", "[0]")
+
+
+@pytest.mark.parametrize(
+    ("kind", "path"),
+    [
+        (table.name, rule.path)
+        for table in [*OBJECTS.values(), CONFIGURATION]
+        for rule in table.rules
+        if rule.verdict == "refused"
+    ],
+)
+def test_a_refused_field_is_noted_with_the_tables_reason(kind: str, path: str) -> None:
+    """Each refused field, present in otherwise valid objects, is noted with the reason its
+    rule gives, so docs/fields.md says what the import says."""
+    docs = list(yaml.safe_load_all(every_field()))
+    doc = next(d for d in docs if d["kind"] == kind)
+    where = put(doc, path, "x")
+    report = ImportReport()
+    import_kueue(docs, report)
+    ref = f"{kind}/{doc['metadata']['name']}"
+    if kind == "LocalQueue":
+        ref = f"{kind}/{doc['metadata']['namespace']}/{doc['metadata']['name']}"
+    rule = TABLES[kind].rule(path)
+    assert rule is not None
+    assert report.noted[f"{ref}.{where}"] == f"{rule.note}; ignored"
+
+
+def test_a_kind_the_tables_refuse_is_noted_with_the_reason() -> None:
+    """AdmissionCheck: "admission checks are not implemented in governance"."""
+    docs = [
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "AdmissionCheck",
+            "metadata": {"name": "a"},
+        }
+    ]
+    policy = import_kueue(docs)
+    rule = KINDS.rule("AdmissionCheck")
+    assert (
+        rule is not None
+        and f"AdmissionCheck/a: kind AdmissionCheck: {rule.note}; ignored" in policy.notes
+    )
