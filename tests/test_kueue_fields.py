@@ -18,6 +18,12 @@ from fleetshare.governance.partial import counts_after, largest_fit, reducible
 from fleetshare.governance.quota import Charging, compile_policy
 from fleetshare.governance.snapshot import Assignment, Running, Snapshot
 from fleetshare.governance.state import CycleState
+from fleetshare.manifests import parse_manifest
+from fleetshare.manifests.kinds.base import POD_GROUP_LABEL, QUEUE_LABEL
+from fleetshare.manifests.kinds.job import MIN_PARALLELISM
+from fleetshare.manifests.kueue_keys import KEYS, key_rule
+from fleetshare.manifests.parse import GROUP_ANNOTATIONS, PRIORITY_LABEL
+from fleetshare.manifests.pods import TOPOLOGY_ANNOTATIONS
 from fleetshare.model.node import Node
 from fleetshare.model.resources import parse_resources
 from fleetshare.model.workload import PodSet, Workload
@@ -555,23 +561,25 @@ spec: {parent: root, fairSharing: {weight: "0.25"}}
 # field list is Kueue's own: tests/fixtures/contracts/kueue-fields.txt, from its Go API types.
 
 CONTRACTS = Path(__file__).parent / "fixtures" / "contracts"
-TABLES = {**OBJECTS, "Configuration": CONFIGURATION, "kinds": KINDS}
+TABLES = {**OBJECTS, "Configuration": CONFIGURATION, "kinds": KINDS, "workload": KEYS}
 IDENTITY = {"apiVersion", "kind", "metadata"}
 """Read before a kind's table applies (to tell the kind and its name), so not through it."""
 
 
 def kueue_fields() -> list[tuple[str, str]]:
-    """(kind, path) of every field of Kueue's types; kind ``*`` is every kind's."""
+    """(kind, path) of every field of Kueue's types; kind ``*`` is every kind's, ``workload``
+    the labels and annotations of workloads (``label kueue.x-k8s.io/queue-name``)."""
     lines = (CONTRACTS / "kueue-fields.txt").read_text().splitlines()
-    found = [tuple(line.split()) for line in lines if line.strip() and not line.startswith("#")]
+    found = [line.split(maxsplit=1) for line in lines if line.strip() and not line.startswith("#")]
     assert all(len(f) == 2 for f in found)
     return [(kind, path) for kind, path in found]
 
 
 def test_every_field_of_kueues_types_has_a_rule() -> None:
     """Every field of Kueue's API types (ClusterQueue, Cohort, ResourceFlavor, LocalQueue,
-    WorkloadPriorityClass, Topology, the Configuration) is read, refused with a reason, or
-    bookkeeping, by a rule of the importer's tables: none is ignored silently."""
+    WorkloadPriorityClass, Topology, the Configuration) and every label and annotation Kueue
+    reads or writes on workloads is read, refused with a reason, or bookkeeping, by a rule of
+    the importers' tables: none is ignored silently."""
     missing = [
         f"{kind} {path}"
         for kind, path in kueue_fields()
@@ -584,11 +592,13 @@ def test_every_field_of_kueues_types_has_a_rule() -> None:
 def test_the_tables_name_only_fields_kueue_has() -> None:
     """A rule for a field Kueue's types lack is a typo (or a field Kueue dropped): each rule
     names a field of the list, or one inside a field of a Kubernetes type (metadata, a
-    LabelSelector), where the list stops."""
+    LabelSelector), where the list stops, or a mistake fleetshare refuses by name (the
+    priority-class label given as an annotation)."""
     upstream: dict[str, set[str]] = {}
     for kind, path in kueue_fields():
         for name in [*OBJECTS, "Configuration"] if kind == "*" else [kind]:
             upstream.setdefault(name, set()).add(path)
+    upstream["workload"].add("annotation kueue.x-k8s.io/priority-class")
     strays = []
     for name, table in TABLES.items():
         known = upstream[name]
@@ -674,3 +684,49 @@ def test_a_kind_the_tables_refuse_is_noted_with_the_reason() -> None:
         rule is not None
         and f"AdmissionCheck/a: kind AdmissionCheck: {rule.note}; ignored" in policy.notes
     )
+
+
+def test_the_workload_keys_read_are_those_the_reader_reads() -> None:
+    """The rules that say a label or annotation is read name the keys the manifest reader
+    reads: the queue-name and priority-class labels, a pod group's label and annotations,
+    job-min-parallelism, and the template's podset-required/preferred-topology."""
+    read = {rule.path for rule in KEYS.read()}
+    assert read == {
+        *(f"label {key}" for key in (QUEUE_LABEL, PRIORITY_LABEL, POD_GROUP_LABEL)),
+        *(f"annotation {key}" for key in (MIN_PARALLELISM, *GROUP_ANNOTATIONS)),
+        *(f"template annotation {key}" for key in TOPOLOGY_ANNOTATIONS),
+    }
+
+
+def test_workload_keys_not_read_are_noted_with_their_reason() -> None:
+    """kueue.x-k8s.io/retriable-in-group and podset-group-name are refused with their rules'
+    reasons, a key Kueue sets (job-uid) passes in silence, and an unknown one is not
+    modelled."""
+    data = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "j",
+            "labels": {QUEUE_LABEL: "q", "kueue.x-k8s.io/job-uid": "1"},
+            "annotations": {"kueue.x-k8s.io/retriable-in-group": "false"},
+        },
+        "spec": {
+            "template": {
+                "metadata": {"annotations": {"kueue.x-k8s.io/podset-group-name": "g"}},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": 1}}}]},
+            },
+            "suspend": True,
+        },
+    }
+    data["metadata"]["annotations"]["kueue.x-k8s.io/future"] = "x"
+    notes = [note.split(": ", 1)[1] for note in parse_manifest(data).notes]
+    retriable = key_rule("annotation", "kueue.x-k8s.io/retriable-in-group")
+    group = key_rule("template annotation", "kueue.x-k8s.io/podset-group-name")
+    assert retriable is not None and group is not None
+    assert f"metadata.annotations.kueue.x-k8s.io/retriable-in-group: {retriable.note}" in notes
+    assert (
+        f"spec.template.metadata.annotations.kueue.x-k8s.io/podset-group-name: {group.note}"
+        in notes
+    )
+    assert "metadata.annotations.kueue.x-k8s.io/future: not modelled" in notes
+    assert not any("job-uid" in note for note in notes)

@@ -10,6 +10,8 @@ found by the first test that takes that path, not a field silently read behind t
 
 Paths are dotted from the table's root; ``[]`` steps into a list's items and ``*`` stands for
 any key with no rule of its own beside it. A rule with no rules below it covers its subtree.
+A flat table (``nested=False``: label and annotation keys, which hold dots) has no subtrees; a
+path ending in ``*`` there stands for every key it begins.
 """
 
 from __future__ import annotations
@@ -52,7 +54,16 @@ def parent(path: str) -> str:
 class FieldTable:
     """The rules of one kind of document (a Kueue kind, a HyperPod document), in order."""
 
-    __slots__ = ("_by_path", "_parents", "bookkeeping_noted", "name", "rules", "source", "title")
+    __slots__ = (
+        "_by_path",
+        "_parents",
+        "bookkeeping_noted",
+        "name",
+        "nested",
+        "rules",
+        "source",
+        "title",
+    )
 
     def __init__(
         self,
@@ -62,6 +73,7 @@ class FieldTable:
         *,
         title: str = "",
         bookkeeping_noted: bool = True,
+        nested: bool = True,
     ) -> None:
         self.name = name
         self.source = source
@@ -70,27 +82,34 @@ class FieldTable:
         self.bookkeeping_noted = bookkeeping_noted
         """Whether bookkeeping present in the input is noted (Kueue's metadata and status,
         which users write) or passed over in silence (HyperPod's ARNs, ids and times)."""
+        self.nested = nested
         self.rules = tuple(rules)
         self._by_path: dict[str, FieldRule] = {}
         for rule in self.rules:
             if rule.path in self._by_path:
                 raise ValueError(f"{name}: {rule.path} has two rules")
             self._by_path[rule.path] = rule
-        self._parents = {parent(r.path).removesuffix("[]") for r in self.rules}
-        for rule in self.rules:
+        self._parents = {parent(r.path).removesuffix("[]") for r in self.rules} if nested else set()
+        for rule in self.rules if nested else ():
             above = parent(rule.path).removesuffix("[]")
             if above and above not in self._by_path:
                 raise ValueError(f"{name}: {rule.path} has no rule for {above}")
 
     def rule(self, path: str) -> FieldRule | None:
         """The rule of the field at ``path`` (a ``*`` rule beside it when it has none)."""
-        return self._by_path.get(path) or self._by_path.get(join(parent(path), "*"))
+        found = self._by_path.get(path)
+        if found is not None:
+            return found
+        if self.nested:
+            return self._by_path.get(join(parent(path), "*"))
+        prefixes = [r for r in self.rules if r.path.endswith("*") and path.startswith(r.path[:-1])]
+        return prefixes[0] if prefixes else None
 
     def covering(self, path: str) -> FieldRule | None:
         """The rule that accounts for ``path``: its own, or a rule above it with no rules
         below (which covers its subtree)."""
         found = self.rule(path)
-        if found is not None:
+        if found is not None or not self.nested:
             return found
         above = parent(path)
         while above:
