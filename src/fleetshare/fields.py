@@ -196,4 +196,4 @@ def markdown(groups: Iterable[tuple[str, str, Iterable[FieldTable]]]) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;").replace("\n", " ")

@@ -191,16 +191,21 @@ BUNDLE = FieldTable(
             "as",
             "ListComputeQuotas' response: each summary is a compute quota",
         ),
-        _r("ComputeQuotas", "as", "fleetshare's bundle: a list of compute quota documents"),
+        _r(
+            "ComputeQuotas",
+            "differs",
+            "fleetshare's own bundle, not a SageMaker shape: a list of compute quota documents",
+        ),
         _r(
             "SchedulerConfig",
-            "as",
-            "fleetshare's bundle: a cluster scheduler config document, or its SchedulerConfig",
+            "differs",
+            "fleetshare's own bundle, not a SageMaker shape: a "
+            "cluster scheduler config document, or its SchedulerConfig",
         ),
         _r(
             "ClusterSchedulerConfig",
-            "as",
-            "fleetshare's bundle: a cluster scheduler config document",
+            "differs",
+            "fleetshare's own bundle, not a SageMaker shape: a cluster scheduler config document",
         ),
         _r(
             "ClusterSchedulerConfigSummaries",

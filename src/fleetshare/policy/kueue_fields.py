@@ -109,7 +109,8 @@ CLUSTER_QUEUE = FieldTable(
                 "the team's quota, one entry per flavor; "
                 "fleetshare gives a pod set one node flavor: the first group with a flavor that "
                 "has nodeLabels is the node group, any other must be quota only (one flavor "
-                "without nodeLabels, like credits), else it is refused",
+                "without nodeLabels, like credits), else it is refused; pod sets one flavor takes "
+                "all share it (docs/architecture.md, 'Flavor per pod set')",
             )
         ),
         _r("spec.queueingStrategy", "as", "queueing_strategy (BestEffortFIFO when absent)"),
@@ -128,7 +129,12 @@ CLUSTER_QUEUE = FieldTable(
             "In, NotIn, Exists or DoesNotExist",
         ),
         _r("spec.namespaceSelector.matchExpressions[].values", "as"),
-        _r("spec.flavorFungibility", "as", "flavor_fungibility"),
+        _r(
+            "spec.flavorFungibility",
+            "differs",
+            "flavor_fungibility, without Kueue's memory of "
+            "the last flavor tried (docs/architecture.md, 'Flavor per pod set')",
+        ),
         _r(
             "spec.flavorFungibility.whenCanBorrow",
             "as",
@@ -217,7 +223,12 @@ RESOURCE_FLAVOR = FieldTable(
     [
         *_object("ResourceFlavor", status=False),
         _r("spec", "as", "a flavor"),
-        _r("spec.nodeLabels", "as", "node_labels: the nodes the flavor selects (string values)"),
+        _r(
+            "spec.nodeLabels",
+            "differs",
+            "node_labels (string values): the flavor's nodes; a flavor admits a pod set "
+            "by its Ready nodes, not by matching nodeLabels to the pod's selector",
+        ),
         _r(
             "spec.nodeTaints",
             "refused",
@@ -373,12 +384,25 @@ CONFIGURATION = FieldTable(
     title="Configuration (config.kueue.x-k8s.io)",
 )
 
+_KIND_NOTES = {
+    "Topology": "topology levels its flavors name",
+    "ResourceFlavor": "a flavor",
+    "Cohort": "a group of teams (nested by parent)",
+    "ClusterQueue": "a team",
+    "LocalQueue": "a queue of its ClusterQueue's team",
+    "WorkloadPriorityClass": "a priority class",
+}
+
 KINDS = FieldTable(
     "kinds",
     SOURCE,
     [
-        *(_r(name, "as", f"read as below ({t.title})") for name, t in OBJECTS.items()),
-        _r("Configuration", "as", "the controller's settings read as below (one at most)"),
+        *(_r(name, "as", f"{_KIND_NOTES[name]}; fields below") for name in OBJECTS),
+        _r(
+            "Configuration",
+            "as",
+            "cluster-wide settings (config.kueue.x-k8s.io; one at most); fields below",
+        ),
         _r(
             "AdmissionCheck",
             "refused",
