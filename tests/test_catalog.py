@@ -118,6 +118,9 @@ def test_every_supplement_names_its_public_source() -> None:
 def test_hyperpod_types_karpenter_lacks_are_supplemented(
     name: str, accelerator: str, count: int, vcpu: int, memory_gib: int
 ) -> None:
+    """AWS's EKS guide: "The p6e-gb200.36xlarge instance type, with 4 NVIDIA Blackwell GPUs,
+    is only available as P6e-GB200 UltraServers"; the Neuron guide: "Every Trainium2 chip
+    contains eight NeuronCore-V3 cores" (trn2.3xlarge has one chip, one Neuron device)."""
     instance = load_catalog().get(name)
     assert instance.accelerator_resource == accelerator
     assert instance.allocatable[accelerator] == count * 1000

@@ -687,9 +687,11 @@ def test_a_kind_the_tables_refuse_is_noted_with_the_reason() -> None:
 
 
 def test_the_workload_keys_read_are_those_the_reader_reads() -> None:
-    """The rules that say a label or annotation is read name the keys the manifest reader
-    reads: the queue-name and priority-class labels, a pod group's label and annotations,
-    job-min-parallelism, and the template's podset-required/preferred-topology."""
+    """Kueue: QueueLabel "is the label key in the workload that holds the queue name";
+    WorkloadPriorityClassLabel "is the label key in the workload that holds the
+    workloadPriorityClass name". The rules that say a key is read name the keys the manifest
+    reader reads: those two labels, a pod group's label and annotations, job-min-parallelism,
+    and the template's podset-required/preferred-topology."""
     read = {rule.path for rule in KEYS.read()}
     assert read == {
         *(f"label {key}" for key in (QUEUE_LABEL, PRIORITY_LABEL, POD_GROUP_LABEL)),

@@ -4,7 +4,7 @@ An importer decides by its tables which fields it reads (``as`` the source does,
 ``differs``, saying how), which it ``refused`` (the reason is noted when one is present) and
 which are ``bookkeeping`` (names, times, observed state: no policy); docs/fields.md is
 generated from the same tables (:func:`markdown`), so the two cannot drift apart. The importer
-reads a mapping of the input through a :class:`Fields` view, which raises
+reads a mapping of the input through a :class:`FieldView`, which raises
 :class:`UnlistedFieldError` when the code reads a key its table does not let it read: a bug,
 found by the first test that takes that path, not a field silently read behind the table's back.
 
@@ -124,7 +124,7 @@ class FieldTable:
         return [r for r in self.rules if r.verdict in READ]
 
 
-class Fields(Mapping[str, Any]):
+class FieldView(Mapping[str, Any]):
     """A mapping of the input, read under ``table`` at ``scope``.
 
     Reading a key whose rule is not readable (refused, or none) raises

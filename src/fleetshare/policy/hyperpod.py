@@ -56,7 +56,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fleetshare.fields import Fields, FieldTable, parent
+from fleetshare.fields import FieldTable, FieldView, parent
 from fleetshare.inputs import MAX_COUNT, InputError, parse_json, value_kind
 from fleetshare.model.catalog import (
     InstanceType,
@@ -256,7 +256,7 @@ def _json_kind(value: Any) -> str:
     return value_kind(value, "an object")
 
 
-def _read(value: Any, path: str, table: FieldTable, scope: str, report: ImportReport) -> Fields:
+def _read(value: Any, path: str, table: FieldTable, scope: str, report: ImportReport) -> FieldView:
     """``value`` as a JSON object (``{}`` when absent; anything else is a problem), its members
     accounted for by ``table`` at ``scope`` (:meth:`ImportReport.fields`), to be read through
     the view returned."""
@@ -347,7 +347,7 @@ def _cluster(schedulers: list[tuple[str, dict[str, Any]]], report: ImportReport)
 
 def _settings(
     path: str, doc: dict[str, Any], report: ImportReport
-) -> tuple[str, str, Fields] | None:
+) -> tuple[str, str, FieldView] | None:
     """A cluster scheduler config's path, its settings' path and its settings (None when the
     config is not in force): a Create/Update request or a Describe response holds them in
     ``SchedulerConfig``, a bare document is the settings."""

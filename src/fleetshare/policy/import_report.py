@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from fleetshare.fields import READ, Fields, FieldTable, join
+from fleetshare.fields import READ, FieldTable, FieldView, join
 
 Outcome = Literal["mapped", "noted", "skipped", "rejected"]
 
@@ -38,7 +38,7 @@ class ImportReport:
 
     def fields(
         self, doc: Mapping[str, Any], where: str, table: FieldTable, scope: str = ""
-    ) -> Fields:
+    ) -> FieldView:
         """Account for each key of ``doc`` (at ``where`` in the input, ``scope`` in
         ``table``) by its rule, and return the view the importer reads it through.
 
@@ -59,7 +59,7 @@ class ImportReport:
                 self.note(shown, f"{rule.note}; ignored", path)
             else:
                 self.skipped.add(path)
-        return Fields(doc, table, scope, self.reads)
+        return FieldView(doc, table, scope, self.reads)
 
     def note(self, where: str, text: str, path: str | None = None) -> None:
         """Record something present in the input that fleetshare does not carry over

@@ -63,7 +63,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
-from fleetshare.fields import READ, Fields, FieldTable
+from fleetshare.fields import READ, FieldTable, FieldView
 from fleetshare.inputs import InputError, parse_yaml_all, value_kind
 from fleetshare.model.namespace import NAME_LABEL
 from fleetshare.model.quantity import MILLI, QuantityError, parse_quantity
@@ -122,7 +122,7 @@ class _Object:
     kind: str
     name: str
     ref: str
-    doc: Fields
+    doc: FieldView
     namespace: str = ""
 
     @property
@@ -259,7 +259,7 @@ def _object(kind: str, doc: dict[str, Any], report: ImportReport) -> _Object:
     LocalQueue's ref carries its namespace (``default`` when absent)."""
     table = CONFIGURATION if kind == "Configuration" else OBJECTS[kind]
     given = doc.get("metadata")
-    metadata = Fields(given if isinstance(given, dict) else {}, table, "metadata", report.reads)
+    metadata = FieldView(given if isinstance(given, dict) else {}, table, "metadata", report.reads)
     name = str(metadata.get("name") or "")
     ref = f"{kind}/{name}" if name or kind != "Configuration" else kind
     namespace = ""
@@ -291,7 +291,7 @@ def _unique(objects: list[_Object], kind: str, report: ImportReport) -> dict[str
 # --- value helpers -----------------------------------------------------------------------------
 
 
-def _read(value: Any, where: str, table: FieldTable, scope: str, report: ImportReport) -> Fields:
+def _read(value: Any, where: str, table: FieldTable, scope: str, report: ImportReport) -> FieldView:
     """``value`` as a mapping (``{}`` when absent; anything else is a problem), its fields
     accounted for by ``table`` at ``scope`` (:meth:`ImportReport.fields`), to be read through
     the view returned."""
@@ -407,7 +407,7 @@ class _QuotaReader:
         for path in self.quotas.limit_paths:
             self.report.problem(path, reason)
 
-    def _flavor(self, flavor: Fields, covered: list[Any], where: str) -> None:
+    def _flavor(self, flavor: FieldView, covered: list[Any], where: str) -> None:
         name = flavor.get("name")
         if not isinstance(name, str) or not name:
             self.report.problem(f"{where}.name", "required")
@@ -438,7 +438,7 @@ class _QuotaReader:
 
     def _resource(
         self,
-        resource: Fields,
+        resource: FieldView,
         where: str,
         flavor: str,
         covered: list[Any],
@@ -485,7 +485,7 @@ class _QuotaReader:
 # --- kinds -------------------------------------------------------------------------------------
 
 
-def _spec(obj: _Object, report: ImportReport) -> Fields:
+def _spec(obj: _Object, report: ImportReport) -> FieldView:
     """The object's ``spec``, read through its kind's table."""
     spec = _read(obj.doc.get("spec"), f"{obj.ref}.spec", obj.table, "spec", report)
     if "spec" in obj.doc and not spec:
