@@ -654,8 +654,9 @@ def test_hyperpod_unknown_fields_are_noted_with_their_path() -> None:
 
     notes = import_hyperpod(data).notes
 
-    assert "ComputeQuotas[0].ComputeQuotaConfig.Sparkle: unknown field; ignored" in notes
-    assert "SchedulerConfig.SchedulerConfig.GangScheduling: unknown field; ignored" in notes
+    assert "ComputeQuotas[0].ComputeQuotaConfig.Sparkle = True: unknown field; ignored" in notes
+    gang = "SchedulerConfig.SchedulerConfig.GangScheduling = Enabled: unknown field; ignored"
+    assert gang in notes
 
 
 # --- HyperPod: invalid input -------------------------------------------------------------------

@@ -8,18 +8,28 @@ small cluster. These tests pin the importer's mapping and the finer points.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from fleetshare.governance.partial import counts_after, largest_fit, reducible
 from fleetshare.governance.quota import Charging, compile_policy
 from fleetshare.governance.snapshot import Assignment, Running, Snapshot
 from fleetshare.governance.state import CycleState
+from fleetshare.manifests import parse_manifest
+from fleetshare.manifests.kinds.base import POD_GROUP_LABEL, QUEUE_LABEL
+from fleetshare.manifests.kinds.job import MIN_PARALLELISM
+from fleetshare.manifests.kueue_keys import KEYS, key_rule
+from fleetshare.manifests.parse import GROUP_ANNOTATIONS, PRIORITY_LABEL
+from fleetshare.manifests.pods import TOPOLOGY_ANNOTATIONS
 from fleetshare.model.node import Node
 from fleetshare.model.resources import parse_resources
 from fleetshare.model.workload import PodSet, Workload
+from fleetshare.policy.import_report import ImportReport
 from fleetshare.policy.kueue import NO_NAMESPACE, import_kueue
+from fleetshare.policy.kueue_fields import CONFIGURATION, KINDS, OBJECTS
 from fleetshare.policy.schema import LabelSelector, PolicyError, StopPolicy, load_policy
 from tests.conftest import run_case
 
@@ -542,3 +552,183 @@ spec: {parent: root, fairSharing: {weight: "0.25"}}
     one = {("default-flavor", "cpu"): 1000}
     assert state.fair_key("h", one) == pytest.approx((0.5, 4 / 8))
     assert state.fair_key("l", one) == pytest.approx((0.5, 2 / 8))
+
+
+# --- the field tables (issue 27) -----------------------------------------------------------------
+#
+# Issue 27: "docs list every Kueue and HyperPod field with 'as Kueue / as HyperPod', 'differs:
+# how' or 'refused: why', generated from the importers' own tables so it cannot drift." The
+# field list is Kueue's own: tests/fixtures/contracts/kueue-fields.txt, from its Go API types.
+
+CONTRACTS = Path(__file__).parent / "fixtures" / "contracts"
+TABLES = {**OBJECTS, "Configuration": CONFIGURATION, "kinds": KINDS, "workload": KEYS}
+IDENTITY = {"apiVersion", "kind", "metadata"}
+"""Read before a kind's table applies (to tell the kind and its name), so not through it."""
+
+
+def kueue_fields() -> list[tuple[str, str]]:
+    """(kind, path) of every field of Kueue's types; kind ``*`` is every kind's, ``workload``
+    the labels and annotations of workloads (``label kueue.x-k8s.io/queue-name``)."""
+    lines = (CONTRACTS / "kueue-fields.txt").read_text().splitlines()
+    found = [line.split(maxsplit=1) for line in lines if line.strip() and not line.startswith("#")]
+    assert all(len(f) == 2 for f in found)
+    return [(kind, path) for kind, path in found]
+
+
+def test_every_field_of_kueues_types_has_a_rule() -> None:
+    """Every field of Kueue's API types (ClusterQueue, Cohort, ResourceFlavor, LocalQueue,
+    WorkloadPriorityClass, Topology, the Configuration) and every label and annotation Kueue
+    reads or writes on workloads is read, refused with a reason, or bookkeeping, by a rule of
+    the importers' tables: none is ignored silently."""
+    missing = [
+        f"{kind} {path}"
+        for kind, path in kueue_fields()
+        for table in ([*OBJECTS.values(), CONFIGURATION] if kind == "*" else [TABLES[kind]])
+        if table.covering(path) is None
+    ]
+    assert missing == []
+
+
+def test_the_tables_name_only_fields_kueue_has() -> None:
+    """A rule for a field Kueue's types lack is a typo (or a field Kueue dropped): each rule
+    names a field of the list, or one inside a field of a Kubernetes type (metadata, a
+    LabelSelector), where the list stops, or a mistake fleetshare refuses by name (the
+    priority-class label given as an annotation)."""
+    upstream: dict[str, set[str]] = {}
+    for kind, path in kueue_fields():
+        for name in [*OBJECTS, "Configuration"] if kind == "*" else [kind]:
+            upstream.setdefault(name, set()).add(path)
+    upstream["workload"].add("annotation kueue.x-k8s.io/priority-class")
+    strays = []
+    for name, table in TABLES.items():
+        known = upstream[name]
+        leaves = {
+            p
+            for p in known
+            if not any(q.startswith(f"{p}.") or q.startswith(f"{p}[]") for q in known)
+        }
+        for rule in table.rules:
+            above = [rule.path.rsplit(".", n)[0] for n in range(rule.path.count("."), 0, -1)]
+            if rule.path not in known and not any(a.removesuffix("[]") in leaves for a in above):
+                strays.append(f"{name} {rule.path}")
+    assert strays == []
+
+
+def every_field() -> str:
+    return (CONTRACTS / "kueue-every-field.yaml").read_text()
+
+
+def test_every_field_the_tables_read_is_read() -> None:
+    """A field the tables say is read, as Kueue or differing, is read by the importer: the
+    input with each of them (written from Kueue's API) reads each through its table."""
+    report = ImportReport()
+    import_kueue(every_field(), report)
+    unread = [
+        f"{table.name}:{rule.path}"
+        for table in [*OBJECTS.values(), CONFIGURATION]
+        for rule in table.read()
+        if rule.path not in IDENTITY and f"{table.name}:{rule.path}" not in report.reads
+    ]
+    assert unread == []
+
+
+def put(doc: dict[str, Any], path: str, value: Any) -> str:
+    """Set ``path`` (``[]``: the first item) in ``doc``; the path with the indexes used."""
+    node: Any = doc
+    parts = path.split(".")
+    for part in parts[:-1]:
+        key, items = part.removesuffix("[]"), part.endswith("[]")
+        node = node.setdefault(key, [{}] if items else {})
+        node = node[0] if items else node
+    node[parts[-1]] = value
+    return path.replace("[]", "[0]")
+
+
+@pytest.mark.parametrize(
+    ("kind", "path"),
+    [
+        (table.name, rule.path)
+        for table in [*OBJECTS.values(), CONFIGURATION]
+        for rule in table.rules
+        if rule.verdict == "refused"
+    ],
+)
+def test_a_refused_field_is_noted_with_the_tables_reason(kind: str, path: str) -> None:
+    """Each refused field, present in otherwise valid objects, is noted with the reason its
+    rule gives, so docs/fields.md says what the import says."""
+    docs = list(yaml.safe_load_all(every_field()))
+    doc = next(d for d in docs if d["kind"] == kind)
+    where = put(doc, path, "x")
+    report = ImportReport()
+    import_kueue(docs, report)
+    ref = f"{kind}/{doc['metadata']['name']}"
+    if kind == "LocalQueue":
+        ref = f"{kind}/{doc['metadata']['namespace']}/{doc['metadata']['name']}"
+    rule = TABLES[kind].rule(path)
+    assert rule is not None
+    assert report.noted[f"{ref}.{where}"] == f"{rule.note}; ignored"
+
+
+def test_a_kind_the_tables_refuse_is_noted_with_the_reason() -> None:
+    """AdmissionCheck: "admission checks are not implemented in governance"."""
+    docs = [
+        {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "AdmissionCheck",
+            "metadata": {"name": "a"},
+        }
+    ]
+    policy = import_kueue(docs)
+    rule = KINDS.rule("AdmissionCheck")
+    assert (
+        rule is not None
+        and f"AdmissionCheck/a: kind AdmissionCheck: {rule.note}; ignored" in policy.notes
+    )
+
+
+def test_the_workload_keys_read_are_those_the_reader_reads() -> None:
+    """Kueue: QueueLabel "is the label key in the workload that holds the queue name";
+    WorkloadPriorityClassLabel "is the label key in the workload that holds the
+    workloadPriorityClass name". The rules that say a key is read name the keys the manifest
+    reader reads: those two labels, a pod group's label and annotations, job-min-parallelism,
+    and the template's podset-required/preferred-topology."""
+    read = {rule.path for rule in KEYS.read()}
+    assert read == {
+        *(f"label {key}" for key in (QUEUE_LABEL, PRIORITY_LABEL, POD_GROUP_LABEL)),
+        *(f"annotation {key}" for key in (MIN_PARALLELISM, *GROUP_ANNOTATIONS)),
+        *(f"template annotation {key}" for key in TOPOLOGY_ANNOTATIONS),
+    }
+
+
+def test_workload_keys_not_read_are_noted_with_their_reason() -> None:
+    """kueue.x-k8s.io/retriable-in-group and podset-group-name are refused with their rules'
+    reasons, a key Kueue sets (job-uid) passes in silence, and an unknown one is not
+    modelled."""
+    data = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": "j",
+            "labels": {QUEUE_LABEL: "q", "kueue.x-k8s.io/job-uid": "1"},
+            "annotations": {"kueue.x-k8s.io/retriable-in-group": "false"},
+        },
+        "spec": {
+            "template": {
+                "metadata": {"annotations": {"kueue.x-k8s.io/podset-group-name": "g"}},
+                "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": 1}}}]},
+            },
+            "suspend": True,
+        },
+    }
+    data["metadata"]["annotations"]["kueue.x-k8s.io/future"] = "x"
+    notes = [note.split(": ", 1)[1] for note in parse_manifest(data).notes]
+    retriable = key_rule("annotation", "kueue.x-k8s.io/retriable-in-group")
+    group = key_rule("template annotation", "kueue.x-k8s.io/podset-group-name")
+    assert retriable is not None and group is not None
+    assert f"metadata.annotations.kueue.x-k8s.io/retriable-in-group: {retriable.note}" in notes
+    assert (
+        f"spec.template.metadata.annotations.kueue.x-k8s.io/podset-group-name: {group.note}"
+        in notes
+    )
+    assert "metadata.annotations.kueue.x-k8s.io/future: not modelled" in notes
+    assert not any("job-uid" in note for note in notes)

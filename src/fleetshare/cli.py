@@ -250,6 +250,47 @@ def import_policy(
         terminal.stderr().print(f"[yellow]note:[/] {note}", highlight=False)
 
 
+class FieldFormat(StrEnum):
+    """How ``fleetshare policy fields`` prints the field tables."""
+
+    MARKDOWN = "markdown"
+    JSON = "json"
+
+
+@policy_app.command("fields")
+def policy_fields(
+    output: Annotated[
+        FieldFormat, typer.Option("--format", help="markdown (docs/fields.md) or json")
+    ] = FieldFormat.MARKDOWN,
+    check: Annotated[
+        Path | None,
+        typer.Option(help="only check that this file holds the markdown (exit 1 if not)"),
+    ] = None,
+) -> None:
+    """Print every field of the Kueue and HyperPod formats and what the importers do with it
+    (as Kueue / as HyperPod, differs, refused, bookkeeping), from the tables they decide by."""
+    from fleetshare.scenario.fields import SECTIONS, field_docs
+
+    text = field_docs()
+    if check is not None:
+        current = check.read_text() if check.is_file() else None
+        if current != text:
+            _fail(f"{check} is not current (run fleetshare policy fields > {check})", code=1)
+        print(f"{check} is up to date")
+        return
+    if output == FieldFormat.JSON:
+        rows = [
+            {"table": t.name, "source": t.source, "path": r.path, "verdict": r.verdict,
+             "note": r.note}
+            for _, _, tables in SECTIONS
+            for t in tables
+            for r in t.rules
+        ]  # fmt: skip
+        print(json.dumps(rows, indent=1))
+        return
+    print(text, end="")
+
+
 def bundled_scenarios() -> list[Path]:
     """The example scenarios shipped with fleetshare."""
     folder = files("fleetshare") / "scenarios"

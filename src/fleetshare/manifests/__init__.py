@@ -59,7 +59,9 @@ workload), StatefulSet (one pod group), LeaderWorkerSet (a pod group per replica
 **Noted** (the run's ``manifest_notes``: present, relevant to scheduling, not modelled):
 Kueue labels and annotations other than the above (``kueue.x-k8s.io/job-min-parallelism``
 on a kind other than a Job; ``podset-slice-*`` topology requests; ...), in the object's or a
-pod template's metadata; ``activeDeadlineSeconds`` (Job,
+pod template's metadata, with the reason their rule in :mod:`.kueue_keys` gives
+(docs/fields.md lists them; those Kueue sets itself, such as ``job-uid``, pass in silence);
+``activeDeadlineSeconds`` (Job,
 JobSet's jobs, Kubeflow ``runPolicy``, RayJob); Kubeflow ``elasticPolicy`` and
 ``runPolicy.schedulingPolicy`` (but its ``priorityClass``); Ray ``enableInTreeAutoscaling``;
 a Deployment's pods being queued one by one; a CronJob's schedule (one run is read); pod

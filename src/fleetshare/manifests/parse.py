@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from fleetshare.fields import READ
 from fleetshare.inputs import parse_yaml_all
 from fleetshare.manifests.durations import parse_duration
 from fleetshare.manifests.kinds import (
@@ -26,6 +27,7 @@ from fleetshare.manifests.kinds.base import (
     check_api_version,
 )
 from fleetshare.manifests.kinds.job import MIN_PARALLELISM
+from fleetshare.manifests.kueue_keys import NOT_MODELLED, is_kueue_key, key_note, key_rule
 from fleetshare.manifests.priority import PRIORITY_CLASS_API, PRIORITY_CLASS_KIND, PodPriorityClass
 from fleetshare.manifests.values import Fields, ManifestError, join
 from fleetshare.model.workload import PodSet
@@ -337,30 +339,44 @@ def _read_object(doc: Document, order: int) -> _Object:
 def _metadata_notes(
     fields: Fields, kind: str, labels: Mapping[str, str], annotations: Mapping[str, str]
 ) -> list[str]:
-    """Kueue labels and annotations not modelled are noted; an unknown ``fleetshare.io/``
-    annotation is refused (a misspelt duration must not pass unseen)."""
+    """Kueue's labels and annotations by their rules (:data:`.kueue_keys.KEYS`): one read is
+    read where it applies (noted on a kind it does not apply to), another noted with its
+    rule's reason or as not modelled; the queue and priority-class keys given as annotations
+    and an unknown ``fleetshare.io/`` annotation are refused (a misspelling must not pass
+    unseen)."""
     notes = []
-    used_labels = {QUEUE_LABEL, PRIORITY_LABEL}
-    if kind == "Pod":
-        used_labels.add(POD_GROUP_LABEL)
-    for key in labels:
-        if key.startswith("kueue.x-k8s.io/") and key not in used_labels:
-            notes.append(f"{join('metadata.labels', key)}: not modelled")
-    for key in annotations:
-        path = join("metadata.annotations", key)
-        if key.startswith("fleetshare.io/") and key not in KNOWN_ANNOTATIONS:
-            raise fields.error(path, f"unknown annotation (known: {', '.join(KNOWN_ANNOTATIONS)})")
-        if key in (QUEUE_LABEL, PRIORITY_LABEL):
-            raise fields.error(path, "is a label in Kueue, not an annotation: move it to labels")
-        if key == MIN_PARALLELISM and kind != "Job":
-            notes.append(f"{path}: partial admission applies to a batch/v1 Job only; ignored")
-        elif key == MIN_PARALLELISM:
-            pass  # the Job's pod set may run with fewer pods (kinds/job.py)
-        elif key in GROUP_ANNOTATIONS and kind == "Pod" and POD_GROUP_LABEL not in labels:
-            notes.append(f"{path}: without {POD_GROUP_LABEL} the pod is a workload of its own")
-        elif key.startswith("kueue.x-k8s.io/") and not (key in GROUP_ANNOTATIONS and kind == "Pod"):
-            notes.append(f"{path}: not modelled")
+    for place, part, values in (
+        ("label", "metadata.labels", labels),
+        ("annotation", "metadata.annotations", annotations),
+    ):
+        for key in values:
+            path = join(part, key)
+            ours = place == "annotation" and key.startswith("fleetshare.io/")
+            if ours and key not in KNOWN_ANNOTATIONS:
+                known = ", ".join(KNOWN_ANNOTATIONS)
+                raise fields.error(path, f"unknown annotation (known: {known})")
+            if not is_kueue_key(key):
+                continue
+            rule = key_rule(place, key)
+            if place == "annotation" and key in (QUEUE_LABEL, PRIORITY_LABEL):
+                raise fields.error(
+                    path, "is a label in Kueue, not an annotation: move it to labels"
+                )
+            note = _not_here(key, kind, labels) if rule and rule.verdict in READ else key_note(rule)
+            if note:
+                notes.append(f"{path}: {note}")
     return notes
+
+
+def _not_here(key: str, kind: str, labels: Mapping[str, str]) -> str | None:
+    """Why a key the reader reads does not apply to this object (None when it does)."""
+    if key == MIN_PARALLELISM and kind != "Job":
+        return "partial admission applies to a batch/v1 Job only; ignored"
+    if key in (POD_GROUP_LABEL, *GROUP_ANNOTATIONS) and kind != "Pod":
+        return NOT_MODELLED
+    if key in GROUP_ANNOTATIONS and POD_GROUP_LABEL not in labels:
+        return f"without {POD_GROUP_LABEL} the pod is a workload of its own"
+    return None
 
 
 def _queue(

@@ -23,6 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
+from fleetshare.fields import READ
+from fleetshare.manifests.kueue_keys import is_kueue_key, key_note, key_rule
 from fleetshare.manifests.values import Fields, join
 from fleetshare.model.node import NodeSelectorRequirement, Toleration
 from fleetshare.model.resources import Resources
@@ -192,9 +194,9 @@ label) all the pod set's pods must / should share."""
 
 
 def read_template(fields: Fields, value: Any, path: str) -> PodShape:
-    """A pod template (``metadata`` + ``spec``) at ``path``; Kueue's topology annotations in
-    the template's metadata are read (:data:`TOPOLOGY_ANNOTATIONS`), other Kueue labels and
-    annotations noted."""
+    """A pod template (``metadata`` + ``spec``) at ``path``; Kueue's labels and annotations in
+    the template's metadata by their rules (:data:`.kueue_keys.KEYS`): the topology
+    annotations read (:data:`TOPOLOGY_ANNOTATIONS`), others noted."""
     template = fields.mapping(value, path, required=True)
     meta_path = join(path, "metadata")
     metadata = fields.mapping(template.get("metadata"), meta_path)
@@ -204,14 +206,15 @@ def read_template(fields: Fields, value: Any, path: str) -> PodShape:
         part_path = join(meta_path, part)
         values = fields.mapping(metadata.get(part), part_path)
         for key in values:
-            if not key.startswith("kueue.x-k8s.io/"):
+            if not is_kueue_key(key):
                 continue
-            if part == "annotations" and key in TOPOLOGY_ANNOTATIONS:
+            rule = key_rule(f"template {part.removesuffix('s')}", key)
+            if rule is not None and rule.verdict in READ:
                 level = fields.text(values[key], join(part_path, key), required=True)
                 assert level is not None
                 topology[TOPOLOGY_ANNOTATIONS[key]] = level
-            else:
-                notes.append(f"{join(part_path, key)}: not modelled")
+            elif note := key_note(rule):
+                notes.append(f"{join(part_path, key)}: {note}")
     if len(topology) > 1:
         raise fields.error(
             join(meta_path, "annotations"),

@@ -37,22 +37,26 @@ Mapping, HyperPod -> fleetshare:
   is not on the cluster: noted and not imported. An entry with only ``InstanceType`` (the one
   member ComputeQuotaResourceConfig requires) holds none of that type (``count: 0``), noted.
 
-Unknown fields go to ``Policy.notes``; invalid values raise :class:`PolicyError` with JSON paths,
-e.g. ``("ComputeQuotas[1].ComputeQuotaConfig.ResourceSharingConfig.Strategy",
-"must be one of Lend, DontLend, LendAndBorrow")``. Bookkeeping fields (names, ARNs, ids,
-versions, times, tags, StatusDetails) carry no policy and are skipped without a note.
+Which members are read, refused or bookkeeping is decided by the tables of
+:mod:`fleetshare.policy.hyperpod_fields` (docs/fields.md lists them): refused and unknown
+members go to ``Policy.notes``; bookkeeping (names, ARNs, ids, versions, times, tags,
+StatusDetails) carries no policy and is skipped without a note. Invalid values raise
+:class:`PolicyError` with JSON paths, e.g.
+``("ComputeQuotas[1].ComputeQuotaConfig.ResourceSharingConfig.Strategy", "must be one of Lend,
+DontLend, LendAndBorrow")``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from pydantic import ValidationError
 
+from fleetshare.fields import FieldTable, FieldView, parent
 from fleetshare.inputs import MAX_COUNT, InputError, parse_json, value_kind
 from fleetshare.model.catalog import (
     InstanceType,
@@ -63,6 +67,7 @@ from fleetshare.model.catalog import (
 )
 from fleetshare.model.quantity import MILLI
 from fleetshare.model.resources import CPU, GPU, MEMORY, MIG_PREFIX, NEURON
+from fleetshare.policy.hyperpod_fields import BUNDLE, COMPUTE_QUOTA, SCHEDULER_CONFIG
 from fleetshare.policy.import_report import ImportReport
 from fleetshare.policy.reading import DEFAULT_READING, READINGS, BorrowLimitReading
 from fleetshare.policy.schema import (
@@ -101,34 +106,19 @@ MAX_QUOTA_RESOURCES = 15
 _STATES = ("Enabled", "Disabled")
 _STRATEGIES = tuple(s.value for s in SharingStrategy)
 _PREEMPT = ("Never", "LowerPriority")
-_BOOKKEEPING = frozenset(
-    {
-        "Name",
-        "Description",
-        "ClusterArn",
-        "Tags",
-        "Status",
-        "StatusDetails",
-        "FailureReason",
-        "CreationTime",
-        "CreatedBy",
-        "LastModifiedTime",
-        "LastModifiedBy",
-        "TargetVersion",
-        "ResponseMetadata",
-        "NextToken",
-        "ComputeQuotaArn",
-        "ComputeQuotaId",
-        "ComputeQuotaVersion",
-        "ClusterSchedulerConfigArn",
-        "ClusterSchedulerConfigId",
-        "ClusterSchedulerConfigVersion",
-    }
+_SETTINGS = tuple(
+    r.path.split(".")[1] for r in SCHEDULER_CONFIG.rules if parent(r.path) == "SchedulerConfig"
 )
-_SETTINGS = ("PriorityClasses", "FairShare", "IdleResourceSharing")
+"""The members of SchedulerConfig: a document holding one of them is the settings."""
 _QUOTA_FIELDS = ("ComputeQuotaConfig", "ComputeQuotaTarget", "ActivationState")
 _BUNDLE_QUOTAS = ("ComputeQuotas", "ComputeQuotaSummaries")
 _BUNDLE_SCHEDULER = ("SchedulerConfig", "ClusterSchedulerConfig")
+_SUMMARIES = ("ClusterSchedulerConfigSummaries",)
+"""A bundle member that holds no policy (refused by the bundle's table)."""
+_CONFIG = "ComputeQuotaConfig"
+_RESOURCES = f"{_CONFIG}.ComputeQuotaResources[]"
+_SHARING = f"{_CONFIG}.ResourceSharingConfig"
+_ABSOLUTE = f"{_SHARING}.AbsoluteBorrowLimits[]"
 _AMOUNTS = ("Count", "Accelerators", "VCpu", "MemoryInGiB", "AcceleratorPartition")
 _MIG_PROFILE = re.compile(r"^(?:nvidia\.com/)?(?:mig-)?([1-9]\d*g\.[1-9]\d*gb)$")
 
@@ -167,18 +157,21 @@ def import_hyperpod(
     source: str | dict[str, Any] | list[Any],
     *,
     borrow_limit_reading: BorrowLimitReading = DEFAULT_READING,
+    report: ImportReport | None = None,
 ) -> Policy:
     """Turn HyperPod cluster scheduler config and compute quotas into a fleetshare policy.
 
     ``borrow_limit_reading`` says how to read BorrowLimit: ``"idle"`` (default) as a
     percentage of idle compute, as the API model words it; ``"quota"`` as a percentage of the
-    team's own quota, which is how HyperPod's public walkthrough behaves.
+    team's own quota, which is how HyperPod's public walkthrough behaves. ``report``, if
+    given, is filled with the path of every member and where it went, also when the import
+    fails.
     """
     if borrow_limit_reading not in READINGS:
         raise ValueError(
             f"borrow_limit_reading must be 'idle' or 'quota', not {borrow_limit_reading!r}"
         )
-    report = ImportReport()
+    report = report if report is not None else ImportReport()
     sources = _Sources()
     _collect(_parse(source), "", sources, report)
     cluster = _cluster(sources.schedulers, report)
@@ -222,7 +215,7 @@ def _collect(data: Any, path: str, sources: _Sources, report: ImportReport) -> N
         report.problem(path or "(top level)", f"expected a JSON object, got {_json_kind(data)}")
     elif any(key in data for key in _QUOTA_FIELDS):
         sources.quotas.append((path, data))
-    elif any(key in data for key in (*_BUNDLE_QUOTAS, "ClusterSchedulerConfig")):
+    elif any(key in data for key in (*_BUNDLE_QUOTAS, *_SUMMARIES, "ClusterSchedulerConfig")):
         _collect_bundle(data, path, sources, report)
     elif "SchedulerConfig" in data or any(key in data for key in _SETTINGS):
         sources.schedulers.append((path, data))
@@ -236,20 +229,21 @@ def _collect(data: Any, path: str, sources: _Sources, report: ImportReport) -> N
 def _collect_bundle(
     data: dict[str, Any], path: str, sources: _Sources, report: ImportReport
 ) -> None:
-    """``{"SchedulerConfig" | "ClusterSchedulerConfig": ..., "ComputeQuotas": [...]}``."""
-    _unknown_fields(data, path, (*_BUNDLE_SCHEDULER, *_BUNDLE_QUOTAS), report)
+    """``{"SchedulerConfig" | "ClusterSchedulerConfig": ..., "ComputeQuotas": [...]}``, or a
+    ListComputeQuotas response."""
+    bundle = report.fields(data, path, BUNDLE)
     for key in _BUNDLE_SCHEDULER:
-        if key in data:
+        if key in bundle:
             sources.schedulers.append(
-                (_join(path, key), _object(data[key], _join(path, key), report))
+                (_join(path, key), _object(bundle[key], _join(path, key), report))
             )
     for key in _BUNDLE_QUOTAS:
-        if key in data:
+        if key in bundle:
             where = _join(path, key)
-            if not isinstance(data[key], list):
+            if not isinstance(bundle[key], list):
                 report.problem(where, "expected a list of compute quotas")
                 continue
-            for index, quota in enumerate(data[key]):
+            for index, quota in enumerate(bundle[key]):
                 item = f"{where}[{index}]"
                 sources.quotas.append((item, _object(quota, item, report)))
 
@@ -262,14 +256,11 @@ def _json_kind(value: Any) -> str:
     return value_kind(value, "an object")
 
 
-def _unknown_fields(
-    doc: Mapping[str, Any], path: str, handled: Iterable[str], report: ImportReport
-) -> None:
-    """Note every field that is neither mapped nor bookkeeping."""
-    known = set(handled) | _BOOKKEEPING
-    for key in doc:
-        if key not in known:
-            report.note(_join(path, key), "unknown field; ignored")
+def _read(value: Any, path: str, table: FieldTable, scope: str, report: ImportReport) -> FieldView:
+    """``value`` as a JSON object (``{}`` when absent; anything else is a problem), its members
+    accounted for by ``table`` at ``scope`` (:meth:`ImportReport.fields`), to be read through
+    the view returned."""
+    return report.fields(_object(value, path, report), path, table, scope)
 
 
 def _object(value: Any, path: str, report: ImportReport) -> dict[str, Any]:
@@ -328,13 +319,13 @@ def _name(value: Any, path: str, report: ImportReport) -> str | None:
 
 def _cluster(schedulers: list[tuple[str, dict[str, Any]]], report: ImportReport) -> ClusterPolicy:
     """The cluster policy; HyperPod's defaults when no scheduler config in force is given."""
-    schedulers = [(path, doc) for path, doc in schedulers if _in_force(doc, path, report)]
-    for path, _ in schedulers[1:]:
+    in_force = [found for path, doc in schedulers if (found := _settings(path, doc, report))]
+    for path, _, _ in in_force[1:]:
         report.problem(
             path,
-            f"only one cluster scheduler config is allowed ({schedulers[0][0]!r} is the first)",
+            f"only one cluster scheduler config is allowed ({in_force[0][0]!r} is the first)",
         )
-    if not schedulers:
+    if not in_force:
         report.notes.append(
             "cluster: no cluster scheduler config in force given; HyperPod's defaults used "
             "(FairShare Enabled, IdleResourceSharing Disabled, no priority classes)"
@@ -342,8 +333,7 @@ def _cluster(schedulers: list[tuple[str, dict[str, Any]]], report: ImportReport)
         return ClusterPolicy(
             fair_share=True, idle_resource_sharing=False, unnamed_capacity="unallocated"
         )
-    path, settings = _unwrap_scheduler(*schedulers[0], report)
-    _unknown_fields(settings, path, _SETTINGS, report)
+    _, path, settings = in_force[0]
     fair = _choice(settings.get("FairShare"), "Enabled", _STATES, _join(path, "FairShare"), report)
     idle_path = _join(path, "IdleResourceSharing")
     idle = _choice(settings.get("IdleResourceSharing"), "Disabled", _STATES, idle_path, report)
@@ -355,15 +345,20 @@ def _cluster(schedulers: list[tuple[str, dict[str, Any]]], report: ImportReport)
     )
 
 
-def _unwrap_scheduler(
+def _settings(
     path: str, doc: dict[str, Any], report: ImportReport
-) -> tuple[str, dict[str, Any]]:
-    """Step into Create/Describe shapes (and a bundle entry holding one) down to SchedulerConfig."""
-    while "SchedulerConfig" in doc:
-        _unknown_fields(doc, path, ("SchedulerConfig",), report)
-        path = _join(path, "SchedulerConfig")
-        doc = _object(doc["SchedulerConfig"], path, report)
-    return path, doc
+) -> tuple[str, str, FieldView] | None:
+    """A cluster scheduler config's path, its settings' path and its settings (None when the
+    config is not in force): a Create/Update request or a Describe response holds them in
+    ``SchedulerConfig``, a bare document is the settings."""
+    if "SchedulerConfig" not in doc:
+        return path, path, report.fields(doc, path, SCHEDULER_CONFIG, "SchedulerConfig")
+    top = report.fields(doc, path, SCHEDULER_CONFIG)
+    if not _in_force(top, path, report):
+        return None
+    where = _join(path, "SchedulerConfig")
+    settings = _read(top["SchedulerConfig"], where, SCHEDULER_CONFIG, "SchedulerConfig", report)
+    return path, where, settings
 
 
 def _priority_classes(value: Any, path: str, report: ImportReport) -> list[PriorityClass]:
@@ -379,8 +374,7 @@ def _priority_classes(value: Any, path: str, report: ImportReport) -> list[Prior
     classes: dict[str, PriorityClass] = {}
     for index, item in enumerate(value):
         item_path = f"{where}[{index}]"
-        item = _object(item, item_path, report)
-        _unknown_fields(item, item_path, ("Name", "Weight"), report)
+        item = _read(item, item_path, SCHEDULER_CONFIG, "SchedulerConfig.PriorityClasses[]", report)
         name = _name(item.get("Name"), f"{item_path}.Name", report)
         weight = _integer(item.get("Weight"), f"{item_path}.Weight", 0, 100, report)
         if name in classes:
@@ -431,14 +425,12 @@ def _team(
     path: str, doc: dict[str, Any], reading: BorrowLimitReading, report: ImportReport
 ) -> Team | None:
     """One compute quota -> a Team (``None`` when it has no usable team name)."""
-    _unknown_fields(doc, path, _QUOTA_FIELDS, report)
-    if not _in_force(doc, path, report):
+    top = report.fields(doc, path, COMPUTE_QUOTA)
+    if not _in_force(top, path, report):
         return None
-    name, weight = _target(doc.get("ComputeQuotaTarget"), _join(path, "ComputeQuotaTarget"), report)
+    name, weight = _target(top.get("ComputeQuotaTarget"), _join(path, "ComputeQuotaTarget"), report)
     where = _join(path, "ComputeQuotaConfig")
-    config = _object(doc.get("ComputeQuotaConfig"), where, report)
-    handled = ("ComputeQuotaResources", "ResourceSharingConfig", "PreemptTeamTasks")
-    _unknown_fields(config, where, handled, report)
+    config = _read(top.get("ComputeQuotaConfig"), where, COMPUTE_QUOTA, _CONFIG, report)
     quota = _quota(config.get("ComputeQuotaResources"), f"{where}.ComputeQuotaResources", report)
     sharing, limits = _sharing(config.get("ResourceSharingConfig"), where, reading, report)
     preempt_path = f"{where}.PreemptTeamTasks"
@@ -446,7 +438,7 @@ def _team(
         config.get("PreemptTeamTasks"), "LowerPriority", _PREEMPT, preempt_path, report
     )
     state_path = _join(path, "ActivationState")
-    state = _choice(doc.get("ActivationState"), "Enabled", _STATES, state_path, report)
+    state = _choice(top.get("ActivationState"), "Enabled", _STATES, state_path, report)
     if name is None:
         return None
     if state == "Disabled":
@@ -469,8 +461,7 @@ def _team(
 
 def _target(value: Any, path: str, report: ImportReport) -> tuple[str | None, int]:
     """``ComputeQuotaTarget``: team name and fair-share weight (0–100, HyperPod's default 0)."""
-    target = _object(value, path, report)
-    _unknown_fields(target, path, ("TeamName", "FairShareWeight"), report)
+    target = _read(value, path, COMPUTE_QUOTA, "ComputeQuotaTarget", report)
     name = _name(target.get("TeamName"), f"{path}.TeamName", report)
     weight = target.get("FairShareWeight")
     if weight is None:
@@ -508,7 +499,7 @@ def _quota(value: Any, path: str, report: ImportReport) -> list[QuotaEntry]:
         report.problem(path, f"at most {MAX_QUOTA_RESOURCES} entries, got {len(value)}")
     entries = []
     for index, item in enumerate(value):
-        amounts = _amounts(item, f"{path}[{index}]", report)
+        amounts = _amounts(item, f"{path}[{index}]", _RESOURCES, report)
         if amounts is not None:
             named_only = amounts.count is None and not amounts.finer
             entries.append(
@@ -524,13 +515,13 @@ def _quota(value: Any, path: str, report: ImportReport) -> list[QuotaEntry]:
     return entries
 
 
-def _amounts(value: Any, path: str, report: ImportReport) -> _Amounts | None:
-    """A ComputeQuotaResourceConfig: InstanceType plus Count, or any of the finer amounts."""
+def _amounts(value: Any, path: str, scope: str, report: ImportReport) -> _Amounts | None:
+    """A ComputeQuotaResourceConfig (at ``scope`` of the compute quota's table): InstanceType
+    plus Count, or any of the finer amounts."""
     if not isinstance(value, dict):
         report.problem(path, f"expected a JSON object, got {_json_kind(value)}")
         return None
-    item = value
-    _unknown_fields(item, path, ("InstanceType", *_AMOUNTS), report)
+    item = report.fields(value, path, COMPUTE_QUOTA, scope)
     before = len(report.problems)
     instance_type = _name(item.get("InstanceType"), f"{path}.InstanceType", report)
     instance = _instance(instance_type, f"{path}.InstanceType", report)
@@ -551,7 +542,7 @@ def _amounts(value: Any, path: str, report: ImportReport) -> _Amounts | None:
         vcpu=_optional_number(item.get("VCpu"), f"{path}.VCpu", report),
         memory_gib=_optional_number(item.get("MemoryInGiB"), f"{path}.MemoryInGiB", report),
         partition=_partition(
-            item.get("AcceleratorPartition"), f"{path}.AcceleratorPartition", report
+            item.get("AcceleratorPartition"), f"{path}.AcceleratorPartition", scope, report
         ),
         instance=instance,
     )
@@ -599,12 +590,13 @@ def _optional_number(value: Any, path: str, report: ImportReport) -> float | Non
     return None if value is None else _number(value, path, report)
 
 
-def _partition(value: Any, path: str, report: ImportReport) -> AcceleratorPartition | None:
+def _partition(
+    value: Any, path: str, scope: str, report: ImportReport
+) -> AcceleratorPartition | None:
     """``{Type, Count}`` with Type a MIG profile (``mig-1g.5gb`` or ``1g.5gb``)."""
     if value is None:
         return None
-    item = _object(value, path, report)
-    _unknown_fields(item, path, ("Type", "Count"), report)
+    item = _read(value, path, COMPUTE_QUOTA, f"{scope}.AcceleratorPartition", report)
     profile = _mig_profile(item.get("Type"), f"{path}.Type", report)
     count = _integer(item.get("Count"), f"{path}.Count", 0, MAX_COUNT, report)
     if profile is None or count is None:
@@ -629,8 +621,7 @@ def _sharing(
 ) -> tuple[SharingStrategy, list[BorrowLimit]]:
     """Strategy and borrow limits; only LendAndBorrow teams borrow, so only they get limits."""
     path = _join(config_path, "ResourceSharingConfig")
-    config = _object(value, path, report)
-    _unknown_fields(config, path, ("Strategy", "BorrowLimit", "AbsoluteBorrowLimits"), report)
+    config = _read(value, path, COMPUTE_QUOTA, _SHARING, report)
     strategy = SharingStrategy(
         _choice(config.get("Strategy"), "LendAndBorrow", _STRATEGIES, f"{path}.Strategy", report)
     )
@@ -682,7 +673,7 @@ def _absolute_limits(value: Any, path: str, report: ImportReport) -> list[Borrow
         return []
     limits = []
     for index, item in enumerate(value):
-        amounts = _amounts(item, f"{path}[{index}]", report)
+        amounts = _amounts(item, f"{path}[{index}]", _ABSOLUTE, report)
         if amounts is not None:
             limits += _limits_for(amounts, f"{path}[{index}]", report)
     return limits

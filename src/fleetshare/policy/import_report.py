@@ -1,18 +1,23 @@
 """What an importer collects while mapping a foreign policy.
 
-Every field of the input ends in one of three places, named by its path (``Kind/name.spec.x``,
+Every field of the input ends in one of four places, named by its path (``Kind/name.spec.x``,
 list items as ``[i]``): *mapped* into the policy, *noted* (present, not carried over, with the
-reason in ``Policy.notes``) or a *problem* (invalid: the import fails naming it). A path
-recorded for a mapping or a list accounts for everything under it. :meth:`account` tells which
-of the three holds a path, so tests can check that nothing in an input is dropped silently.
+reason in ``Policy.notes``), *skipped* (bookkeeping its table says is passed over in silence)
+or a *problem* (invalid: the import fails naming it). A path recorded for a mapping or a list
+accounts for everything under it. :meth:`account` tells which holds a path, so tests can check
+that nothing in an input is dropped silently. :meth:`fields` decides the first three by the
+importer's field table (:mod:`fleetshare.fields`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-Outcome = Literal["mapped", "noted", "rejected"]
+from fleetshare.fields import READ, FieldTable, FieldView, join
+
+Outcome = Literal["mapped", "noted", "skipped", "rejected"]
 
 
 @dataclass
@@ -26,6 +31,35 @@ class ImportReport:
     """Paths of fields carried into the policy."""
     noted: dict[str, str] = field(default_factory=dict)
     """Paths of fields not carried over, with the note's text."""
+    skipped: set[str] = field(default_factory=set)
+    """Paths of bookkeeping passed over without a note."""
+    reads: set[str] = field(default_factory=set)
+    """The table rules (``Table:path``) the importer read a field by."""
+
+    def fields(
+        self, doc: Mapping[str, Any], where: str, table: FieldTable, scope: str = ""
+    ) -> FieldView:
+        """Account for each key of ``doc`` (at ``where`` in the input, ``scope`` in
+        ``table``) by its rule, and return the view the importer reads it through.
+
+        A field read (``as``, ``differs``) is mapped here when it holds a value or a list of
+        values (one holding mappings is accounted for by whoever reads them); a refused field
+        is noted with the rule's reason, bookkeeping noted or skipped as the table says, and
+        a key with no rule noted as unknown."""
+        for key, value in doc.items():
+            path = join(where, str(key))
+            rule = table.rule(join(scope, str(key)))
+            shown = f"{path} = {value}" if isinstance(value, str | int | float) else path
+            if rule is None:
+                self.note(shown, "unknown field; ignored", path)
+            elif rule.verdict in READ:
+                if not _nested(value):
+                    self.map(path)
+            elif rule.verdict == "refused" or table.bookkeeping_noted:
+                self.note(shown, f"{rule.note}; ignored", path)
+            else:
+                self.skipped.add(path)
+        return FieldView(doc, table, scope, self.reads)
 
     def note(self, where: str, text: str, path: str | None = None) -> None:
         """Record something present in the input that fleetshare does not carry over
@@ -56,7 +90,16 @@ class ImportReport:
                 return "mapped"
             if prefix in self.noted:
                 return "noted"
+            if prefix in self.skipped:
+                return "skipped"
         return None
+
+
+def _nested(value: Any) -> bool:
+    """A mapping, or a list holding mappings or lists."""
+    return isinstance(value, dict) or (
+        isinstance(value, list) and any(isinstance(v, dict | list) for v in value)
+    )
 
 
 def _prefixes(path: str) -> list[str]:

@@ -41,13 +41,15 @@ Mapping, Kueue -> fleetshare:
   guard, so ``cluster.starvation_guard_seconds`` is null (a note says which of fleetshare's
   extras are off; a scenario's ``policy_overrides`` turns them on).
 
-Whatever is present but not supported is listed in ``Policy.notes``, naming object and field
-(``status``, metadata other than name and a LocalQueue's namespace, and descriptions are noted
-as not policy; Topology, AdmissionCheck and ProvisioningRequestConfig objects as not
-implemented in governance); invalid input raises :class:`PolicyError` with ``(field path,
-reason)`` pairs such as ``("ClusterQueue/team-a.spec.resourceGroups[0].flavors[0].resources[1]
-.nominalQuota", "not a Kubernetes quantity: 'abc' ...")``. An :class:`ImportReport` passed in
-records every path and where it went.
+Which fields are read, refused or bookkeeping is decided by the tables of
+:mod:`fleetshare.policy.kueue_fields` (docs/fields.md lists them): whatever is present but not
+carried over is listed in ``Policy.notes``, naming object and field and the table's reason
+(``status``, metadata other than name and a LocalQueue's namespace, and descriptions as not
+policy; AdmissionCheck and ProvisioningRequestConfig objects as not implemented in governance);
+invalid input raises :class:`PolicyError` with ``(field path, reason)`` pairs such as
+``("ClusterQueue/team-a.spec.resourceGroups[0].flavors[0].resources[1].nominalQuota", "not a
+Kubernetes quantity: 'abc' ...")``. An :class:`ImportReport` passed in records every path and
+where it went.
 """
 
 from __future__ import annotations
@@ -61,10 +63,19 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
+from fleetshare.fields import READ, FieldTable, FieldView
 from fleetshare.inputs import InputError, parse_yaml_all, value_kind
 from fleetshare.model.namespace import NAME_LABEL
 from fleetshare.model.quantity import MILLI, QuantityError, parse_quantity
 from fleetshare.policy.import_report import ImportReport
+from fleetshare.policy.kueue_fields import (
+    CLUSTER_QUEUE,
+    CONFIGURATION,
+    KINDS,
+    LOCAL_QUEUE,
+    OBJECTS,
+    TOPOLOGY,
+)
 from fleetshare.policy.schema import (
     AdmissionFairSharing,
     BorrowLimit,
@@ -102,57 +113,21 @@ ADMISSION_FAIR_SHARING = "UsageBasedAdmissionFairSharing"
 
 _E = TypeVar("_E", bound=StrEnum)
 
-_OBJECT_FIELDS = frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
-_TOP_FIELDS: dict[str, frozenset[str]] = {
-    "Topology": _OBJECT_FIELDS,
-    "ResourceFlavor": _OBJECT_FIELDS,
-    "Cohort": _OBJECT_FIELDS,
-    "ClusterQueue": _OBJECT_FIELDS,
-    "LocalQueue": _OBJECT_FIELDS,
-    "WorkloadPriorityClass": frozenset({"apiVersion", "kind", "metadata", "value"}),
-}
-_OBJECT_UNSUPPORTED = {
-    "status": "observed state, not policy; ignored",
-    "description": "a description, not policy; ignored",
-}
-_KIND_UNSUPPORTED = {
-    "AdmissionCheck": "admission checks are not implemented in governance (work is admitted "
-    "on quota and node room alone); ignored",
-    "ProvisioningRequestConfig": "provisioning requests are not implemented in governance "
-    "(fleetshare's own autoscaler provisions for admitted work); ignored",
-    "MultiKueueConfig": "MultiKueue (dispatching to other clusters) is not supported; ignored",
-    "MultiKueueCluster": "MultiKueue (dispatching to other clusters) is not supported; ignored",
-    "Workload": "Kueue Workload objects are not read as policy (give workloads in the "
-    "scenario); ignored",
-}
-_NOT_SUPPORTED = "not supported; ignored"
-_FLAVOR_UNSUPPORTED = {
-    "nodeTaints": "flavor taints are not carried over: which work may use a flavor follows the "
-    "taints its nodes carry; ignored",
-    "tolerations": "flavor tolerations (added to admitted pods) are not supported; ignored",
-    "resourceWeights": "per-resource fair-sharing weights are not supported; ignored",
-}
-_QUEUE_UNSUPPORTED = {
-    "admissionChecks": "admission checks (such as provisioning requests) are not implemented "
-    "in governance: work is admitted on quota and node room alone; ignored",
-    "admissionChecksStrategy": "admission checks (such as provisioning requests) are not "
-    "implemented in governance: work is admitted on quota and node room alone; ignored",
-    "concurrentAdmissionPolicy": _NOT_SUPPORTED,
-}
-_LOCAL_QUEUE_UNSUPPORTED = {
-    "wallTimePolicy": "wall-time limits are not supported; ignored",
-}
-
 
 @dataclass(frozen=True)
 class _Object:
-    """One Kueue object; ``ref`` (``Kind/name``) starts every path that points into it."""
+    """One Kueue object; ``ref`` (``Kind/name``) starts every path that points into it, and
+    ``doc`` is read through its kind's table."""
 
     kind: str
     name: str
     ref: str
-    doc: dict[str, Any]
+    doc: FieldView
     namespace: str = ""
+
+    @property
+    def table(self) -> FieldTable:
+        return CONFIGURATION if self.kind == "Configuration" else OBJECTS[self.kind]
 
 
 @dataclass
@@ -184,7 +159,7 @@ def import_kueue(source: str | list[dict[str, Any]], report: ImportReport | None
     """
     report = report if report is not None else ImportReport()
     objects = _objects(_documents(source), report)
-    by_kind = {kind: _unique(objects, kind, report) for kind in _TOP_FIELDS}
+    by_kind = {kind: _unique(objects, kind, report) for kind in OBJECTS}
     topologies = {name: _topology(obj, report) for name, obj in by_kind["Topology"].items()}
     flavors = [_flavor(obj, topologies, report) for obj in by_kind["ResourceFlavor"].values()]
     flavor_names = set(by_kind["ResourceFlavor"])
@@ -258,58 +233,46 @@ def _objects(docs: list[Any], report: ImportReport) -> list[_Object]:
             report.problem(f"{where}.kind", "required")
             continue
         metadata = doc.get("metadata")
-        metadata = metadata if isinstance(metadata, dict) else {}
-        name = metadata.get("name")
-        name = name if isinstance(name, str) and name else ""
-        label = f"{kind}/{name}" if name else f"{kind} ({where})"
+        name = metadata.get("name") if isinstance(metadata, dict) else None
+        named = isinstance(name, str) and bool(name)
+        label = f"{kind}/{name}" if named else f"{kind} ({where})"
         api_version = str(doc.get("apiVersion", ""))
         group = api_version.split("/")[0] if "/" in api_version else api_version and "core"
+        rule = KINDS.rule(kind)
         if group and group not in KUEUE_GROUPS:
             report.note(label, f"{api_version} {kind} is not a Kueue object; ignored")
-        elif kind == "Configuration":
-            objects.append(_Object(kind, name, f"{kind}/{name}" if name else kind, doc))
-        elif kind not in _TOP_FIELDS:
-            reason = _KIND_UNSUPPORTED.get(kind, "not supported; ignored")
-            meant = get_close_matches(kind, [*_TOP_FIELDS, "Configuration"], n=1, cutoff=0.8)
-            hint = f" (did you mean {meant[0]}?)" if meant and kind not in _KIND_UNSUPPORTED else ""
-            report.note(label, f"kind {kind}: {reason}{hint}")
-        elif not name:
+        elif rule is None or rule.verdict not in READ:
+            read = [r.path for r in KINDS.read()]
+            meant = get_close_matches(kind, read, n=1, cutoff=0.8) if rule is None else []
+            hint = f" (did you mean {meant[0]}?)" if meant else ""
+            reason = rule.note if rule is not None else "not supported"
+            report.note(label, f"kind {kind}: {reason}; ignored{hint}")
+        elif kind != "Configuration" and not named:
             report.problem(f"{label}.metadata.name", "required")
         else:
-            objects.append(_named_object(kind, name, doc, metadata, report))
+            objects.append(_object(kind, doc, report))
     return objects
 
 
-def _named_object(
-    kind: str, name: str, doc: dict[str, Any], metadata: dict[str, Any], report: ImportReport
-) -> _Object:
-    """A supported object; a LocalQueue's ref carries its namespace (``default`` when absent)."""
+def _object(kind: str, doc: dict[str, Any], report: ImportReport) -> _Object:
+    """An object of a kind the importer reads, its fields accounted for by the kind's table; a
+    LocalQueue's ref carries its namespace (``default`` when absent)."""
+    table = CONFIGURATION if kind == "Configuration" else OBJECTS[kind]
+    given = doc.get("metadata")
+    metadata = FieldView(given if isinstance(given, dict) else {}, table, "metadata", report.reads)
+    name = str(metadata.get("name") or "")
+    ref = f"{kind}/{name}" if name or kind != "Configuration" else kind
     namespace = ""
-    ref = f"{kind}/{name}"
     if kind == "LocalQueue":
         namespace = metadata.get("namespace") or ""
         if not isinstance(namespace, str) or not namespace:
             namespace = "default"
             report.remark(ref, "no metadata.namespace; assumed 'default'")
         ref = f"{kind}/{namespace}/{name}"
-    _unknown_fields(doc, ref, _TOP_FIELDS[kind], _OBJECT_UNSUPPORTED, report)
-    _metadata(metadata, f"{ref}.metadata", kind == "LocalQueue", report)
-    return _Object(kind, name, ref, doc, namespace)
-
-
-def _metadata(
-    metadata: Mapping[str, Any], where: str, namespaced: bool, report: ImportReport
-) -> None:
-    """The name (and a LocalQueue's namespace) are mapped; the rest is noted."""
-    for key, value in metadata.items():
-        path = f"{where}.{key}"
-        if key == "name" or (key == "namespace" and namespaced):
-            report.map(path)
-        elif key == "namespace":
-            report.note(path, "a cluster-scoped object has no namespace; ignored")
-        else:
-            shown = f" = {value}" if isinstance(value, str | int | float) else ""
-            report.note(f"{path}{shown}", "metadata, not policy; ignored", path)
+    top = report.fields(doc, ref, table)
+    if isinstance(given, dict):
+        report.fields(given, f"{ref}.metadata", table, "metadata")
+    return _Object(kind, name, ref, top, namespace)
 
 
 def _unique(objects: list[_Object], kind: str, report: ImportReport) -> dict[str, _Object]:
@@ -328,28 +291,11 @@ def _unique(objects: list[_Object], kind: str, report: ImportReport) -> dict[str
 # --- value helpers -----------------------------------------------------------------------------
 
 
-def _unknown_fields(
-    doc: Mapping[str, Any],
-    where: str,
-    handled: Iterable[str],
-    unsupported: Mapping[str, str],
-    report: ImportReport,
-) -> None:
-    """Note every field that is not mapped (``handled``). A handled field holding a value or a
-    list of values is recorded as mapped here; one holding mappings is accounted for by
-    whoever reads it."""
-    handled = set(handled)
-    for key, value in doc.items():
-        path = f"{where}.{key}"
-        if key in handled:
-            nested = isinstance(value, dict) or (
-                isinstance(value, list) and any(isinstance(v, dict | list) for v in value)
-            )
-            if not nested:
-                report.map(path)
-            continue
-        shown = f" = {value}" if isinstance(value, str | int | float) else ""
-        report.note(f"{path}{shown}", unsupported.get(key, "unknown field; ignored"), path)
+def _read(value: Any, where: str, table: FieldTable, scope: str, report: ImportReport) -> FieldView:
+    """``value`` as a mapping (``{}`` when absent; anything else is a problem), its fields
+    accounted for by ``table`` at ``scope`` (:meth:`ImportReport.fields`), to be read through
+    the view returned."""
+    return report.fields(_mapping(value, where, report), where, table, scope)
 
 
 def _mapping(value: Any, where: str, report: ImportReport) -> dict[str, Any]:
@@ -413,12 +359,15 @@ def _reference(
 
 # --- resource groups ---------------------------------------------------------------------------
 
+_GROUPS = "spec.resourceGroups"
+
 
 @dataclass
 class _QuotaReader:
     """Reads ``resourceGroups`` (the same shape in ClusterQueue and Cohort)."""
 
     flavors: set[str]
+    table: FieldTable
     report: ImportReport
     quotas: _Quotas = field(default_factory=_Quotas)
     seen: dict[str, str] = field(default_factory=dict)
@@ -427,8 +376,7 @@ class _QuotaReader:
         """Quota entries (one per flavor) and limits from every resource group."""
         for gi, group in enumerate(_list(groups, where, self.report)):
             gpath = f"{where}[{gi}]"
-            group = _mapping(group, gpath, self.report)
-            _unknown_fields(group, gpath, ("coveredResources", "flavors"), {}, self.report)
+            group = _read(group, gpath, self.table, f"{_GROUPS}[]", self.report)
             covered = _list(group.get("coveredResources"), f"{gpath}.coveredResources", self.report)
             if not group.get("coveredResources"):
                 self.report.problem(f"{gpath}.coveredResources", "required (at least one resource)")
@@ -438,8 +386,9 @@ class _QuotaReader:
             for fi, flavor in enumerate(
                 _list(group.get("flavors"), f"{gpath}.flavors", self.report)
             ):
-                spec = _mapping(flavor, f"{gpath}.flavors[{fi}]", self.report)
-                self._flavor(spec, covered, fi, gpath)
+                fpath = f"{gpath}.flavors[{fi}]"
+                spec = _read(flavor, fpath, self.table, f"{_GROUPS}[].flavors[]", self.report)
+                self._flavor(spec, covered, fpath)
                 if isinstance(spec.get("name"), str):
                     names.append(spec["name"])
             resources = [str(r) for r in covered]
@@ -458,9 +407,7 @@ class _QuotaReader:
         for path in self.quotas.limit_paths:
             self.report.problem(path, reason)
 
-    def _flavor(self, flavor: dict[str, Any], covered: list[Any], fi: int, gpath: str) -> None:
-        where = f"{gpath}.flavors[{fi}]"
-        _unknown_fields(flavor, where, ("name", "resources"), {}, self.report)
+    def _flavor(self, flavor: FieldView, covered: list[Any], where: str) -> None:
         name = flavor.get("name")
         if not isinstance(name, str) or not name:
             self.report.problem(f"{where}.name", "required")
@@ -478,20 +425,25 @@ class _QuotaReader:
             self.report.problem(f"{where}.resources", "required (at least one resource)")
         for ri, resource in enumerate(resources):
             rpath = f"{where}.resources[{ri}]"
-            self._resource(_mapping(resource, rpath, self.report), rpath, name, covered, nominal)
+            scope = f"{_GROUPS}[].flavors[].resources[]"
+            self._resource(
+                _read(resource, rpath, self.table, scope, self.report),
+                rpath,
+                name,
+                covered,
+                nominal,
+            )
         if nominal:
             self.quotas.entries.append(QuotaEntry(flavor=name, resources=nominal))
 
     def _resource(
         self,
-        resource: dict[str, Any],
+        resource: FieldView,
         where: str,
         flavor: str,
         covered: list[Any],
         nominal: dict[str, Quantity],
     ) -> None:
-        fields = ("name", "nominalQuota", "borrowingLimit", "lendingLimit")
-        _unknown_fields(resource, where, fields, {}, self.report)
         name = resource.get("name")
         if not isinstance(name, str) or not name:
             self.report.problem(f"{where}.name", "required")
@@ -502,7 +454,8 @@ class _QuotaReader:
         if "nominalQuota" in resource:
             amount = _quantity(resource["nominalQuota"], f"{where}.nominalQuota", self.report)
         else:  # required in Kueue's API; a misspelling is the likely cause
-            unknown = [key for key in resource if key not in fields]
+            scope = f"{_GROUPS}[].flavors[].resources[]"
+            unknown = [key for key in resource if self.table.rule(f"{scope}.{key}") is None]
             hint = f" (unknown field here: {', '.join(unknown)})" if unknown else ""
             self.report.problem(f"{where}.nominalQuota", f"required{hint}")
         if amount is not None:
@@ -532,8 +485,9 @@ class _QuotaReader:
 # --- kinds -------------------------------------------------------------------------------------
 
 
-def _spec(obj: _Object, report: ImportReport) -> dict[str, Any]:
-    spec = _mapping(obj.doc.get("spec"), f"{obj.ref}.spec", report)
+def _spec(obj: _Object, report: ImportReport) -> FieldView:
+    """The object's ``spec``, read through its kind's table."""
+    spec = _read(obj.doc.get("spec"), f"{obj.ref}.spec", obj.table, "spec", report)
     if "spec" in obj.doc and not spec:
         report.map(f"{obj.ref}.spec")  # an empty spec: Kueue's defaults, fleetshare's too
     return spec
@@ -542,15 +496,13 @@ def _spec(obj: _Object, report: ImportReport) -> dict[str, Any]:
 def _topology(obj: _Object, report: ImportReport) -> list[str]:
     """Topology -> its levels' node labels, widest first (``spec.levels[].nodeLabel``)."""
     spec, where = _spec(obj, report), f"{obj.ref}.spec"
-    _unknown_fields(spec, where, ("levels",), {}, report)
     levels = spec.get("levels")
     if not isinstance(levels, list) or not levels:
         report.problem(f"{where}.levels", "required: a list of {nodeLabel}")
         return []
     labels = []
     for i, level in enumerate(levels):
-        item = _mapping(level, f"{where}.levels[{i}]", report)
-        _unknown_fields(item, f"{where}.levels[{i}]", ("nodeLabel",), {}, report)
+        item = _read(level, f"{where}.levels[{i}]", TOPOLOGY, "spec.levels[]", report)
         label = item.get("nodeLabel")
         if not isinstance(label, str) or not label:
             report.problem(f"{where}.levels[{i}].nodeLabel", "required (a node label key)")
@@ -563,7 +515,6 @@ def _flavor(obj: _Object, topologies: Mapping[str, list[str]], report: ImportRep
     """ResourceFlavor -> Flavor; node labels must be string to string; ``topologyName`` names
     a Topology whose levels the flavor's pod sets may ask for (none without it)."""
     spec, where = _spec(obj, report), f"{obj.ref}.spec"
-    _unknown_fields(spec, where, ("nodeLabels", "topologyName"), _FLAVOR_UNSUPPORTED, report)
     labels = _mapping(spec.get("nodeLabels"), f"{where}.nodeLabels", report)
     if "nodeLabels" in spec:
         report.map(f"{where}.nodeLabels")
@@ -588,10 +539,8 @@ def _group(obj: _Object, flavors: set[str], report: ImportReport) -> Group:
     """Cohort -> Group with its parent, own quota, limits towards the parent and fair-sharing
     weight."""
     spec, where = _spec(obj, report), f"{obj.ref}.spec"
-    handled = ("parent", "parentName", "resourceGroups", "fairSharing")
-    _unknown_fields(spec, where, handled, {}, report)
     parent = _reference(spec, ("parent", "parentName"), where, report)
-    reader = _QuotaReader(flavors, report)
+    reader = _QuotaReader(flavors, obj.table, report)
     quotas = reader.read(spec.get("resourceGroups"), f"{where}.resourceGroups")
     if parent is None:
         reader.forbid_limits("only allowed when the Cohort has a parent")
@@ -601,7 +550,9 @@ def _group(obj: _Object, flavors: set[str], report: ImportReport) -> Group:
         quota=quotas.entries,
         borrow_limits=quotas.borrow,
         lending_limits=quotas.lend,
-        fair_share_weight=_weight(spec.get("fairSharing"), f"{where}.fairSharing", report),
+        fair_share_weight=_weight(
+            spec.get("fairSharing"), f"{where}.fairSharing", obj.table, report
+        ),
     )
 
 
@@ -656,21 +607,8 @@ def _team(
 ) -> Team:
     """ClusterQueue -> Team; its covered resources are the only ones its work may use."""
     spec, where = _spec(obj, report), f"{obj.ref}.spec"
-    handled: tuple[str, ...] = (
-        "cohort",
-        "cohortName",
-        "resourceGroups",
-        "preemption",
-        "fairSharing",
-        "queueingStrategy",
-        "admissionScope",
-        "flavorFungibility",
-        "stopPolicy",
-        "namespaceSelector",
-    )
-    _unknown_fields(spec, where, handled, _QUEUE_UNSUPPORTED, report)
     cohort = _reference(spec, ("cohort", "cohortName"), where, report)
-    reader = _QuotaReader(flavors, report)
+    reader = _QuotaReader(flavors, CLUSTER_QUEUE, report)
     quotas = reader.read(spec.get("resourceGroups"), f"{where}.resourceGroups")
     covered, quota_groups, node_flavors = _resource_groups(quotas.groups, labels, obj.ref, report)
     sharing = SharingStrategy.LEND_AND_BORROW
@@ -695,7 +633,9 @@ def _team(
         sharing=sharing,
         borrow_limits=quotas.borrow,
         lending_limits=quotas.lend,
-        fair_share_weight=_weight(spec.get("fairSharing"), f"{where}.fairSharing", report),
+        fair_share_weight=_weight(
+            spec.get("fairSharing"), f"{where}.fairSharing", CLUSTER_QUEUE, report
+        ),
         preempt_team_tasks=within,
         reclaim=reclaim,
         local_queues=local_queues.names,
@@ -726,6 +666,7 @@ NO_NAMESPACE = LabelSelector(
 ``namespaceSelector``."""
 
 _SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+_SELECTOR = "spec.namespaceSelector"
 
 
 def _namespace_selector(
@@ -740,10 +681,9 @@ def _namespace_selector(
             "through a local queue waits (give namespaceSelector: {} for every namespace)",
         )
         return NO_NAMESPACE
-    selector = _mapping(spec["namespaceSelector"], where, report)
+    selector = _read(spec["namespaceSelector"], where, CLUSTER_QUEUE, _SELECTOR, report)
     if not selector:
         report.map(where)
-    _unknown_fields(selector, where, ("matchLabels", "matchExpressions"), {}, report)
     labels = _mapping(selector.get("matchLabels"), f"{where}.matchLabels", report)
     if "matchLabels" in selector:
         report.map(f"{where}.matchLabels")
@@ -764,8 +704,7 @@ def _namespace_selector(
 
 def _requirement(value: Any, where: str, report: ImportReport) -> LabelRequirement | None:
     """One ``matchExpressions`` entry (None, with a problem, when invalid)."""
-    item = _mapping(value, where, report)
-    _unknown_fields(item, where, ("key", "operator", "values"), {}, report)
+    item = _read(value, where, CLUSTER_QUEUE, f"{_SELECTOR}.matchExpressions[]", report)
     key, operator = item.get("key"), item.get("operator")
     values = _list(item.get("values"), f"{where}.values", report)
     if not isinstance(key, str) or not key:
@@ -796,8 +735,7 @@ _WHEN_CAN_PREEMPT: dict[str, Literal["Preempt", "TryNextFlavor"]] = {
 def _fungibility(value: Any, where: str, report: ImportReport) -> FlavorFungibility:
     """``flavorFungibility`` -> :class:`FlavorFungibility`; each field absent is Kueue's
     default (whenCanBorrow Borrow, whenCanPreempt TryNextFlavor)."""
-    spec = _mapping(value, where, report)
-    _unknown_fields(spec, where, ("whenCanBorrow", "whenCanPreempt"), {}, report)
+    spec = _read(value, where, CLUSTER_QUEUE, "spec.flavorFungibility", report)
     borrow = spec.get("whenCanBorrow", "Borrow")
     if borrow not in _WHEN_CAN_BORROW:
         report.problem(f"{where}.whenCanBorrow", f"must be one of {', '.join(_WHEN_CAN_BORROW)}")
@@ -814,8 +752,7 @@ def _fungibility(value: Any, where: str, report: ImportReport) -> FlavorFungibil
 def _admission_scope(value: Any, where: str, report: ImportReport) -> bool:
     """``admissionScope.admissionMode``: UsageBasedAdmissionFairSharing turns admission fair
     sharing on (with the Configuration's ``admissionFairSharing``)."""
-    spec = _mapping(value, where, report)
-    _unknown_fields(spec, where, ("admissionMode",), {}, report)
+    spec = _read(value, where, CLUSTER_QUEUE, "spec.admissionScope", report)
     mode = spec.get("admissionMode")
     if mode is None or mode == "NoAdmissionFairSharing":
         return False
@@ -833,9 +770,7 @@ def _preemption(
 ) -> tuple[PreemptTeamTasks, ReclaimPolicy, BorrowWithinCohort]:
     """withinClusterQueue, reclaimWithinCohort (both Never when absent, as in Kueue) and
     borrowWithinCohort (its threshold in fleetshare's priority weights)."""
-    spec = _mapping(value, where, report)
-    handled = ("withinClusterQueue", "reclaimWithinCohort", "borrowWithinCohort")
-    _unknown_fields(spec, where, handled, {}, report)
+    spec = _read(value, where, CLUSTER_QUEUE, "spec.preemption", report)
     within = _enum(
         PreemptTeamTasks,
         spec.get("withinClusterQueue"),
@@ -867,8 +802,7 @@ def _borrow_within(
 ) -> BorrowWithinCohort:
     """``borrowWithinCohort``: policy (Never when absent) and maxPriorityThreshold, a Kueue
     priority value turned into the highest fleetshare weight of a class at or below it."""
-    spec = _mapping(value, where, report)
-    _unknown_fields(spec, where, ("policy", "maxPriorityThreshold"), {}, report)
+    spec = _read(value, where, CLUSTER_QUEUE, "spec.preemption.borrowWithinCohort", report)
     policy = _enum(
         BorrowWithinCohortPolicy,
         spec.get("policy"),
@@ -891,10 +825,9 @@ def _borrow_within(
     return BorrowWithinCohort(policy=policy, max_priority_threshold=weight)
 
 
-def _weight(value: Any, where: str, report: ImportReport) -> float:
-    """``fairSharing.weight`` (a quantity such as ``2`` or ``500m``); 1 when absent."""
-    spec = _mapping(value, where, report)
-    _unknown_fields(spec, where, ("weight",), {}, report)
+def _weight(value: Any, where: str, table: FieldTable, report: ImportReport) -> float:
+    """``spec.fairSharing.weight`` (a quantity such as ``2`` or ``500m``); 1 when absent."""
+    spec = _read(value, where, table, "spec.fairSharing", report)
     if spec.get("weight") is None:
         return 1.0
     amount = _quantity(spec["weight"], f"{where}.weight", report)
@@ -909,11 +842,9 @@ def _local_queues(
     out: dict[str, _LocalQueues] = {}
     for obj in objects:
         spec, where = _spec(obj, report), f"{obj.ref}.spec"
-        handled = ("clusterQueue", "fairSharing", "stopPolicy")
-        _unknown_fields(spec, where, handled, _LOCAL_QUEUE_UNSUPPORTED, report)
         weight: float | None = None
         if spec.get("fairSharing") is not None:
-            weight = _weight(spec["fairSharing"], f"{where}.fairSharing", report)
+            weight = _weight(spec["fairSharing"], f"{where}.fairSharing", LOCAL_QUEUE, report)
         stop = _enum(
             StopPolicy, spec.get("stopPolicy"), StopPolicy.NONE, f"{where}.stopPolicy", report
         )
@@ -1031,15 +962,6 @@ def _configuration(
     if not objects:
         return False, None, _Resources()
     obj = objects[0]
-    setting = "Kueue controller setting with no fleetshare equivalent; ignored"
-    for key, value in obj.doc.items():
-        path = f"{obj.ref}.{key}"
-        if key in ("apiVersion", "kind"):
-            report.map(path)
-        elif key == "metadata" and isinstance(value, dict):
-            _metadata(value, path, False, report)
-        elif key not in ("fairSharing", "admissionFairSharing", "resources"):
-            report.note(path, setting)
     admission = None
     if obj.doc.get("admissionFairSharing") is not None:
         where = f"{obj.ref}.admissionFairSharing"
@@ -1054,9 +976,7 @@ _STRATEGIES = ("Retain", "Replace")
 def _resources(value: Any, where: str, report: ImportReport) -> _Resources:
     """``resources``: ``excludeResourcePrefixes`` and ``transformations`` (input, strategy,
     outputs, multiplyBy), as Kueue applies them to every workload's requests."""
-    spec = _mapping(value, where, report)
-    handled = ("excludeResourcePrefixes", "transformations")
-    _unknown_fields(spec, where, handled, {}, report)
+    spec = _read(value, where, CONFIGURATION, "resources", report)
     out = _Resources()
     for i, prefix in enumerate(
         _list(spec.get("excludeResourcePrefixes"), f"{where}.excludeResourcePrefixes", report)
@@ -1084,9 +1004,7 @@ def _resources(value: Any, where: str, report: ImportReport) -> _Resources:
 
 def _transformation(value: Any, where: str, report: ImportReport) -> ResourceTransformation | None:
     """One ``transformations`` entry (None, with a problem, when invalid)."""
-    item = _mapping(value, where, report)
-    handled = ("input", "strategy", "outputs", "multiplyBy")
-    _unknown_fields(item, where, handled, {}, report)
+    item = _read(value, where, CONFIGURATION, "resources.transformations[]", report)
     name = item.get("input")
     if not isinstance(name, str) or not name:
         report.problem(f"{where}.input", "required (a resource name)")
@@ -1128,9 +1046,7 @@ def _admission_fair_sharing(
     value: Any, where: str, report: ImportReport
 ) -> AdmissionFairSharing | None:
     """``admissionFairSharing``: half-life, sampling interval and resource weights."""
-    spec = _mapping(value, where, report)
-    handled = ("usageHalfLifeTime", "usageSamplingInterval", "resourceWeights")
-    _unknown_fields(spec, where, handled, {}, report)
+    spec = _read(value, where, CONFIGURATION, "admissionFairSharing", report)
     settings: dict[str, Any] = {}
     if spec.get("usageHalfLifeTime") is not None:
         half_life = _duration(spec["usageHalfLifeTime"], f"{where}.usageHalfLifeTime", report)
@@ -1185,11 +1101,7 @@ def _fair_share(obj: _Object, report: ImportReport) -> bool:
     if obj.doc.get("fairSharing") is None:
         return False
     where = f"{obj.ref}.fairSharing"
-    spec = _mapping(obj.doc["fairSharing"], where, report)
-    unsupported = {
-        "preemptionStrategies": "fleetshare's fair-sharing preemption rules are fixed; ignored"
-    }
-    _unknown_fields(spec, where, ("enable",), unsupported, report)
+    spec = _read(obj.doc["fairSharing"], where, CONFIGURATION, "fairSharing", report)
     enable = spec.get("enable", True)  # config v1beta2 dropped `enable`: the section turns it on
     if not isinstance(enable, bool):
         report.problem(f"{where}.enable", "must be true or false")
