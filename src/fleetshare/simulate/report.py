@@ -418,14 +418,19 @@ _OUTCOME = (
 """What a user compares policies by: runs equal in all of these had the same outcome."""
 
 
+def outcome(r: VariantResult) -> str:
+    """A run's outcome as a key: equal for runs equal on every figure of ``_OUTCOME`` on the
+    same kind of cluster (fixed or autoscaled)."""
+    return repr([r.cluster.get(k) for k in _OUTCOME]) + repr(r.variant.autoscale)
+
+
 def coinciding(results: Sequence[VariantResult]) -> list[str]:
     """A sentence per group of policies whose runs came out the same, saying why: their rules
     differ only under contention, and there was none they decide (no preemption, no limit
     that bound). A user comparing policies must not read equal numbers as equal policies."""
     groups: dict[str, list[VariantResult]] = {}
     for r in results:
-        key = repr([r.cluster.get(k) for k in _OUTCOME]) + repr(r.variant.autoscale)
-        groups.setdefault(key, []).append(r)
+        groups.setdefault(outcome(r), []).append(r)
     out = []
     for members in groups.values():
         if len(members) < 2:
@@ -457,8 +462,8 @@ def coinciding(results: Sequence[VariantResult]) -> list[str]:
 
 def _limit_slack(members: Sequence[VariantResult]) -> str:
     """When a policy with a borrow limit of each team's own quota is among ``members``: the
-    largest share of its quota that a team used beyond it (below 100%: that limit held nobody
-    back; "" otherwise)."""
+    largest share of its quota that a team used beyond it (at most 100%: within that limit;
+    "" otherwise)."""
     if not any(r.variant.sharing == "quota-absolute" for r in members):
         return ""
     m = members[0].measured
@@ -471,9 +476,9 @@ def _limit_slack(members: Sequence[VariantResult]) -> str:
         return ""
     u = unit(m.resource)
     return (
-        f" No team used more than {room[k]:.0%} of its quota beyond it ({m.team_names[k]}: "
-        f"{beyond[k]:,.0f} {u}s beyond a quota of {m.quota[k]:,.0f}), so a borrow limit of a "
-        "team's own quota never held anyone back."
+        f" At most a team used {room[k]:.0%} of its quota beyond it ({m.team_names[k]}: "
+        f"{beyond[k]:,.0f} {u}s beyond a quota of {m.quota[k]:,.0f}): within a borrow limit of "
+        "its own quota."
     )
 
 
@@ -917,13 +922,20 @@ img{max-width:100%;border:1px solid #eee;margin:0.5em 0}
 .warn{color:#a00;background:#fee;padding:6px 10px;border-left:4px solid #a00}
 .findings li{font-size:15px}
 .wide{overflow-x:auto}
+.lenders td:nth-child(2),.lenders th:nth-child(2){text-align:left}
 dt{font-weight:bold;margin-top:0.4em}
 dd{margin:0 0 0 1.5em;font-size:14px}
 """
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], u: str | None = None) -> str:
-    """An HTML table; with ``u``, each header carries its definition as a tooltip."""
+def _table(
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    u: str | None = None,
+    css: str | None = None,
+) -> str:
+    """An HTML table; with ``u``, each header carries its definition as a tooltip; ``css``:
+    its class."""
 
     def th(h: str) -> str:
         tip = f" title='{html.escape(define(h, u))}'" if u is not None else ""
@@ -933,7 +945,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], u: str | None =
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
     )
-    return f"<table><tr>{head}</tr>{body}</table>"
+    kind = f" class='{css}'" if css else ""
+    return f"<table{kind}><tr>{head}</tr>{body}</table>"
 
 
 def _all_measures(u: str) -> list[tuple[str, _Cell]]:
@@ -1108,7 +1121,10 @@ def write_report(out: Path, inp: SimulationInput, results: Sequence[VariantResul
             "are the baseline), how often their work was preempted and what that threw "
             "away, and what they borrowed themselves.</p>",
             _table(
-                [one_line(h.format(u=u)) for h in LENDER_HEADERS], lender_rows(results, teams), u
+                [one_line(h.format(u=u)) for h in LENDER_HEADERS],
+                lender_rows(results, teams),
+                u,
+                "lenders",
             ),
         ]
         if teams and len(results) > 1
