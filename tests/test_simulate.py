@@ -780,17 +780,23 @@ def test_a_tie_is_shown_as_a_tie(results: dict[str, VariantResult]) -> None:
 
 
 def test_within_quota_at_submission_by_hand() -> None:
-    """Team 0 (quota 8): j0 (8 GPUs, 0-100) fits; j1 (4, at 0) comes after j0 and does not;
-    at 100 j0's finish counts first, so j2 (4) joins j1's 4: fits; j3 (1, at 100, never
-    finishes) makes 9: does not. At 400 only j3 is left: j4 (7, a zero-length job) fits, and
-    j5 (1, at 400, after j4) does not -- j4 counts until its own finish, after the instant's
-    submissions. Team 1 has no quota: nothing fits."""
-    submit = np.array([0.0, 0.0, 100.0, 100.0, 400.0, 400.0, 0.0])
+    """Team 0 (quota 8): j0 (8 GPUs, 0-100) fits; at 50 j1 (4) makes 12: does not; at 100
+    j0's finish counts first, so j2 (4) joins j1's 4: fits (8); at 250 j1 is done: j3 (1,
+    never finishes) makes 5: fits. At 400 j4 (7, zero-length) and j5 (1) come together with
+    j3's 1 still there: 9, and both are judged together: neither fits. Team 1 has no quota:
+    nothing fits. The input order of equal submissions does not matter."""
+    submit = np.array([0.0, 50.0, 100.0, 250.0, 400.0, 400.0, 0.0])
     finish = np.array([100.0, 200.0, 300.0, np.nan, 400.0, 500.0, 50.0])
     team = np.array([0, 0, 0, 0, 0, 0, 1])
     amount = np.array([8.0, 4.0, 4.0, 1.0, 7.0, 1.0, 1.0])
-    fits = within_quota_at_submission(submit, finish, team, amount, np.array([8.0, 0.0]))
-    assert fits.tolist() == [True, False, True, False, True, False, False]
+    quota = np.array([8.0, 0.0])
+    fits = within_quota_at_submission(submit, finish, team, amount, quota)
+    assert fits.tolist() == [True, False, True, True, False, False, False]
+    order = np.array([5, 4, 6, 3, 2, 1, 0])
+    again = within_quota_at_submission(
+        submit[order], finish[order], team[order], amount[order], quota
+    )
+    assert again.tolist() == fits[order].tolist()
     assert with_max(np.array([3.0, 1.0, 2.0]))["max"] == 3.0
     assert with_max(np.zeros(0))["max"] is None
 
@@ -833,8 +839,8 @@ def test_a_lender_waits_for_its_quota_while_reclaim_is_held_back(tmp_path: Path)
     assert shared["a"]["borrowed_hours"] == pytest.approx(8 * 2400 / HOUR, abs=1e-3)
     assert static["b"]["lent_hours"] == shared["a"]["lent_hours"] == 0
     assert shared["a"]["preemptions"] == 1 and shared["a"]["preemptions_in_quota"] == 0
-    # a's a1 (8 GPUs, at 0) fits its quota, a2 (8 more) does not
-    assert shared["a"]["in_quota_jobs"] == 1
+    # a's a1 and a2 come together (16 GPUs on a quota of 8): judged together, neither fits
+    assert shared["a"]["in_quota_jobs"] == 0
 
 
 def test_preempting_work_admitted_within_quota_is_counted_as_such(tmp_path: Path) -> None:

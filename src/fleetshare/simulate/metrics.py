@@ -37,13 +37,15 @@ Definitions (``r`` is a workload's request of the measured resource, in whole un
   ``never_admitted``. **first wait** -- submit to first admission only (censored likewise);
   **requeued** -- jobs queued again after a preemption. Percentiles are nearest-rank.
 - **completion time** (JCT) -- finish − submit of finished workloads.
-- **within quota at submission** (a job): its team's unfinished work submitted before it (jobs
-  submitted and not finished, running or queued; at equal times a finish counts first, and
-  jobs submitted at the same instant in input order) plus the job's own request fit within the
-  team's quota. Quota is a guarantee: such a job should start at once (under static quotas it
-  does, unless nodes are fragmented), and under sharing it may have to wait while the team's
-  lent quota is reclaimed. **in-quota wait** -- the first wait (submit to first admission,
-  censored at ``T``) of those jobs: count, mean, nearest-rank p50/p95/p99 and max.
+- **within quota at submission** (a job submitted at ``t``): the team's work at ``t`` fits
+  within its quota -- the requests of its jobs submitted at or before ``t`` and not finished
+  by then (running or queued; a finish at ``t`` counts first), the job's own and every other
+  job submitted at ``t`` included (jobs submitted together are judged together, whatever
+  order the scheduler takes them in). Quota is a guarantee: such a job should start at once
+  (under static quotas it does, unless nodes are fragmented), and under sharing it may have to
+  wait while the team's lent quota is reclaimed. **in-quota wait** -- the first wait (submit
+  to first admission, censored at ``T``) of those jobs: count, mean, nearest-rank p50/p95/p99
+  and max.
 - **lent** (a team) -- ``∫ min(B, I) × i / I``, where ``i = max(0, quota − usage)`` is the
   team's idle quota, ``I`` the sum of every team's and ``B = Σ max(0, usage − quota)`` what the
   teams used beyond their quotas: borrowed capacity is taken from the idle quota of the teams,
@@ -316,27 +318,30 @@ def within_quota_at_submission(
     amount: FloatArray,
     quota: FloatArray,
 ) -> BoolArray:
-    """Per workload: whether its team's unfinished work submitted before it plus its own
-    ``amount`` fit within the team's ``quota`` (see the module docstring). ``finish`` is NaN
-    for work that never finished; a finish at a submission's instant counts first (it frees
-    quota), except a job's own (a zero-length job), and equal submissions go in input order."""
-    n = submit.size
+    """Per workload: whether its team's work at its submission instant ``t`` fits within the
+    team's ``quota``: the ``amount`` of every job of the team submitted at or before ``t`` and
+    not finished by ``t`` (a finish at ``t`` frees quota first), every job submitted at ``t``
+    itself included -- jobs submitted at one instant are judged together, whatever order the
+    scheduler takes them in. ``finish`` is NaN for work that never finished."""
     fin = np.where(np.isnan(finish), np.inf, finish)
-    times = np.concatenate((submit, fin))
-    # 0: a finish, 1: a submission, 2: the finish of a job at its own submission instant
-    kind = np.concatenate((np.ones(n), np.where(fin == submit, 2.0, 0.0)))
-    job = np.concatenate((np.arange(n), np.arange(n)))
-    level = np.zeros(quota.size)
-    before = np.zeros(n)
-    for e in np.lexsort((job, kind, times)).tolist():
-        k = int(job[e])
-        t = int(team[k])
-        if e < n:
-            before[k] = level[t]
-            level[t] += amount[k]
-        else:
-            level[t] -= amount[k]
-    return np.asarray(before + amount <= quota[team] + 1e-9, dtype=np.bool_)
+    out = np.zeros(submit.size, dtype=np.bool_)
+    for k in np.unique(team).tolist():
+        mine = np.flatnonzero(team == k)
+        s, f, r = submit[mine], fin[mine], amount[mine]
+        by_submit = np.argsort(s, kind="stable")
+        by_finish = np.argsort(f, kind="stable")
+        submitted = np.concatenate(([0.0], np.cumsum(r[by_submit])))
+        finished = np.concatenate(([0.0], np.cumsum(r[by_finish])))
+        level = (
+            submitted[np.searchsorted(s[by_submit], s, side="right")]
+            - finished[np.searchsorted(f[by_finish], s, side="right")]
+        )
+        # a job submitted at t that finished at t too (a zero-length one) still counts at t
+        instant = f == s
+        for i in np.flatnonzero(instant).tolist():
+            level[s == s[i]] += r[i]
+        out[mine] = level <= quota[k] + 1e-9
+    return out
 
 
 def lent(usage: Step, quota: FloatArray) -> Step:

@@ -114,7 +114,8 @@ DEFINITIONS: dict[str, str] = {
     "wait mean": "as wait p50, the mean",
     "first wait p99": "submission to first admission only, nearest-rank 99th percentile",
     "in-quota wait p99": "jobs within their team's quota at submission (the team's unfinished "
-    "work submitted before, running or queued, plus the job fit its quota): their wait from "
+    "work at that instant, running or queued, the job and any submitted with it included, fit "
+    "its quota): their wait from "
     "submission to first admission, nearest-rank 99th percentile over every team's such jobs "
     "(what the quota guarantee kept: 0 under static quotas unless nodes are fragmented)",
     "in-quota wait max": "as in-quota wait p99, the longest",
