@@ -552,9 +552,10 @@ def simulate(
 ) -> None:
     """Compare sharing policies on one trace or scenario: same workloads, same seed.
 
-    With no arguments: the bundled showcase (the busiest three days of Helios Earth, 16
-    teams, fixed and autoscaled clusters). Prints a comparison table; --out writes an HTML
-    report with charts; --json prints every metric per policy and per team.
+    With no arguments: the bundled showcase (the busiest three days of Helios Earth, on the
+    seven teams that needed to borrow; fixed and autoscaled clusters). Prints comparison
+    tables, in-window figures first, and the lender's view; --out writes an HTML report with
+    charts and definitions; --json prints every metric per policy and per team.
     """
     import os
 
