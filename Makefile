@@ -64,6 +64,7 @@ bench: $(STAMP)
 		--out bench/results/simulate_speed.json
 	$(MAKE) bench-service
 	$(BIN)/python bench/forecast_philly.py --out bench/results/forecast_philly.json
+	$(BIN)/python bench/showcase_choice.py --out bench/results/showcase_choice.json
 
 # the service under load (issue 15's targets), SQLite and PostgreSQL: as it runs by default
 # (the loop in a process of its own), then with --loop-in-process (one process), then the

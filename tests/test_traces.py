@@ -268,6 +268,27 @@ def test_helios_window_random_order_and_coarse_jobs() -> None:
     assert (coarse_running >= raw).mean() > 0.99
 
 
+def test_helios_clusters_keep_a_sub_cluster_of_those_teams() -> None:
+    """Issue 28 item 8: ``clusters`` keeps the named VCs only -- their jobs exactly as in the
+    whole trace, their quotas, and a cluster of their quotas' size (48 + 64 = 112 GPUs on 14
+    8-GPU nodes); a VC without a file is refused, naming the VCs there are."""
+    whole = load_trace("helios", start_day=13, days=1)
+    sub = load_trace("helios", start_day=13, days=1, clusters=["vcLJZ", "vc8Sj"])
+    assert sub.teams == ["vc8Sj", "vcLJZ"]
+    quotas = {t["name"]: t["quota"][0]["resources"][GPU] for t in sub.policy["teams"]}
+    assert quotas == {"vc8Sj": 48, "vcLJZ": 64}
+    assert len(sub.nodes) == 14 and sub.capacity(GPU) == 112 * 1000
+    assert [w.name for w in sub.workloads] == [
+        w.name for w in whole.workloads if w.team in ("vc8Sj", "vcLJZ")
+    ]
+    assert "2 of its 16 teams (vc8Sj, vcLJZ; 112 GPUs of quota)" in sub.description
+    assert any(a.startswith("Sub-cluster: only the VCs vc8Sj, vcLJZ") for a in sub.assumptions)
+    with pytest.raises(ValueError, match=r"no per-minute file for vcNope .*VCs: vc3sl, vc6YE"):
+        load_trace("helios", days=1, clusters=["vcNope"])
+    with pytest.raises(ValueError, match="at least one VC"):
+        load_trace("helios", days=1, clusters=[])
+
+
 # -- Philly --------------------------------------------------------------------------------------
 
 

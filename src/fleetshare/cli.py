@@ -593,18 +593,22 @@ def simulate(
 ) -> None:
     """Compare sharing policies on one trace or scenario: same workloads, same seed.
 
-    With no arguments: the bundled showcase (the busiest three days of Helios Earth, 16
-    teams, fixed and autoscaled clusters). Prints a comparison table; --out writes an HTML
-    report with charts; --json prints every metric per policy and per team.
+    With no arguments: the bundled showcase (the busiest three days of Helios Earth, on the
+    seven teams that needed to borrow; fixed and autoscaled clusters). Prints comparison
+    tables, in-window figures first, and the lender's view; --out writes an HTML report with
+    charts and definitions; --json prints every metric per policy and per team.
     """
     import os
 
+    from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from fleetshare.scenario.loader import load_scenario
     from fleetshare.simulate.report import (
         coinciding,
         comparison_tables,
+        findings,
+        lender_table,
         write_report,
     )
     from fleetshare.simulate.report import to_json as sim_json
@@ -701,7 +705,7 @@ def simulate(
         progress.start()
 
     err.print(
-        f"simulating {inp.name}: {len(inp.workloads):,} workloads, {len(chosen)} policies, "
+        f"simulating {escape(inp.name)}: {len(inp.workloads):,} workloads, {len(chosen)} policies, "
         f"{min(workers, len(chosen))} at a time",
         highlight=False,
     )
@@ -719,8 +723,15 @@ def simulate(
         for r in results:
             if r.never_served:
                 console.print(f"[bold red]{r.name}[/]: {r.never_served}", highlight=False)
-        for table in comparison_tables(inp, results, wide):
+        tables = comparison_tables(inp, results, wide)
+        console.print(tables[0])
+        lent = lender_table(inp, results)
+        if lent is not None:  # the lender's view right after the outcomes
+            console.print(lent)
+        for table in tables[1:]:
             console.print(table)
+        for line in findings(results):
+            console.print(f"- {line}", highlight=False)
         for line in coinciding(results):
             console.print(f"[yellow]note[/]: {line}", highlight=False)
     if out is not None:

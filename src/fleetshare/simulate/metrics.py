@@ -37,12 +37,33 @@ Definitions (``r`` is a workload's request of the measured resource, in whole un
   ``never_admitted``. **first wait** -- submit to first admission only (censored likewise);
   **requeued** -- jobs queued again after a preemption. Percentiles are nearest-rank.
 - **completion time** (JCT) -- finish − submit of finished workloads.
+- **within quota at submission** (a job submitted at ``t``): the team's work at ``t`` fits
+  within its quota -- the requests of its jobs submitted at or before ``t`` and not finished
+  by then (running or queued; a finish at ``t`` counts first), the job's own and every other
+  job submitted at ``t`` included (jobs submitted together are judged together, whatever
+  order the scheduler takes them in). Quota is a guarantee: such a job should start at once
+  (under static quotas it does, unless nodes are fragmented), and under sharing it may have to
+  wait while the team's lent quota is reclaimed. **in-quota wait** -- the first wait (submit
+  to first admission, censored at ``T``) of those jobs: count, mean, nearest-rank p50/p95/p99
+  and max.
+- **lent** (a team) -- ``∫ min(B, I) × i / I``, where ``i = max(0, quota − usage)`` is the
+  team's idle quota, ``I`` the sum of every team's and ``B = Σ max(0, usage − quota)`` what the
+  teams used beyond their quotas: borrowed capacity is taken from the idle quota of the teams,
+  attributed to each in proportion to its idle quota (Kueue's cohort pools unused quota without
+  saying whose; this is the attribution). A team *lent* when this is above 0. Σ lent ≤
+  borrowed (equal when the cluster has no capacity beyond the quotas).
+- **preemptions in quota** -- preemptions of runs admitted within their team's quota
+  (borrowing nothing at admission: the admit event's ``borrowed`` is 0), and **lost in quota**
+  the work they threw away: what sharing took from a team's guaranteed work, as against the
+  work it had borrowed.
 - **cost** -- over the run: fixed nodes at the catalog's on-demand price × hours present in
   ``[0, T]`` (the cluster is released when the work is done); autoscaled: the simulated cloud's
   bill (per-second billing, 60 s minimum per instance). A run that spills far past the window
   (a long job preempted late restarts from scratch) keeps a whole fixed cluster for its tail,
   so **cost in window** -- the price of what was paid for during ``[0, W]`` -- is given too:
-  the same for every fixed-cluster policy. **spillover** = used − used in the window.
+  the same for every fixed-cluster policy; **cost after the window** = cost − cost in window:
+  the tail spent finishing the work left at the window's end. **spillover** = used − used in
+  the window. **utilisation of paid in window** = used in the window / paid in the window.
 - **under-provisioning** (autoscaled runs) -- a job is *short of capacity* from the first
   autoscaler step, before its first admission, at which quota would have admitted it but no
   node had room for it (it was the autoscaler's demand), until its first admission (censored at
@@ -204,6 +225,8 @@ class Measured:
     """Per workload: its request of the measured resource (units)."""
     names: list[str] = field(default_factory=list)
     """Per workload: its name (the order of ``submit``)."""
+    finish: FloatArray = field(default_factory=lambda: np.zeros(0))
+    """Per workload: when it finished (NaN: never)."""
 
     def waits(self, horizon: float) -> tuple[FloatArray, BoolArray]:
         """First waits (submit to first admission, censored at ``horizon`` for work never
@@ -286,6 +309,58 @@ def under_provision(
     if events:
         span += reach - began
     return UnderProvision(events, int(start.size), hours, span / HOUR)
+
+
+def within_quota_at_submission(
+    submit: FloatArray,
+    finish: FloatArray,
+    team: IntArray,
+    amount: FloatArray,
+    quota: FloatArray,
+) -> BoolArray:
+    """Per workload: whether its team's work at its submission instant ``t`` fits within the
+    team's ``quota``: the ``amount`` of every job of the team submitted at or before ``t`` and
+    not finished by ``t`` (a finish at ``t`` frees quota first), every job submitted at ``t``
+    itself included -- jobs submitted at one instant are judged together, whatever order the
+    scheduler takes them in. ``finish`` is NaN for work that never finished."""
+    fin = np.where(np.isnan(finish), np.inf, finish)
+    out = np.zeros(submit.size, dtype=np.bool_)
+    for k in np.unique(team).tolist():
+        mine = np.flatnonzero(team == k)
+        s, f, r = submit[mine], fin[mine], amount[mine]
+        by_submit = np.argsort(s, kind="stable")
+        by_finish = np.argsort(f, kind="stable")
+        submitted = np.concatenate(([0.0], np.cumsum(r[by_submit])))
+        finished = np.concatenate(([0.0], np.cumsum(r[by_finish])))
+        level = (
+            submitted[np.searchsorted(s[by_submit], s, side="right")]
+            - finished[np.searchsorted(f[by_finish], s, side="right")]
+        )
+        # a job submitted at t that finished at t too (a zero-length one) still counts at t
+        instant = f == s
+        for i in np.flatnonzero(instant).tolist():
+            level[s == s[i]] += r[i]
+        out[mine] = level <= quota[k] + 1e-9
+    return out
+
+
+def lent(usage: Step, quota: FloatArray) -> Step:
+    """Per team (a column each): the units of its quota that other teams are borrowing, over
+    time -- what the teams use beyond their quotas, ``min(B, I)``, shared among the teams in
+    proportion to their idle quota ``max(0, quota − usage)`` (see the module docstring)."""
+    if usage.values.ndim != 2 or usage.values.size == 0:
+        return Step(usage.times, np.zeros((usage.times.size, quota.size)))
+    beyond = np.maximum(usage.values - quota[None, :], 0.0).sum(axis=1)
+    idle = np.maximum(quota[None, :] - usage.values, 0.0)
+    total = idle.sum(axis=1)
+    taken = np.minimum(beyond, total)
+    share = np.divide(idle, total[:, None], out=np.zeros_like(idle), where=total[:, None] > 0)
+    return Step(usage.times, share * taken[:, None])
+
+
+def with_max(values: FloatArray) -> dict[str, float | None]:
+    """:func:`percentiles` and the largest value (None when empty)."""
+    return {**percentiles(values), "max": float(values.max()) if values.size else None}
 
 
 def measured_resource(nodes: Sequence[Node], requests: Sequence[Mapping[str, int]]) -> str:
@@ -574,9 +649,11 @@ def measure(
     short = scaler.short_since if scaler is not None else {}
     short_since: list[float] = []
     requested: list[float] = []
+    finished_at: list[float] = []
     for name in submitted:
         rec = result.records[name]
         wl = rec.workload
+        finished_at.append(np.nan if rec.finished_at is None else rec.finished_at)
         short_since.append(short.get(name, np.nan))
         requested.append(wl.total_requests().get(resource, 0) / MILLI)
         submit.append(wl.submit_time)
@@ -620,6 +697,7 @@ def measure(
         short_since=np.asarray(short_since, dtype=np.float64),
         amount=np.asarray(requested, dtype=np.float64),
         names=submitted,
+        finish=np.asarray(finished_at, dtype=np.float64),
     )
 
 
@@ -669,6 +747,16 @@ def summarize(m: Measured) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     waits, _, requeues = m.queue_times(horizon)
     requeued = requeues > 0
     under = under_provision(m.short_since, m.first_admit, m.amount, horizon)
+    lent_team = np.asarray(lent(m.usage, m.quota).area(horizon)) / HOUR
+    in_quota_runs = runs.preempted & (runs.borrowed <= 0)
+    lost_in_quota_team = (
+        np.bincount(runs.team, weights=np.where(in_quota_runs, used_runs, 0.0), minlength=n_teams)
+        / HOUR
+    )
+    in_quota = within_quota_at_submission(m.submit, m.finish, m.wait_team, m.amount, m.quota)
+    paid_window = float(m.paid.area(m.window)) / HOUR
+    cost = cost_until(m, horizon)
+    cost_window = float(m.rate.area(m.window)) / HOUR
 
     def by_reason(mask: BoolArray | None = None) -> dict[str, int]:
         out: dict[str, int] = {}
@@ -690,7 +778,12 @@ def summarize(m: Measured) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
                 "borrowed_hours": float(borrowed_team[k]),
                 "borrowed_at_admission_hours": float(at_admission_team[k]),
                 "lost_hours": float(lost_team[k]),
+                "lent_hours": float(lent_team[k]),
+                "in_quota_jobs": int((in_quota & mine).sum()),
+                "in_quota_wait_seconds": with_max(first_waits[in_quota & mine]),
                 "preemptions": int((runs.preempted & (runs.team == k)).sum()),
+                "preemptions_in_quota": int((in_quota_runs & (runs.team == k)).sum()),
+                "lost_hours_in_quota": float(lost_in_quota_team[k]),
                 "preemptions_by_reason": by_reason(runs.team == k),
                 "requeued": int((requeued & mine).sum()),
                 "queue_wait_seconds": percentiles(waits[mine]),
@@ -718,11 +811,17 @@ def summarize(m: Measured) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
             "available_hours": available,
             "paid_hours": paid,
             "utilisation_of_paid": used / paid if paid else 0.0,
+            "utilisation_of_paid_in_window": used_window / paid_window if paid_window else None,
             "borrowed_hours": float(borrowed_team.sum()),
             "borrowed_at_admission_hours": float(at_admission_team.sum()),
             "lost_hours": float(lost_team.sum()),
             "lost_hours_in_window": lost_window,
+            "lent_hours": float(lent_team.sum()),
+            "in_quota_jobs": int(in_quota.sum()),
+            "in_quota_wait_seconds": with_max(first_waits[in_quota]),
             "preemptions": int(runs.preempted.sum()),
+            "preemptions_in_quota": int(in_quota_runs.sum()),
+            "lost_hours_in_quota": float(lost_in_quota_team.sum()),
             "preemptions_by_reason": by_reason(),
             "workloads": int(waits.size),
             "finished": int(m.completion.size),
@@ -731,8 +830,9 @@ def summarize(m: Measured) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
             "queue_wait_seconds": percentiles(waits),
             "first_wait_seconds": percentiles(first_waits),
             "completion_seconds": percentiles(m.completion),
-            "cost_usd": cost_until(m, horizon),
-            "cost_in_window_usd": float(m.rate.area(m.window)) / HOUR,
+            "cost_usd": cost,
+            "cost_in_window_usd": cost_window,
+            "cost_after_window_usd": cost - cost_window,
             "cost_basis": cost_basis(m, horizon),
             "fixed_nodes": sum(n for n, _ in m.fixed_types.values()),
             "nodes_launched": m.launched,

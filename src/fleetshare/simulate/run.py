@@ -241,7 +241,7 @@ def from_trace(
     problems = trace.problems()
     if problems:
         raise ValueError(f"trace {name}: {problems[0]} (and {len(problems) - 1} more)")
-    shown = ", ".join(f"{k}={v}" for k, v in opts.items() if k != "data_dir")
+    shown = ", ".join(f"{k}={_option_text(v)}" for k, v in opts.items() if k != "data_dir")
     kind = job_kind or ("training" if name in TRAINING_TRACES else "auto")
     workloads = trace.workloads if kind == "auto" else label_kind(trace.workloads, kind)
     return SimulationInput(
@@ -258,6 +258,13 @@ def from_trace(
         start=trace.start,
         facts=trace.summary(),
     )
+
+
+def _option_text(value: Any) -> str:
+    """A loader option as the input's name shows it: lists as ``[a, b]``."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return str(value)
 
 
 def demand_before(

@@ -40,6 +40,9 @@ What the loader builds:
 - **Cluster**: ``ceil(total quota / gpus_per_node)`` nodes of ``gpus_per_node`` (8) GPUs --
   856 GPUs on 107 nodes. The data has no CPU or memory, so nodes offer and jobs request
   GPUs only.
+- **Teams**: ``clusters`` (a list of VC names) keeps those VCs only -- their per-minute files,
+  their quotas, and a cluster of their quotas' size: a sub-cluster of Earth in which those
+  teams share only with each other (None: all 16).
 - **Window**: ``start_day`` (days after 2020-05-01) and ``days`` select part of the month;
   jobs running or waiting at the window start are submitted at 0, jobs running at its end are
   cut there (label ``fleetshare.io/censored``); a job still waiting at the end asks for the
@@ -54,6 +57,7 @@ The loader is deterministic; ``seed`` matters only with ``end_order="random"``.
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -147,12 +151,26 @@ class VcSeries:
         self.columns = columns
 
 
-def vc_files(folder: Path) -> list[Path]:
-    """The per-minute files, sorted by VC name."""
+def vc_files(folder: Path, clusters: Sequence[str] | None = None) -> list[Path]:
+    """The per-minute files, sorted by VC name; only those of ``clusters`` when given (a name
+    without a file is an error that lists the VCs there are)."""
     files = sorted(p for p in folder.glob("vc*.csv.gz"))
     if not files:
         require(folder / "vc*.csv.gz", SECTION)
-    return files
+    if clusters is None:
+        return files
+    by_name = {p.name.removesuffix(".csv.gz"): p for p in files}
+    unknown = [c for c in clusters if c not in by_name]
+    if unknown:
+        raise ValueError(
+            f"clusters: no per-minute file for {', '.join(unknown)} in {folder}; "
+            f"VCs: {', '.join(by_name)}"
+        )
+    if not clusters:
+        raise ValueError(f"clusters: give at least one VC ({', '.join(by_name)})")
+    if len(set(clusters)) < len(clusters):
+        raise ValueError(f"clusters: a VC named twice in {', '.join(clusters)}")
+    return [by_name[c] for c in sorted(clusters)]
 
 
 def read_vc(path: Path) -> VcSeries:
@@ -288,9 +306,11 @@ def load(
     end_order: EndOrder = "lifo",
     seed: int = 0,
     starvation_guard_seconds: float | None = None,
+    clusters: list[str] | None = None,
     data_dir: str | Path | None = None,
 ) -> Trace:
-    """Load Helios Earth (see the module docstring for every rule)."""
+    """Load Helios Earth (see the module docstring for every rule); ``clusters`` keeps those
+    VCs only (a sub-cluster of their quotas)."""
     if demand not in ("running+pending", "running"):
         raise ValueError(f"demand must be 'running+pending' or 'running', got {demand!r}")
     if gpus_per_node < LARGE:
@@ -299,7 +319,8 @@ def load(
         )
     folder = data_root(data_dir) / FOLDER
     quota_path = require(folder / QUOTA_FILE, SECTION)
-    series = [read_vc(p) for p in vc_files(folder)]
+    files = vc_files(folder, clusters)
+    series = [read_vc(p) for p in files]
     available = min(float(s.times[-1]) + MINUTE for s in series)
     lo, hi = window(start_day, days, available)
 
@@ -498,6 +519,15 @@ def load(
         f"Cluster: {n_nodes} nodes x {gpus_per_node} GPUs = {n_nodes * gpus_per_node} GPUs, "
         f"enough for the {total_quota} GPUs of quota; Earth's real node count and CPU/memory "
         "are not in the data, so nodes offer and jobs request GPUs only.",
+        *(
+            []
+            if clusters is None
+            else [
+                f"Sub-cluster: only the VCs {', '.join(s.name for s in series)} "
+                f"({total_quota} GPUs of quota, of {len(vc_files(folder))} VCs in the data); "
+                "the other VCs' demand is left out, and these teams share only with each other."
+            ]
+        ),
         "Teams share by fleetshare's default (lend and borrow); Earth's VCs could not borrow "
         "(set sharing: DontLend to replay that).",
         (
@@ -514,7 +544,13 @@ def load(
     start_stamp = np.datetime64(MONTH_START, "s") + np.timedelta64(int(lo), "s")
     return Trace(
         name="helios",
-        description="Helios Earth, May 2020: 16 teams' per-minute GPU demand as synthetic jobs",
+        description=(
+            f"Helios Earth, May 2020: {len(series)} teams' per-minute GPU demand as synthetic jobs"
+            if clusters is None
+            else f"Helios Earth, May 2020, the sub-cluster of {len(series)} of its "
+            f"{len(vc_files(folder))} teams ({', '.join(s.name for s in series)}; "
+            f"{total_quota} GPUs of quota): their per-minute GPU demand as synthetic jobs"
+        ),
         nodes=gpu_nodes("earth", n_nodes, gpus_per_node),
         workloads=workloads,
         policy=policy,
@@ -522,7 +558,7 @@ def load(
         duration=span,
         demand=curves,
         start=str(start_stamp),
-        sources=[*vc_files(folder), quota_path],
+        sources=[*files, quota_path],
         facts={
             "teams": len(series),
             "minutes": round(span / MINUTE),
