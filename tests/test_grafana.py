@@ -30,6 +30,7 @@ def test_the_grafana_dashboard_queries_exported_metrics(tmp_path: Path) -> None:
     exported["fleetshare_evicted_workloads"] |= {"cluster_queue", "reason"}
     exported["fleetshare_loop_reconcile_duration_seconds"] |= {"le"}
     exported["fleetshare_http_request_duration_seconds"] |= {"method", "route", "code", "le"}
+    exported["fleetshare_store_errors"] |= {"operation", "error"}
     limits = {"cohort", "cluster_queue", "flavor", "resource"}
     exported["fleetshare_cluster_queue_borrowing_limit"] |= limits
     exported["fleetshare_cluster_queue_lending_limit"] |= limits

@@ -301,7 +301,7 @@ def test_restart_takes_back_autoscaled_nodes_and_their_work(tmp_path: Path) -> N
     third = plane_for(tmp_path, without_pools)
     assert not third.backend.nodes
     assert set(third.backend.pending) == {"train", "train-2"}  # requeued: node-removed
-    with third.store.read() as conn:
+    with third.store.read("workloads-read") as conn:
         rows = conn.execute(
             select(tables.nodes.c.name, tables.nodes.c.leave_reason).where(
                 tables.nodes.c.name == node
@@ -321,7 +321,7 @@ def _pools(*specs: dict[str, Any]) -> list[NodePool]:
 
 
 def _audit(plane: ControlPlane) -> list[tuple[str, str, Any]]:
-    with plane.store.read() as conn:
+    with plane.store.read("workloads-read") as conn:
         rows = conn.execute(select(tables.audit_log).order_by(tables.audit_log.c.id)).all()
     return [(r.action, r.actor, r.details) for r in rows]
 
@@ -394,7 +394,7 @@ def test_a_cordoned_node_takes_no_new_work_and_stays_cordoned(tmp_path: Path) ->
     assert len(again.view.running) == 2 and not again.view.pending
     actions = [a for a, _, _ in _audit(again) if a.startswith("node-")]
     assert actions == ["node-cordon", "node-uncordon"]
-    with again.store.read() as conn:
+    with again.store.read("workloads-read") as conn:
         kinds = conn.execute(
             select(tables.events.c.kind, tables.events.c.details).where(
                 tables.events.c.kind.in_(["cordon", "uncordon"])
@@ -421,7 +421,7 @@ def test_a_drain_requeues_the_work_even_across_a_crash(tmp_path: Path) -> None:
     again.step()
     other = again.view.running["a1"].assignment.placement[0][0][0]
     assert other != node
-    with again.store.read() as conn:
+    with again.store.read("workloads-read") as conn:
         row = conn.execute(
             select(tables.workloads.c.preemptions).where(tables.workloads.c.name == "a1")
         ).one()

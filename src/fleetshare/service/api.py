@@ -23,6 +23,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
+from prometheus_client.core import Metric
 from pydantic import BaseModel, Field
 from sqlalchemy import Row, func, select
 from starlette.types import Scope
@@ -359,12 +360,12 @@ def create_app(
     plane: ControlPlane,
     *,
     start_loop: bool = True,
-    loop_metrics: Callable[[], bytes] | None = None,
+    loop_metrics: Callable[[], list[Metric]] | None = None,
     on_stop: Callable[[], None] | None = None,
 ) -> FastAPI:
     """The API over ``plane``; with ``start_loop`` the loop thread runs while the app does
     (in ``api`` mode: the view's refresh). ``loop_metrics``: the loop's counters and
-    histograms when another process runs it (Prometheus text); ``on_stop`` is called when
+    histograms when another process runs it (metric families); ``on_stop`` is called when
     the app stops (the loop process is stopped)."""
     store = plane.store
     metrics = ServiceMetrics(plane, loop_metrics)
@@ -477,7 +478,7 @@ def create_app(
     @app.get("/api/v1/policy", response_model=PolicyOut, tags=["policy"])
     def get_policy(who: Annotated[Principal, Depends(reader_of_policy)]) -> PolicyOut:
         """The policy in force (admin and viewer tokens)."""
-        with store.read() as conn:
+        with store.read("policy-read") as conn:
             row = conn.execute(
                 select(tables.policy_versions).order_by(tables.policy_versions.c.id.desc()).limit(1)
             ).one()
@@ -492,7 +493,7 @@ def create_app(
         policy = _parse_policy(body, plane)
         original = None if body.format == "fleetshare" else body.policy
         version = plane.set_policy(policy, body.format, original, who)
-        with store.read() as conn:
+        with store.read("policy-read") as conn:
             row = conn.execute(
                 select(tables.policy_versions).where(tables.policy_versions.c.id == version)
             ).one()
@@ -601,7 +602,7 @@ def create_app(
         return _policy_version(version)
 
     def _policy_version(version: int) -> PolicyOut:
-        with store.read() as conn:
+        with store.read("policy-read") as conn:
             row = conn.execute(
                 select(tables.policy_versions).where(tables.policy_versions.c.id == version)
             ).one()
@@ -610,7 +611,7 @@ def create_app(
     # -- workloads -----------------------------------------------------------------------------
 
     def visible(name: str, who: Principal) -> Row[Any]:
-        with store.read() as conn:
+        with store.read("workloads-read") as conn:
             row = conn.execute(
                 select(tables.workloads).where(tables.workloads.c.name == name)
             ).first()
@@ -693,7 +694,7 @@ def create_app(
             query = query.where(w.c.team == team)
         if state is not None:
             query = query.where(w.c.state == state)
-        with store.read() as conn:
+        with store.read("workloads-read") as conn:
             rows = conn.execute(query).all()
         more = len(rows) > limit
         rows = rows[:limit]
@@ -789,14 +790,14 @@ def create_app(
         query = select(e).where(e.c.id > after).order_by(e.c.id).limit(limit)
         if who.team is not None:
             query = query.where(e.c.team == who.team)
-        with store.read() as conn:
+        with store.read("events-read") as conn:
             return list(conn.execute(query).all())
 
     def stream_start(who: Principal, backlog: int) -> int:
         """The id after which a stream without a position starts: the latest event, less
         ``backlog`` of those ``who`` sees."""
         e = tables.events
-        with store.read() as conn:
+        with store.read("events-read") as conn:
             latest = conn.execute(select(func.max(e.c.id))).scalar() or 0
             if not backlog:
                 return int(latest)
