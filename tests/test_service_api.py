@@ -381,6 +381,7 @@ def test_borrowing_explain_and_cancel(team_a: httpx.Client) -> None:
     assert explained["state"] == "pending" and explained["queue_position"] == 1
     assert "borrow limit for nvidia.com/gpu" in explained["reason"]
     assert "limit 1" in explained["reason"]
+    assert explained["category"] == "quota"  # as fleetshare_pending_workloads_by_reason counts it
     cancelled = team_a.delete("/api/v1/workloads/w0")
     assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
     wait_for(lambda: admitted(team_a, "w3"))

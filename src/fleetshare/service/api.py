@@ -31,6 +31,7 @@ from starlette.types import Scope
 from fleetshare.governance.quota import compile_policy
 from fleetshare.inputs import InputError, parse_yaml
 from fleetshare.model.quantity import to_number
+from fleetshare.model.reason import PendingCategory
 from fleetshare.policy.reading import DEFAULT_READING, BorrowLimitReading
 from fleetshare.policy.schema import Policy, PolicyError, load_policy
 from fleetshare.scenario.report import team_usage
@@ -124,6 +125,11 @@ class Explanation(BaseModel):
     team: str
     state: str
     reason: str | None = Field(description="why it waits, with numbers (pending only)")
+    category: PendingCategory | None = Field(
+        default=None,
+        description="the kind of reason, as fleetshare_pending_workloads_by_reason counts it "
+        "(null until a cycle considered it)",
+    )
     queue_position: int | None = Field(description="1 = next in its team's queue")
     flavors: list[str]
     nodes: list[str]
@@ -718,15 +724,18 @@ def create_app(
     def explain(name: str, who: Who) -> Explanation:
         """Why a workload waits (the reason with numbers) and its place in its team's queue."""
         row = visible(name, who)
-        out = _workload_out(plane, row._mapping)
+        view = plane.view  # one view for the reason and its category
+        out = _workload_out(plane, row._mapping, view)
         reason = out.pending_reason
         if row.state == "pending" and reason is None:
             reason = "submitted; the control loop has not considered it yet"
+        waiting = view.waiting.get(row.name) if row.state == "pending" else None
         return Explanation(
             name=out.name,
             team=out.team,
             state=out.state,
             reason=reason,
+            category=waiting.reason.category if waiting else None,
             queue_position=out.queue_position,
             flavors=out.flavors,
             nodes=out.nodes,
@@ -1134,10 +1143,13 @@ def _read_submission(body: bytes, content_type: str, policy: Policy, who: Princi
     return sub
 
 
-def _workload_out(plane: ControlPlane, row: Mapping[Any, Any]) -> WorkloadOut:
-    """A workload row (read, or as just committed) as the API shows it."""
+def _workload_out(
+    plane: ControlPlane, row: Mapping[Any, Any], view: View | None = None
+) -> WorkloadOut:
+    """A workload row (read, or as just committed) as the API shows it (its pending reason
+    from ``view``, by default the plane's latest)."""
     assignment = row["assignment"] or {"flavors": [], "placement": []}
-    waiting = plane.view.waiting.get(row["name"]) if row["state"] == "pending" else None
+    waiting = (view or plane.view).waiting.get(row["name"]) if row["state"] == "pending" else None
     spec = dict(row["spec"])
     podsets = spec.get("podsets") or [{"count": spec.get("pods", 1)}]
     return WorkloadOut(

@@ -9,6 +9,9 @@ Gauges, read from the control loop's latest view at scrape time:
 - ``fleetshare_pending_workloads{cluster_queue, status}`` and
   ``fleetshare_admitted_active_workloads{cluster_queue}``: see :mod:`fleetshare.control.metrics`
   (shared with the operator).
+- ``fleetshare_pending_workloads_by_reason{cluster_queue, reason}``: the inadmissible ones by
+  the category of their reason (:data:`fleetshare.model.reason.PendingCategory`, a fixed set:
+  never read from a message); every team and category listed, 0 when none.
 - ``fleetshare_cluster_queue_resource_usage{cohort, cluster_queue, flavor, resource}``: the
   requests of the team's admitted workloads, per governed (flavor, resource).
 - ``fleetshare_cluster_queue_nominal_quota{...}``: the team's guaranteed quota.
@@ -67,6 +70,7 @@ The process serving the API also exposes:
 
 from __future__ import annotations
 
+from collections import Counter as Tally
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -88,6 +92,7 @@ from fleetshare.control.metrics import workload_gauges
 from fleetshare.governance.snapshot import Snapshot
 from fleetshare.governance.state import CycleState
 from fleetshare.model.quantity import to_number
+from fleetshare.model.reason import PENDING_CATEGORIES
 from fleetshare.model.workload import Workload
 from fleetshare.scenario.report import team_usage
 from fleetshare.service.http_metrics import request_histogram
@@ -254,11 +259,33 @@ def _lease_gauges(plane: ControlPlane) -> Iterator[Metric]:
 
 
 def _workload_gauges(view: View) -> Iterator[Metric]:
+    teams = [t.name for t in view.engine.policy.teams]
     yield from workload_gauges(
-        [t.name for t in view.engine.policy.teams],
+        teams,
         ((w.team, name in view.waiting) for name, w in view.pending.items()),
         (entry.workload.team for entry in view.running.values()),
     )
+    yield _reason_gauge(teams, view)
+
+
+def _reason_gauge(teams: list[str], view: View) -> Metric:
+    """Inadmissible pending workloads by team and the category of their reason (every team
+    and category listed, 0 when none): summed over ``reason``, a team's
+    ``fleetshare_pending_workloads{status="inadmissible"}``."""
+    family = GaugeMetricFamily(
+        "fleetshare_pending_workloads_by_reason",
+        "Pending workloads a cycle considered and left waiting, by the category of their reason.",
+        labels=["cluster_queue", "reason"],
+    )
+    counts = Tally(
+        (workload.team, view.waiting[name].reason.category)
+        for name, workload in view.pending.items()
+        if name in view.waiting
+    )
+    for team in sorted(set(teams) | {team for team, _ in counts}):
+        for category in PENDING_CATEGORIES:
+            family.add_metric([team, category], counts.get((team, category), 0))
+    return family
 
 
 def _quota_gauges(view: View) -> Iterator[Metric]:

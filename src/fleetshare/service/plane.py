@@ -69,6 +69,7 @@ from fleetshare.governance.quota import compile_policy
 from fleetshare.governance.snapshot import Running
 from fleetshare.model.catalog import Catalog
 from fleetshare.model.node import Node
+from fleetshare.model.reason import PENDING_CATEGORIES, PendingReason
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import Policy, load_policy
 from fleetshare.scenario.loader import Scenario, ScenarioError, build_workload
@@ -152,6 +153,15 @@ _ROW_UPDATE = (
     )
 )
 """One UPDATE for every workload row a step touched (executed with many parameter sets)."""
+
+
+def pending_reason(details: Mapping[str, Any]) -> PendingReason:
+    """The reason a ``pending`` event's details log, with its category (``unknown`` for an
+    event logged before reasons had categories)."""
+    category = details.get("category")
+    if category not in PENDING_CATEGORIES:
+        return PendingReason(str(details["reason"]), "unknown")
+    return PendingReason(str(details["reason"]), category)
 
 
 class LeaseLost(Exception):
@@ -856,7 +866,8 @@ class ControlPlane:
                 .order_by(e.c.id)
             ):
                 if r.workload in f.pending:  # else admitted or gone since
-                    f.reasons[r.workload] = Waiting(r.details["reason"], r.details["position"])
+                    reason = pending_reason(r.details)
+                    f.reasons[r.workload] = Waiting(reason, r.details["position"])
                     changed_any = True
             # every event up to top is committed (ids in commit order): the next refresh
             # starts after it, not after the last ``pending`` event (with none for a while,
@@ -951,7 +962,7 @@ class ControlPlane:
                 touched[row["name"]] = row
                 event(at, "finish", data["workload"], row["team"], {})
             elif kind == "pending":
-                details = {"reason": data["reason"], "position": data["position"]}
+                details = {k: data[k] for k in ("reason", "category", "position")}
                 event(at, "pending", data["workload"], data["team"], details)
             elif kind == "node-join":
                 name = data["node"]
