@@ -477,9 +477,25 @@ index takes 2.5 ms. The store's working set is small and cached (the value commo
 SSDs and cached data)."""
 
 
+IDLE_IN_TRANSACTION_SECONDS = 10.0
+"""PostgreSQL: the server ends a session of the store's that has sat this long inside a
+transaction without a statement (``idle_in_transaction_session_timeout``), rolling it back.
+Writers are serialized by a lock each write transaction holds to its end, so a process
+stopped inside one (SIGSTOP, a debugger, a VM paused) would otherwise hold every writer of
+every replica up until it goes on: the standby could not even take the lease over. The store
+never waits this long between two statements of a transaction (its longest gap is Python work
+on a few hundred rows); when the stopped process goes on, its session is gone and its next
+statement fails (a loop process then stops, and is started again). SQLite has no such limit: a
+process stopped inside a write holds the file's writers up until it continues (``flock``,
+and SQLite's own lock, cannot be taken from a live process), one more reason replicas use
+PostgreSQL."""
+
+
 def _postgresql_connect(dbapi_connection: Any, _record: Any) -> None:
+    idle = round(IDLE_IN_TRANSACTION_SECONDS * 1000)
     with dbapi_connection.cursor() as cursor:
         cursor.execute(f"SET random_page_cost = {RANDOM_PAGE_COST}")
+        cursor.execute(f"SET idle_in_transaction_session_timeout = {idle}")
     dbapi_connection.commit()
 
 
