@@ -296,10 +296,11 @@ class ControlPlane:
 
     @property
     def leader(self) -> bool:
-        """True on the replica that runs the loop (in ``api`` mode: in its loop process)."""
+        """True on the replica that holds the lease and runs the loop with it, not failed (in
+        ``api`` mode: its loop process, as it last reported)."""
         if self.mode == "api":
             return self.loop_process_leads and self.failed is None
-        return self.loop is not None and self.failed is None
+        return self.lease_held and self.loop is not None and self.failed is None
 
     def role(self) -> str:
         """``leader``, or ``follower (leader: HOLDER)``."""
