@@ -307,7 +307,7 @@ def wait_admitted(store: Any, expected: int, timeout: float = 600) -> float:
     w = tables.workloads
     started = time.perf_counter()
     while time.perf_counter() - started < timeout:
-        with store.read() as conn:
+        with store.read("workloads-read") as conn:
             done = conn.execute(
                 select(func.count()).select_from(w).where(w.c.state == "admitted")
             ).scalar_one()
@@ -387,7 +387,7 @@ def run_one(db: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         time.sleep(3)
         after = reconcile_totals(client)
         w = tables.workloads
-        with store.read() as conn:
+        with store.read("workloads-read") as conn:
             rows = conn.execute(
                 select(w.c.submitted_at, w.c.first_admitted_at, w.c.state).where(
                     w.c.name.like("burst%"), w.c.submitted_at >= started - 1

@@ -1,6 +1,7 @@
 """A real Prometheus (Debian's package) on loopback for the live scaler's tests: it scrapes,
 every second, a tiny exporter serving ``chat_requests_total``, a counter whose rate the test
-sets (:class:`Counter`)."""
+sets (:class:`Counter`), and any other target a test names (a real ``fleetshare serve``'s
+``/metrics``, with its token)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -49,9 +51,27 @@ def binary() -> str | None:
     return shutil.which("prometheus")
 
 
+@dataclass(frozen=True)
+class Target:
+    """Another scrape target: ``address`` (host:port) as job ``job``, with a bearer token."""
+
+    job: str
+    address: str
+    token: str | None = None
+
+
+def _scrape_config(target: Target) -> str:
+    auth = f"    authorization: {{credentials: '{target.token}'}}\n" if target.token else ""
+    return (
+        f"  - job_name: {target.job}\n{auth}"
+        f"    static_configs: [{{targets: ['{target.address}']}}]\n"
+    )
+
+
 @contextmanager
-def running(workdir: Path) -> Iterator[tuple[str, Counter]]:
-    """Prometheus' address and the counter it scrapes, until the block ends."""
+def running(workdir: Path, targets: Sequence[Target] = ()) -> Iterator[tuple[str, Counter]]:
+    """Prometheus' address and the counter it scrapes, until the block ends; it scrapes
+    ``targets`` too, every second."""
     path = binary()
     assert path is not None, SKIPPED
     counter = Counter()
@@ -79,6 +99,7 @@ def running(workdir: Path) -> Iterator[tuple[str, Counter]]:
         "scrape_configs:\n"
         "  - job_name: chat\n"
         f"    static_configs: [{{targets: ['127.0.0.1:{exporter.server_address[1]}']}}]\n"
+        + "".join(_scrape_config(t) for t in targets)
     )
     log_path = workdir / "prometheus.log"
     with log_path.open("w") as log:

@@ -120,6 +120,18 @@ def wait_for(predicate: Any, timeout: float = 10.0, interval: float = 0.02) -> A
         time.sleep(interval)
 
 
+def sample_value(text: str, name: str, **labels: str) -> float:
+    """The value of the first sample ``name`` with (at least) ``labels`` in Prometheus text (0
+    when absent)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                return float(sample.value)
+    return 0.0
+
+
 GPU_JOB: dict[str, Any] = {"pods": 1, "requests": {"nvidia.com/gpu": 1, "cpu": 4, "memory": "16Gi"}}
 
 

@@ -22,7 +22,14 @@ from sqlalchemy import select
 from fleetshare.service import store as tables
 from fleetshare.service.auth import TOKEN_CACHE_SECONDS, create_token, revoke_token
 from fleetshare.service.store import Store
-from tests.service_helpers import Server, config_file_listing, job, start_server, wait_for
+from tests.service_helpers import (
+    Server,
+    config_file_listing,
+    job,
+    sample_value,
+    start_server,
+    wait_for,
+)
 
 NOTHING = "http://127.0.0.1:9"
 """The one Prometheus server the tests' config lists: nothing answers there (services keep
@@ -205,7 +212,7 @@ def test_a_revoked_token_is_refused(server: Server) -> None:
             assert time.monotonic() < deadline, "the revoked token is still accepted"
             time.sleep(0.05)
         assert client.get("/api/v1/nodes").status_code == 401
-    with store.read() as conn:
+    with store.read("workloads-read") as conn:
         hashes = conn.execute(select(tables.api_tokens.c.token_hash)).scalars().all()
     assert token not in hashes and all(len(h) == 64 for h in hashes)  # sha256, never the token
     store.close()
@@ -374,6 +381,7 @@ def test_borrowing_explain_and_cancel(team_a: httpx.Client) -> None:
     assert explained["state"] == "pending" and explained["queue_position"] == 1
     assert "borrow limit for nvidia.com/gpu" in explained["reason"]
     assert "limit 1" in explained["reason"]
+    assert explained["category"] == "quota"  # as fleetshare_pending_workloads_by_reason counts it
     cancelled = team_a.delete("/api/v1/workloads/w0")
     assert cancelled.status_code == 200 and cancelled.json()["state"] == "cancelled"
     wait_for(lambda: admitted(team_a, "w3"))
@@ -506,7 +514,7 @@ def test_policy_change_is_admin_only_and_audited(server: Server, admin: httpx.Cl
     assert response.status_code == 200, response.text
     assert response.json()["version"] == policy["version"] + 1
     store = Store(server.db)
-    with store.read() as conn:
+    with store.read("workloads-read") as conn:
         audit = conn.execute(
             select(tables.audit_log).order_by(tables.audit_log.c.id.desc()).limit(1)
         ).one()
@@ -628,7 +636,7 @@ def test_node_pools_read_by_all_set_by_admins(
         assert pool["limits"] == {"nodes": 2, "cpu": 64}
         assert team_a.get("/api/v1/nodepools").json() == out
         store = Store(server.db)
-        with store.read() as conn:
+        with store.read("workloads-read") as conn:
             audit = conn.execute(
                 select(tables.audit_log).order_by(tables.audit_log.c.id.desc()).limit(1)
             ).one()
@@ -725,38 +733,31 @@ def test_the_server_fetches_no_address_a_team_chose(team_a: httpx.Client) -> Non
     assert team_a.delete("/api/v1/services/by-address").status_code == 200
 
 
-def _count(text: str, name: str, **labels: str) -> float:
-    """The value of one sample in Prometheus text (0 when absent)."""
-    from prometheus_client.parser import text_string_to_metric_families
-
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                return float(sample.value)
-    return 0.0
-
-
 def test_metrics_time_requests_by_route_and_describe_the_process(admin: httpx.Client) -> None:
     """Issue 28 item 6: request latency and errors per route template (a made-up path adds
     no series), the hot path's submissions included, and the process and build."""
     before = admin.get("/metrics").text
     route = {"method": "GET", "route": "/api/v1/workloads/{name}"}
-    n200 = _count(before, "fleetshare_http_request_duration_seconds_count", code="200", **route)
-    n404 = _count(before, "fleetshare_http_request_duration_seconds_count", code="404", **route)
+    n200 = sample_value(
+        before, "fleetshare_http_request_duration_seconds_count", code="200", **route
+    )
+    n404 = sample_value(
+        before, "fleetshare_http_request_duration_seconds_count", code="404", **route
+    )
     name = admin.post("/api/v1/workloads", json=job("timed", "team-a")).json()["name"]
     assert admin.get(f"/api/v1/workloads/{name}").status_code == 200
     assert admin.get("/api/v1/workloads/no-such-workload").status_code == 404
     assert admin.get("/api/v1/made-up/path-1").status_code == 404
     text = admin.get("/metrics").text
     count = "fleetshare_http_request_duration_seconds_count"
-    assert _count(text, count, code="200", **route) == n200 + 1
-    assert _count(text, count, code="404", **route) == n404 + 1
+    assert sample_value(text, count, code="200", **route) == n200 + 1
+    assert sample_value(text, count, code="404", **route) == n404 + 1
     posted = {"method": "POST", "route": "/api/v1/workloads", "code": "201"}
-    assert _count(text, count, **posted) >= 1
-    assert _count(text, count, method="GET", route="unmatched", code="404") >= 1
+    assert sample_value(text, count, **posted) >= 1
+    assert sample_value(text, count, method="GET", route="unmatched", code="404") >= 1
     assert "made-up" not in text
-    assert _count(text, "process_resident_memory_bytes") > 0
-    assert _count(text, "fleetshare_build_info", version=fleetshare_version()) == 1
+    assert sample_value(text, "process_resident_memory_bytes") > 0
+    assert sample_value(text, "fleetshare_build_info", version=fleetshare_version()) == 1
 
 
 def fleetshare_version() -> str:

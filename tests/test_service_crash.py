@@ -25,7 +25,7 @@ LOAD = Path(__file__).with_name("service_load.py")
 
 
 def _rows(store: Store) -> dict[str, Any]:
-    with store.read() as conn:
+    with store.read("workloads-read") as conn:
         return {r.name: r for r in conn.execute(select(tables.workloads))}
 
 
@@ -33,7 +33,7 @@ def _check_invariants(store: Store) -> None:
     """No node holds more than it has; no workload admitted twice in a row in the event log;
     pending rows hold no assignment (finished and cancelled ones keep where they ran)."""
     rows = _rows(store)
-    with store.read() as conn:
+    with store.read("workloads-read") as conn:
         nodes = {
             r.name: r.allocatable
             for r in conn.execute(select(tables.nodes).where(tables.nodes.c.left_at.is_(None)))

@@ -229,7 +229,7 @@ def test_a_batch_commits_new_names_in_submission_order_and_refuses_taken_ones(
         "Conflict",
     ]
     w, e = store_tables.workloads, store_tables.events
-    with any_store.read() as conn:
+    with any_store.read("workloads-read") as conn:
         rows = conn.execute(
             select(w.c.id, w.c.name, w.c.submitted_at, w.c.spec).order_by(w.c.id)
         ).all()

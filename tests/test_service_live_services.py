@@ -296,7 +296,7 @@ def test_a_follower_registers_and_deletes_and_the_leader_scales(tmp_path: Path) 
     leader.tick(now + 2)
     assert "chat" not in leader.services
     w = tables.workloads
-    with leader_plane.store.read() as conn:
+    with leader_plane.store.read("workloads-read") as conn:
         states = dict(
             conn.execute(select(w.c.name, w.c.state).where(w.c.name.like("chat-%"))).all()
         )

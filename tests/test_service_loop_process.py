@@ -12,7 +12,7 @@ import pytest
 
 from fleetshare.service.auth import create_token
 from fleetshare.service.store import Store
-from tests.service_helpers import Server, job, start_server, wait_for
+from tests.service_helpers import Server, job, sample_value, start_server, wait_for
 from tests.test_service_crash import _check_invariants, _rows, _usage_is_the_sum
 
 
@@ -61,10 +61,18 @@ def test_the_loop_process_admits_is_restarted_and_dies_with_the_server(tmp_path:
             assert client.post("/api/v1/workloads", json=job("first", "team-a")).is_success
             wait_for(lambda: client.get("/api/v1/workloads/first").json()["state"] == "admitted")
             _usage_is_the_sum(client, store)
-            # the loop's counters reach the parent's /metrics within its next report
+            # the loop's counters reach the parent's /metrics within its next report, merged
+            # with the parent's own: its store's operations beside the loop process's
             admitted = 'fleetshare_admitted_workloads_total{cluster_queue="team-a"} 1.0'
             wait_for(lambda: admitted in client.get("/metrics").text)
-            assert "fleetshare_leader 1.0" in client.get("/metrics").text
+            text = client.get("/metrics").text
+            assert "fleetshare_leader 1.0" in text and "fleetshare_lease_held 1.0" in text
+            ops = "fleetshare_store_operation_duration_seconds_count"
+            assert sample_value(text, ops, operation="submit") >= 1  # the API process's
+            assert sample_value(text, ops, operation="loop-write") >= 1  # the loop process's
+            assert sample_value(text, ops, operation="take-over") == 1
+            lease = "fleetshare_lease_transitions_total"
+            assert sample_value(text, lease, to="acquired") == 1
 
             # kill -9 the loop process: the API still takes work, and a new loop process
             # admits it without admitting anything twice
@@ -87,6 +95,23 @@ def test_the_loop_process_admits_is_restarted_and_dies_with_the_server(tmp_path:
             rows = _rows(store)
             assert rows["first"].state == "admitted"
             assert rows["first"].first_admitted_at == rows["first"].admitted_at  # not readmitted
+
+            # the killed loop process's counts carry over into its successor's: "first" and
+            # meanwhile-0 for team-a, meanwhile-1 and -2 for team-b; two take-overs, each
+            # acquiring the lease (the dead holder recognised), none lost
+            def counted() -> bool:
+                text = client.get("/metrics").text
+                admitted = "fleetshare_admitted_workloads_total"
+                return (
+                    sample_value(text, admitted, cluster_queue="team-a") == 2
+                    and sample_value(text, admitted, cluster_queue="team-b") == 2
+                )
+
+            wait_for(counted)
+            text = client.get("/metrics").text
+            assert sample_value(text, ops, operation="take-over") == 2
+            assert sample_value(text, lease, to="acquired") == 2
+            assert sample_value(text, lease, to="lost") == 0
             _check_invariants(store)
             _usage_is_the_sum(client, store)
         # stopping the server stops its loop process

@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from fleetshare.autoscaling.nodepool import NodePool, PoolSet
 from fleetshare.model.catalog import load_catalog
+from fleetshare.model.reason import PENDING_CATEGORIES
 from fleetshare.scenario.loader import ScenarioError, load_scenario_data
 from fleetshare.scenario.schema import WorkloadSpec
 from fleetshare.service import nodepools
@@ -156,6 +157,62 @@ def test_borrowed_and_admission_wait(tmp_path: Path) -> None:
     bucket = "fleetshare_admission_wait_time_seconds_bucket"
     assert value(found, bucket, cluster_queue="team-a", le="60.0") == 2  # admitted at once
     assert value(found, bucket, cluster_queue="team-a", le="+Inf") == 2
+
+
+def test_pending_workloads_by_the_category_of_their_reason(tmp_path: Path) -> None:
+    """Issue 28 item 6: one pending workload per kind of reason, each counted under its
+    category, on the leader and on a follower that reads them from the event log. Two nodes
+    of one GPU and 32 CPUs; team-a (quota one node, may borrow as much) runs a1 and a2 (a2
+    borrows team-b's idle GPU); a3 is over quota and borrowing limit (``quota``); a4 asks 64
+    CPUs, more than any node has (``too-large``); b1 selects a zone no node is in
+    (``no-node``); team-c is stopped (``refused``)."""
+    config = {
+        **CONFIG,
+        "policy": {
+            **CONFIG["policy"],
+            "teams": [
+                *CONFIG["policy"]["teams"],
+                {"name": "team-c", "quota": [], "stop_policy": "Hold"},
+            ],
+        },
+    }
+    plane = plane_for(tmp_path, config)
+    metrics = ServiceMetrics(plane)
+    submit(plane, "a1", "team-a")
+    submit(plane, "a2", "team-a")
+    plane.step()
+    submit(plane, "a3", "team-a")
+    submit(plane, "a4", "team-a", requests={"nvidia.com/gpu": 1, "cpu": 64})
+    submit(plane, "b1", "team-b", node_selector={"topology.kubernetes.io/zone": "z9"})
+    submit(plane, "c1", "team-c")
+    plane.step()
+    expected = {
+        ("team-a", "quota"): 1,
+        ("team-a", "too-large"): 1,
+        ("team-b", "no-node"): 1,
+        ("team-c", "refused"): 1,
+    }
+    follower = ControlPlane(plane.config, Store(plane.store.url), mode="api")
+    try:
+        for replica in (plane, follower):
+            found = samples(ServiceMetrics(replica) if replica is follower else metrics)
+            for team in ("team-a", "team-b", "team-c"):
+                for category in PENDING_CATEGORIES:
+                    count = value(
+                        found,
+                        "fleetshare_pending_workloads_by_reason",
+                        cluster_queue=team,
+                        reason=category,
+                    )
+                    assert count == expected.get((team, category), 0), (replica.mode, team)
+                inadmissible = value(
+                    found, "fleetshare_pending_workloads", cluster_queue=team, status="inadmissible"
+                )
+                assert inadmissible == sum(n for (t, _), n in expected.items() if t == team)
+        waiting = plane.current_view().waiting
+        assert waiting["a3"].reason.category == "quota" and "borrow" in waiting["a3"].reason
+    finally:
+        follower.close()
 
 
 def _admissions(running: Any) -> dict[str, tuple[float, Any]]:
@@ -301,7 +358,7 @@ def test_restart_takes_back_autoscaled_nodes_and_their_work(tmp_path: Path) -> N
     third = plane_for(tmp_path, without_pools)
     assert not third.backend.nodes
     assert set(third.backend.pending) == {"train", "train-2"}  # requeued: node-removed
-    with third.store.read() as conn:
+    with third.store.read("workloads-read") as conn:
         rows = conn.execute(
             select(tables.nodes.c.name, tables.nodes.c.leave_reason).where(
                 tables.nodes.c.name == node
@@ -321,7 +378,7 @@ def _pools(*specs: dict[str, Any]) -> list[NodePool]:
 
 
 def _audit(plane: ControlPlane) -> list[tuple[str, str, Any]]:
-    with plane.store.read() as conn:
+    with plane.store.read("workloads-read") as conn:
         rows = conn.execute(select(tables.audit_log).order_by(tables.audit_log.c.id)).all()
     return [(r.action, r.actor, r.details) for r in rows]
 
@@ -394,7 +451,7 @@ def test_a_cordoned_node_takes_no_new_work_and_stays_cordoned(tmp_path: Path) ->
     assert len(again.view.running) == 2 and not again.view.pending
     actions = [a for a, _, _ in _audit(again) if a.startswith("node-")]
     assert actions == ["node-cordon", "node-uncordon"]
-    with again.store.read() as conn:
+    with again.store.read("workloads-read") as conn:
         kinds = conn.execute(
             select(tables.events.c.kind, tables.events.c.details).where(
                 tables.events.c.kind.in_(["cordon", "uncordon"])
@@ -421,7 +478,7 @@ def test_a_drain_requeues_the_work_even_across_a_crash(tmp_path: Path) -> None:
     again.step()
     other = again.view.running["a1"].assignment.placement[0][0][0]
     assert other != node
-    with again.store.read() as conn:
+    with again.store.read("workloads-read") as conn:
         row = conn.execute(
             select(tables.workloads.c.preemptions).where(tables.workloads.c.name == "a1")
         ).one()

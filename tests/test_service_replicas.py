@@ -20,7 +20,7 @@ from fleetshare.scenario.loader import load_scenario_data
 from fleetshare.scenario.schema import WorkloadSpec
 from fleetshare.service import store as tables
 from fleetshare.service.auth import create_token
-from fleetshare.service.lease import certainly_dead, local_identity
+from fleetshare.service.lease import Lease, certainly_dead, local_identity
 from fleetshare.service.plane import ControlPlane, LeaseLost
 from fleetshare.service.store import Store, engine_url
 from tests.postgres import PostgresServer
@@ -186,6 +186,40 @@ def test_a_dead_local_holder_is_recognised() -> None:
     assert not certainly_dead(f"{mine}/abcd")  # this process: alive
     assert not certainly_dead(f"other-host/{boot}/{pidns}/{dead.pid}/abcd")
     assert not certainly_dead("garbage")
+
+
+def test_lease_transitions_are_counted_where_they_are_decided(tmp_path: Path) -> None:
+    """Two replicas' leases on one store, by hand (a TTL of -1 s: a lease is expired as soon
+    as it is taken, so nothing waits): the first acquires; the second takes the expired lease over
+    (acquired); the first's renewal finds it gone (lost); the second gives it up (released);
+    an attempt that finds another live holder, and a renewal of a lease still held, change
+    nothing."""
+    store = Store(f"sqlite:///{tmp_path / 'fs.db'}")
+    store.create()
+    first, second = Lease(store, ttl=-1.0), Lease(store, ttl=-1.0)
+    try:
+
+        def counts(lease: Lease) -> dict[str, float]:
+            return {
+                s.labels["to"]: s.value
+                for family in lease.transitions.collect()
+                for s in family.samples
+                if s.name.endswith("_total")
+            }
+
+        assert first.try_acquire() and first.renew()
+        assert second.try_acquire()  # expired at once: taken over
+        assert not first.renew()
+        assert not first.renew()  # not held: nothing more to lose
+        second.release()
+        assert counts(first) == {"acquired": 1, "lost": 1, "released": 0}
+        assert counts(second) == {"acquired": 1, "lost": 0, "released": 1}
+        live = Lease(store, ttl=60.0)
+        assert live.try_acquire() and not first.try_acquire()  # a live holder: no change
+        assert counts(first) == {"acquired": 1, "lost": 1, "released": 0}
+        assert counts(live) == {"acquired": 1, "lost": 0, "released": 0}
+    finally:
+        store.close()
 
 
 def _health(server: Server) -> dict[str, Any]:

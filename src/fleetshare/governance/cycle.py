@@ -53,6 +53,7 @@ from fleetshare.governance.snapshot import (
 )
 from fleetshare.governance.starvation import StarvationGuard, held_message
 from fleetshare.governance.state import Admitted
+from fleetshare.model.reason import PendingReason, joined
 from fleetshare.model.workload import Workload
 from fleetshare.placement.fit import NoFit, PlacementPlan
 from fleetshare.policy.schema import Policy, PreemptTeamTasks, StopPolicy
@@ -77,7 +78,7 @@ class Carry:
     preempted_by: Mapping[str, frozenset[str]]
     admitted: dict[str, Assignment]
     failed_own: dict[OwnSearch, tuple[int, frozenset[FR]]]
-    failed: dict[int, tuple[str, list[Option]]]
+    failed: dict[int, tuple[PendingReason, list[Option]]]
     """Shapes that failed in the final state, every option needing to borrow (so their
     searches are among their own team's work only): the reason and the options then."""
     prefixes: dict[int, tuple[str, tuple[object, ...]]]
@@ -110,7 +111,7 @@ class Cycle:
         self._failed_own: dict[OwnSearch, tuple[int, frozenset[FR]]] = {}
         prefixes: dict[int, tuple[object, tuple[object, ...], str]] = {}
         carry, cache.carry = cache.carry, None
-        self._carried: dict[int, tuple[str, list[Option]]] = {}
+        self._carried: dict[int, tuple[PendingReason, list[Option]]] = {}
         if (
             shortcuts
             and carry is not None
@@ -130,18 +131,18 @@ class Cycle:
         """Options are tried on paper only (partial admission's search): nothing admitted."""
         self._whole: dict[int, Workload] = {}
         """A workload with fewer pods being tried (by ``id``) -> the workload itself."""
-        self._held: str | None = None
+        self._held: PendingReason | None = None
         self._keeping = False
         self._ahead = FailedAhead(model)
         """Quota is kept from the workload being attempted (:meth:`_kept_for`): its failure
         says nothing about the rest of its shape."""
         """Why the workload being attempted is held back (starvation guard), if it is."""
-        self._explicit: dict[str, tuple[Workload, str]] = {}
+        self._explicit: dict[str, tuple[Workload, PendingReason]] = {}
+        """Workloads left pending one by one, with their reasons."""
         self._searched_at: dict[str, int] = {}
         """Workloads whose reason a search gave (it depends on the state), with the cycle's
         state changes (:meth:`_changes`) when it was given: :meth:`_refresh_reasons`."""
-        """Workloads left pending one by one, with their reasons."""
-        self._known: dict[str, tuple[Workload, str]] = {}
+        self._known: dict[str, tuple[Workload, PendingReason]] = {}
         index = self.index = cache.pending
         index.update(model, snapshot.pending)
         self._of = index.of
@@ -234,7 +235,7 @@ class Cycle:
             forgets = failed_preemption.forgets
             deferred = self._ahead.deferral(wl, self.keys)
             if deferred is not None:
-                self._pend(wl, deferred)
+                self._pend(wl, PendingReason(deferred, "queued"))
                 order.failed(wl, reserved=False)
                 continue
             kept = self._kept_for(wl)
@@ -247,8 +248,8 @@ class Cycle:
                 self._searched_at[wl.name] = -1  # given again at the end: see there
                 keepers = ", ".join(sorted({team for team, _ in kept}))
                 reason = self._explicit[wl.name][1]
-                self._pend(wl, f"{reason} (counting as in use the quota {keepers} keeps for "
-                           "its own pending work within quota)")  # fmt: skip
+                self._pend(wl, reason.wrapped(f"{reason} (counting as in use the quota "
+                           f"{keepers} keeps for its own pending work within quota)"))  # fmt: skip
             if len(result.admissions) == admitted:
                 order.failed(wl, reserved=failures.version != version)
                 self._ahead.failed(wl, self.keys.prefix(wl)[0] == 0)
@@ -313,8 +314,11 @@ class Cycle:
         if head is not None:
             self._pend(
                 wl,
-                f"waits behind {head}: {wl.team} queues StrictFIFO and {head}, ahead in its "
-                "queue, cannot be admitted yet",
+                PendingReason(
+                    f"waits behind {head}: {wl.team} queues StrictFIFO and {head}, ahead in its "
+                    "queue, cannot be admitted yet",
+                    "queued",
+                ),
             )
             return
         self._options = []
@@ -324,17 +328,17 @@ class Cycle:
         if wl.name in self._explicit and held:
             self._blocked[wl.team] = wl.name
 
-    def _pend(self, wl: Workload, reason: str) -> None:
+    def _pend(self, wl: Workload, reason: PendingReason) -> None:
         self._explicit[wl.name] = (wl, reason)
 
     def _attempt(self, wl: Workload) -> None:
         rules = self.model.teams.get(wl.team)
         if rules is None:
-            self._pend(wl, f"team {wl.team!r} has no quota policy")
+            self._pend(wl, PendingReason(f"team {wl.team!r} has no quota policy", "refused"))
             return
         refusal = rules.refusal(wl, self.snapshot.namespaces)
         if refusal is not None:
-            self._pend(wl, refusal)
+            self._pend(wl, PendingReason(refusal, "refused"))
             return
         flavors, split = self.flavors.admits(wl)
         if not flavors and (split is None or not all(split)):
@@ -355,11 +359,11 @@ class Cycle:
         rules: TeamRules,
         flavors: tuple[str, ...],
         split: tuple[tuple[str, ...], ...] | None,
-    ) -> tuple[str | None, list[Option]]:
+    ) -> tuple[PendingReason | None, list[Option]]:
         """Try ``wl``'s options: placement within quota, borrowing, preemption (admitting it,
         or, probing, only finding that it would be). None and the options when it was; else
         why not."""
-        problems: list[str] = []
+        problems: list[PendingReason] = []
         options: list[Option] = []
         placed: set[int] = set()
         """Options whose placement was tried already (by index)."""
@@ -384,7 +388,7 @@ class Cycle:
             ):
                 preempted.add(index)
                 if option.problem:
-                    problems.append(option.problem)
+                    problems.append(PendingReason(option.problem, "quota"))
                 if self.guard.held_by(wl, option) is None and self._try_preemption(wl, option):
                     return None, options
         if split is not None:  # pod sets admitted by different flavors: Kueue's assignment
@@ -404,15 +408,17 @@ class Cycle:
             if index in preempted:
                 continue
             if option.problem:
-                problems.append(option.problem)
+                problems.append(PendingReason(option.problem, "quota"))
             if self.guard.held_by(wl, option) is None and self._try_preemption(wl, option):
                 return None, options
         if self._held is None and options:
             # quota is checked before the nodes: say first when no node could ever hold a pod
             larger = [self.state.fit.larger_than_every_node(o.flavors, wl.podsets) for o in options]
             if all(larger) and not any(str(larger[0]) in p for p in problems):
-                problems.insert(0, str(larger[0]))
-        return self._held or "; ".join(dict.fromkeys(problems)) or "does not fit", options
+                problems.insert(0, PendingReason(str(larger[0]), "too-large"))
+        if self._held is not None:
+            return self._held, options
+        return joined(problems) if problems else PendingReason("does not fit", "capacity"), options
 
     def _partially(self, wl: Workload, rules: TeamRules) -> bool:
         """Partial admission (``partial.py``): when ``wl`` does not fit whole and a pod set may
@@ -445,16 +451,18 @@ class Cycle:
         finally:
             self.flavors.forget(shape.uid for shape in shapes.values())
 
-    def _try_place(self, wl: Workload, option: Option, problems: list[str]) -> bool:
+    def _try_place(self, wl: Workload, option: Option, problems: list[PendingReason]) -> bool:
         """Admit if the pods fit and no starving workload holds this one back."""
         held = self.guard.held_by(wl, option)
         if held is not None:  # quota would allow it: the reservation is what stops it
             if self._held is None:
-                self._held = held_message(held, option.usage, self.snapshot.now, wl.team)
+                message = held_message(held, option.usage, self.snapshot.now, wl.team)
+                self._held = PendingReason(message, "held-back")
             return False
         plan = self.state.fit.place(option.flavors, wl.podsets)
         if isinstance(plan, NoFit):
-            problems.append(plan.message + self._overcommitted_note(wl, option))
+            message = plan.message + self._overcommitted_note(wl, option)
+            problems.append(PendingReason(message, "capacity"))
             return False
         if not self._probing:
             self._admit(wl, option, plan)
@@ -673,7 +681,7 @@ class Cycle:
             return lowest[team] >= priority
 
         kept = {key: v for key, v in self._failed_own.items() if same_candidates(*key[:2])}
-        failed: dict[int, tuple[str, list[Option]]] = {}
+        failed: dict[int, tuple[PendingReason, list[Option]]] = {}
         if not self.guard.reservations and not self.policy.cluster.fair_share:
             version = self.failures.version
             for uid, failure in self.failures.by_shape.items():
@@ -718,18 +726,18 @@ class Cycle:
         final = self._changes()
         if not final and all(at >= 0 for at in self._searched_at.values()):
             return
-        fresh: dict[tuple[int, str], str] = {}
+        fresh: dict[tuple[int, str], PendingReason] = {}
 
-        def again(wl: Workload, reason: str, kept: bool = False) -> str:
+        def again(wl: Workload, reason: PendingReason, kept: bool = False) -> PendingReason:
             key = (self._of[id(wl)][0].uid, reason)
             found = fresh.get(key)
             if found is None:
                 now = self._explain(wl, reason)
-                if now is None:
-                    now = (
-                        reason
-                        if kept
-                        else (f"{reason} (when it was tried; room was freed later in the cycle)")
+                if now is None and kept:
+                    now = reason
+                elif now is None:
+                    now = reason.wrapped(
+                        f"{reason} (when it was tried; room was freed later in the cycle)"
                     )
                 found = fresh[key] = now
             return found
@@ -743,7 +751,7 @@ class Cycle:
             for group in self.order.groups:
                 group.reason = again(group.wls[group.start], group.reason)
 
-    def _explain(self, wl: Workload, reason: str) -> str | None:
+    def _explain(self, wl: Workload, reason: PendingReason) -> PendingReason | None:
         """Why ``wl`` does not fit now, found as :meth:`_attempt` finds it, on paper; None if
         it would; ``reason`` when it is not the search's (no team, refused, no flavor)."""
         rules = self.model.teams.get(wl.team)
@@ -783,7 +791,7 @@ class Cycle:
         last_explicit, last_bulk = index.last_explicit, index.last_bulk
         explicit = self._explicit
 
-        def differs(name: str, wl: Workload, reason: str) -> bool:
+        def differs(name: str, wl: Workload, reason: PendingReason) -> bool:
             before = last_explicit.get(name)
             if before is None:
                 for was, members in last_bulk.get(self._of[id(wl)][0].uid, {}).items():
@@ -795,7 +803,7 @@ class Cycle:
         changed: list[str] = []
         known = self._known
         by_name = index.by_name
-        bulk_now: dict[int, dict[str, set[str]]] = {}
+        bulk_now: dict[int, dict[PendingReason, set[str]]] = {}
         for segment in self.order.segments:
             if isinstance(segment, list):
                 changed += [n for n in segment if differs(n, *explicit[n])]

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from fleetshare.governance.queues import QueueKey, Shape
 from fleetshare.governance.quota import FR, QuotaModel
 from fleetshare.governance.state import CycleState, podset_usage, usage_of
+from fleetshare.model.reason import PendingReason
 from fleetshare.model.workload import PodSet, Workload
 
 WITHIN, BORROWING, SHORT = 0, 1, 2
@@ -248,27 +249,32 @@ class Flavors:
             return self.option(wl, uniform[0])
         return self._assign(wl, split)
 
-    def none_eligible(self, wl: Workload) -> str:
-        """Why no option exists."""
+    def none_eligible(self, wl: Workload) -> PendingReason:
+        """Why no option exists: the team does not cover a resource it asks (``refused``), or
+        no node admits it (``no-node``)."""
         unavailable = self._model.teams[wl.team].unavailable(wl)
         if unavailable is not None:
-            return unavailable
+            return PendingReason(unavailable, "refused")
         if not self._state.flavors_with_nodes:
-            return "no Ready, schedulable nodes in the cluster"
+            return PendingReason("no Ready, schedulable nodes in the cluster", "no-node")
         for ps in wl.podsets:  # a topology request no flavor with nodes for it can take
             with_nodes = [f for f in self._candidates(wl) if len(self._state.fit.eligible(f, ps))]
             refusals = [self._model.topology_refusal(f, ps) for f in with_nodes]
             if with_nodes and all(refusals):
-                return f"pod set {ps.name!r}: " + "; ".join(r for r in refusals if r)
+                message = f"pod set {ps.name!r}: " + "; ".join(r for r in refusals if r)
+                return PendingReason(message, "no-node")
         split = self.split(wl)
         if split is not None:
             for ps, flavors in zip(wl.podsets, split, strict=True):
                 if not flavors:
                     wanted = f" matching {dict(ps.node_selector)}" if ps.node_selector else ""
-                    return (
+                    return PendingReason(
                         f"no Ready, schedulable node{wanted} admits pod set {ps.name!r} "
-                        "(labels, affinity, taints)"
+                        "(labels, affinity, taints)",
+                        "no-node",
                     )
         selectors = {k: v for ps in wl.podsets for k, v in ps.node_selector.items()}
         wanted = f" matching {selectors}" if selectors else ""
-        return f"no Ready, schedulable node{wanted} admits every pod set (labels, taints)"
+        return PendingReason(
+            f"no Ready, schedulable node{wanted} admits every pod set (labels, taints)", "no-node"
+        )

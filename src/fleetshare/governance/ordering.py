@@ -34,6 +34,7 @@ from fleetshare.governance.queues import Group, Lane, QueueKey, ScoredLane, Shap
 from fleetshare.governance.quota import QuotaModel
 from fleetshare.governance.starvation import StarvationGuard
 from fleetshare.governance.state import CycleState
+from fleetshare.model.reason import PendingReason
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import PreemptTeamTasks
 
@@ -56,12 +57,16 @@ HeadEntry = tuple[Key, str, str, int]
 stands for that many identical entries pushed in a row."""
 
 
+NO_REASON = PendingReason("", "unknown")
+"""A cursor's reason before it is settling anything."""
+
+
 @dataclass(slots=True)
 class Failure:
     """A shape's failed attempt: at which state version, why, and with what options."""
 
     version: int
-    reason: str
+    reason: PendingReason
     workload: Workload
     options: list[Option]
 
@@ -77,7 +82,7 @@ class ShapeFailures:
         self.by_shape: dict[int, Failure] = {}
         """Per shape uid, its latest failure."""
 
-    def reason(self, shape: int) -> str | None:
+    def reason(self, shape: int) -> PendingReason | None:
         """Why the shape failed, if it did since the last state change."""
         failure = self.by_shape.get(shape)
         if failure is not None and failure.version == self.version:
@@ -198,7 +203,8 @@ class Cursor:
     end: int
     valid: bool = False
     start: int = 0
-    reason: str = ""
+    reason: PendingReason = NO_REASON
+    """Set with ``valid``."""
 
     @classmethod
     def over(cls, lane: str, prefix: Key, stretch: Stretch) -> Cursor:

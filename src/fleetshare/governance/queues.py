@@ -30,6 +30,7 @@ from typing import Protocol, TypeVar
 from fleetshare.governance.preemption_cache import Attempt
 from fleetshare.governance.quota import FR, QuotaModel
 from fleetshare.governance.snapshot import Pending
+from fleetshare.model.reason import PendingReason
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import PreemptTeamTasks
 
@@ -115,8 +116,8 @@ class PendingIndex:
         self._view: tuple[object, int] | None = None
         self.by_name: dict[str, tuple[Shape, QueueKey, Workload]] = {}
         # what the previous cycle reported, to tell which reasons changed
-        self.last_explicit: dict[str, str] = {}
-        self.last_bulk: dict[int, dict[str, set[str]]] = {}
+        self.last_explicit: dict[str, PendingReason] = {}
+        self.last_bulk: dict[int, dict[PendingReason, set[str]]] = {}
         """Per shape uid and reason: who was given that reason in bulk."""
 
     def entry(self, wl: Workload) -> tuple[Shape, QueueKey, Workload]:
@@ -468,7 +469,7 @@ class Group:
     names: list[str]
     start: int
     end: int
-    reason: str
+    reason: PendingReason
 
 
 class Ordered(Protocol):
@@ -489,12 +490,12 @@ class PendingMap(Mapping[str, Pending]):
 
     def __init__(
         self,
-        explicit: dict[str, tuple[Workload, str]],
+        explicit: dict[str, tuple[Workload, PendingReason]],
         segments: Sequence[list[str] | Ordered],
         groups: list[Group],
         team_keys: dict[str, list[list[QueueKey]]],
         admitted: dict[str, list[QueueKey]],
-        known: dict[str, tuple[Workload, str]] | None = None,
+        known: dict[str, tuple[Workload, PendingReason]] | None = None,
     ) -> None:
         self._explicit = explicit
         self._known = known or {}
@@ -525,7 +526,7 @@ class PendingMap(Mapping[str, Pending]):
         ahead -= bisect_left(self._admitted.get(wl.team, []), key)
         return ahead + 1
 
-    def _entry(self, name: str) -> tuple[Workload, str] | None:
+    def _entry(self, name: str) -> tuple[Workload, PendingReason] | None:
         """``name``'s workload and reason, before materializing (None: not pending)."""
         found = self._explicit.get(name) or self._known.get(name)
         if found is not None:
@@ -544,7 +545,7 @@ class PendingMap(Mapping[str, Pending]):
             raise KeyError(name)
         return Pending(entry[0], entry[1], self.position(entry[0]))
 
-    def reason(self, name: str) -> str | None:
+    def reason(self, name: str) -> PendingReason | None:
         """Why ``name`` waits (None: it is not pending): ``self[name].reason`` without
         computing its queue position."""
         if self._full is not None:
@@ -558,15 +559,15 @@ class PendingMap(Mapping[str, Pending]):
             return name in self._full
         return name in self._explicit or name in self._group_index()
 
-    def order(self) -> list[tuple[Workload, str]]:
+    def order(self) -> list[tuple[Workload, PendingReason]]:
         """Every pending workload with its reason, in the order the cycle met them."""
-        out: list[tuple[Workload, str]] = []
+        out: list[tuple[Workload, PendingReason]] = []
         explicit = self._explicit
         for segment in self._segments:
             if isinstance(segment, list):
                 out += [explicit[name] for name in segment]
                 continue
-            items: list[tuple[tuple[object, ...], Workload, str]] = [
+            items: list[tuple[tuple[object, ...], Workload, PendingReason]] = [
                 (key, *explicit[name]) for key, name in segment.explicit
             ]
             items += [
@@ -591,7 +592,7 @@ class PendingMap(Mapping[str, Pending]):
         return f"PendingMap({self.materialize()!r})"
 
 
-def reason_of(pending: Mapping[str, Pending], name: str) -> str | None:
+def reason_of(pending: Mapping[str, Pending], name: str) -> PendingReason | None:
     """Why ``name`` waits in a cycle's ``pending`` result (None: not pending), without its
     queue position where the result computes those on demand (:meth:`PendingMap.reason`)."""
     if isinstance(pending, PendingMap):

@@ -8,7 +8,7 @@ from typing import Literal
 
 from fleetshare.model.namespace import NamespaceLabels
 from fleetshare.model.node import Node
-from fleetshare.model.reason import Reason
+from fleetshare.model.reason import PendingReason, Reason
 from fleetshare.model.resources import Resources
 from fleetshare.model.workload import Workload
 
@@ -98,7 +98,7 @@ class Pending:
     """Why a workload still waits, and where it stands in its team's queue (1 = next)."""
 
     workload: Workload
-    reason: str
+    reason: PendingReason
     position: int
 
 

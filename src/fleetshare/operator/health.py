@@ -14,6 +14,7 @@ Served with the standard library's threading HTTP server, as prometheus-client's
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -49,11 +50,14 @@ class HealthServer:
                     self._answer(404, b"not found")
 
             def _answer(self, code: int, body: bytes, kind: str = "text/plain") -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                # a prober that gave up (its timeout passed while this process was stopped
+                # or busy) has closed the connection: nobody to answer, nothing to log
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                    self.send_response(code)
+                    self.send_header("Content-Type", kind)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
 
             def log_message(self, format: str, *args: object) -> None:
                 pass  # probes every few seconds: not worth a log line each

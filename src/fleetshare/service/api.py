@@ -23,6 +23,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
+from prometheus_client.core import Metric
 from pydantic import BaseModel, Field
 from sqlalchemy import Row, func, select
 from starlette.types import Scope
@@ -30,6 +31,7 @@ from starlette.types import Scope
 from fleetshare.governance.quota import compile_policy
 from fleetshare.inputs import InputError, parse_yaml
 from fleetshare.model.quantity import to_number
+from fleetshare.model.reason import PendingCategory
 from fleetshare.policy.reading import DEFAULT_READING, BorrowLimitReading
 from fleetshare.policy.schema import Policy, PolicyError, load_policy
 from fleetshare.scenario.report import team_usage
@@ -123,6 +125,11 @@ class Explanation(BaseModel):
     team: str
     state: str
     reason: str | None = Field(description="why it waits, with numbers (pending only)")
+    category: PendingCategory | None = Field(
+        default=None,
+        description="the kind of reason, as fleetshare_pending_workloads_by_reason counts it "
+        "(null until a cycle considered it)",
+    )
     queue_position: int | None = Field(description="1 = next in its team's queue")
     flavors: list[str]
     nodes: list[str]
@@ -359,12 +366,12 @@ def create_app(
     plane: ControlPlane,
     *,
     start_loop: bool = True,
-    loop_metrics: Callable[[], bytes] | None = None,
+    loop_metrics: Callable[[], list[Metric]] | None = None,
     on_stop: Callable[[], None] | None = None,
 ) -> FastAPI:
     """The API over ``plane``; with ``start_loop`` the loop thread runs while the app does
     (in ``api`` mode: the view's refresh). ``loop_metrics``: the loop's counters and
-    histograms when another process runs it (Prometheus text); ``on_stop`` is called when
+    histograms when another process runs it (metric families); ``on_stop`` is called when
     the app stops (the loop process is stopped)."""
     store = plane.store
     metrics = ServiceMetrics(plane, loop_metrics)
@@ -477,7 +484,7 @@ def create_app(
     @app.get("/api/v1/policy", response_model=PolicyOut, tags=["policy"])
     def get_policy(who: Annotated[Principal, Depends(reader_of_policy)]) -> PolicyOut:
         """The policy in force (admin and viewer tokens)."""
-        with store.read() as conn:
+        with store.read("policy-read") as conn:
             row = conn.execute(
                 select(tables.policy_versions).order_by(tables.policy_versions.c.id.desc()).limit(1)
             ).one()
@@ -492,7 +499,7 @@ def create_app(
         policy = _parse_policy(body, plane)
         original = None if body.format == "fleetshare" else body.policy
         version = plane.set_policy(policy, body.format, original, who)
-        with store.read() as conn:
+        with store.read("policy-read") as conn:
             row = conn.execute(
                 select(tables.policy_versions).where(tables.policy_versions.c.id == version)
             ).one()
@@ -601,7 +608,7 @@ def create_app(
         return _policy_version(version)
 
     def _policy_version(version: int) -> PolicyOut:
-        with store.read() as conn:
+        with store.read("policy-read") as conn:
             row = conn.execute(
                 select(tables.policy_versions).where(tables.policy_versions.c.id == version)
             ).one()
@@ -610,7 +617,7 @@ def create_app(
     # -- workloads -----------------------------------------------------------------------------
 
     def visible(name: str, who: Principal) -> Row[Any]:
-        with store.read() as conn:
+        with store.read("workloads-read") as conn:
             row = conn.execute(
                 select(tables.workloads).where(tables.workloads.c.name == name)
             ).first()
@@ -693,7 +700,7 @@ def create_app(
             query = query.where(w.c.team == team)
         if state is not None:
             query = query.where(w.c.state == state)
-        with store.read() as conn:
+        with store.read("workloads-read") as conn:
             rows = conn.execute(query).all()
         more = len(rows) > limit
         rows = rows[:limit]
@@ -717,15 +724,18 @@ def create_app(
     def explain(name: str, who: Who) -> Explanation:
         """Why a workload waits (the reason with numbers) and its place in its team's queue."""
         row = visible(name, who)
-        out = _workload_out(plane, row._mapping)
+        view = plane.view  # one view for the reason and its category
+        out = _workload_out(plane, row._mapping, view)
         reason = out.pending_reason
         if row.state == "pending" and reason is None:
             reason = "submitted; the control loop has not considered it yet"
+        waiting = view.waiting.get(row.name) if row.state == "pending" else None
         return Explanation(
             name=out.name,
             team=out.team,
             state=out.state,
             reason=reason,
+            category=waiting.reason.category if waiting else None,
             queue_position=out.queue_position,
             flavors=out.flavors,
             nodes=out.nodes,
@@ -789,14 +799,14 @@ def create_app(
         query = select(e).where(e.c.id > after).order_by(e.c.id).limit(limit)
         if who.team is not None:
             query = query.where(e.c.team == who.team)
-        with store.read() as conn:
+        with store.read("events-read") as conn:
             return list(conn.execute(query).all())
 
     def stream_start(who: Principal, backlog: int) -> int:
         """The id after which a stream without a position starts: the latest event, less
         ``backlog`` of those ``who`` sees."""
         e = tables.events
-        with store.read() as conn:
+        with store.read("events-read") as conn:
             latest = conn.execute(select(func.max(e.c.id))).scalar() or 0
             if not backlog:
                 return int(latest)
@@ -1133,10 +1143,13 @@ def _read_submission(body: bytes, content_type: str, policy: Policy, who: Princi
     return sub
 
 
-def _workload_out(plane: ControlPlane, row: Mapping[Any, Any]) -> WorkloadOut:
-    """A workload row (read, or as just committed) as the API shows it."""
+def _workload_out(
+    plane: ControlPlane, row: Mapping[Any, Any], view: View | None = None
+) -> WorkloadOut:
+    """A workload row (read, or as just committed) as the API shows it (its pending reason
+    from ``view``, by default the plane's latest)."""
     assignment = row["assignment"] or {"flavors": [], "placement": []}
-    waiting = plane.view.waiting.get(row["name"]) if row["state"] == "pending" else None
+    waiting = (view or plane.view).waiting.get(row["name"]) if row["state"] == "pending" else None
     spec = dict(row["spec"])
     podsets = spec.get("podsets") or [{"count": spec.get("pods", 1)}]
     return WorkloadOut(

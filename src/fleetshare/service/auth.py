@@ -85,7 +85,7 @@ def create_token(store: Store, scope: str, name: str = "") -> tuple[int, str]:
     """A new token for ``scope``: its id and the token itself (shown only now)."""
     check_scope(scope)
     token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    with store.write() as conn:
+    with store.write("token-write") as conn:
         result = conn.execute(
             api_tokens.insert().values(
                 token_hash=hash_token(token), scope=scope, name=name, created_at=time.time()
@@ -98,7 +98,7 @@ def create_token(store: Store, scope: str, name: str = "") -> tuple[int, str]:
 
 def list_tokens(store: Store) -> list[dict[str, Any]]:
     """Every token (never the secret): id, scope, name, created and revoked times."""
-    with store.read() as conn:
+    with store.read("token-read") as conn:
         rows = conn.execute(
             select(
                 api_tokens.c.id,
@@ -113,7 +113,7 @@ def list_tokens(store: Store) -> list[dict[str, Any]]:
 
 def revoke_token(store: Store, token_id: int) -> bool:
     """Revoke a token; False when there is no such (unrevoked) token."""
-    with store.write() as conn:
+    with store.write("token-write") as conn:
         result = conn.execute(
             api_tokens.update()
             .where(api_tokens.c.id == token_id, api_tokens.c.revoked_at.is_(None))
@@ -134,7 +134,7 @@ def bearer_token(authorization: str | None) -> str | None:
 
 
 def _lookup(store: Store, token_hash: str) -> Principal | None:
-    with store.read() as conn:
+    with store.read("token-read") as conn:
         row = conn.execute(
             select(api_tokens.c.id, api_tokens.c.scope).where(
                 api_tokens.c.token_hash == token_hash, api_tokens.c.revoked_at.is_(None)

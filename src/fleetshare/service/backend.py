@@ -21,7 +21,7 @@ from fleetshare.governance.queues import PendingBook, PendingView, reason_gist, 
 from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Running
 from fleetshare.model.node import Node, Taint
 from fleetshare.model.quantity import to_number
-from fleetshare.model.reason import Reason
+from fleetshare.model.reason import PendingReason, Reason
 from fleetshare.model.workload import Workload
 
 FINISH, JOIN, WAKE = 0, 1, 2
@@ -51,7 +51,7 @@ class Change:
 class Waiting:
     """Why a pending workload waits and its position in its team's queue."""
 
-    reason: str
+    reason: PendingReason
     position: int
 
 
@@ -255,6 +255,7 @@ class EmbeddedCluster:
                             "workload": name,
                             "team": pending.workload.team,
                             "reason": pending.reason,
+                            "category": pending.reason.category,
                             "position": pending.position,
                         },
                     )
@@ -271,7 +272,7 @@ class EmbeddedCluster:
     def note_pending(self, workload: str, note: str) -> None:
         waiting = self.waiting.get(workload)
         if waiting is not None and note not in waiting.reason:
-            self.waiting[workload] = Waiting(f"{waiting.reason}; {note}", waiting.position)
+            self.waiting[workload] = Waiting(waiting.reason.noted(note), waiting.position)
 
     def join_node(self, node: Node, at: float) -> None:
         self._push(at, JOIN, node)

@@ -10,6 +10,12 @@ it. Writers are serialized (``Store.write``), so a replica that lost the lease (
 than the TTL, cut off from the database) can never commit a decision after another took over:
 that is the fencing. Expiry is judged on the acquiring replica's clock: replicas' clocks must
 agree to well within the TTL (NTP).
+
+Every change of the term this replica holds is counted where it is decided, in
+``fleetshare_lease_transitions_total{to}`` (:attr:`Lease.transitions`): ``acquired`` when it
+takes the lease (a term of its own), ``lost`` when it finds the lease gone to another replica
+(a check, a renewal or an acquire attempt that sees another holder), ``released`` when it
+gives the lease up (a clean stop).
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ import secrets
 import socket
 import time
 from pathlib import Path
+from typing import Literal
 
+from prometheus_client import Counter
 from sqlalchemy import Connection, select
 
 from fleetshare.service import store as tables
@@ -28,6 +36,8 @@ from fleetshare.service.store import Store
 
 LOOP_LEASE = "control-loop"
 DEFAULT_TTL = 4.0
+Transition = Literal["acquired", "lost", "released"]
+TRANSITIONS: tuple[Transition, ...] = ("acquired", "lost", "released")
 
 
 def _read(path: str) -> str:
@@ -87,7 +97,17 @@ class Lease:
         self.ttl = ttl
         self.holder = f"{local_identity()}/{secrets.token_hex(4)}"
         self.term: int | None = None
-        """The term we hold, or None."""
+        """The term we hold, or None (set through :meth:`_hold`)."""
+        self.transitions = Counter(
+            "fleetshare_lease_transitions",
+            "Changes of this replica's hold on the loop's lease: acquired, lost (to another "
+            "replica) or released (a clean stop).",
+            ["to"],
+            registry=None,
+        )
+        """See the module docstring; on no registry until the metrics put it on one."""
+        for to in TRANSITIONS:
+            self.transitions.labels(to)
 
     @property
     def held(self) -> bool:
@@ -98,7 +118,7 @@ class Lease:
         hold it now."""
         t = tables.leases
         now = time.time()
-        with self.store.write() as conn:
+        with self.store.write("lease-acquire") as conn:
             row = conn.execute(select(t).where(t.c.name == self.name)).first()
             if row is None:
                 conn.execute(
@@ -110,7 +130,7 @@ class Lease:
                         expires_at=now + self.ttl,
                     )
                 )
-                self.term = 1
+                self._hold(1)
                 return True
             if row.holder == self.holder and row.term == self.term:
                 conn.execute(
@@ -118,7 +138,7 @@ class Lease:
                 )
                 return True
             if row.expires_at >= now and not certainly_dead(row.holder):
-                self.term = None
+                self._hold(None)
                 return False
             term = int(row.term) + 1
             conn.execute(
@@ -126,8 +146,18 @@ class Lease:
                 .where(t.c.name == self.name, t.c.term == row.term)
                 .values(holder=self.holder, term=term, acquired_at=now, expires_at=now + self.ttl)
             )
-            self.term = term
+            self._hold(term)
             return True
+
+    def _hold(self, term: int | None, released: bool = False) -> None:
+        """We hold ``term`` now (None: no term); counts the transition, if any."""
+        before, self.term = self.term, term
+        if before == term:
+            return
+        if before is not None:
+            self.transitions.labels("released" if released else "lost").inc()
+        if term is not None:
+            self.transitions.labels("acquired").inc()
 
     def check(self, conn: Connection) -> bool:
         """In a write transaction: do we still hold the lease? Extends it when we do."""
@@ -140,12 +170,12 @@ class Lease:
             .values(expires_at=time.time() + self.ttl)
         ).rowcount
         if not updated:
-            self.term = None
+            self._hold(None)
         return bool(updated)
 
     def renew(self) -> bool:
         """Extend the lease; False when it is not ours any more."""
-        with self.store.write() as conn:
+        with self.store.write("lease-renew") as conn:
             return self.check(conn)
 
     def release(self) -> None:
@@ -153,17 +183,17 @@ class Lease:
         if self.term is None:
             return
         t = tables.leases
-        with self.store.write() as conn:
+        with self.store.write("lease-release") as conn:
             conn.execute(
                 t.update()
                 .where(t.c.name == self.name, t.c.holder == self.holder, t.c.term == self.term)
                 .values(expires_at=0.0)
             )
-        self.term = None
+        self._hold(None, released=True)
 
     def current(self) -> tuple[str, int, float] | None:
         """(holder, term, expires_at) as stored."""
         t = tables.leases
-        with self.store.read() as conn:
+        with self.store.read("lease-read") as conn:
             row = conn.execute(select(t).where(t.c.name == self.name)).first()
         return None if row is None else (row.holder, int(row.term), float(row.expires_at))

@@ -153,7 +153,7 @@ class LiveServices:
         priority (the running ones keep theirs)."""
         self._check(spec, principal)
         document = spec.model_dump(mode="json", exclude_defaults=True)
-        with self.plane.store.write() as conn:
+        with self.plane.store.write("services-write") as conn:
             row = stored_services.find(conn, spec.name)
             at = self.plane.unix(self.plane.clock.now())
             if row is not None and not (replace and principal.sees_team(row.team)):
@@ -245,7 +245,7 @@ class LiveServices:
     def visible(self, name: str, who: Principal) -> dict[str, Any]:
         """The service ``name`` as ``who`` may see it (404 when it may not, as when there is
         none)."""
-        with self.plane.store.read() as conn:
+        with self.plane.store.read("services-read") as conn:
             row = stored_services.find(conn, name)
             if row is None or not who.sees_team(row.team):
                 raise NotFound(f"no service {name!r}")
@@ -253,14 +253,14 @@ class LiveServices:
 
     def listed(self, who: Principal) -> list[dict[str, Any]]:
         """The services ``who`` may see, in registration order."""
-        with self.plane.store.read() as conn:
+        with self.plane.store.read("services-read") as conn:
             rows = stored_services.listed(conn, who.team)
             return [self._described(conn, r) for r in rows]
 
     def delete(self, name: str, who: Principal) -> dict[str, Any]:
         """Commit the deletion of the service ``name`` and the cancellation of its pending and
         admitted replicas (one transaction); the service as it was."""
-        with self.plane.store.write() as conn:
+        with self.plane.store.write("services-write") as conn:
             row = stored_services.find(conn, name)
             if row is None or not who.sees_team(row.team):
                 raise NotFound(f"no service {name!r}")
@@ -288,7 +288,7 @@ class LiveServices:
     def sync(self, now: float) -> None:
         """Run the stored services: take over the new ones (adopting their replicas), let go
         of the deleted ones (see the module docstring)."""
-        with self.plane.store.read() as conn:
+        with self.plane.store.read("services-read") as conn:
             rows = {r.name: r for r in stored_services.listed(conn)}
         with self.lock:
             gone = [s for n, s in self.services.items() if n not in rows or rows[n].id != s.id]
@@ -301,7 +301,7 @@ class LiveServices:
             new = [r for n, r in rows.items() if n not in self.services]
         if not new:
             return
-        with self.plane.store.read() as conn:
+        with self.plane.store.read("services-read") as conn:
             taken = [self._take_over(conn, row, now) for row in new]
         with self.lock:
             for service in taken:
@@ -385,7 +385,7 @@ class LiveServices:
 
     def _states(self, names: list[str]) -> dict[str, str]:
         w = tables.workloads
-        with self.plane.store.read() as conn:
+        with self.plane.store.read("services-read") as conn:
             rows = conn.execute(select(w.c.name, w.c.state).where(w.c.name.in_(names)))
             return {r.name: r.state for r in rows}
 

@@ -11,11 +11,15 @@ follower that never runs a reconcile (:class:`~fleetshare.service.plane.ControlP
   (0.1 s). End of file (the parent exited, or was killed: the kernel closes the pipe) stops
   the child cleanly: it finishes its step and gives the lease up, so no loop outlives its
   server and another replica can take over at once.
-- **child to parent** (its stdout): a JSON line about every :data:`STATUS_SECONDS`:
-  ``{"leader": bool, "failed": str | null, "metrics": text}``, where ``metrics`` is the
-  loop's counters and histograms in Prometheus' text format (admissions, admission wait,
-  preemptions, evictions, reconcile duration), which the parent's ``/metrics`` serves.
-  The child's logging goes to stderr, as the parent's does.
+- **child to parent** (its stdout): a JSON line about every :data:`STATUS_SECONDS`, and a
+  last one as it exits: ``{"leader": bool, "lease_held": bool, "failed": str | null,
+  "metrics": text}``, where ``metrics`` is the loop's counters and histograms in Prometheus'
+  text format (admissions, admission wait, preemptions, evictions, reconcile duration, its
+  store's operations and errors, its lease's transitions), which the parent's ``/metrics``
+  serves merged with its own; the last report of every earlier loop process is added in, so
+  the counters do not start again at 0 when a loop process is started again
+  (:mod:`fleetshare.service.merged_metrics`). The child's logging goes to stderr, as the
+  parent's does.
 
 Leader election is unchanged: the child takes the lease as a one-process server would (a
 second ``fleetshare serve`` on the store has a child that follows, trying for the lease every
@@ -42,6 +46,9 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from prometheus_client.core import Metric
+
+from fleetshare.service.merged_metrics import cumulative, merge, parse
 from fleetshare.service.metrics import LoopMetrics
 from fleetshare.service.plane import STALE_SECONDS, ControlPlane
 
@@ -77,20 +84,27 @@ def run_child(plane: ControlPlane) -> int:
         stop.set()  # the parent is gone or stopping
 
     threading.Thread(target=wakes, name="fleetshare-wakes", daemon=True).start()
+
+    def tell() -> None:
+        status = {
+            "leader": plane.leader,
+            "lease_held": plane.lease.held,
+            "failed": plane.failed or plane.stalled,
+            "metrics": metrics.render().decode(),
+        }
+        with contextlib.suppress(OSError):  # the parent went away: stdin ends too
+            report.write(json.dumps(status) + "\n")
+
     plane.start()
     try:
         while True:
-            status = {
-                "leader": plane.leader,
-                "failed": plane.failed or plane.stalled,
-                "metrics": metrics.render().decode(),
-            }
-            with contextlib.suppress(OSError):  # the parent went away: stdin ends too
-                report.write(json.dumps(status) + "\n")
-            if plane.failed is not None or stop.wait(STATUS_SECONDS):  # (stalled: go on)
+            failed = plane.failed  # read before the report: a failure after it is told below
+            tell()
+            if failed is not None or stop.wait(STATUS_SECONDS):  # (stalled: go on)
                 break
     finally:
         plane.close()
+        tell()  # the last word: counts up to the end (a lost or released lease among them)
     return 1 if plane.failed is not None else 0
 
 
@@ -113,7 +127,11 @@ class LoopProcess:
         self.plane: ControlPlane | None = None
         """The API's plane: told whether its loop process leads or failed."""
         self._metrics = b""
+        """The running loop process's latest report of its metrics (Prometheus text)."""
+        self._carried: list[Metric] = []
+        """The counters and histograms of the loop processes that exited, summed."""
         self.leader = False
+        self.lease_held = False
         self.failed: str | None = None
         self.restarts = 0
         self._process: subprocess.Popen[bytes] | None = None
@@ -152,9 +170,12 @@ class LoopProcess:
         plane.notify_loop = self.wake
         self._tell_plane()
 
-    def metrics(self) -> bytes:
-        """The loop process's latest counters and histograms (Prometheus text)."""
-        return self._metrics
+    def metrics(self) -> list[Metric]:
+        """The loop's counters and histograms: the running loop process's latest report plus
+        the last reports of those before it."""
+        with self._lock:
+            carried, latest = self._carried, self._metrics
+        return merge(carried, parse(latest))
 
     def wake(self) -> None:
         """Wake the loop process (after a commit it acts on); never blocks."""
@@ -212,22 +233,33 @@ class LoopProcess:
     def _read(self, process: subprocess.Popen[bytes]) -> None:
         """Take the child's reports until its stdout ends."""
         assert process.stdout is not None
+        last = b""
         for line in process.stdout:
             try:
                 status: dict[str, Any] = json.loads(line)
             except ValueError:
                 continue
+            last = str(status.get("metrics", "")).encode()
+            with self._lock:
+                if process is not self._process:  # a successor runs already (never so far)
+                    continue
+                self._metrics = last
             self.reported_at = time.monotonic()
             self.leader = bool(status.get("leader"))
-            self._metrics = str(status.get("metrics", "")).encode()
+            self.lease_held = bool(status.get("lease_held"))
             failed = status.get("failed")
             self.failed = f"the loop process failed: {failed}" if failed else None
             self._reported.set()
             self._tell_plane()
+        with self._lock:  # it exited: its counts carry over to the next one
+            self._carried = cumulative(merge(self._carried, parse(last)))
+            if process is self._process:
+                self._metrics = b""
 
     def _tell_plane(self) -> None:
         if self.plane is not None:
             self.plane.loop_process_leads = self.leader
+            self.plane.loop_process_holds_lease = self.lease_held
             self.plane.failed = self.failed
 
     def _watch(self) -> None:
@@ -238,7 +270,7 @@ class LoopProcess:
             age = time.monotonic() - self.reported_at
             process = self._process
             if age > self.stale_seconds and process is not None and process.poll() is None:
-                self.leader = False
+                self.leader = self.lease_held = False  # not known any more
                 self.failed = (
                     f"the loop process (pid {process.pid}) has not reported for {age:.0f} s "
                     "(stopped or hung)"
@@ -254,7 +286,7 @@ class LoopProcess:
             code = process.wait()
             if self._stopping.is_set():
                 return
-            self.leader = False
+            self.leader = self.lease_held = False
             self.failed = f"the loop process exited ({_exit(code)}); starting it again"
             self._tell_plane()
             log.error("%s", self.failed)

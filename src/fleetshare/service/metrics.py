@@ -9,6 +9,9 @@ Gauges, read from the control loop's latest view at scrape time:
 - ``fleetshare_pending_workloads{cluster_queue, status}`` and
   ``fleetshare_admitted_active_workloads{cluster_queue}``: see :mod:`fleetshare.control.metrics`
   (shared with the operator).
+- ``fleetshare_pending_workloads_by_reason{cluster_queue, reason}``: the inadmissible ones by
+  the category of their reason (:data:`fleetshare.model.reason.PendingCategory`, a fixed set:
+  never read from a message); every team and category listed, 0 when none.
 - ``fleetshare_cluster_queue_resource_usage{cohort, cluster_queue, flavor, resource}``: the
   requests of the team's admitted workloads, per governed (flavor, resource).
 - ``fleetshare_cluster_queue_nominal_quota{...}``: the team's guaranteed quota.
@@ -26,8 +29,15 @@ Gauges, read from the control loop's latest view at scrape time:
   the autoscaler launched; nodes without a price count 0).
 - ``fleetshare_loop_up``: 1 while the control loop runs, 0 after it failed or while it has not
   gone round (or, as a process of its own, reported) within ``serve --stale-seconds``.
+- ``fleetshare_leader``: 1 on the replica that runs the loop: ``fleetshare_lease_held`` while
+  the loop is up.
+- ``fleetshare_lease_held``: 1 while this replica holds the loop's lease
+  (:attr:`ControlPlane.lease_held`: in two-process ``serve`` its loop process's, as last
+  reported, 0 while those reports are stale).
+- ``fleetshare_lease_holder_info{holder}``: 1, labelled with the replica the lease row names,
+  read from the store at scrape time.
 
-Counters and histograms, updated by the loop as it acts (they start at 0 with the process):
+Counters and histograms, updated by the loop as it acts:
 
 - ``fleetshare_admitted_workloads_total{cluster_queue}``: admissions.
 - ``fleetshare_admission_wait_time_seconds{cluster_queue}``: histogram of the time from
@@ -40,6 +50,14 @@ Counters and histograms, updated by the loop as it acts (they start at 0 with th
   a disruption method).
 - ``fleetshare_loop_reconcile_duration_seconds``: histogram of one reconcile (admission
   cycles and the autoscaler step) of the control loop.
+- ``fleetshare_lease_transitions_total{to}``: see :mod:`fleetshare.service.lease`.
+- ``fleetshare_store_operation_duration_seconds{operation}`` and
+  ``fleetshare_store_errors_total{operation, error}``: see
+  :mod:`fleetshare.service.store_metrics` (the API process's own operations too; the two
+  processes' samples are summed, :mod:`fleetshare.service.merged_metrics`).
+
+A loop process's counters and histograms carry over to its successor when it is started again
+(:mod:`fleetshare.service.merged_metrics`): they count from the start of the API process.
 
 The process serving the API also exposes:
 
@@ -52,6 +70,7 @@ The process serving the API also exposes:
 
 from __future__ import annotations
 
+from collections import Counter as Tally
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -65,16 +84,19 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector
+from sqlalchemy.exc import SQLAlchemyError
 
 from fleetshare.control.metrics import workload_gauges
 from fleetshare.governance.snapshot import Snapshot
 from fleetshare.governance.state import CycleState
 from fleetshare.model.quantity import to_number
+from fleetshare.model.reason import PENDING_CATEGORIES
 from fleetshare.model.workload import Workload
 from fleetshare.scenario.report import team_usage
 from fleetshare.service.http_metrics import request_histogram
+from fleetshare.service.merged_metrics import merge, render
 
 if TYPE_CHECKING:
     from fleetshare.service.plane import ControlPlane, View
@@ -131,6 +153,8 @@ class LoopMetrics:
         plane.backend.on_admit = self._admitted
         plane.backend.on_preempt = self._evicted
         plane.on_step = self.loop.observe
+        plane.store.metrics.register(r)
+        r.register(plane.lease.transitions)
 
     def _admitted(self, workload: Workload, waited: float) -> None:
         self.admitted.labels(workload.team).inc()
@@ -148,10 +172,11 @@ class LoopMetrics:
 
 class ServiceMetrics:
     """The service's metrics: the gauges from ``plane``'s view, and the loop's counters and
-    histograms, this process's or (``loop_metrics``) the loop process's latest text."""
+    histograms (with its store's and lease's), this process's or (``loop_metrics``) the loop
+    process's, merged with this process's own (:mod:`fleetshare.service.merged_metrics`)."""
 
     def __init__(
-        self, plane: ControlPlane, loop_metrics: Callable[[], bytes] | None = None
+        self, plane: ControlPlane, loop_metrics: Callable[[], list[Metric]] | None = None
     ) -> None:
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry()
@@ -164,10 +189,13 @@ class ServiceMetrics:
         self._loop = loop_metrics
         if loop_metrics is None:
             LoopMetrics(plane, self.registry)
+        else:  # this process's own store operations (the API's); the loop's come with its own
+            plane.store.metrics.register(self.registry)
 
     def render(self) -> bytes:
-        text = generate_latest(self.registry)
-        return text if self._loop is None else text + self._loop()
+        if self._loop is None:
+            return generate_latest(self.registry)
+        return render(merge(self.registry.collect(), self._loop()))
 
 
 def build_info(registry: CollectorRegistry) -> None:
@@ -205,14 +233,59 @@ class _ViewCollector(Collector):
         )
         leader.add_metric([], 1.0 if plane.leader and not unhealthy else 0.0)
         yield leader
+        yield from _lease_gauges(plane)
+
+
+def _lease_gauges(plane: ControlPlane) -> Iterator[Metric]:
+    """Whether this replica holds the loop's lease, and who holds it as the store says."""
+    held = GaugeMetricFamily(
+        "fleetshare_lease_held",
+        "1 while this replica holds the control loop's lease (in its loop process).",
+    )
+    held.add_metric([], 1.0 if plane.lease_held else 0.0)
+    yield held
+    holder = InfoMetricFamily(
+        "fleetshare_lease_holder",
+        "The replica the lease row names (host/boot id/PID namespace/PID/nonce).",
+        labels=["holder"],
+    )
+    try:
+        current = plane.lease.current()
+    except SQLAlchemyError:  # the store is away: counted in fleetshare_store_errors_total
+        current = None
+    if current is not None:
+        holder.add_metric([current[0]], {})
+    yield holder
 
 
 def _workload_gauges(view: View) -> Iterator[Metric]:
+    teams = [t.name for t in view.engine.policy.teams]
     yield from workload_gauges(
-        [t.name for t in view.engine.policy.teams],
+        teams,
         ((w.team, name in view.waiting) for name, w in view.pending.items()),
         (entry.workload.team for entry in view.running.values()),
     )
+    yield _reason_gauge(teams, view)
+
+
+def _reason_gauge(teams: list[str], view: View) -> Metric:
+    """Inadmissible pending workloads by team and the category of their reason (every team
+    and category listed, 0 when none): summed over ``reason``, a team's
+    ``fleetshare_pending_workloads{status="inadmissible"}``."""
+    family = GaugeMetricFamily(
+        "fleetshare_pending_workloads_by_reason",
+        "Pending workloads a cycle considered and left waiting, by the category of their reason.",
+        labels=["cluster_queue", "reason"],
+    )
+    counts = Tally(
+        (workload.team, view.waiting[name].reason.category)
+        for name, workload in view.pending.items()
+        if name in view.waiting
+    )
+    for team in sorted(set(teams) | {team for team, _ in counts}):
+        for category in PENDING_CATEGORIES:
+            family.add_metric([team, category], counts.get((team, category), 0))
+    return family
 
 
 def _quota_gauges(view: View) -> Iterator[Metric]:

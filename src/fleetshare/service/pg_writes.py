@@ -103,7 +103,7 @@ def submit(store: Store, rows: Sequence[dict[str, Any]], details: Sequence[Any])
     repeat a name."""
     (document,) = _document(rows, _WORKLOAD_FIELDS)
     named = [{"name": r["name"], "details": d} for r, d in zip(rows, details, strict=True)]
-    found = store.write_at_once(_SUBMIT, {"rows": document, "details": json.dumps(named)})
+    found = store.write_at_once("submit", _SUBMIT, {"rows": document, "details": json.dumps(named)})
     return {name: int(row_id) for row_id, name in found}
 
 

@@ -69,6 +69,7 @@ from fleetshare.governance.quota import compile_policy
 from fleetshare.governance.snapshot import Running
 from fleetshare.model.catalog import Catalog
 from fleetshare.model.node import Node
+from fleetshare.model.reason import PENDING_CATEGORIES, PendingReason
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import Policy, load_policy
 from fleetshare.scenario.loader import Scenario, ScenarioError, build_workload
@@ -154,6 +155,15 @@ _ROW_UPDATE = (
 """One UPDATE for every workload row a step touched (executed with many parameter sets)."""
 
 
+def pending_reason(details: Mapping[str, Any]) -> PendingReason:
+    """The reason a ``pending`` event's details log, with its category (``unknown`` for an
+    event logged before reasons had categories)."""
+    category = details.get("category")
+    if category not in PENDING_CATEGORIES:
+        return PendingReason(str(details["reason"]), "unknown")
+    return PendingReason(str(details["reason"]), category)
+
+
 class LeaseLost(Exception):
     """Another replica holds the loop's lease now: this one must not decide any more."""
 
@@ -228,8 +238,11 @@ class ControlPlane:
         self.poll_interval = poll_interval
         self.mode: Mode = mode
         self.loop_process_leads = False
-        """In ``api`` mode: whether this replica's loop process holds the lease (set by its
+        """In ``api`` mode: whether this replica's loop process runs the loop (set by its
         supervisor, :class:`~fleetshare.service.loop_process.LoopProcess`)."""
+        self.loop_process_holds_lease = False
+        """In ``api`` mode: whether this replica's loop process holds the lease, as it last
+        reported (False while its reports are stale or it is being started again)."""
         self.notify_loop: Callable[[], None] | None = None
         """In ``api`` mode: wakes the loop process (after a commit it acts on)."""
         self._lease_tried = 0.0
@@ -276,11 +289,18 @@ class ControlPlane:
             self._refresh_follower()
 
     @property
+    def lease_held(self) -> bool:
+        """Whether this replica holds the loop's lease (:attr:`Lease.held`; in ``api`` mode
+        its loop process's, as last reported)."""
+        return self.loop_process_holds_lease if self.mode == "api" else self.lease.held
+
+    @property
     def leader(self) -> bool:
-        """True on the replica that runs the loop (in ``api`` mode: in its loop process)."""
+        """True on the replica that holds the lease and runs the loop with it, not failed (in
+        ``api`` mode: its loop process, as it last reported)."""
         if self.mode == "api":
             return self.loop_process_leads and self.failed is None
-        return self.loop is not None and self.failed is None
+        return self.lease_held and self.loop is not None and self.failed is None
 
     def role(self) -> str:
         """``leader``, or ``follower (leader: HOLDER)``."""
@@ -320,7 +340,7 @@ class ControlPlane:
         at = self.unix(now)
         backend = self.backend
         self.cloud = self.autoscaler = None
-        with self.store.write() as conn:
+        with self.store.write("take-over") as conn:
             if not self.lease.check(conn):
                 raise LeaseLost("the lease went to another replica before the loop started")
             stored = nodepools.latest(conn)
@@ -642,7 +662,7 @@ class ControlPlane:
                 self._last_reconcile = seconds
             changes, backend.changes = backend.changes, []
             for i in range(0, len(changes), WRITE_CHUNK):  # in order: a crash leaves a prefix
-                with self.store.write() as conn:
+                with self.store.write("loop-write") as conn:
                     if not self.lease.check(conn):
                         raise LeaseLost("another replica took the lease over")
                     self._write_changes(conn, changes[i : i + WRITE_CHUNK])
@@ -655,7 +675,7 @@ class ControlPlane:
         """The submissions, cancellations and policy changes committed since the cursor, in
         commit order, as the loop applies them."""
         e, w = tables.events, tables.workloads
-        with self.store.read() as conn:
+        with self.store.read("loop-tail") as conn:
             top = conn.execute(select(func.max(e.c.id))).scalar() or 0
             if top <= self._cursor:
                 return []
@@ -774,7 +794,7 @@ class ControlPlane:
         joining or leaving, an admin's node operation, the autoscaler's log)."""
         f = self._follower
         w, e, pv = tables.workloads, tables.events, tables.policy_versions
-        with self.store.read() as conn:
+        with self.store.read("follower-refresh") as conn:
             top = conn.execute(select(func.max(e.c.id))).scalar() or 0
             latest = conn.execute(
                 select(pv.c.id, pv.c.document).order_by(pv.c.id.desc()).limit(1)
@@ -847,7 +867,8 @@ class ControlPlane:
                 .order_by(e.c.id)
             ):
                 if r.workload in f.pending:  # else admitted or gone since
-                    f.reasons[r.workload] = Waiting(r.details["reason"], r.details["position"])
+                    reason = pending_reason(r.details)
+                    f.reasons[r.workload] = Waiting(reason, r.details["position"])
                     changed_any = True
             # every event up to top is committed (ids in commit order): the next refresh
             # starts after it, not after the last ``pending`` event (with none for a while,
@@ -942,7 +963,7 @@ class ControlPlane:
                 touched[row["name"]] = row
                 event(at, "finish", data["workload"], row["team"], {})
             elif kind == "pending":
-                details = {"reason": data["reason"], "position": data["position"]}
+                details = {k: data[k] for k in ("reason", "category", "position")}
                 event(at, "pending", data["workload"], data["team"], details)
             elif kind == "node-join":
                 name = data["node"]
@@ -1106,7 +1127,7 @@ class ControlPlane:
             self._accepted(firsts, rows, pg_writes.submit(self.store, rows, details), at)
             return
         w = tables.workloads
-        with self.store.write() as conn:
+        with self.store.write("submit") as conn:
             at = self.unix(self.clock.now())
             rows = self._new_rows(firsts, at)
             taken = set(conn.execute(select(w.c.name).where(w.c.name.in_(firsts))).scalars())
@@ -1184,7 +1205,7 @@ class ControlPlane:
     def cancel(self, name: str, principal: Principal) -> None:
         """Commit the cancellation of a pending or admitted workload and wake the loop."""
         w = tables.workloads
-        with self.store.write() as conn:
+        with self.store.write("cancel") as conn:
             row = conn.execute(select(w.c.team, w.c.state).where(w.c.name == name)).first()
             if row is None or not principal.sees_team(row.team):
                 raise NotFound(f"no workload {name!r}")
@@ -1217,7 +1238,7 @@ class ControlPlane:
         if not principal.admin:
             raise Forbidden("only an admin token may change the policy")
         w = tables.workloads
-        with self.store.write() as conn:
+        with self.store.write("policy-write") as conn:
             active = set(
                 conn.execute(select(w.c.team).where(w.c.state.in_(ACTIVE)).distinct()).scalars()
             )
@@ -1251,7 +1272,7 @@ class ControlPlane:
         if not principal.admin:
             raise Forbidden("only an admin token may change the policy")
         pv, w = tables.policy_versions, tables.workloads
-        with self.store.write() as conn:
+        with self.store.write("policy-write") as conn:
             latest = conn.execute(
                 select(pv.c.document).order_by(pv.c.id.desc()).limit(1)
             ).scalar_one_or_none()
@@ -1287,7 +1308,7 @@ class ControlPlane:
     def pools_in_force(self) -> tuple[Any, list[NodePool]]:
         """The stored version in force (None: the config's pools) and its pools, read from
         the store (a follower's too)."""
-        with self.store.read() as conn:
+        with self.store.read("nodepools-read") as conn:
             row = nodepools.latest(conn)
         if row is None:
             return None, list(self.config.spec.node_pools)
@@ -1302,7 +1323,7 @@ class ControlPlane:
         found = nodepools.problems(pools, self.catalog, self.config.spec.cloud.zones)
         if found:
             raise PoolProblems(found)
-        with self.store.write() as conn:
+        with self.store.write("nodepools-write") as conn:
             version = nodepools.save(conn, pools, principal.actor, self.unix(self.clock.now()))
         self.wake()
         return version
@@ -1315,7 +1336,7 @@ class ControlPlane:
             raise Forbidden("only an admin token may cordon, uncordon or drain nodes")
         n = tables.nodes
         cordoned = action != "uncordon"
-        with self.store.write() as conn:
+        with self.store.write("node-action") as conn:
             row = conn.execute(
                 select(n.c.draining).where(n.c.name == name, n.c.left_at.is_(None))
             ).first()

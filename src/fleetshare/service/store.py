@@ -66,6 +66,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import make_url
 from sqlalchemy.sql.elements import ColumnElement
 
+from fleetshare.service.store_metrics import Operation, StoreMetrics
+
 try:
     import fcntl
 except ImportError:  # not on Windows: SQLite's busy handler alone serializes processes
@@ -256,6 +258,9 @@ class Store:
 
     def __init__(self, url: str | None = None) -> None:
         self.url = url or default_url()
+        self.metrics = StoreMetrics()
+        """Latency and errors of every transaction, by operation
+        (:mod:`fleetshare.service.store_metrics`)."""
         self._writer = threading.RLock()
         self._writing = 0
         """Nested write transactions of the thread holding ``_writer``."""
@@ -304,7 +309,7 @@ class Store:
 
         config = Config()
         config.set_main_option("script_location", MIGRATIONS)
-        with self.write() as conn:
+        with self.write("migrate") as conn:
             config.attributes["connection"] = conn
             names = set(inspect(conn).get_table_names())
             if "meta" in names and "alembic_version" not in names:
@@ -319,18 +324,20 @@ class Store:
 
     def schema_revision(self) -> str | None:
         """The Alembic revision the database is at."""
-        with self.read() as conn:
+        with self.read("migrate") as conn:
             if "alembic_version" not in inspect(conn).get_table_names():
                 return None
             return conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
 
     @contextmanager
-    def write(self) -> Iterator[Connection]:
-        """A write transaction (committed on leaving, rolled back on an exception); one at a
-        time across every process on the database. Threads of this process queue on a lock
-        first, and on SQLite processes on ``flock``: the database's own wait (SQLite's busy
-        handler) polls, sleeping up to 100 ms at a time, where the locks hand over at once."""
-        with ExitStack() as stack:
+    def write(self, operation: Operation) -> Iterator[Connection]:
+        """A write transaction for ``operation`` (committed on leaving, rolled back on an
+        exception); one at a time across every process on the database. Threads of this
+        process queue on a lock first, and on SQLite processes on ``flock``: the database's own
+        wait (SQLite's busy handler) polls, sleeping up to 100 ms at a time, where the locks
+        hand over at once. Measured (:attr:`metrics`) from the wait for the locks to the
+        commit."""
+        with self.metrics.measured(operation), ExitStack() as stack:
             stack.enter_context(self._writer)
             self._writing += 1
             stack.callback(self._left)
@@ -347,7 +354,9 @@ class Store:
             stack.enter_context(conn.begin())
             yield conn
 
-    def write_at_once(self, statement: str, params: Mapping[str, Any]) -> list[Any]:
+    def write_at_once(
+        self, operation: Operation, statement: str, params: Mapping[str, Any]
+    ) -> list[Any]:
         """PostgreSQL: ``statement`` as a write transaction (serialized as :meth:`write`'s) in
         one round trip: ``BEGIN``, the writer lock, the statement and ``COMMIT`` go as one
         query (the parameters bound by psycopg on the client); the statement's rows once
@@ -358,7 +367,7 @@ class Store:
         (its own connection would wait for the lock the other holds)."""
         assert self.postgresql, "one query of several statements: PostgreSQL's"
         script = f"BEGIN; SELECT pg_advisory_xact_lock({WRITE_LOCK_KEY}); {statement}; COMMIT"
-        with self._writer:
+        with self.metrics.measured(operation), self._writer:
             raw = self.engine.raw_connection()
             try:
                 conn = raw.driver_connection
@@ -414,9 +423,9 @@ class Store:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
 
     @contextmanager
-    def read(self) -> Iterator[Connection]:
-        """A read transaction."""
-        with self.engine.connect() as conn, conn.begin():
+    def read(self, operation: Operation) -> Iterator[Connection]:
+        """A read transaction for ``operation``, measured (:attr:`metrics`)."""
+        with self.metrics.measured(operation), self.engine.connect() as conn, conn.begin():
             yield conn
 
     def close(self) -> None:
@@ -468,9 +477,25 @@ index takes 2.5 ms. The store's working set is small and cached (the value commo
 SSDs and cached data)."""
 
 
+IDLE_IN_TRANSACTION_SECONDS = 10.0
+"""PostgreSQL: the server ends a session of the store's that has sat this long inside a
+transaction without a statement (``idle_in_transaction_session_timeout``), rolling it back.
+Writers are serialized by a lock each write transaction holds to its end, so a process
+stopped inside one (SIGSTOP, a debugger, a VM paused) would otherwise hold every writer of
+every replica up until it goes on: the standby could not even take the lease over. The store
+never waits this long between two statements of a transaction (its longest gap is Python work
+on a few hundred rows); when the stopped process goes on, its session is gone and its next
+statement fails (a loop process then stops, and is started again). SQLite has no such limit: a
+process stopped inside a write holds the file's writers up until it continues (``flock``,
+and SQLite's own lock, cannot be taken from a live process), one more reason replicas use
+PostgreSQL."""
+
+
 def _postgresql_connect(dbapi_connection: Any, _record: Any) -> None:
+    idle = round(IDLE_IN_TRANSACTION_SECONDS * 1000)
     with dbapi_connection.cursor() as cursor:
         cursor.execute(f"SET random_page_cost = {RANDOM_PAGE_COST}")
+        cursor.execute(f"SET idle_in_transaction_session_timeout = {idle}")
     dbapi_connection.commit()
 
 

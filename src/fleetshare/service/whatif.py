@@ -137,7 +137,7 @@ def gather(plane: ControlPlane, hours: float, max_workloads: int) -> Inputs:
     room -= len(pending)
     since = plane.unix(now) - hours * 3600
     w = tables.workloads
-    with plane.store.read() as conn:
+    with plane.store.read("what-if-read") as conn:
         rows = conn.execute(
             select(w.c.name, w.c.team, w.c.spec, w.c.priority, w.c.priority_class, w.c.submitted_at)
             .where(w.c.submitted_at >= since)
