@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint typecheck bench bench-service format clean kube-bins helm-bin
+.PHONY: venv demo test lint typecheck bench bench-service format clean kube-bins helm-bin image
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,13 @@ helm-bin:
 	test -x $$HOME/.cache/fleetshare/helm/bin/helm || \
 		GOBIN=$$HOME/.cache/fleetshare/helm/bin CGO_ENABLED=0 GOTOOLCHAIN=local \
 		go install -ldflags "-s -w" helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# fleetshare's image (deploy/Containerfile) as localhost/fleetshare:<version>, built with
+# Debian's buildah on a base debootstrap makes, as root (apt-get install buildah debootstrap);
+# the base and the dependencies are cached under ~/.cache/fleetshare/image, so a change of the
+# source rebuilds in seconds (tests/test_image.py runs it; skipped without buildah).
+image: $(STAMP)
+	PYTHON=$(BIN)/python bash tools/image/build.sh
 
 # The operator's API tests need the binaries: when they cannot be built (no Go >= 1.25) the
 # tests are skipped with a warning; when they are there, missing them in a test is an error.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -41,10 +42,12 @@ class Server:
     url: str
     db: str
     log: Path
+    verify: ssl.SSLContext | bool = True
+    """How an https server's certificate is checked (its CA's context)."""
 
     def client(self, token: str | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30, verify=self.verify)
 
     def kill(self) -> None:
         """SIGKILL, no goodbye."""
@@ -67,9 +70,11 @@ def start_server(
     config: Path | None = None,
     timeout: float = 90,
     extra: tuple[str, ...] = (),
+    ca: Path | None = None,
 ) -> Server:
     """Start ``fleetshare serve`` and wait until it answers /healthz (two processes start:
-    the API and its loop process; on a loaded 2-core machine that can take half a minute)."""
+    the API and its loop process; on a loaded 2-core machine that can take half a minute).
+    ``ca``: the server serves https (``extra`` gives its ``--tls-cert``), signed by this CA."""
     port = free_port()
     log = workdir / f"server-{port}.log"
     command = [
@@ -93,13 +98,15 @@ def start_server(
         process = subprocess.Popen(
             command, stdout=out, stderr=subprocess.STDOUT, env=cli_env(), cwd=workdir
         )
-    server = Server(process, f"http://127.0.0.1:{port}", db, log)
+    verify = ssl.create_default_context(cafile=str(ca)) if ca else True
+    scheme = "https" if ca else "http"
+    server = Server(process, f"{scheme}://127.0.0.1:{port}", db, log, verify)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"server exited {process.returncode}:\n{log.read_text()}")
         try:
-            if httpx.get(f"{server.url}/healthz", timeout=1).status_code == 200:
+            if httpx.get(f"{server.url}/healthz", timeout=1, verify=verify).status_code == 200:
                 return server
         except httpx.HTTPError:
             pass

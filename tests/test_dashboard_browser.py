@@ -59,7 +59,9 @@ pytestmark = [
 
 # Chromium as root in a sandboxed, closed network (docs: the machine notes on chromium):
 # no sandbox, no GPU, and none of the background connections the closed network refuses.
+# Every request but loopback's goes to a proxy that is not there: the pages must work offline.
 CHROMIUM_FLAGS = [
+    "--proxy-server=http://127.0.0.1:9",
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
@@ -217,3 +219,18 @@ def test_a_team_token_sees_its_team_only(
     browser.find_element(By.ID, "signout").click()
     assert wait(browser, lambda d: d.find_element(By.ID, "login").is_displayed())
     assert browser.find_elements(By.CSS_SELECTOR, "#teams .team") == []
+
+
+def test_the_api_docs_render_offline(browser: WebDriver, server: Server) -> None:
+    """/docs (Swagger UI) lists every operation of the API, with nothing fetched from
+    anywhere but the server."""
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+    operations = {op["operationId"] for path in spec["paths"].values() for op in path.values()}
+    browser.get(f"{server.url}/docs")
+    shown = "return new Set([...document.querySelectorAll('.opblock')].map(e => e.id)).size"
+    wait(browser, lambda d: d.execute_script(shown) == len(operations))
+    fetched = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)"
+    )
+    assert f"{server.url}/openapi.json" in fetched
+    assert all(url.startswith(server.url) for url in fetched), fetched

@@ -3,7 +3,8 @@ generates (they cannot drift; the workload kinds come from the kinds registry), 
 and, where ``helm`` is installed, it renders with both certificate sources. That its RBAC
 grants exactly what the operator uses is tested against a
 real API server: tests/test_operator_autoscaling_api.py runs the operator bound to the
-chart's rules only."""
+chart's rules only; that the API server accepts every object it renders:
+tests/test_operator_chart_api.py."""
 
 from __future__ import annotations
 
@@ -124,37 +125,3 @@ def test_chart_renders(source: str) -> None:
         annotation = config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
         assert annotation == "fleetshare/fs-operator-webhook"
         assert all("caBundle" not in c for c in clients)
-
-
-PLURALS = {
-    "ServiceAccount": "serviceaccounts", "Secret": "secrets", "Service": "services",
-    "Deployment": "deployments", "ClusterRole": "clusterroles",
-    "ClusterRoleBinding": "clusterrolebindings", "Role": "roles", "RoleBinding": "rolebindings",
-    "MutatingWebhookConfiguration": "mutatingwebhookconfigurations",
-}  # fmt: skip
-
-
-@pytest.mark.slow
-def test_rendered_chart_is_accepted_by_a_real_api_server(kube: Any) -> None:
-    """Every object the chart renders (certificates made by Helm) passes the API server's
-    validation in a server-side dry run (unknown fields refused), the webhook configuration
-    included."""
-    from fleetshare.operator.kube import Resource
-
-    helm = _helm()
-    if helm is None:
-        pytest.skip("helm is not installed")
-    out = subprocess.run(
-        [helm, "template", "fs", str(CHART), "--namespace", "fleetshare",
-         "--kube-version", "1.33.0"],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    kube.ensure_namespace("fleetshare")
-    for doc in (d for d in yaml.safe_load_all(out) if d):
-        group_version, kind = doc["apiVersion"], doc["kind"]
-        namespaced = "namespace" in doc["metadata"]
-        res = Resource(kind, group_version, PLURALS[kind], namespaced)
-        path = res.path("fleetshare" if namespaced else None)
-        kube.kube.request(
-            "POST", path, query={"dryRun": "All", "fieldValidation": "Strict"}, body=doc
-        )

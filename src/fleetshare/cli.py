@@ -927,6 +927,15 @@ ServerOption = Annotated[
 TokenOption = Annotated[
     str | None, typer.Option("--token", envvar="FLEETSHARE_TOKEN", help="API bearer token")
 ]
+CaCertOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--ca-cert",
+        envvar="FLEETSHARE_CA_CERT",
+        help="trust the server's certificate when this CA (a PEM file) signed it, for an "
+        "https --server (default: the system's CAs)",
+    ),
+]
 JsonOption = Annotated[bool, typer.Option("--json", help="print JSON")]
 
 
@@ -943,6 +952,32 @@ def serve(
     db: DbOption = None,
     host: Annotated[str, typer.Option(help="address to listen on")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=0, max=65535, help="port to listen on")] = 8080,
+    tls_cert: Annotated[
+        Path | None,
+        typer.Option(
+            "--tls-cert",
+            help="serve https with this certificate (PEM; the server's first, then its chain); "
+            "with --tls-key",
+        ),
+    ] = None,
+    tls_key: Annotated[
+        Path | None,
+        typer.Option("--tls-key", help="the certificate's private key (PEM, unencrypted)"),
+    ] = None,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            help="believe X-Forwarded-Proto and X-Forwarded-For from these proxies: IPs or "
+            "networks, comma-separated, or * [default: $FORWARDED_ALLOW_IPS, else 127.0.0.1]",
+        ),
+    ] = None,
+    root_path: Annotated[
+        str,
+        typer.Option(
+            help="the path prefix a reverse proxy serves the API under, e.g. /fleetshare (the "
+            "proxy strips it)"
+        ),
+    ] = "",
     log_level: Annotated[str, typer.Option(help="uvicorn log level")] = "info",
     loop_in_process: Annotated[
         bool,
@@ -976,10 +1011,17 @@ def serve(
         scenario = load_config(config)
     except ScenarioError as exc:
         _fail(str(exc))
+    from fleetshare.service import proxy, tls
     from fleetshare.service.loop_process import LoopProcess, child_command, run_child
     from fleetshare.service.plane import ControlPlane
     from fleetshare.service.runtime import tune_garbage_collector
 
+    try:
+        tls_files = tls.server_files(tls_cert, tls_key)
+        trusted = proxy.forwarded_allow_ips(forwarded_allow_ips)
+        prefix = proxy.root_path(root_path)
+    except (tls.TlsError, proxy.ProxyError) as exc:
+        _fail(str(exc))
     if role == "loop":
         plane = ControlPlane(scenario, Store(db), mode="loop", stale_seconds=stale_seconds)
         tune_garbage_collector()
@@ -1010,7 +1052,8 @@ def serve(
         tune_garbage_collector()
         where = f"loop process {loop_process.pid}" if loop_process else plane.role()
         terminal.stderr().print(
-            f"fleetshare serving on http://{host}:{port} (store {plane.store.display_url}, "
+            f"fleetshare serving on {'https' if tls_files else 'http'}://{host}:{port} (store "
+            f"{plane.store.display_url}, "
             f"{where})",
             highlight=False,
         )
@@ -1025,6 +1068,10 @@ def serve(
             port=port,
             log_level=log_level,
             timeout_graceful_shutdown=3,
+            ssl_certfile=tls_files[0] if tls_files else None,
+            ssl_keyfile=tls_files[1] if tls_files else None,
+            forwarded_allow_ips=trusted,
+            root_path=prefix,
         )
     finally:  # uvicorn may end the process before this (it re-raises SIGTERM): stdin ends
         if loop_process is not None:
@@ -1108,17 +1155,22 @@ def _when(moment: str | float | None) -> str:
     return parsed.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _client(server: str | None, token: str | None) -> Any:
+def _client(server: str | None, token: str | None, ca_cert: Path | None) -> Any:
+    """A client of the server; an unusable ``--ca-cert`` prints one line and exits 2."""
     from fleetshare.service.client import Client
+    from fleetshare.service.tls import TlsError
 
-    return Client(server, token)
+    try:
+        return Client(server, token, ca_cert=ca_cert)
+    except TlsError as exc:
+        _fail(str(exc))
 
 
-def _call(server: str | None, token: str | None, what: Any) -> Any:
+def _call(server: str | None, token: str | None, ca_cert: Path | None, what: Any) -> Any:
     """Run ``what(client)``; a failed request prints one line and exits 1."""
     from fleetshare.service.client import ClientError
 
-    client = _client(server, token)
+    client = _client(server, token, ca_cert)
     try:
         return what(client)
     except ClientError as exc:
@@ -1136,10 +1188,13 @@ def _amounts(vector: dict[str, Any]) -> str:
 
 @team_app.command("list")
 def team_list(
-    server: ServerOption = None, token: TokenOption = None, as_json: JsonOption = False
+    server: ServerOption = None,
+    token: TokenOption = None,
+    ca_cert: CaCertOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Teams with quota, usage and borrowing per resource."""
-    teams = _call(server, token, lambda c: c.teams())
+    teams = _call(server, token, ca_cert, lambda c: c.teams())
     if as_json:
         print(json.dumps(teams, indent=2))
         return
@@ -1164,10 +1219,11 @@ def team_show(
     name: Annotated[str, typer.Argument(help="team name")],
     server: ServerOption = None,
     token: TokenOption = None,
+    ca_cert: CaCertOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """One team, per flavor."""
-    team = _call(server, token, lambda c: c.team(name))
+    team = _call(server, token, ca_cert, lambda c: c.team(name))
     if as_json:
         print(json.dumps(team, indent=2))
         return
@@ -1198,6 +1254,7 @@ def team_set(
     ],
     server: ServerOption = None,
     token: TokenOption = None,
+    ca_cert: CaCertOption = None,
 ) -> None:
     """Add or replace one team of the policy in force (admin token): a new policy version."""
     where = "stdin" if str(path) == "-" else str(path)
@@ -1209,7 +1266,7 @@ def team_set(
         _fail(f"{where}: must hold one team (a mapping)")
     if team.get("name", name) != name:
         _fail(f"{where}: names team {team.get('name')!r}, not {name!r}")
-    status, out = _call(server, token, lambda c: c.set_team(name, team))
+    status, out = _call(server, token, ca_cert, lambda c: c.set_team(name, team))
     what = "added" if status == 201 else "replaced"
     terminal.stdout().print(f"team {name} {what}: policy version {out['version']}")
 
@@ -1219,9 +1276,10 @@ def team_remove(
     name: Annotated[str, typer.Argument(help="team name")],
     server: ServerOption = None,
     token: TokenOption = None,
+    ca_cert: CaCertOption = None,
 ) -> None:
     """Remove one team from the policy in force (admin token; refused while it has work)."""
-    out = _call(server, token, lambda c: c.remove_team(name))
+    out = _call(server, token, ca_cert, lambda c: c.remove_team(name))
     terminal.stdout().print(f"team {name} removed: policy version {out['version']}")
 
 
@@ -1235,6 +1293,7 @@ def job_submit(
     ],
     server: ServerOption = None,
     token: TokenOption = None,
+    ca_cert: CaCertOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Submit workloads from FILE: a native spec, a list of specs, {workloads: [...]}, or
@@ -1252,7 +1311,7 @@ def job_submit(
     from fleetshare.service.client import ClientError
 
     submitted: list[dict[str, Any]] = []
-    client = _client(server, token)
+    client = _client(server, token, ca_cert)
     try:
         for i, body in enumerate(bodies):
             try:
@@ -1280,10 +1339,11 @@ def job_list(
     limit: Annotated[int | None, typer.Option(min=1, help="at most this many")] = None,
     server: ServerOption = None,
     token: TokenOption = None,
+    ca_cert: CaCertOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Workloads in submit order."""
-    items = _call(server, token, lambda c: c.workloads(team, state, limit))
+    items = _call(server, token, ca_cert, lambda c: c.workloads(team, state, limit))
     if as_json:
         print(json.dumps(items, indent=2))
         return
@@ -1312,10 +1372,11 @@ def job_cancel(
     name: Annotated[str, typer.Argument(help="workload name")],
     server: ServerOption = None,
     token: TokenOption = None,
+    ca_cert: CaCertOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Cancel a pending or admitted workload."""
-    out = _call(server, token, lambda c: c.cancel(name))
+    out = _call(server, token, ca_cert, lambda c: c.cancel(name))
     if as_json:
         print(json.dumps(out, indent=2))
         return
@@ -1327,10 +1388,11 @@ def job_explain(
     name: Annotated[str, typer.Argument(help="workload name")],
     server: ServerOption = None,
     token: TokenOption = None,
+    ca_cert: CaCertOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Why a workload waits (with numbers) and its place in its team's queue."""
-    out = _call(server, token, lambda c: c.explain(name))
+    out = _call(server, token, ca_cert, lambda c: c.explain(name))
     if as_json:
         print(json.dumps(out, indent=2))
         return
@@ -1358,11 +1420,14 @@ def _service_row(s: dict[str, Any]) -> list[str]:
 
 @service_app.command("list")
 def service_list(
-    server: ServerOption = None, token: TokenOption = None, as_json: JsonOption = False
+    server: ServerOption = None,
+    token: TokenOption = None,
+    ca_cert: CaCertOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Services in registration order, with their replicas and the scaler's last decision
     (the leader's; a follower shows none)."""
-    items = _call(server, token, lambda c: c.services())
+    items = _call(server, token, ca_cert, lambda c: c.services())
     if as_json:
         print(json.dumps(items, indent=2))
         return
@@ -1379,10 +1444,11 @@ def service_show(
     name: Annotated[str, typer.Argument(help="service name")],
     server: ServerOption = None,
     token: TokenOption = None,
+    ca_cert: CaCertOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """One service: its scaler, replicas and last decision."""
-    s = _call(server, token, lambda c: c.service(name))
+    s = _call(server, token, ca_cert, lambda c: c.service(name))
     if as_json:
         print(json.dumps(s, indent=2))
         return
@@ -1431,6 +1497,7 @@ def service_apply(
     ] = None,
     server: ServerOption = None,
     token: TokenOption = None,
+    ca_cert: CaCertOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Register the service in FILE, or change the one of that name in place (its replicas
@@ -1448,7 +1515,7 @@ def service_apply(
             _fail(str(exc))
         return *client.apply_service(body), notes
 
-    out, created, notes = _call(server, token, register)
+    out, created, notes = _call(server, token, ca_cert, register)
     if as_json:
         print(json.dumps(out, indent=2))
         return
@@ -1463,10 +1530,11 @@ def service_delete(
     name: Annotated[str, typer.Argument(help="service name")],
     server: ServerOption = None,
     token: TokenOption = None,
+    ca_cert: CaCertOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Delete a service and cancel its replicas."""
-    out = _call(server, token, lambda c: c.delete_service(name))
+    out = _call(server, token, ca_cert, lambda c: c.delete_service(name))
     if as_json:
         print(json.dumps(out, indent=2))
         return
@@ -1478,19 +1546,23 @@ def nodes_command(
     ctx: typer.Context,
     server: ServerOption = None,
     token: TokenOption = None,
+    ca_cert: CaCertOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """A fleetshare service's nodes (over HTTP): listed without a subcommand."""
     if ctx.invoked_subcommand is None:
-        nodes_list(server, token, as_json)
+        nodes_list(server, token, ca_cert, as_json)
 
 
 @nodes_app.command("list")
 def nodes_list(
-    server: ServerOption = None, token: TokenOption = None, as_json: JsonOption = False
+    server: ServerOption = None,
+    token: TokenOption = None,
+    ca_cert: CaCertOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """The nodes, their state and price, and the work on each."""
-    items = _call(server, token, lambda c: c.nodes())
+    items = _call(server, token, ca_cert, lambda c: c.nodes())
     if as_json:
         print(json.dumps(items, indent=2))
         return
@@ -1514,9 +1586,14 @@ def nodes_list(
 
 
 def _node_action(
-    action: str, name: str, server: str | None, token: str | None, as_json: bool
+    action: str,
+    name: str,
+    server: str | None,
+    token: str | None,
+    ca_cert: Path | None,
+    as_json: bool,
 ) -> None:
-    out = _call(server, token, lambda c: c.node_action(name, action))
+    out = _call(server, token, ca_cert, lambda c: c.node_action(name, action))
     if as_json:
         print(json.dumps(out, indent=2))
         return
@@ -1530,10 +1607,11 @@ def nodes_cordon(
     name: Annotated[str, typer.Argument(help="node name")],
     server: ServerOption = None,
     token: TokenOption = None,
+    ca_cert: CaCertOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """No new work on NODE (admin); what runs there stays."""
-    _node_action("cordon", name, server, token, as_json)
+    _node_action("cordon", name, server, token, ca_cert, as_json)
 
 
 @nodes_app.command("uncordon")
@@ -1541,10 +1619,11 @@ def nodes_uncordon(
     name: Annotated[str, typer.Argument(help="node name")],
     server: ServerOption = None,
     token: TokenOption = None,
+    ca_cert: CaCertOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """NODE takes work again (admin)."""
-    _node_action("uncordon", name, server, token, as_json)
+    _node_action("uncordon", name, server, token, ca_cert, as_json)
 
 
 @nodes_app.command("drain")
@@ -1552,10 +1631,11 @@ def nodes_drain(
     name: Annotated[str, typer.Argument(help="node name")],
     server: ServerOption = None,
     token: TokenOption = None,
+    ca_cert: CaCertOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Cordon NODE and requeue its work (admin)."""
-    _node_action("drain", name, server, token, as_json)
+    _node_action("drain", name, server, token, ca_cert, as_json)
 
 
 def _print_pools(out: dict[str, Any]) -> None:
@@ -1582,10 +1662,13 @@ def _print_pools(out: dict[str, Any]) -> None:
 
 @nodepools_app.command("list")
 def nodepools_list(
-    server: ServerOption = None, token: TokenOption = None, as_json: JsonOption = False
+    server: ServerOption = None,
+    token: TokenOption = None,
+    ca_cert: CaCertOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """The node pools in force, each with its nodes and what they hold against its limits."""
-    out = _call(server, token, lambda c: c.nodepools())
+    out = _call(server, token, ca_cert, lambda c: c.nodepools())
     if as_json:
         print(json.dumps(out, indent=2))
         return
@@ -1602,6 +1685,7 @@ def nodepools_apply(
     ],
     server: ServerOption = None,
     token: TokenOption = None,
+    ca_cert: CaCertOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Replace every node pool of the service with FILE's (admin; pools left out launch no
@@ -1614,7 +1698,7 @@ def nodepools_apply(
         _fail(str(exc))
     except ValueError as exc:
         _fail(f"{path}: {exc}")
-    out = _call(server, token, lambda c: c.set_nodepools(pools))
+    out = _call(server, token, ca_cert, lambda c: c.set_nodepools(pools))
     if as_json:
         print(json.dumps(out, indent=2))
         return
@@ -1632,6 +1716,7 @@ def events_command(
     after: Annotated[int, typer.Option(min=0, help="start after this event id")] = 0,
     server: ServerOption = None,
     token: TokenOption = None,
+    ca_cert: CaCertOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """A fleetshare service's event log (over HTTP); --follow then streams new events
@@ -1651,7 +1736,7 @@ def events_command(
             highlight=False,
         )
 
-    client = _client(server, token)
+    client = _client(server, token, ca_cert)
     try:
         while True:
             page = client.events(after=after)

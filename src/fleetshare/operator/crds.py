@@ -75,6 +75,8 @@ def structural(schema: Mapping[str, Any]) -> dict[str, Any]:
                 out["description"] = node["description"]
             return out
         out = {k: v for k, v in node.items() if k not in _DROP and k != "properties"}
+        if "const" in out:  # a one-value Literal: Kubernetes' schemas have no const
+            out["enum"] = [out.pop("const")]
         # JSON Schema 2020-12 writes exclusive bounds as numbers, OpenAPI v3 as a flag
         for bound, flag in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
             if isinstance(out.get(bound), int | float) and not isinstance(out[bound], bool):

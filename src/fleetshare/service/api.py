@@ -1,4 +1,6 @@
-"""The REST API (FastAPI; the OpenAPI spec is at ``/openapi.json``).
+"""The REST API (FastAPI; the OpenAPI spec is at ``/openapi.json``, its page at ``/docs`` loads
+Swagger UI from this server: fastapi-offline's copy, no CDN; there is no ``/redoc``, whose
+ReDoc always loads its vendor's logo from a CDN).
 
 Every ``/api/v1`` endpoint and ``/metrics`` needs ``Authorization: Bearer TOKEN``: 401 without
 a valid token, 403 when its scope does not allow the operation. A team token sees only its
@@ -23,6 +25,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from prometheus_client.core import Metric
 from pydantic import BaseModel, Field
 from sqlalchemy import Row, func, select
@@ -78,6 +81,8 @@ PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",
 }
+DOCS_ASSETS = "/docs-assets"
+"""Where Swagger UI's files are served (fastapi-offline's copies)."""
 MAX_STREAMS = 64
 """Event streams open at once (each polls the store)."""
 STREAM_POLL_SECONDS = 0.25
@@ -390,12 +395,16 @@ def create_app(
             if on_stop is not None:
                 on_stop()
 
-    app = FastAPI(
+    app = FastAPIOffline(
         title="fleetshare",
         version="1",
         summary="Fair sharing of accelerator clusters: quotas, borrowing, preemption.",
         lifespan=lifespan,
         dependencies=[Depends(_known_query)],
+        static_url=DOCS_ASSETS,
+        redoc_url=None,
+        # Swagger UI's default shows a badge from validator.swagger.io
+        swagger_ui_parameters={"validatorUrl": None},
     )
     app.add_middleware(BodyLimits)
 

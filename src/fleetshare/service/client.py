@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import time
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -16,9 +18,11 @@ import httpx
 
 from fleetshare.manifests.kinds.base import POD_GROUP_LABEL
 from fleetshare.service.submission import is_manifest
+from fleetshare.service.tls import client_context
 
 SERVER_ENV = "FLEETSHARE_SERVER"
 TOKEN_ENV = "FLEETSHARE_TOKEN"
+CA_ENV = "FLEETSHARE_CA_CERT"
 DEFAULT_SERVER = "http://127.0.0.1:8080"
 
 
@@ -30,12 +34,22 @@ class Client:
     """Calls to one server with one token."""
 
     def __init__(
-        self, server: str | None = None, token: str | None = None, timeout: float = 30.0
+        self,
+        server: str | None = None,
+        token: str | None = None,
+        timeout: float = 30.0,
+        ca_cert: Path | None = None,
     ) -> None:
+        """``ca_cert``: the CA (PEM) an https server's certificate is checked against instead
+        of the system's; TlsError when it cannot be read."""
         self.server = (server or os.environ.get(SERVER_ENV) or DEFAULT_SERVER).rstrip("/")
         self.token = token or os.environ.get(TOKEN_ENV)
+        ca = ca_cert or (Path(os.environ[CA_ENV]) if os.environ.get(CA_ENV) else None)
+        verify: ssl.SSLContext | bool = client_context(ca) if ca is not None else True
         headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        self._http = httpx.Client(base_url=self.server, headers=headers, timeout=timeout)
+        self._http = httpx.Client(
+            base_url=self.server, headers=headers, timeout=timeout, verify=verify
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -48,7 +62,10 @@ class Client:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            raise ClientError(f"{self.server}: {exc}") from None
+            hint = (
+                " (is --ca-cert the CA that signed it?)" if "CERTIFICATE_VERIFY" in str(exc) else ""
+            )
+            raise ClientError(f"{self.server}: {exc}{hint}") from None
         if response.status_code >= 400:
             raise ClientError(f"{response.status_code}: {_detail(response)}")
         if response.headers.get("content-type", "").startswith("application/json"):

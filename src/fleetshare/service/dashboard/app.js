@@ -4,7 +4,8 @@
 // set as textContent (never parsed as HTML).
 "use strict";
 
-const API = "/api/v1";
+// relative: the page works under a reverse proxy's prefix too (serve --root-path)
+const API = "api/v1";
 const KEY = "fleetshare-token";
 const state = { token: null, me: null, lastEventId: null, stream: null, refreshTimer: null };
 
