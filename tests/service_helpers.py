@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -171,3 +172,21 @@ def config_file_listing(workdir: Path, servers: dict[str, str]) -> Path:
     path = workdir / "config-with-prometheus.yaml"
     path.write_text(config_text_listing(servers))
     return path
+
+
+class _Links(HTMLParser):
+    """Every ``src`` and ``href`` of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.links: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.links += [v for k, v in attrs if k in ("src", "href") and v]
+
+
+def page_links(html: str) -> list[str]:
+    """Every ``src`` and ``href`` of an HTML page, in order."""
+    parser = _Links()
+    parser.feed(html)
+    return parser.links

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from html.parser import HTMLParser
 
 import pytest
 
-from tests.service_helpers import Server, start_server
+from tests.service_helpers import Server, page_links, start_server
 
 
 @pytest.fixture(scope="module")
@@ -24,30 +23,13 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     srv.stop()
 
 
-class _Links(HTMLParser):
-    """Every ``src`` and ``href`` of a page."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.links += [v for k, v in attrs if k in ("src", "href") and v]
-
-
-def links(html: str) -> list[str]:
-    parser = _Links()
-    parser.feed(html)
-    return parser.links
-
-
 def test_the_docs_page_loads_everything_from_the_server(server: Server) -> None:
     with server.client() as http:
         html = http.get("/docs")
         assert html.status_code == 200, html.text
         assert not re.findall(r"(?:https?:)?//[\w.-]+", html.text), "the page names another host"
         assert "'/openapi.json'" in html.text  # this server's spec
-        found = links(html.text)
+        found = page_links(html.text)
         for name, marker in {
             "swagger-ui-bundle.js": "SwaggerUIBundle",
             "swagger-ui.css": ".swagger-ui",

@@ -8,7 +8,6 @@ import json
 import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from pathlib import Path
 
 import httpx
@@ -19,7 +18,7 @@ from typer.testing import CliRunner
 from fleetshare.cli import app
 from fleetshare.service.auth import create_token
 from fleetshare.service.store import Store
-from tests.service_helpers import Server, start_server
+from tests.service_helpers import Server, page_links, start_server
 
 runner = CliRunner(env={"COLUMNS": "200"})
 
@@ -122,21 +121,6 @@ def test_a_proxy_terminating_tls_is_believed(proxied: Server) -> None:
     assert moved.headers["location"].endswith("/fleetshare/dashboard/")
 
 
-class _Links(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.links += [v for k, v in attrs if k in ("src", "href") and v]
-
-
-def _links(html: str) -> list[str]:
-    parser = _Links()
-    parser.feed(html)
-    return parser.links
-
-
 def test_pages_under_a_prefix_link_through_it(proxied: Server) -> None:
     """The docs page loads its assets and the spec under the prefix, the spec's server is the
     prefix (Swagger UI's requests go through the proxy) and the dashboard's links are
@@ -144,13 +128,13 @@ def test_pages_under_a_prefix_link_through_it(proxied: Server) -> None:
     with proxied.client() as client:
         docs = client.get("/docs").text
         assert "'/fleetshare/openapi.json'" in docs
-        for link in _links(docs):
+        for link in page_links(docs):
             assert link.startswith("/fleetshare/docs-assets/"), link
             assert client.get(link.removeprefix("/fleetshare")).status_code == 200
         assert client.get("/openapi.json").json()["servers"] == [{"url": "/fleetshare"}]
         page = client.get("/")
         assert page.status_code == 200
-        links = [u for u in _links(page.text) if not u.startswith("data:")]
+        links = [u for u in page_links(page.text) if not u.startswith("data:")]
         assert links and all(not u.startswith("/") for u in links), links
         assert all(client.get(f"/{u}").status_code == 200 for u in links)
 
