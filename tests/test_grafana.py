@@ -95,6 +95,11 @@ def _as_grafana_would(expr: str) -> str:
     return expr.replace("$team", ".*").replace("$resource", ".*")
 
 
+def _sampled(text: str) -> set[str]:
+    """The metric families with samples in a /metrics text."""
+    return {f.name for f in text_string_to_metric_families(text) if f.samples}
+
+
 @pytest.fixture(scope="module")
 def busy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
     """A real ``fleetshare serve`` (API and loop process) on SQLite where team-a borrows and a
@@ -112,6 +117,14 @@ def busy_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serv
                 assert client.post("/api/v1/workloads", json=job(f"w{i}", "team-a")).is_success
             wait_for(
                 lambda: client.get("/api/v1/workloads/w3/explain").json()["category"] == "quota",
+                timeout=30,
+            )
+            # the loop process's admissions reach /metrics with its next report, not at once
+            wait_for(
+                lambda: (
+                    "fleetshare_admission_wait_time_seconds"
+                    in _sampled(client.get("/metrics").text)
+                ),
                 timeout=30,
             )
         yield server, admin

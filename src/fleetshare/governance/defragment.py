@@ -6,15 +6,16 @@ borrowed work is spread thinly over nodes it may leave no node with room for a p
 most of one (an 8-GPU pod on 8-GPU nodes): the free GPUs are scattered, and the team stopped
 borrowing before a node was cleared. Then reclaim goes node by node instead:
 
-- for each node holding candidates, the victims are the set of candidates on it that lets the
-  node hold the most of the preemptor's pods still to place (at most all of them), with the
-  fewest victims, then the earliest in candidate order; a set is legal when each victim is
-  taken while its team still borrows a contested pair it uses, its team's victims taken
-  smallest first (the order that lets the most go: the largest, taken last, may take the
-  team below its quota, as in Kueue);
-- nodes go most pods they could hold were all their candidates gone first, then the least
-  to evict, then node order; a node whose best set adds no pod keeps its work;
-- until the preemptor fits; otherwise nothing is taken.
+- on each node holding candidates, the best set of them: the one that lets the node hold the
+  most of the preemptor's pods (at most all of them), then throws away the least work (each
+  victim's contested resources times the time it has run), then has the fewest victims,
+  then comes first in candidate order; a set is legal when each victim is taken while its
+  team still borrows a contested pair it uses, its team's victims taken smallest first (the
+  order that lets the most go: the largest, taken last, may take the team below its quota,
+  as in Kueue);
+- the node whose best set ranks first (most pods, least work lost, fewest victims, node
+  order) gives up that set, and the others' sets are found again (their teams may borrow
+  less now), until the preemptor fits; otherwise nothing is taken.
 
 The sets are exact up to :data:`EXACT` candidates on a node (every subset is tried), larger
 first beyond that. The caller minimises the victims.
@@ -67,21 +68,25 @@ def defragment(
             for fr, need in per_pod.items()
         )
 
-    def rank(node: int) -> tuple[int, int, int]:
-        everything: dict[FR, int] = {}
-        for usage in on_node[node].values():
-            for fr, v in usage.items():
-                everything[fr] = everything.get(fr, 0) + v
-        return (-pods(node, everything), sum(everything.values()), node)
+    def lost(k: int) -> float:  # the work evicting it throws away
+        entry = candidates[k]
+        held = sum(entry.usage.get(fr, 0) for fr in per_pod)
+        return held * max(0.0, state.now - entry.admitted_at)
 
     wanted = sum(ps.count for ps in wl.podsets)
     taken: list[Admitted] = []
-    for node in sorted(on_node, key=rank):
-        now = pods(node, {})
-        chosen = _best_set(state, contested, candidates, on_node[node], now, wanted, pods, node)
-        if not chosen:
-            continue
-        for k in chosen:
+    left = set(on_node)
+    while left:
+        best: tuple[tuple[int, float, int, int], list[int]] | None = None
+        for node in sorted(left):
+            found = _best_set(state, contested, candidates, on_node[node], wanted, pods, lost, node)
+            if found is not None and (best is None or found[0] < best[0]):
+                best = found
+        if best is None:
+            break
+        node = best[0][3]
+        left.discard(node)
+        for k in best[1]:
             state.remove(candidates[k])
             taken.append(candidates[k])
         if fits():
@@ -96,13 +101,16 @@ def _best_set(
     contested: set[FR],
     candidates: Sequence[Admitted],
     here: dict[int, dict[FR, int]],
-    now: int,
     wanted: int,
     pods: Callable[[int, dict[FR, int]], int],
+    lost: Callable[[int], float],
     node: int,
-) -> list[int]:
-    """Indices of the legal set of candidates on ``node`` that adds the most pods (up to
-    ``wanted``), fewest victims first, in the order they are to be taken; [] if none adds one."""
+) -> tuple[tuple[int, float, int, int], list[int]] | None:
+    """The legal set of candidates on ``node`` that adds the most of the preemptor's pods (up
+    to ``wanted``), then throws away the least work, then has the fewest victims, then comes
+    first in candidate order: its rank ``(-pods added, work lost, victims, node)`` and its
+    indices in the order they are to be taken; None if no set adds a pod."""
+    now = pods(node, {})
     keys = sorted(here)  # candidate order
     sets: Iterable[tuple[int, ...]]
     if len(keys) > EXACT:  # the largest first, one more at a time
@@ -112,22 +120,21 @@ def _best_set(
         sets = itertools.chain.from_iterable(
             itertools.combinations(keys, size) for size in range(1, len(keys) + 1)
         )
-    best: list[int] = []
-    best_pods = now
+    best: tuple[tuple[int, float, int, int], list[int]] | None = None
     for subset in sets:
         freed: dict[FR, int] = {}
         for k in subset:
             for fr, v in here[k].items():
                 freed[fr] = freed.get(fr, 0) + v
-        got = min(pods(node, freed), now + wanted)
-        if got <= best_pods:
+        got = min(pods(node, freed), now + wanted) - now
+        if got <= 0:
+            continue
+        rank = (-got, sum(lost(k) for k in subset), len(subset), node)
+        if best is not None and rank >= best[0]:
             continue
         order = _legal_order(state, contested, [candidates[k] for k in subset], list(subset))
-        if order is None:
-            continue
-        best, best_pods = order, got
-        if got == now + wanted:
-            break
+        if order is not None:
+            best = (rank, order)
     return best
 
 
