@@ -323,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="keep Kueue's runner output in this dir")
     parser.add_argument("--only", choices=["kueue", "fleetshare"], help="run one side")
     args = parser.parse_args(argv)
+    built(KUEUE_BUILD)  # the module's sources come with the build (a no-op when built)
     src = built(KUEUE_BUILD, "--src")
     baseline = yaml.safe_load((src / BASELINE).read_text())
     config, cohorts, queues = scaled_config(baseline, args.scale)
