@@ -127,3 +127,63 @@ def usage_timeline(
         }
         for b in range(n)
     ]
+
+
+# -- the measures both tools get the same way, from the objects' timestamps ------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Stamped:
+    """One workload by the timestamps on its API object (epoch seconds): ``created`` is the
+    API server's ``creationTimestamp``; ``admitted`` the last admission as its controller
+    wrote it on the object (Kueue: the Workload's Admitted condition's
+    ``lastTransitionTime``; fleetshare: the Job's admission annotation's ``at``), floored to
+    whole seconds as ``metav1.Time`` is; ``finished`` when it was marked done (Kueue: the
+    Finished condition, written by Kueue's runner; fleetshare: the Job's ``completionTime``,
+    written by the Job controller). None: not (yet) so."""
+
+    cls: str
+    cpu: float
+    runtime: float
+    created: float
+    admitted: float | None
+    finished: float | None
+
+
+def server_measures(stamped: Sequence[Stamped], nominal_cpu: float) -> dict[str, Any]:
+    """Mean time to admission per class (creation to last admission) and useful usage (Σ CPU
+    x running time of the finished workloads / window / nominal quota, percent; the window
+    from the first creation to the last finish), from :class:`Stamped` records."""
+    if nominal_cpu <= 0:
+        raise ValueError(f"nominal_cpu must be positive; got {nominal_cpu}")
+    waits: dict[str, list[float]] = {}
+    for w in stamped:
+        if w.admitted is not None:
+            waits.setdefault(w.cls, []).append(math.floor(w.admitted) - math.floor(w.created))
+    done = [w for w in stamped if w.finished is not None]
+    start = min((w.created for w in stamped), default=0.0)
+    end = max((w.finished for w in done if w.finished is not None), default=start)
+    window = end - start
+    work = sum(w.cpu * w.runtime for w in done)
+    return {
+        "workloads": len(stamped),
+        "finished": len(done),
+        "window_s": round(window, 1),
+        "work_cpu_seconds": round(work, 1),
+        "useful_usage_percent": round(100 * work / (window * nominal_cpu), 2)
+        if window > 0
+        else None,
+        "mean_time_to_admission_s": {
+            cls: round(sum(v) / len(v), 2) for cls, v in sorted(waits.items())
+        },
+        "admitted_per_class": {cls: len(v) for cls, v in sorted(waits.items())},
+    }
+
+
+def epoch(stamp: str | None) -> float | None:
+    """An API timestamp (RFC 3339, ``Z``) in epoch seconds; None for None or empty."""
+    if not stamp:
+        return None
+    import datetime as dt
+
+    return dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()

@@ -66,13 +66,38 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # tests.kube_harness
 
-from kueue_measures import Observed, kueue_measures, usage_timeline  # noqa: E402
-from run_info import machine  # noqa: E402
+from kueue_measures import (  # noqa: E402
+    Observed,
+    Stamped,
+    epoch,
+    kueue_measures,
+    server_measures,
+    usage_timeline,
+)
+from run_info import machine, proc_cpu_s  # noqa: E402
 
 SCALES: dict[str, dict[str, int]] = {
     "full": {"cohorts": 5, "queues_per_cohort": 6, "node_cpus": 120},
     "tenth": {"cohorts": 1, "queues_per_cohort": 3, "node_cpus": 60},
 }
+
+
+def shape_of(scale: str) -> dict[str, int]:
+    """A scale's shape: a name of :data:`SCALES` or ``CxQ`` (C cohorts x Q queues, on nodes of
+    the largest size up to 120 CPU that divides the nominal quota, at least 20 CPU)."""
+    if scale in SCALES:
+        return SCALES[scale]
+    try:
+        cohorts, queues = (int(n) for n in scale.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"scale must be one of {sorted(SCALES)} or CxQ; got {scale!r}") from None
+    total = 20 * cohorts * queues
+    node = max(n for n in range(20, 121) if total % n == 0) if total >= 20 else 0
+    if cohorts < 1 or queues < 1 or node == 0:
+        raise ValueError(f"scale {scale!r}: no node size of 20-120 CPU divides {total} CPU")
+    return {"cohorts": cohorts, "queues_per_cohort": queues, "node_cpus": node}
+
+
 KUEUE_PUBLISHED = {
     "wall_s": 351,
     "average_usage_percent": [55.9, 58.7],
@@ -517,8 +542,10 @@ class OperatorProcess:
         self.proc.stdin.flush()
 
     def stop(self, keys: list[str], timeout: float = 60.0) -> dict[str, Any]:
-        """Stop it (sending the Jobs to sample) and read its statistics."""
+        """Stop it (sending the Jobs to sample) and read its statistics, with its whole CPU
+        time from ``/proc`` (``operator_proc_cpu_s``, start-up included) just before."""
         assert self.proc.stdin is not None
+        cpu = proc_cpu_s(self.proc.pid)
         with contextlib.suppress(BrokenPipeError):
             self.proc.stdin.write(json.dumps(keys) + "\n")
             self.proc.stdin.close()
@@ -530,7 +557,7 @@ class OperatorProcess:
         if not self.stats_path.exists():
             log = self.stats_path.with_name("operator.log").read_text()[-2000:]
             raise RuntimeError(f"the operator process wrote no statistics: {log}")
-        return dict(json.loads(self.stats_path.read_text()))
+        return {**json.loads(self.stats_path.read_text()), "operator_proc_cpu_s": cpu}
 
 
 class TimedKubelet:
@@ -753,6 +780,39 @@ class Recorder:
             self.last_finish = max(self.last_finish, now)
 
 
+def stamped_jobs(
+    kube: Any, classes: Mapping[str, tuple[str, float, float]], wait: float = 60.0
+) -> list[Stamped]:
+    """The Jobs as :class:`Stamped` records, by one LIST once every admitted Job has its
+    ``completionTime`` (or after ``wait`` seconds: the Job controller completes them after
+    the operator released them)."""
+    from fleetshare.operator.kube import JOBS
+    from fleetshare.operator.objects import admission_of
+
+    deadline = time.monotonic() + wait
+    while True:
+        items, _ = kube.list(JOBS)
+        done = all((j.get("status") or {}).get("completionTime") for j in items
+                   if admission_of(j) is not None)  # fmt: skip
+        if done or time.monotonic() > deadline:
+            break
+        time.sleep(1.0)
+    out = []
+    for job in items:
+        meta = job["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        if key not in classes:
+            continue
+        cls, cpu, runtime = classes[key]
+        admitted = admission_of(job)
+        created = epoch(meta.get("creationTimestamp"))
+        assert created is not None
+        out.append(Stamped(cls, cpu, runtime, created,
+                           None if admitted is None else admitted.at,
+                           epoch((job.get("status") or {}).get("completionTime"))))  # fmt: skip
+    return out
+
+
 # -- the run ---------------------------------------------------------------------------------
 
 
@@ -774,7 +834,7 @@ def run(
     from fleetshare.traces.kueue_generator import CLASS_LABEL
     from fleetshare.traces.kueue_generator import load as load_kueue
 
-    trace = load_kueue(**SCALES[scale])
+    trace = load_kueue(**shape_of(scale))
     jobs = arrivals(trace)
     classes = {
         w.name: (w.labels[CLASS_LABEL], w.total_requests()[CPU] / 1000, w.duration or 0.0)
@@ -857,6 +917,7 @@ def run(
             op_thread.join(timeout=15)
             stats = meter.stats()
         unfinished = unfinished_sample(harness.kube, keys, views)
+        stamped = stamped_jobs(harness.kube, classes)
         recorder.stop()
         kubelet.stop()
         with recorder.lock:
@@ -872,7 +933,7 @@ def run(
         return {
             "scale": scale,
             "scenario": {
-                **SCALES[scale],
+                **shape_of(scale),
                 "workloads": len(jobs),
                 "nodes": len(trace.nodes),
                 "nominal_cpu": trace.facts["nominal_cpu"],
@@ -901,6 +962,7 @@ def run(
             "load_average_before": load_before,
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "kueue": measures,
+            "server_timestamps": server_measures(stamped, float(trace.facts["nominal_cpu"])),
             "pipeline_latency": latency,
             "usage_timeline": usage_timeline(observed, nominal, step),
             "operator_view_timeline": view_timeline(samples, recorder.t0, nominal, step),
@@ -918,8 +980,9 @@ def run(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scale", choices=sorted(SCALES), action="append",
-                        help="scenario size (repeatable; default: full)")  # fmt: skip
+    parser.add_argument("--scale", action="append",
+                        help="scenario size: full, tenth or CxQ (C cohorts x Q queues; "
+                        "repeatable; default: full)")  # fmt: skip
     parser.add_argument(
         "--qps",
         type=float,

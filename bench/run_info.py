@@ -41,3 +41,15 @@ def machine(**versions: str | None) -> dict[str, Any]:
         "platform": platform.platform(),
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
+
+
+def proc_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far, from ``/proc/<pid>/stat`` (None when
+    it is gone)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()  # after "pid (comm) "
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks  # utime, stime (fields 14, 15)

@@ -1,0 +1,112 @@
+"""bench/kueue_side_by_side.py's pure pieces: the scaled generator config, the check that it is
+the one fleetshare's side generates, Kueue Workloads as timestamp records, the common measures
+(bench/kueue_measures.server_measures), the CxQ scales of kueue_perf_api and /proc CPU."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from fleetshare.traces.kueue_generator import BORROWING_LIMIT_CPU, CLASSES, NOMINAL_CPU
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+
+
+def _module(name: str) -> ModuleType:
+    if str(BENCH) not in sys.path:
+        sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def sbs() -> ModuleType:
+    return _module("kueue_side_by_side")
+
+
+def config(cohorts: int = 5, queues: int = 6) -> dict[str, Any]:
+    """A generator config in Kueue's schema with fleetshare's workload classes."""
+    sets = [{"count": wc.count, "creationIntervalMs": wc.interval_ms,
+             "workloads": [{"className": wc.name, "runtimeMs": wc.runtime_ms,
+                            "priority": wc.priority, "request": wc.cpu}]}
+            for wc in CLASSES]  # fmt: skip
+    qset = {"className": "cq", "count": queues, "nominalQuota": NOMINAL_CPU,
+            "borrowingLimit": BORROWING_LIMIT_CPU, "workloadsSets": sets}  # fmt: skip
+    return {"cohorts": [{"className": "cohort", "count": cohorts, "queuesSets": [qset]}]}
+
+
+@pytest.mark.parametrize(
+    ("scale", "shape"), [(0.1, (1, 3)), (0.2, (1, 6)), (0.4, (2, 6)), (1.0, (5, 6))]
+)
+def test_scaled_config_keeps_whole_cohorts_else_one(
+    sbs: ModuleType, scale: float, shape: tuple[int, int]
+) -> None:
+    out, cohorts, queues = sbs.scaled_config(config(), scale)
+    assert (cohorts, queues) == shape
+    assert out["cohorts"][0]["count"] == cohorts
+    assert out["cohorts"][0]["queuesSets"][0]["count"] == queues
+    sbs.check_same(out)
+
+
+def test_a_config_unlike_fleetshares_is_refused(sbs: ModuleType) -> None:
+    other = config()
+    other["cohorts"][0]["queuesSets"][0]["workloadsSets"][0]["count"] = 349
+    with pytest.raises(SystemExit):
+        sbs.check_same(other)
+
+
+def test_a_workload_by_its_timestamps(sbs: ModuleType) -> None:
+    labels = {sbs.CLASS_LABEL: "medium", sbs.RUNNING_LABEL: "500"}
+    wl = {
+        "metadata": {"creationTimestamp": "2026-12-07T03:00:00Z", "labels": labels},
+        "spec": {"podSets": [{"count": 1, "template": {"spec": {"containers": [
+            {"resources": {"requests": {"cpu": "5"}}}]}}}]},
+        "status": {"conditions": [
+            {"type": "Admitted", "status": "True", "lastTransitionTime": "2026-12-07T03:00:07Z"},
+            {"type": "Finished", "status": "False", "lastTransitionTime": "2026-12-07T03:00:08Z"},
+        ]},
+    }  # fmt: skip
+    w = sbs.stamped_workload(wl)
+    assert (w.cls, w.cpu, w.runtime) == ("medium", 5.0, 0.5)
+    assert w.admitted is not None and w.admitted - w.created == 7.0
+    assert w.finished is None
+    assert sbs.cpu_of("500m") == 0.5
+
+
+def test_server_measures_floor_to_seconds_and_count_finished_work() -> None:
+    m = _module("kueue_measures")
+    stamped = [
+        m.Stamped("small", 1.0, 0.2, 100.0, 103.9, 104.0),
+        m.Stamped("small", 1.0, 0.2, 100.0, 101.2, 105.0),
+        m.Stamped("large", 20.0, 1.0, 100.0, None, None),
+    ]
+    out = m.server_measures(stamped, 20.0)
+    assert out["mean_time_to_admission_s"] == {"small": 2.0}
+    assert (out["finished"], out["window_s"], out["work_cpu_seconds"]) == (2, 5.0, 0.4)
+    assert out["useful_usage_percent"] == pytest.approx(100 * 0.4 / (5 * 20), abs=0.01)
+
+
+def test_cxq_scales() -> None:
+    api = _module("kueue_perf_api")
+    assert api.shape_of("1x3") == api.SCALES["tenth"]
+    assert api.shape_of("5x6") == api.SCALES["full"]
+    with pytest.raises(ValueError):
+        api.shape_of("three")
+
+
+def test_proc_cpu_of_this_process() -> None:
+    info = _module("run_info")
+    sum(i * i for i in range(200_000))
+    cpu = info.proc_cpu_s(os.getpid())
+    assert cpu is not None and cpu > 0
+    assert info.proc_cpu_s(2**22 + 1) is None
