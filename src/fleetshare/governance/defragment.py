@@ -157,10 +157,7 @@ def _legal_order(
         entry = entries[i]
         team = entry.workload.team
         mine = gone.setdefault(team, {})
-        if entry.removed or not any(
-            tree.usage(team, fr) - mine.get(fr, 0) > tree.quota(team, fr)
-            for fr in contested & entry.usage.keys()
-        ):
+        if entry.removed or not tree.borrows(team, contested & entry.usage.keys(), mine):
             return None
         for fr, v in entry.usage.items():
             mine[fr] = mine.get(fr, 0) + v

@@ -441,10 +441,7 @@ def _evict_in_batches(
     for entry in candidates:
         team = entry.workload.team
         gone = removed.setdefault(team, {})
-        if not own and not any(
-            tree.usage(team, fr) - gone.get(fr, 0) > tree.quota(team, fr)
-            for fr in contested & entry.usage.keys()
-        ):
+        if not own and not tree.borrows(team, contested & entry.usage.keys(), gone):
             continue  # that team no longer borrows what is contested
         batch.append(entry)
         for fr, v in entry.usage.items():
@@ -501,8 +498,7 @@ def _fair_share(
     chosen: list[Admitted] = []
 
     def borrowing(team: str, frs: set[FR]) -> bool:
-        gone = removed.get(team, {})
-        return any(tree.usage(team, fr) - gone.get(fr, 0) > tree.quota(team, fr) for fr in frs)
+        return tree.borrows(team, frs, removed.get(team))
 
     freed: dict[FR, int] = {}  # what the chosen victims use, all teams together
     fitted: list[bool] = []  # fits() in the current state (it changes only when victims go)

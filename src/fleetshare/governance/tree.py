@@ -174,6 +174,15 @@ class QuotaTree:
                 return False
         return True
 
+    def borrows(self, team: str, frs: Collection[FR], gone: Mapping[FR, int] | None = None) -> bool:
+        """Is the team above its own quota on any of ``frs``, once ``gone`` (usage chosen to
+        be evicted) is taken off? Preemption takes another team's work only while this holds
+        (Kueue: a candidate's ClusterQueue must still be borrowing)."""
+        used = self._usage[team]
+        quota = self._nodes[team].quota
+        gone = gone or {}
+        return any(used.get(fr, 0) - gone.get(fr, 0) > quota.get(fr, 0) for fr in frs)
+
     def borrowed(self, team: str, fr: FR) -> int:
         """How far a team is above its own quota."""
         node = self._nodes[team]
