@@ -1,19 +1,29 @@
-"""Work tried before room was freed: what it may preempt waits for it (pure).
+"""Work tried before room was freed: what it may preempt waits for it, and the room a team
+freed goes to it first (pure).
 
 A cycle tries each pending workload once, in merge order. When an admission preempts, the
 room and quota its victims held are free again, and work tried *before* may fit now: in the
 next cycle at the same instant it would take them back from whatever was admitted into them
-meanwhile, which is work started only to be preempted. So after an eviction a workload waits
-for the next cycle when a workload that failed before the eviction may preempt it:
+meanwhile, which is work started only to be preempted. So:
 
-* work of its own team that may preempt it (:meth:`~fleetshare.governance.ordering.MergeKeys.
-  may_preempt`: a higher priority, or with ``LowerOrNewerEqualPriority`` an older one of the
-  same priority), or
-* when it must borrow, another team's work within that team's quota, which takes lent quota
-  back (reclaim ``Any``; ``LowerPriority``: when it has the higher priority).
+* After an eviction a workload waits for the next cycle when a workload that failed before
+  the eviction may preempt it (:meth:`FailedAhead.deferral`):
 
-Work preempted in the cycle counts as failed before the eviction: it is pending again in the
-next cycle, where it may take its team's quota back.
+  - work of its own team that may preempt it (:meth:`~fleetshare.governance.ordering.
+    MergeKeys.may_preempt`: a higher priority, or with ``LowerOrNewerEqualPriority`` an older
+    one of the same priority), or
+  - when it must borrow, another team's work within that team's quota, which takes lent
+    quota back (reclaim ``Any``; ``LowerPriority``: when it has the higher priority).
+
+  Work preempted in the cycle counts as failed before the eviction: it is pending again in
+  the next cycle, where it may preempt its team's lower-ranked work, and take its team's
+  quota back if it is within it.
+
+* The preemptor itself: when its victims are out and work of its own team, tried before it
+  in the cycle, that may preempt it fits in the room they left, that work is admitted
+  instead, and the preemptor stays pending (:meth:`FailedAhead.preempting`). Kueue gets the
+  same outcome: its preemptor is not admitted in the cycle that evicts, and once the victims
+  are gone the queue's head, the better-ranked work, takes the room.
 
 That earlier work comes first again in the next cycle's merge order, so waiting costs one
 cycle at the same instant. Kueue gets there a cycle later: it requeues inadmissible work
@@ -21,6 +31,8 @@ when admitted work is evicted, after the lower-ranked work took the room.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 from fleetshare.governance.ordering import MergeKeys
 from fleetshare.governance.quota import QuotaModel
@@ -32,61 +44,117 @@ def _rank(wl: Workload) -> tuple[int, float]:
     return (-wl.priority, wl.submit_time)
 
 
+@dataclass(slots=True)
+class _Failures:
+    """One team's failures in one part of the cycle (before or since its latest eviction)."""
+
+    work: list[Workload] = field(default_factory=list)
+    """In the order they failed."""
+    within: list[Workload] = field(default_factory=list)
+    """Those of ``work`` that fitted their team's quota when tried."""
+    best: Workload | None = None
+    """The best-ranked of ``work``."""
+    highest_within: int | None = None
+    """The highest priority among ``within``."""
+
+    def add(self, wl: Workload, within: bool) -> None:
+        self.work.append(wl)
+        if self.best is None or _rank(wl) < _rank(self.best):
+            self.best = wl
+        if within:
+            self.within.append(wl)
+            if self.highest_within is None or wl.priority > self.highest_within:
+                self.highest_within = wl.priority
+
+    def merge(self, other: _Failures) -> None:
+        self.work += other.work
+        self.within += other.within
+        if other.best is not None and (self.best is None or _rank(other.best) < _rank(self.best)):
+            self.best = other.best
+        if other.highest_within is not None and (
+            self.highest_within is None or other.highest_within > self.highest_within
+        ):
+            self.highest_within = other.highest_within
+
+    def remove(self, wl: Workload) -> bool:
+        """Forget ``wl`` (admitted after all); False if it is not here."""
+        if not any(w is wl for w in self.work):
+            return False
+        self.work = [w for w in self.work if w is not wl]
+        self.within = [w for w in self.within if w is not wl]
+        self.best = min(self.work, key=_rank, default=None)
+        self.highest_within = max((w.priority for w in self.within), default=None)
+        return True
+
+
 class FailedAhead:
     """The failures of one cycle, before and since its latest eviction."""
 
     def __init__(self, model: QuotaModel) -> None:
         self._model = model
-        self._since: dict[str, Workload] = {}
-        """Per team, its best-ranked failure since the latest eviction."""
-        self._since_within: dict[str, int] = {}
-        """Per team, the highest priority of its failed work within quota since then."""
-        self._before: dict[str, Workload] = {}
-        self._before_within: dict[str, int] = {}
-        """The same, for failures before the latest eviction."""
+        self._since: dict[str, _Failures] = {}
+        """Per team, its failures since the latest eviction."""
+        self._before: dict[str, _Failures] = {}
+        """Per team, its failures before the latest eviction, and the work preempted in the
+        cycle (counted as failed within its quota)."""
+        self._victims: set[int] = set()
+        """The work preempted in the cycle (by ``id``): not pending in this cycle."""
 
     def failed(self, wl: Workload, within: bool) -> None:
         """``wl`` stays pending; ``within``: it fitted its team's quota when tried."""
-        best = self._since.get(wl.team)
-        if best is None or _rank(wl) < _rank(best):
-            self._since[wl.team] = wl
-        if within:
-            self._since_within[wl.team] = max(wl.priority, self._since_within.get(wl.team, 0))
+        self._since.setdefault(wl.team, _Failures()).add(wl, within)
 
     def evicted(self) -> None:
         """An admission preempted: every failure so far was before room was freed."""
-        for team, wl in self._since.items():
-            best = self._before.get(team)
-            if best is None or _rank(wl) < _rank(best):
-                self._before[team] = wl
-        for team, priority in self._since_within.items():
-            self._before_within[team] = max(priority, self._before_within.get(team, priority))
+        for team, since in self._since.items():
+            self._before.setdefault(team, _Failures()).merge(since)
         self._since.clear()
-        self._since_within.clear()
 
-    def victim(self, wl: Workload) -> None:
+    def victim(self, wl: Workload, within: bool) -> None:
         """``wl`` was preempted in this cycle: it is pending again in the next one, where it
-        may take back its team's quota (or preempt its team's lower-ranked work)."""
-        best = self._before.get(wl.team)
-        if best is None or _rank(wl) < _rank(best):
-            self._before[wl.team] = wl
-        self._before_within[wl.team] = max(wl.priority, self._before_within.get(wl.team, 0))
+        may preempt its team's lower-ranked work, and, ``within`` its team's quota again,
+        take that quota back."""
+        self._before.setdefault(wl.team, _Failures()).add(wl, within)
+        self._victims.add(id(wl))
+
+    def taken(self, wl: Workload) -> None:
+        """``wl``, which failed earlier in the cycle, was admitted after all."""
+        for part in (self._since, self._before):
+            failures = part.get(wl.team)
+            if failures is not None and failures.remove(wl):
+                return
+
+    def preempting(self, wl: Workload, keys: MergeKeys) -> list[Workload]:
+        """The work of ``wl``'s team that failed earlier in the cycle and may preempt ``wl``,
+        best-ranked first: the room ``wl``'s victims leave goes to the first of them that fits
+        in it (module docstring)."""
+        out = [
+            other
+            for part in (self._before, self._since)
+            for other in (part[wl.team].work if wl.team in part else ())
+            if id(other) not in self._victims and keys.may_preempt(other, wl)
+        ]
+        return sorted(out, key=_rank)
 
     def deferral(self, wl: Workload, keys: MergeKeys) -> str | None:
         """Why ``wl`` waits for the next cycle, or None if it is tried now."""
         if not self._before:
             return None
-        ahead = self._before.get(wl.team)
+        failures = self._before.get(wl.team)
+        ahead = failures.best if failures is not None else None
         if ahead is not None and keys.may_preempt(ahead, wl):
             return (
                 f"waits for {ahead.name}, ahead of it in {wl.team}'s queue: room was freed in "
                 f"this cycle after {ahead.name} was tried"
             )
-        if not self._before_within or not keys.prefix(wl)[0]:
+        if not keys.prefix(wl)[0]:
             return None
-        for team, priority in sorted(self._before_within.items()):
+        for team, failures in sorted(self._before.items()):
+            priority = failures.highest_within
             rules = self._model.teams.get(team)
-            if team == wl.team or rules is None or rules.reclaim == ReclaimPolicy.NEVER:
+            if priority is None or team == wl.team or rules is None:
+                continue
+            if rules.reclaim == ReclaimPolicy.NEVER:
                 continue
             if rules.reclaim == ReclaimPolicy.LOWER_PRIORITY and wl.priority >= priority:
                 continue

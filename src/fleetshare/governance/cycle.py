@@ -258,6 +258,10 @@ class Cycle:
             if self.policy.cluster.fair_share:  # their groups' shares moved too
                 peers = self.model.fair_peers
                 teams = {peer for team in teams for peer in peers.get(team, (team,))}
+            if wl.name in self._explicit:  # the room its victims left went to a teammate
+                order.failed_after_change(wl, teams)
+                self._ahead.failed(wl, self.keys.prefix(wl)[0] == 0)
+                continue
             quiet = len(result.preemptions) == preempted and failed_preemption.forgets == forgets
             order.admitted(wl, teams, quiet)
         self._finish()
@@ -511,13 +515,16 @@ class Cycle:
                 borrowed[fr[1]] = borrowed.get(fr[1], 0) + extra
                 if before[fr] == 0:  # the team's running work just became reclaimable
                     self.failed_preemption.forget({fr[0]})
-        for victim in victims:
-            self.result.preemptions.append(
-                Preemption(victim.entry.workload, wl.name, victim.reason, self._why(victim, wl))
-            )
+        self._report(victims, wl)
         names = self.state.fit.names(plan)
         assignment = Assignment(option.flavors, names, tuple(plan.gpus), counts)
         self.result.admissions.append(Admission(whole, assignment, borrowed))
+
+    def _report(self, victims: list[Victim], by: Workload) -> None:
+        for victim in victims:
+            self.result.preemptions.append(
+                Preemption(victim.entry.workload, by.name, victim.reason, self._why(victim, by))
+            )
 
     def _why(self, victim: Victim, by: Workload) -> str:
         v = victim.entry.workload
@@ -610,14 +617,43 @@ class Cycle:
         self._evictions += 1
         self._ahead.evicted()
         for victim in victims:
-            self._ahead.victim(victim.entry.workload)
-        plan = self.state.fit.place(option.flavors, wl.podsets)
-        assert not isinstance(plan, NoFit), "victims were chosen so that the workload fits"
+            v = victim.entry
+            self._ahead.victim(v.workload, self.state.within_nominal(v.workload.team, v.usage))
         self.failed_preemption.forget(
             set(option.flavors).union(*(v.entry.flavors for v in victims))
         )
+        for ahead in self._ahead.preempting(wl, self.keys):
+            if self._explain(ahead, self._explicit[ahead.name][1]) is None:
+                self._hand_over(wl, victims, ahead)
+                return True
+        plan = self.state.fit.place(option.flavors, wl.podsets)
+        assert not isinstance(plan, NoFit), "victims were chosen so that the workload fits"
         self._admit(wl, option, plan, victims)
         return True
+
+    def _hand_over(self, wl: Workload, victims: list[Victim], ahead: Workload) -> None:
+        """``wl``'s victims are out, and ``ahead``, of its team, tried before it in this cycle
+        and allowed to preempt it, fits in the room they left: ``ahead`` is admitted and
+        ``wl`` stays pending (``ahead.py``), rather than starting ``wl`` only for ``ahead`` to
+        preempt it in the next cycle at this instant."""
+        self._report(victims, wl)
+        self.failures.version += 1  # room was freed
+        self._pend(
+            wl,
+            PendingReason(
+                f"waits for {ahead.name}, ahead of it in {wl.team}'s queue: {ahead.name} took "
+                f"the room that preempting for {wl.name} freed",
+                "queued",
+            ),
+        )
+        del self._explicit[ahead.name]
+        self.order.taken(ahead.name)
+        self._searched_at.pop(ahead.name, None)
+        self._ahead.taken(ahead)
+        options = self._options
+        self._attempt(ahead)
+        self._options = options
+        assert ahead.name not in self._explicit, "it fitted on paper in this very state"
 
     # -- what carries over to the next cycle at the same moment ------------------------------
 

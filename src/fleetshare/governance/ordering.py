@@ -397,6 +397,29 @@ class MergeOrder:
         if cursor.at < cursor.end:
             self._schedule(run, cursor)
 
+    def failed_after_change(self, wl: Workload, teams: set[str]) -> None:
+        """``wl`` (from :meth:`next`) stays pending, yet the usage of ``teams`` changed while
+        it was considered (work it preempted for made room that a teammate took)."""
+        run = self._run
+        if run is None:
+            self._names.append(wl.name)
+        else:
+            run.part.explicit.append((run.key, wl.name))
+        self.admitted(wl, teams, quiet=False)
+
+    def taken(self, name: str) -> None:
+        """``name``, met as failed, was admitted later in the cycle: it is not pending."""
+        for segment in self.segments:
+            if isinstance(segment, list):
+                if name in segment:
+                    segment.remove(name)
+                    return
+            else:
+                for i, (_, met) in enumerate(segment.explicit):
+                    if met == name:
+                        del segment.explicit[i]
+                        return
+
     def admitted(self, wl: Workload, teams: set[str], quiet: bool) -> None:
         """``wl`` (from :meth:`next`) was admitted, changing the usage of ``teams`` (its own,
         and its victims'); ``quiet``: nothing was evicted and no failed preemption search was
