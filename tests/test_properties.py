@@ -496,9 +496,11 @@ def _check_handed_over(
     problems = []
     for choice in itertools.product(flavors, repeat=len(wl.podsets)):
         usage = usage_of(wl, choice)
+        within = ledger.within_quota(wl.team, usage)
+        reclaims = _reclaims(ledger, wl, usage, victims)
         try:
             for p in victims:
-                _check_victim(ledger, wl, usage, ledger.within_quota(wl.team, usage), p)
+                _check_victim(ledger, wl, usage, within, p, reclaims)
         except AssertionError as exc:
             problems.append(f"{choice}: {exc}")
             continue
@@ -508,8 +510,32 @@ def _check_handed_over(
     raise AssertionError(f"{wl.name}'s victims are legal with no flavor: {problems}")
 
 
+def _reclaims(
+    ledger: Ledger, wl: Workload, usage: Mapping[FR, int], victims: list[Preemption]
+) -> bool:
+    """May ``wl`` take back lent quota? When it fits within its team's quota once its own
+    team's victims are gone (Kueue, classical preemption: a ClusterQueue under its nominal
+    quota in the resources needing preemption tries its own and the cohort's borrowing
+    candidates together, without borrowing)."""
+    own = [
+        ledger.remove(p.workload.name)
+        for p in victims
+        if p.workload.team == wl.team and p.workload.name in ledger.entries
+    ]
+    try:
+        return ledger.within_quota(wl.team, usage)
+    finally:
+        for entry in own:
+            ledger.restore(entry)
+
+
 def _check_victim(
-    ledger: Ledger, wl: Workload, usage: Mapping[FR, int], within: bool, p: Preemption
+    ledger: Ledger,
+    wl: Workload,
+    usage: Mapping[FR, int],
+    within: bool,
+    p: Preemption,
+    reclaims: bool,
 ) -> None:
     ref = ledger.ref
     victim = p.workload
@@ -542,7 +568,7 @@ def _check_victim(
     borrowing = [fr for fr in shared if ledger.borrowing(victim.team, fr) > 0]
     assert borrowing, f"{p.reason} victim {victim.name}: team {victim.team} was not borrowing"
     if p.reason == "reclaim":
-        assert within, f"{wl.name} reclaims but is not within its team's quota"
+        assert reclaims, f"{wl.name} reclaims but is not within its team's quota"
         assert age >= ref.reclaim_grace, f"{victim.name} reclaimed after {age}s"
     else:
         assert ref.fair_share, "fair-share preemption with fair sharing off"
@@ -569,9 +595,10 @@ def _check_admission(
     usage = usage_of(wl, flavors)
     rules = ref.teams[wl.team]
     within = ledger.within_quota(wl.team, usage)
+    reclaims = _reclaims(ledger, wl, usage, victims)
 
     for p in victims:
-        _check_victim(ledger, wl, usage, within, p)
+        _check_victim(ledger, wl, usage, within, p, reclaims)
         _note(f"preemption: {p.reason}")
     removed = [ledger.remove(p.workload.name) for p in victims]
     if friendly and within:

@@ -15,9 +15,8 @@ meanwhile, which is work started only to be preempted. So:
   - when it must borrow, another team's work within that team's quota, which takes lent
     quota back (reclaim ``Any``; ``LowerPriority``: when it has the higher priority).
 
-  Work preempted in the cycle counts as failed before the eviction: it is pending again in
-  the next cycle, where it may preempt its team's lower-ranked work, and take its team's
-  quota back if it is within it.
+  Work preempted in the cycle counts as failed before the eviction, within its quota: it is
+  pending again in the next cycle, and goes first there.
 
 * The preemptor itself: when its victims are out and work of its own team, tried before it
   in the cycle, that may preempt it fits in the room they left, that work is admitted
@@ -56,6 +55,8 @@ class _Failures:
     """The best-ranked of ``work``."""
     highest_within: int | None = None
     """The highest priority among ``within``."""
+    highest_victim: int | None = None
+    """The highest priority of the team's work preempted in the cycle."""
 
     def add(self, wl: Workload, within: bool) -> None:
         self.work.append(wl)
@@ -75,6 +76,7 @@ class _Failures:
             self.highest_within is None or other.highest_within > self.highest_within
         ):
             self.highest_within = other.highest_within
+        assert other.highest_victim is None, "victims are counted before the latest eviction"
 
     def remove(self, wl: Workload) -> bool:
         """Forget ``wl`` (admitted after all); False if it is not here."""
@@ -110,11 +112,14 @@ class FailedAhead:
             self._before.setdefault(team, _Failures()).merge(since)
         self._since.clear()
 
-    def victim(self, wl: Workload, within: bool) -> None:
-        """``wl`` was preempted in this cycle: it is pending again in the next one, where it
-        may preempt its team's lower-ranked work, and, ``within`` its team's quota again,
-        take that quota back."""
-        self._before.setdefault(wl.team, _Failures()).add(wl, within)
+    def victim(self, wl: Workload) -> None:
+        """``wl`` was preempted in this cycle: it is pending again in the next one, and goes
+        first there (it may take back its team's quota, or preempt its team's lower-ranked
+        work)."""
+        failures = self._before.setdefault(wl.team, _Failures())
+        failures.add(wl, False)
+        if failures.highest_victim is None or wl.priority > failures.highest_victim:
+            failures.highest_victim = wl.priority
         self._victims.add(id(wl))
 
     def taken(self, wl: Workload) -> None:
@@ -150,16 +155,21 @@ class FailedAhead:
         if not keys.prefix(wl)[0]:
             return None
         for team, failures in sorted(self._before.items()):
-            priority = failures.highest_within
             rules = self._model.teams.get(team)
-            if priority is None or team == wl.team or rules is None:
+            if team == wl.team or rules is None or rules.reclaim == ReclaimPolicy.NEVER:
                 continue
-            if rules.reclaim == ReclaimPolicy.NEVER:
-                continue
-            if rules.reclaim == ReclaimPolicy.LOWER_PRIORITY and wl.priority >= priority:
-                continue
-            return (
-                f"waits: room was freed in this cycle after work of {team} within its quota "
-                f"was tried, and {team} may take back the quota this would borrow"
-            )
+            tried, preempted = failures.highest_within, failures.highest_victim
+            if rules.reclaim == ReclaimPolicy.LOWER_PRIORITY:
+                tried = tried if tried is not None and tried > wl.priority else None
+                preempted = preempted if preempted is not None and preempted > wl.priority else None
+            if tried is not None:
+                return (
+                    f"waits: room was freed in this cycle after work of {team} within its "
+                    f"quota was tried, and {team} may take back the quota this would borrow"
+                )
+            if preempted is not None:
+                return (
+                    f"waits: work of {team} was preempted in this cycle; it is tried first "
+                    "in the next cycle at this instant"
+                )
         return None

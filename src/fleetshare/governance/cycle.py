@@ -617,8 +617,7 @@ class Cycle:
         self._evictions += 1
         self._ahead.evicted()
         for victim in victims:
-            v = victim.entry
-            self._ahead.victim(v.workload, self.state.within_nominal(v.workload.team, v.usage))
+            self._ahead.victim(victim.entry.workload)
         self.failed_preemption.forget(
             set(option.flavors).union(*(v.entry.flavors for v in victims))
         )
@@ -639,7 +638,7 @@ class Cycle:
         self._report(victims, wl)
         self.failures.version += 1  # room was freed
         self._pend(
-            wl,
+            self._whole.get(id(wl), wl),  # ``wl`` with fewer pods, if partially admitted
             PendingReason(
                 f"waits for {ahead.name}, ahead of it in {wl.team}'s queue: {ahead.name} took "
                 f"the room that preempting for {wl.name} freed",
