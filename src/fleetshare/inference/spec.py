@@ -132,7 +132,7 @@ class PatternSpec(StrictModel):
     """A generated pattern (see :func:`generate`)."""
 
     pattern: Literal["constant", "diurnal", "office-hours", "viral-ramp", "flash-crowd"]
-    base_rps: float = Field(gt=0, le=1e7)
+    base_rps: float = Field(ge=0, le=1e7, description="0: no traffic (e.g. at night)")
     peak_rps: float | None = Field(default=None, gt=0, le=1e8)
     duration_seconds: float = Field(default=DAY, gt=0, le=31 * DAY)
     step_seconds: float = Field(default=60, gt=0, le=HOUR)
@@ -168,18 +168,105 @@ class DlrmTrafficSpec(StrictModel):
     step_seconds: float = Field(default=60, gt=0, le=3600)
 
 
+class RequestTraceSpec(StrictModel):
+    """Requests from a file in the format of a public LLM serving trace (relative to the
+    scenario): ``azure`` (CSV ``TIMESTAMP,ContextTokens,GeneratedTokens``) or ``mooncake``
+    (JSON lines ``timestamp`` ms, ``input_length``, ``output_length``). Replayed ``speedup``
+    times faster and ``copies`` times over (each copy shifted by a seeded uniform
+    ``[0, jitter_seconds)``)."""
+
+    file: str = Field(min_length=1)
+    format: Literal["azure", "mooncake"] = "azure"
+    speedup: float = Field(default=1, gt=0, le=1000)
+    copies: Count = Field(default=1, ge=1, le=1000)
+    jitter_seconds: float = Field(default=60, ge=0, le=86_400)
+    seed: int = 0
+    step_seconds: float = Field(
+        default=1, gt=0, le=HOUR, description="bins of the rate series the scaler reads"
+    )
+
+
 class TrafficRef(StrictModel):
-    """Where a service's traffic comes from: ``pattern`` (generated), ``csv`` or ``dlrm``."""
+    """Where a service's traffic comes from: ``pattern`` (generated), ``csv``, ``dlrm`` (rate
+    series), or ``requests`` (a request trace file)."""
 
     pattern: PatternSpec | None = None
     csv: CsvTrafficSpec | None = None
     dlrm: DlrmTrafficSpec | None = None
+    requests: RequestTraceSpec | None = None
 
     @model_validator(mode="after")
     def _one(self) -> TrafficRef:
-        given = [k for k in ("pattern", "csv", "dlrm") if getattr(self, k) is not None]
+        given = [k for k in ("pattern", "csv", "dlrm", "requests") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of pattern, csv, dlrm")
+            raise ValueError("give exactly one of pattern, csv, dlrm, requests")
+        return self
+
+
+class TokenMixSpec(StrictModel):
+    """Token counts of requests drawn from a rate pattern: ``azure-conv-2023`` draws (prompt,
+    output) pairs from the bundled minute of the Azure LLM inference trace 2023
+    (conversation); ``lognormal`` draws each from a lognormal with the given median and
+    sigma (of the logarithm)."""
+
+    mix: Literal["azure-conv-2023", "lognormal"] = "azure-conv-2023"
+    prompt_median: float = Field(default=1000, gt=0, le=1e6)
+    prompt_sigma: float = Field(default=1.0, ge=0, le=5)
+    output_median: float = Field(default=200, gt=0, le=1e6)
+    output_sigma: float = Field(default=1.0, ge=0, le=5)
+    seed: int = 0
+
+
+class ServingSpec(StrictModel):
+    """One replica's speed (the request-level serving model, inference/serving.py): a
+    prompt is prefilled at ``prefill_tokens_per_second`` (one prompt at a time); then each
+    output token takes ``decode_seconds_per_token`` plus ``decode_seconds_per_sequence`` for
+    every other sequence decoding on the replica when its decode starts; at most
+    ``max_sequences`` requests are in prefill or decode at once (the batching limit); the rest
+    wait in the service's queue (first come, first served)."""
+
+    prefill_tokens_per_second: float = Field(gt=0, le=1e8)
+    decode_seconds_per_token: float = Field(gt=0, le=10)
+    decode_seconds_per_sequence: float = Field(default=0, ge=0, le=10)
+    max_sequences: Count = Field(ge=1, le=100_000)
+    tokens: TokenMixSpec = Field(
+        default_factory=TokenMixSpec, description="requests drawn from a rate pattern"
+    )
+
+
+class SloSpec(StrictModel):
+    """Latency objectives as users state them: the ``percentile`` (99) of time to first
+    token, of time per output token, and of end-to-end latency, at most these seconds (any
+    of them; at least one)."""
+
+    ttft_seconds: float | None = Field(default=None, gt=0)
+    tpot_seconds: float | None = Field(default=None, gt=0)
+    e2e_seconds: float | None = Field(default=None, gt=0)
+    percentile: float = Field(default=99, gt=0, le=100)
+    window_seconds: float = Field(default=60, gt=0, le=HOUR, description="a violation minute")
+
+    @model_validator(mode="after")
+    def _some(self) -> SloSpec:
+        if self.ttft_seconds is None and self.tpot_seconds is None and self.e2e_seconds is None:
+            raise ValueError("give ttft_seconds, tpot_seconds or e2e_seconds")
+        return self
+
+
+class ObservedRateSpec(StrictModel):
+    """What the scaler reads of the request rate, as from Prometheus: the request counter is
+    scraped every ``scrape_interval_seconds``, and ``rate(...[window_seconds])`` is the
+    increase between the first and the last scrape within the window over their distance.
+    The scaler reads it every ``polling_interval_seconds`` (KEDA's polling)."""
+
+    window_seconds: float = Field(default=60, gt=0, le=DAY)
+    scrape_interval_seconds: float = Field(default=15, gt=0, le=HOUR)
+
+    @model_validator(mode="after")
+    def _two_scrapes(self) -> ObservedRateSpec:
+        if self.window_seconds < 2 * self.scrape_interval_seconds:
+            raise ValueError(
+                "window_seconds must hold at least two scrapes (2 x scrape_interval_seconds)"
+            )
         return self
 
 
@@ -271,6 +358,14 @@ class ServiceSpec(StrictModel):
     floors: list[FloorSpec] = Field(default_factory=list)
     forecast: ForecastSpec | None = None
     measure_from_seconds: float = Field(default=0, ge=0)
+    serving: ServingSpec | None = Field(
+        default=None, description="the request-level serving model (with slo)"
+    )
+    slo: SloSpec | None = None
+    observed_rate: ObservedRateSpec | None = Field(
+        default=None,
+        description="the scaler reads a Prometheus-style windowed rate (else the true rate)",
+    )
 
     @model_validator(mode="after")
     def _source(self) -> ServiceSpec:
@@ -278,4 +373,8 @@ class ServiceSpec(StrictModel):
             raise ValueError("give replica and scaler, or a manifest to import them from")
         if self.manifest is not None and (self.scaler is not None or self.replica is not None):
             raise ValueError("give replica and scaler, or a manifest, not both")
+        if (self.serving is None) != (self.slo is None):
+            raise ValueError("give serving and slo together (the SLO is measured on requests)")
+        if self.traffic.requests is not None and self.serving is None:
+            raise ValueError("traffic.requests needs serving (how fast a replica serves them)")
         return self

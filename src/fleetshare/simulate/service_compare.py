@@ -20,7 +20,7 @@ from fleetshare.scenario.loader import Scenario, ScenarioError, load_scenario
 from fleetshare.simulate.metrics import percentiles
 from fleetshare.simulate.service_input import build_services
 from fleetshare.simulate.services import ServiceRun, run_services
-from fleetshare.simulate.sla import gpu_hours, measure, serving_steps
+from fleetshare.simulate.sla import gpu_hours, measure, request_slo, serving_steps
 
 OPTIONS = ("reactive", "headroom", "scheduled", "forecast", "all")
 """The capacity options, in the order they are compared (``all``: the three together)."""
@@ -97,6 +97,7 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
         needed_gpu_hours += needed
         headroom_total += headroom
         lower_cost += bound or 0.0
+        slo = request_slo(s, [iv for p in replicas for iv in p.serving], serving, from_, end)
         services[s.name] = {
             "violation_minutes": round(sla.violation_minutes, 2),
             "requests": round(sla.requests),
@@ -122,6 +123,8 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
             "perfect_foresight_cost": None if bound is None else round(bound, 2),
             "notes": list(s.notes),
         }
+        if slo is not None:
+            services[s.name]["slo"] = slo
         grid = np.arange(from_, end, 15.0)
         curves[s.name] = {
             "t": [float(t) for t in grid],

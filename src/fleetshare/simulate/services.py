@@ -157,10 +157,11 @@ class ServiceRunner(Runner):
         if state.last_tick is not None:
             # requests beyond the serving capacity wait (fed at the last tick's rates)
             dt = now - state.last_tick
-            excess = state.history[-1][1] - state.decisions[-1]["serving"] * service.capacity_rps
+            last = state.decisions[-1]
+            excess = last["rps"] - last["serving"] * service.capacity_rps
             state.queue = max(0.0, state.queue + excess * dt)
         state.last_tick = now
-        state.history.append((now, rate))
+        state.history.append((now, service.seen_rate(now)))
         state.history = [h for h in state.history if h[0] > now - 86_400.0]
         got = readings(
             service, now, state.queue, self.clock_start, state.forecaster, state.history, state.lead

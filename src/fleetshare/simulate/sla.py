@@ -23,9 +23,12 @@ import bisect
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from fleetshare.inference.service import Service
+from fleetshare.inference.serving import serve, slo_report
 from fleetshare.inference.traffic import Traffic
 from fleetshare.simulate.metrics import percentiles
 
@@ -151,3 +154,42 @@ def _reached(serving: Steps, k: int, t: float, end: float) -> float:
 def gpu_hours(intervals: Sequence[tuple[float, float, float]], start: float, end: float) -> float:
     """GPU-hours of ``(from, to, gpus)`` intervals within ``[start, end)``."""
     return sum(g * max(0.0, min(b, end) - max(a, start)) for a, b, g in intervals) / 3600
+
+
+def request_slo(
+    service: Service,
+    intervals: Sequence[tuple[float, float]],
+    serving: Steps,
+    start: float,
+    end: float,
+) -> dict[str, Any] | None:
+    """The request-level SLO figures of a service with a serving model (None without one):
+    its requests served on the replicas' serving ``intervals`` up to ``end``
+    (:func:`fleetshare.inference.serving.serve`), reported over ``[start, end)``
+    (:func:`fleetshare.inference.serving.slo_report`)."""
+    if service.serving is None or service.slo is None or service.requests is None:
+        return None
+    requests = service.requests
+    served = serve(requests, intervals, service.serving, end)
+    index = np.searchsorted(np.array(serving.times), requests.arrival, side="right") - 1
+    values = np.array((0, *serving.values), dtype=np.int64)
+    at_arrival = values[index + 1]
+    report = slo_report(served, service.slo, at_arrival, start, end)
+    return {
+        "slo_violation_minutes": round(report.violation_minutes, 2),
+        "requests": report.requests,
+        "requests_missed_slo": report.missed,
+        "requests_missed_slo_share": None
+        if report.missed_share is None
+        else round(report.missed_share, 5),
+        "requests_unserved": report.unserved,
+        "ttft_seconds": _round3(report.ttft),
+        "tpot_seconds": _round3(report.tpot),
+        "e2e_seconds": _round3(report.e2e),
+        "cold_start_requests": report.cold_start_requests,
+        "cold_start_wait_seconds": _round3(report.cold_start_wait),
+    }
+
+
+def _round3(values: dict[str, float | None]) -> dict[str, float | None]:
+    return {k: (None if v is None else round(v, 3)) for k, v in values.items()}
