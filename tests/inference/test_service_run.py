@@ -185,3 +185,13 @@ def test_option_metrics_of_a_reactive_run_by_hand(tmp_path: Path) -> None:
     assert cluster["cost"] == round(4197 / 3600 * 1.006, 2)
     assert cluster["perfect_foresight_cost"] == round(4200 / 3600 * 1.006, 2)
     assert (cluster["nodes_launched"], cluster["nodes_terminated"]) == (3, 0)
+
+
+def test_startup_profile_takes_node_pull_and_load_from_the_table(tmp_path: Path) -> None:
+    # g5: node 150 s; pull 180 s; 8B from object storage 150 s (inference/startup.py)
+    startup = {"profile": {"model_size": "8b", "image": "pull", "weights": "object-storage"}}
+    late = _late(_run(tmp_path, "reactive", startup=startup))
+    assert len(late) == 2
+    for wanted, placed, serving in late:
+        assert placed - wanted >= 150  # the table's g5 launch, not the cloud's 90 s
+        assert serving - placed == 180 + 150

@@ -172,3 +172,14 @@ def test_the_windowed_rate_lags_a_step() -> None:
     assert observed_rate(t, 105.0, 60, 15) == pytest.approx(600 / 45)
     assert observed_rate(t, 160.0, 60, 15) == pytest.approx(40.0)  # scrapes 105..150
     assert observed_rate(t, 10.0, 60, 15) == 0.0  # one scrape only (at 0): no rate yet
+
+
+def test_startup_from_the_table_names_its_sources() -> None:
+    from fleetshare.inference.spec import StartupProfileSpec, StartupSpec
+    from fleetshare.inference.startup import IMAGE_PULL, MODEL_LOAD, NODE_READY, from_table
+
+    got = from_table(StartupProfileSpec(model_size="8b", image="lazy", weights="local-disk"))
+    assert (got.image_pull_seconds, got.model_load_seconds) == (45, 120)
+    assert all(f.source for f in (*NODE_READY.values(), *IMAGE_PULL.values(), *MODEL_LOAD.values()))
+    with pytest.raises(ValueError, match="not both"):
+        StartupSpec.model_validate({"profile": {"model_size": "8b"}, "model_load_seconds": 5})

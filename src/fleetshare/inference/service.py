@@ -54,6 +54,8 @@ class Service:
     serving: ServingSpec | None = None
     slo: SloSpec | None = None
     observed: ObservedRateSpec | None = None
+    node_ready_from_table: bool = False
+    """Node launch to Ready per instance type from the start-up table (inference/startup.py)."""
 
     def seen_rate(self, now: float) -> float:
         """The request rate the scaler reads at ``now``: the true rate, or the windowed

@@ -277,9 +277,21 @@ class ReplicaSpec(StrictModel):
     node_selector: dict[str, str] = Field(default_factory=dict)
 
 
+class StartupProfileSpec(StrictModel):
+    """Start-up looked up in the documented table (inference/startup.py): the model's size,
+    how the image gets to a new node, and where the weights are read from; node launch to
+    Ready comes from the table per instance family."""
+
+    model_size: Literal["8b", "70b"]
+    image: Literal["pull", "lazy", "preloaded"] = "pull"
+    weights: Literal["local-disk", "object-storage"] = "object-storage"
+
+
 class StartupSpec(StrictModel):
     """From a replica placed on a node to it serving: the image pull (skipped where the node
-    already pulled the service's image, or boots with it preloaded) and the model load."""
+    already pulled the service's image, or boots with it preloaded) and the model load.
+    ``profile`` takes both from the documented table instead (and the node launch per
+    instance type), in place of the two figures."""
 
     image_pull_seconds: float = Field(default=60, ge=0, le=7200)
     model_load_seconds: float = Field(default=60, ge=0, le=7200)
@@ -289,6 +301,14 @@ class StartupSpec(StrictModel):
         "container store (a secondary boot disk or disk snapshot built from it, e.g. GKE's "
         "secondary boot disks): a pod placed on one skips the pull",
     )
+    profile: StartupProfileSpec | None = None
+
+    @model_validator(mode="after")
+    def _one_way(self) -> StartupSpec:
+        given = self.model_fields_set & {"image_pull_seconds", "model_load_seconds"}
+        if self.profile is not None and given:
+            raise ValueError(f"give profile or {' and '.join(sorted(given))}, not both")
+        return self
 
 
 class HeadroomSpec(StrictModel):

@@ -10,7 +10,8 @@ from pathlib import Path
 from fleetshare.inference.manifests import import_scalers
 from fleetshare.inference.request_trace import Requests, from_pattern, read_requests
 from fleetshare.inference.service import Service
-from fleetshare.inference.spec import ServiceSpec
+from fleetshare.inference.spec import ServiceSpec, StartupSpec
+from fleetshare.inference.startup import from_table
 from fleetshare.inference.traffic import Traffic, generate
 from fleetshare.inputs import InputError, read_text
 from fleetshare.manifests.parse import documents
@@ -121,6 +122,15 @@ def _build(spec: ServiceSpec, scenario: Scenario, base: Path, where: str) -> Ser
                 f"{where}.startup.preloaded_pools[{i}]: no node pool named {pool!r}"
             )
     traffic, trace, traffic_notes = _traffic(spec, base, where)
+    startup = spec.startup
+    if startup.profile is not None:
+        table = from_table(startup.profile)
+        startup = StartupSpec(
+            image_pull_seconds=table.image_pull_seconds,
+            model_load_seconds=table.model_load_seconds,
+            preloaded_pools=startup.preloaded_pools,
+        )
+        notes += [f"start-up from the table: {s}" for s in table.sources]
     return Service(
         name=spec.name,
         team=spec.team,
@@ -130,7 +140,8 @@ def _build(spec: ServiceSpec, scenario: Scenario, base: Path, where: str) -> Ser
         scaler=scaler,
         capacity_rps=spec.capacity_rps,
         request_seconds=spec.request_seconds,
-        startup=spec.startup,
+        startup=startup,
+        node_ready_from_table=spec.startup.profile is not None,
         traffic=traffic,
         headroom=spec.headroom,
         placeholder_priority=placeholder,
