@@ -121,3 +121,13 @@ def test_perfect_foresight_price_is_the_cheapest_replica_hour_that_fits() -> Non
     p4d = [NodePool(name="p4d", instance_types=["p4d.24xlarge"])]
     assert cheapest_replica_hour(replica(3), p4d, catalog) == pytest.approx(21.957642 / 8)
     assert cheapest_replica_hour(replica(200), pools, catalog) is None  # fits nowhere
+
+
+def test_minutes_above_max_replicas() -> None:
+    from fleetshare.inference.traffic import Traffic
+    from fleetshare.simulate.sla import above_max_replicas_minutes
+
+    # 10 rps a replica, max 4: 35 rps needs 4 (fits), 45 rps needs 5 for 120 s
+    t = Traffic((0.0, 60.0, 180.0), (35.0, 45.0, 20.0), 300.0)
+    assert above_max_replicas_minutes(t, 10.0, 4, 0.0, 300.0) == pytest.approx(2.0)
+    assert above_max_replicas_minutes(t, 10.0, 4, 120.0, 300.0) == pytest.approx(1.0)

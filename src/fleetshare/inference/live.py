@@ -9,8 +9,8 @@ from collections.abc import Sequence
 
 import httpx
 
-from fleetshare.inference.prometheus import MetricSource, PrometheusSource
-from fleetshare.inference.scaler import Decision, Reading, ScalerState, decide
+from fleetshare.inference.prometheus import MetricError, MetricSource, PrometheusSource
+from fleetshare.inference.scaler import Decision, Reading, ScalerState, decide, fallback
 from fleetshare.inference.spec import ScalerSpec
 
 
@@ -45,6 +45,8 @@ class LiveScaler:
         :func:`~fleetshare.inference.scaler.resumed`."""
         self.last_readings: list[Reading] = []
         """What the last successful tick read."""
+        self.failures = 0
+        """Failed reads in a row (KEDA's fallback counts them)."""
 
     def readings(self) -> list[Reading]:
         """Every trigger's current value against its target (raises ``MetricError``)."""
@@ -56,8 +58,19 @@ class LiveScaler:
     def tick(self, now: float, current: int | None = None) -> Decision:
         """The replicas wanted at ``now``. ``current``: the replicas that exist, when they
         differ from the last decision (someone else scaled). A failed read raises
-        ``MetricError`` and leaves the state as it was (KEDA keeps the replicas)."""
-        got = self.readings()
+        ``MetricError`` and leaves the state as it was (KEDA keeps the replicas), until
+        ``fallback.failure_threshold`` reads in a row have failed: then the fallback's
+        replicas are the decision."""
+        try:
+            got = self.readings()
+        except MetricError:
+            self.failures += 1
+            fell_back = fallback(self.spec, self.state, now, self.failures)
+            if fell_back is None:
+                raise
+            self.state = fell_back.state
+            return fell_back
+        self.failures = 0
         self.last_readings = got
         state = self.state
         if current is not None and current != state.replicas:

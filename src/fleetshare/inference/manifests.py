@@ -261,9 +261,8 @@ def _keda(
     fields: Fields, spec: dict[str, Any], annotations: dict[str, str]
 ) -> tuple[ScalerSpec, tuple[FloorSpec, ...], list[str]]:
     notes = []
-    for key in ("idleReplicaCount", "fallback", "initialCooldownPeriod"):
-        if spec.get(key) is not None:
-            notes.append(f"{fields.where}: spec.{key}: not modelled")
+    if spec.get("initialCooldownPeriod") is not None:
+        notes.append(f"{fields.where}: spec.initialCooldownPeriod: not modelled")
     advanced = fields.mapping(spec.get("advanced"), "spec.advanced")
     if advanced.get("scalingModifiers") is not None:
         notes.append(f"{fields.where}: spec.advanced.scalingModifiers: not modelled")
@@ -335,7 +334,31 @@ def _keda(
         "triggers": triggers,
         "behavior": behavior,
     }
+    if spec.get("idleReplicaCount") is not None:
+        data["idle_replicas"] = fields.whole(
+            spec.get("idleReplicaCount"), "spec.idleReplicaCount", default=0
+        )
+    if spec.get("fallback") is not None:
+        data["fallback"] = _fallback(fields, spec.get("fallback"), "spec.fallback")
     return _scaler(fields, data), tuple(floors), notes
+
+
+def _fallback(fields: Fields, value: Any, path: str) -> dict[str, Any]:
+    """KEDA's ``fallback`` (``failureThreshold``, ``replicas``, ``behavior``)."""
+    raw = fields.mapping(value, path, required=True)
+    for key in ("failureThreshold", "replicas"):
+        if raw.get(key) is None:
+            raise fields.error(join(path, key), "is required")
+    out: dict[str, Any] = {
+        "failure_threshold": fields.whole(
+            raw["failureThreshold"], join(path, "failureThreshold"), default=3, minimum=1
+        ),
+        "replicas": fields.whole(raw["replicas"], join(path, "replicas"), default=0),
+    }
+    behavior = fields.text(raw.get("behavior"), join(path, "behavior"))
+    if behavior is not None:
+        out["behavior"] = behavior
+    return out
 
 
 PROMETHEUS_NOT_MODELLED = (

@@ -108,6 +108,19 @@ class Trigger(StrictModel):
     prometheus: PrometheusQuery | None = None
 
 
+class FallbackSpec(StrictModel):
+    """KEDA's ``fallback``: after ``failure_threshold`` failed reads in a row of a trigger,
+    the scaler sets ``replicas`` (``static``), keeps the current count (``currentReplicas``),
+    or the larger (``currentReplicasIfHigher``) or smaller (``currentReplicasIfLower``) of
+    the two, until a read succeeds."""
+
+    failure_threshold: Count = Field(ge=1)
+    replicas: Count = Field(ge=0)
+    behavior: Literal[
+        "static", "currentReplicas", "currentReplicasIfHigher", "currentReplicasIfLower"
+    ] = "static"
+
+
 class ScalerSpec(StrictModel):
     """A service's scaler: KEDA's ScaledObject over an HPA."""
 
@@ -118,6 +131,12 @@ class ScalerSpec(StrictModel):
     cooldown_seconds: float = Field(default=300, ge=0)
     tolerance: float = Field(default=0.1, ge=0, lt=1)
     behavior: Behavior = Field(default_factory=Behavior)
+    idle_replicas: Literal[0] | None = Field(
+        default=None,
+        description="KEDA's idleReplicaCount: with no trigger active (after the cooldown) the "
+        "service goes to this many replicas, below min_replicas (KEDA supports only 0)",
+    )
+    fallback: FallbackSpec | None = None
 
     @model_validator(mode="after")
     def _bounds(self) -> ScalerSpec:
@@ -125,7 +144,19 @@ class ScalerSpec(StrictModel):
             raise ValueError(
                 f"min_replicas {self.min_replicas} is above max_replicas {self.max_replicas}"
             )
+        if self.idle_replicas is not None and self.idle_replicas >= self.min_replicas:
+            raise ValueError(
+                f"idle_replicas {self.idle_replicas} must be below min_replicas "
+                f"{self.min_replicas} (KEDA's idleReplicaCount)"
+            )
         return self
+
+    def idle(self) -> int | None:
+        """The replicas of an inactive service once the cooldown is over (None: the HPA
+        keeps at least ``min_replicas``)."""
+        if self.min_replicas == 0:
+            return 0
+        return self.idle_replicas
 
 
 class PatternSpec(StrictModel):

@@ -20,7 +20,13 @@ from fleetshare.scenario.loader import Scenario, ScenarioError, load_scenario
 from fleetshare.simulate.metrics import percentiles
 from fleetshare.simulate.service_input import build_services
 from fleetshare.simulate.services import ServiceRun, run_services
-from fleetshare.simulate.sla import gpu_hours, measure, request_slo, serving_steps
+from fleetshare.simulate.sla import (
+    above_max_replicas_minutes,
+    gpu_hours,
+    measure,
+    request_slo,
+    serving_steps,
+)
 
 OPTIONS = ("reactive", "headroom", "scheduled", "forecast", "all")
 """The capacity options, in the order they are compared (``all``: the three together)."""
@@ -100,6 +106,12 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
         slo = request_slo(s, [iv for p in replicas for iv in p.serving], serving, from_, end)
         services[s.name] = {
             "violation_minutes": round(sla.violation_minutes, 2),
+            "above_max_replicas_minutes": round(
+                above_max_replicas_minutes(
+                    s.traffic, s.capacity_rps, s.scaler.max_replicas, from_, end
+                ),
+                2,
+            ),
             "requests": round(sla.requests),
             "requests_in_violation": round(sla.requests_in_violation),
             "requests_over_capacity": round(sla.requests_over_capacity),

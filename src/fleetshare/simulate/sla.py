@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -154,6 +155,19 @@ def _reached(serving: Steps, k: int, t: float, end: float) -> float:
 def gpu_hours(intervals: Sequence[tuple[float, float, float]], start: float, end: float) -> float:
     """GPU-hours of ``(from, to, gpus)`` intervals within ``[start, end)``."""
     return sum(g * max(0.0, min(b, end) - max(a, start)) for a, b, g in intervals) / 3600
+
+
+def above_max_replicas_minutes(
+    traffic: Traffic, capacity_rps: float, max_replicas: int, start: float, end: float
+) -> float:
+    """Minutes of ``[start, end)`` when the rate needs more than ``max_replicas`` replicas
+    (``ceil(rate / capacity_rps) > max_replicas``): capacity the scaler may never add."""
+    short = 0.0
+    for a, b, rate in traffic.steps():
+        lo, hi = max(a, start), min(b, end)
+        if hi > lo and math.ceil(rate / capacity_rps - 1e-9) > max_replicas:
+            short += hi - lo
+    return short / 60
 
 
 def request_slo(
