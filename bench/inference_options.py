@@ -37,7 +37,7 @@ TARGET_EXTRA_PERCENT = 10.0
 
 def meets(row: dict[str, Any]) -> bool:
     """The issue's target for one option (relative to reactive)."""
-    fewer = row["fewer_violation_minutes_x"]
+    fewer = row["fewer_capacity_short_minutes_x"]
     extra = row["extra_gpu_hours_percent"]
     better = fewer is None or fewer >= TARGET_FEWER  # None: no violation minute at all
     return better and extra is not None and extra <= TARGET_EXTRA_PERCENT
@@ -57,7 +57,7 @@ def summary(name: str, data: dict[str, Any], seconds: float) -> list[str]:
         s = next(iter(o["services"].values()))
         ttc = s["time_to_capacity_seconds"]
         lines.append(
-            f"| {option} | {row['violation_minutes']} | {row['fewer_violation_minutes_x']} | "
+            f"| {option} | {row['capacity_short_minutes']} | {row['fewer_capacity_short_minutes_x']} | "
             f"{o['cluster']['gpu_hours']} | {row['extra_gpu_hours']:+} "
             f"({row['extra_gpu_hours_percent']:+}%) | {ttc['p50']} / {ttc['p99']} | "
             f"{s['headroom_gpu_hours']} | {o['cluster']['cost']} | "

@@ -137,5 +137,5 @@ def test_keda_idle_replica_count_and_fallback_are_read() -> None:
         import_scalers(_docs(*objects))
     scaled["spec"]["idleReplicaCount"] = 0
     scaled["spec"]["fallback"] = {"replicas": 6}
-    with pytest.raises(ManifestError, match="fallback.failureThreshold: is required"):
+    with pytest.raises(ManifestError, match=r"fallback\.failureThreshold: is required"):
         import_scalers(_docs(*objects))

@@ -163,7 +163,7 @@ def test_option_metrics_of_a_reactive_run_by_hand(tmp_path: Path) -> None:
     to 1800 s; a replica serves 10 rps on one g5.xlarge ($1.006/h). Each wanted replica (one
     at 0, two at 600) gets a node launched 1 s later (the autoscaler's batching), Ready 90 s
     after, then pulls and loads for 140 s: serving at 231 s and 831 s. So needed (1, then 3)
-    is short for 231 s twice: 7.7 violation minutes; requests in violation 10 x 231 + 30 x
+    is short for 231 s twice: 7.7 capacity-short minutes; requests in capacity short 10 x 231 + 30 x
     231 = 9,240; over capacity 10 x 231 + 20 x 231 = 6,930; three demand steps (levels 1, 2,
     3), each 231 s to capacity. Paid: 1 GPU x 1,799 s + 2 x 1,199 s = 4,197 GPU-s; needed:
     600 + 3 x 1,200 = 4,200 GPU-s (1.1667 h, the perfect-foresight cost 1.1667 x $1.006);
@@ -171,9 +171,9 @@ def test_option_metrics_of_a_reactive_run_by_hand(tmp_path: Path) -> None:
     run = _run(tmp_path, "reactive")
     result = summarize(run, load_scenario_data(_scenario(tmp_path), tmp_path))
     chat, cluster = result.services["chat"], result.cluster
-    assert chat["violation_minutes"] == pytest.approx(2 * 231 / 60, abs=0.01)
+    assert chat["capacity_short_minutes"] == pytest.approx(2 * 231 / 60, abs=0.01)
     assert chat["requests"] == 10 * 600 + 30 * 1200
-    assert chat["requests_in_violation"] == 10 * 231 + 30 * 231
+    assert chat["requests_in_capacity_short"] == 10 * 231 + 30 * 231
     assert chat["requests_over_capacity"] == 10 * 231 + 20 * 231
     assert (chat["demand_steps"], chat["demand_steps_met_at_once"]) == (3, 0)
     assert chat["time_to_capacity_seconds"]["p99"] == 231

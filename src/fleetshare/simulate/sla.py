@@ -4,9 +4,10 @@ Definitions (each over the measured window ``[start, end)``):
 
 * **serving(t)**: replicas serving at ``t`` (placed, image pulled, model loaded, not yet
   deleted or evicted); **capacity(t)** = serving(t) x the service's ``capacity_rps``.
-* **SLA-violation minutes**: the time during which the request rate is above capacity(t).
-* **Requests in violation**: the requests that arrived during those minutes (all of them:
-  each met an overloaded service). **Requests over capacity**: the integral of
+* **Capacity-short minutes**: the time during which the request rate is above capacity(t)
+  (a capacity measure, not a latency SLO: the request-level SLO is ``request_slo``).
+* **Requests in capacity short**: the requests that arrived during those minutes (all of
+  them: each met an overloaded service). **Requests over capacity**: the integral of
   ``rate - capacity`` where positive (the requests beyond what the replicas could serve).
 * **needed(t)** = ``ceil(rate(t) / capacity_rps)`` (at most ``max_replicas``): the
   perfect-foresight capacity curve, replicas serving exactly when needed.
@@ -66,9 +67,9 @@ def serving_steps(intervals: Sequence[tuple[float, float]]) -> Steps:
 class Sla:
     """The SLA metrics of one service in one run (see the module docstring)."""
 
-    violation_minutes: float
+    capacity_short_minutes: float
     requests: float
-    requests_in_violation: float
+    requests_in_capacity_short: float
     requests_over_capacity: float
     steps: int
     steps_met: int
@@ -96,21 +97,21 @@ def measure(
     end: float,
 ) -> Sla:
     """The SLA metrics over ``[start, end)``; ``needed`` maps a rate to replicas."""
-    violation = requests = in_violation = over = needed_hours = 0.0
+    short = requests = in_short = over = needed_hours = 0.0
     for a, b, rate, count in _segments(traffic, serving, start, end):
         span = b - a
         capacity = count * capacity_rps
         requests += rate * span
         needed_hours += needed(rate) * span / 3600
         if rate > capacity:
-            violation += span
-            in_violation += rate * span
+            short += span
+            in_short += rate * span
             over += (rate - capacity) * span
     waits, met = time_to_capacity(traffic, serving, needed, start, end)
     return Sla(
-        violation_minutes=violation / 60,
+        capacity_short_minutes=short / 60,
         requests=requests,
-        requests_in_violation=in_violation,
+        requests_in_capacity_short=in_short,
         requests_over_capacity=over,
         steps=len(waits),
         steps_met=met,
