@@ -183,3 +183,13 @@ def test_startup_from_the_table_names_its_sources() -> None:
     assert all(f.source for f in (*NODE_READY.values(), *IMAGE_PULL.values(), *MODEL_LOAD.values()))
     with pytest.raises(ValueError, match="not both"):
         StartupSpec.model_validate({"profile": {"model_size": "8b"}, "model_load_seconds": 5})
+
+
+def test_nearest_rank_by_hand() -> None:
+    from fleetshare.model.stats import nearest_rank
+
+    values = np.arange(1.0, 101.0)  # 1..100
+    assert nearest_rank(values, 99) == 99.0  # ceil(0.99 x 100) = 99th smallest
+    assert nearest_rank(values, 50) == 50.0
+    assert nearest_rank(np.array([0.1, np.inf]), 99) == np.inf  # 2nd of 2
+    assert nearest_rank(np.array([]), 99) is None

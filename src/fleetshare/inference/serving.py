@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,6 +38,7 @@ import numpy.typing as npt
 
 from fleetshare.inference.request_trace import Requests
 from fleetshare.inference.spec import ServingSpec, SloSpec
+from fleetshare.model.stats import nearest_rank
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -159,10 +159,7 @@ class SloReport:
 
 def _quantile(values: FloatArray, q: float) -> float | None:
     """Nearest-rank ``q``-th percentile of the finite values (None when none)."""
-    kept = np.sort(values[np.isfinite(values)])
-    if kept.size == 0:
-        return None
-    return float(kept[min(kept.size - 1, max(0, math.ceil(q / 100 * kept.size) - 1))])
+    return nearest_rank(values[np.isfinite(values)], q)
 
 
 def _summary(values: FloatArray, q: float) -> dict[str, float | None]:
@@ -216,7 +213,7 @@ def violation_windows(served: Served, slo: SloSpec, start: float, end: float) ->
                 continue
             chosen = values[group]
             chosen = chosen[~np.isnan(chosen)]
-            q = _quantile_inf(chosen, slo.percentile)
+            q = nearest_rank(chosen, slo.percentile)
             if q is not None and q > target:
                 bad = True
                 break
@@ -224,14 +221,6 @@ def violation_windows(served: Served, slo: SloSpec, start: float, end: float) ->
             a = start + piece[group[0]] * width
             total += min(a + width, end) - a
     return total
-
-
-def _quantile_inf(values: FloatArray, q: float) -> float | None:
-    """Nearest-rank percentile where infinities count (as the largest values)."""
-    if values.size == 0:
-        return None
-    ordered = np.sort(values)
-    return float(ordered[min(ordered.size - 1, max(0, math.ceil(q / 100 * ordered.size) - 1))])
 
 
 def slo_report(
