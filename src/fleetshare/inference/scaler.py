@@ -65,6 +65,9 @@ class Decision:
     replicas: int
     state: ScalerState
     why: str
+    reason: str = ""
+    """A condition worth a warning: :data:`MAX_REPLICAS_BELOW_TRAFFIC` or :data:`FALLBACK`
+    (empty otherwise)."""
 
 
 def propose(current: int, readings: Sequence[Reading], tolerance: float) -> int:
@@ -157,6 +160,9 @@ def _forget(spec: ScalerSpec, state: ScalerState, now: float) -> ScalerState:
 MAX_REPLICAS_BELOW_TRAFFIC = "MaxReplicasBelowTraffic"
 """The reason a decision gives when the triggers ask for more than ``max_replicas``."""
 
+FALLBACK = "Fallback"
+"""The reason of a decision taken by KEDA's fallback (the metric could not be read)."""
+
 
 def fallback(spec: ScalerSpec, state: ScalerState, now: float, failures: int) -> Decision | None:
     """KEDA's fallback after ``failures`` failed reads in a row (None: not yet, or no
@@ -174,7 +180,8 @@ def fallback(spec: ScalerSpec, state: ScalerState, now: float, failures: int) ->
     # KEDA's fallback feeds the HPA a value that proposes these replicas: the proposal
     # counts in the stabilisation windows like any other
     state = replace(state, proposals=(*state.proposals, (now, wanted)))
-    return _to(state, now, wanted, f"fallback ({f.behavior}) after {failures} failed reads")
+    why = f"fallback ({f.behavior}) after {failures} failed reads"
+    return replace(_to(state, now, wanted, why), reason=FALLBACK)
 
 
 def _to(state: ScalerState, now: float, replicas: int, why: str) -> Decision:
@@ -224,13 +231,11 @@ def decide(
         limited = max(wanted, scale_down_limit(b.scale_down, state.events, now, current))
     replicas = min(max(limited, low), spec.max_replicas)
     if proposal > spec.max_replicas:
-        return _to(
-            state,
-            now,
-            replicas,
+        why = (
             f"{MAX_REPLICAS_BELOW_TRAFFIC}: max_replicas {spec.max_replicas}, the traffic "
-            f"needs {proposal}",
+            f"needs {proposal}"
         )
+        return replace(_to(state, now, replicas, why), reason=MAX_REPLICAS_BELOW_TRAFFIC)
     if replicas == current:
         why = "held by stabilisation" if proposal != current and wanted == current else "steady"
         if limited != wanted:
