@@ -195,3 +195,39 @@ def test_startup_profile_takes_node_pull_and_load_from_the_table(tmp_path: Path)
     for wanted, placed, serving in late:
         assert placed - wanted >= 150  # the table's g5 launch, not the cloud's 90 s
         assert serving - placed == 180 + 150
+
+
+def test_requests_from_a_trace_file_served_on_the_run_by_hand(tmp_path: Path) -> None:
+    """Three requests of an Azure-format trace at 0, 100 and 300 s (1,000 prompt tokens, 11
+    output tokens each) on the run above: the first replica serves from 231 s (node 1 s +
+    90 s, pull and load 140 s). Prefill 1,000 tokens/s (1 s a prompt), 0.1 s an output
+    token. r1 waits 231 s: TTFT 232, last token 233; r2 (at 100) waits for the prefill
+    engine until 232: TTFT 133; r3 (at 300) starts at once: TTFT 1. r1 and r2 arrived while
+    no replica served (cold start, waits 231 and 132 s). SLO p99 TTFT <= 2 s by minute:
+    [0, 60) and [60, 120) violate; [300, 301) does not; 2 of 3 requests missed it."""
+    (tmp_path / "trace.csv").write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:00:00.0000000,1000,11\n"
+        "2023-11-16 18:01:40.0000000,1000,11\n"
+        "2023-11-16 18:05:00.0000000,1000,11\n"
+    )
+    run = _run(
+        tmp_path,
+        "reactive",
+        traffic={"requests": {"file": "trace.csv"}},
+        serving={
+            "prefill_tokens_per_second": 1000,
+            "decode_seconds_per_token": 0.1,
+            "max_sequences": 4,
+        },
+        slo={"ttft_seconds": 2},
+    )
+    result = summarize(run, load_scenario_data(_scenario(tmp_path), tmp_path))
+    slo = result.services["chat"]["slo"]
+    assert slo["requests"] == 3 and slo["requests_missed_slo"] == 2
+    assert slo["ttft_seconds"]["max"] == 232.0 and slo["ttft_seconds"]["p50"] == 133.0
+    assert slo["tpot_seconds"]["max"] == pytest.approx(0.1)
+    assert slo["slo_violation_minutes"] == 2.0
+    assert slo["cold_start_requests"] == 2
+    assert slo["cold_start_wait_seconds"]["max"] == 231.0
+    assert slo["cold_start_wait_seconds"]["p50"] == 132.0
