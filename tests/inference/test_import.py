@@ -139,3 +139,16 @@ def test_keda_idle_replica_count_and_fallback_are_read() -> None:
     scaled["spec"]["fallback"] = {"replicas": 6}
     with pytest.raises(ManifestError, match=r"fallback\.failureThreshold: is required"):
         import_scalers(_docs(*objects))
+
+
+def test_a_cron_trigger_keeps_its_time_zone() -> None:
+    objects = _fixture_objects("keda-chat.yaml")
+    scaled = next(o for o in objects if o["kind"] == "ScaledObject")
+    cron_trigger = next(t for t in scaled["spec"]["triggers"] if t["type"] == "cron")
+    cron_trigger["metadata"]["timezone"] = "America/New_York"
+    (chat,) = import_scalers(_docs(*objects))
+    (floor,) = chat.floors
+    assert floor.timezone == "America/New_York"
+    cron_trigger["metadata"]["timezone"] = "Mars/Olympus"
+    with pytest.raises(ManifestError, match="not an IANA time zone"):
+        import_scalers(_docs(*objects))

@@ -194,3 +194,31 @@ def test_a_live_scaler_falls_back_after_failed_reads_in_a_row() -> None:
     source.down = False
     assert live.tick(45.0).replicas == 7  # 20 rps at 10 a replica: scale-down is stabilised
     assert live.failures == 0
+
+
+def test_cron_floors_keep_their_time_zone() -> None:
+    from datetime import UTC, datetime
+
+    from fleetshare.autoscaling.cron import window_active
+
+    monday = datetime(2026, 1, 5, tzinfo=UTC)  # winter: Paris is UTC+1
+    # "0 9 * * 1-5" in Paris opens at 08:00 UTC in January, for an hour
+    assert not window_active("0 9 * * 1-5", 3600, 8 * 3600 - 1, monday, "Europe/Paris")
+    assert window_active("0 9 * * 1-5", 3600, 8 * 3600 + 1, monday, "Europe/Paris")
+    assert not window_active("0 9 * * 1-5", 3600, 9 * 3600 + 1, monday, "Europe/Paris")
+    july = datetime(2026, 7, 6, tzinfo=UTC)  # summer: UTC+2, opens at 07:00 UTC
+    assert window_active("0 9 * * 1-5", 3600, 7 * 3600 + 1, july, "Europe/Paris")
+
+
+def test_a_live_scaler_runs_cron_triggers_on_wall_clock_time() -> None:
+    from datetime import UTC, datetime
+
+    from fleetshare.inference.live import LiveScaler
+    from fleetshare.inference.spec import FloorSpec
+
+    floor = FloorSpec(schedule="0 9 * * *", duration_seconds=3600, min_replicas=5)
+    live = LiveScaler(_spec(), [_Failing()], floors=[floor])  # 20 rps: 2 replicas
+    nine = datetime(2026, 1, 5, 9, 0, 30, tzinfo=UTC).timestamp()
+    assert live.tick(nine - 3600).replicas == 1  # from zero: activated
+    assert live.tick(nine - 3570).replicas == 2  # the rps trigger alone
+    assert live.tick(nine).replicas == 5  # the window is open: at least 5

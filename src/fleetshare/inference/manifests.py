@@ -9,7 +9,7 @@ scaler object gives :class:`~fleetshare.inference.spec.ScalerSpec`:
   ``cooldownPeriod`` (300), ``advanced.horizontalPodAutoscalerConfig.behavior``; each trigger
   with an ``AverageValue`` target (KEDA's default metric type) becomes a trigger, its
   threshold and ``activation...`` threshold read from its metadata; ``cron`` triggers become
-  scheduled floors (``start``/``end``/``desiredReplicas``, UTC only).
+  scheduled floors (``start``/``end``/``desiredReplicas``, in their ``timezone``).
 * HPA: ``minReplicas`` (1), ``maxReplicas``, ``behavior``, and ``Pods``, ``Object`` or
   ``External`` metrics with an ``AverageValue`` target.
 
@@ -392,22 +392,24 @@ def _prometheus(
 def _cron(fields: Fields, meta: dict[str, Any], path: str) -> FloorSpec:
     """KEDA's cron trigger as a floor: from ``start`` until the next ``end``."""
     tz = fields.text(meta.get("timezone"), join(path, "timezone")) or "UTC"
-    if tz not in ("UTC", "Etc/UTC"):
-        raise fields.error(join(path, "timezone"), f"only UTC is simulated, got {tz!r}")
+    if not cron.is_zone(tz):
+        raise fields.error(join(path, "timezone"), f"not an IANA time zone: {tz!r}")
     start = fields.text(meta.get("start"), join(path, "start"), required=True)
     end = fields.text(meta.get("end"), join(path, "end"), required=True)
     assert start is not None and end is not None
     for key, expression in (("start", start), ("end", end)):
         if not cron.is_valid(expression):
             raise fields.error(join(path, key), f"not a cron expression: {expression!r}")
-    opens = cron.next_start(start, 0.0, _REFERENCE)
-    closes = cron.next_start(end, opens, _REFERENCE)
+    opens = cron.next_start(start, 0.0, _REFERENCE, tz)
+    closes = cron.next_start(end, opens, _REFERENCE, tz)
     replicas = _number(fields, meta.get("desiredReplicas"), join(path, "desiredReplicas"))
     if replicas < 1 or not replicas.is_integer():
         raise fields.error(
             join(path, "desiredReplicas"), f"must be a whole number >= 1, got {replicas:g}"
         )
-    return FloorSpec(schedule=start, duration_seconds=closes - opens, min_replicas=int(replicas))
+    return FloorSpec(
+        schedule=start, duration_seconds=closes - opens, min_replicas=int(replicas), timezone=tz
+    )
 
 
 def _hpa(

@@ -106,6 +106,17 @@ class Service:
         return h.pods + math.ceil(h.percent / 100 * replicas - 1e-9)
 
 
+def floor_readings(floors: Sequence[FloorSpec], now: float, clock_start: datetime) -> list[Reading]:
+    """KEDA's cron triggers at ``now`` (seconds since ``clock_start``): each floor whose window
+    is open reads ``min_replicas`` at a target of 1 (so the HPA proposes at least that), and
+    is active while open."""
+    return [
+        Reading(float(f.min_replicas), 1.0, 0.0)
+        for f in floors
+        if cron.window_active(f.schedule, f.duration_seconds, now, clock_start, f.timezone)
+    ]
+
+
 def readings(
     service: Service,
     now: float,
@@ -123,9 +134,7 @@ def readings(
     rate = service.seen_rate(now)
     values = {"rps": rate, "concurrency": rate * service.request_seconds, "queue": queue}
     out = [Reading(values[t.metric], t.target, t.activation) for t in service.scaler.triggers]
-    for floor in service.floors:
-        if cron.window_active(floor.schedule, floor.duration_seconds, now, clock_start):
-            out.append(Reading(float(floor.min_replicas), 1.0, 0.0))
+    out += floor_readings(service.floors, now, clock_start)
     target = service.rps_target()
     if forecaster is not None and target is not None:
         activation = next(t.activation for t in service.scaler.triggers if t.metric == "rps")

@@ -354,11 +354,21 @@ class HeadroomSpec(StrictModel):
 
 class FloorSpec(StrictModel):
     """A scheduled floor (KEDA's cron trigger): at least ``min_replicas`` from each
-    ``schedule`` start (cron, UTC) for ``duration_seconds``."""
+    ``schedule`` start (cron, in ``timezone``) for ``duration_seconds``."""
 
     schedule: str = Field(min_length=1)
     duration_seconds: float = Field(gt=0, le=7 * 86_400)
     min_replicas: Count = Field(ge=1)
+    timezone: str = Field(default="UTC", description="an IANA time zone (KEDA's timezone)")
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        from fleetshare.autoscaling.cron import is_zone
+
+        if not is_zone(value):
+            raise ValueError(f"{value!r} is not an IANA time zone")
+        return value
 
     @field_validator("schedule")
     @classmethod

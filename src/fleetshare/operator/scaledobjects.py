@@ -187,10 +187,10 @@ class ScaledObjects:
         try:
             read = read_scaled_object(obj, where)
             target = read.deployment
-            scaler = LiveScaler(read.scaler, prometheus_sources(read.scaler, self.client))
+            scaler = LiveScaler(
+                read.scaler, prometheus_sources(read.scaler, self.client), floors=read.floors
+            )
             notes = read.notes
-            if read.floors:
-                notes += (f"{where}: cron triggers: not run by the operator",)
         except (ManifestError, ValueError) as exc:
             problem = str(exc)
         new = _Tracked(generation, scaler, target, problem, notes)
