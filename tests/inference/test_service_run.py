@@ -231,3 +231,28 @@ def test_requests_from_a_trace_file_served_on_the_run_by_hand(tmp_path: Path) ->
     assert slo["cold_start_requests"] == 2
     assert slo["cold_start_wait_seconds"]["max"] == 231.0
     assert slo["cold_start_wait_seconds"]["p50"] == 132.0
+
+
+def test_training_holding_the_headroom_by_hand(tmp_path: Path) -> None:
+    """Two training pods hold the headroom (checkpoint every 300 s). They are placed when
+    their nodes are Ready (91 s); at 600 s the two new replicas preempt them at once, but a
+    training node has not pulled the service's image: pull + load 140 s, serving at 740 (a
+    placeholder's node would serve at 640). Each training pod ran 509 s and loses 509 mod
+    300 = 209 s of work, waits 91 s for a new node (691 s) and runs to the end (1,109 s):
+    ran 2 x 1,618 GPU-s, lost 2 x 209, delayed 2 x 91. Paid: three nodes from 1 s and two
+    from 601 s = 3 x 1,799 + 2 x 1,199 = 7,795 GPU-s; replicas held 1,709 + 2 x 1,200 =
+    4,109; spare 3,686 GPU-s, of which training ran 3,236: 87.79 %."""
+    headroom = {"pods": 2, "held_by": "training", "checkpoint_seconds": 300}
+    run = _run(tmp_path, "headroom", headroom=headroom)
+    late = _late(run)
+    assert len(late) == 2
+    for wanted, placed, serving in late:
+        assert placed == wanted == 600  # preempted the training at once
+        assert serving - placed == 140  # but pulls the image on the training's node
+    result = summarize(run, load_scenario_data(_scenario(tmp_path), tmp_path))
+    training = result.services["chat"]["training"]
+    assert training["gpu_hours"] == round(2 * 1618 / 3600, 2)
+    assert training["lost_gpu_hours"] == round(2 * 209 / 3600, 2)
+    assert training["delayed_gpu_hours"] == round(2 * 91 / 3600, 2)
+    assert result.cluster["spare_gpu_hours"] == round(7795 / 3600 - 4109 / 3600, 2)
+    assert result.cluster["training_share_of_spare"] == round(3236 / 3686, 4)

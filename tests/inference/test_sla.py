@@ -133,3 +133,17 @@ def test_minutes_above_max_replicas() -> None:
     t = Traffic((0.0, 60.0, 180.0), (35.0, 45.0, 20.0), 300.0)
     assert above_max_replicas_minutes(t, 10.0, 4, 0.0, 300.0) == pytest.approx(2.0)
     assert above_max_replicas_minutes(t, 10.0, 4, 120.0, 300.0) == pytest.approx(1.0)
+
+
+def test_training_in_headroom_in_a_window() -> None:
+    from fleetshare.simulate.sla import training_in_headroom
+
+    # one 2-GPU pod: runs 0-700 (preempted: 700 mod 300 = 100 s lost), waits to 1000, runs to
+    # the end (3600: nothing lost); window [500, 3600): ran 200 + 2600, waited 300
+    done = training_in_headroom([([(0.0, 700.0), (1000.0, 3600.0)], None)], 2, 300, 500, 3600)
+    assert done.ran == pytest.approx(2 * 2800 / 3600)
+    assert done.lost == pytest.approx(2 * 100 / 3600)
+    assert done.delayed == pytest.approx(2 * 300 / 3600)
+    # deleted while waiting: the wait ends at the deletion
+    gone = training_in_headroom([([(0.0, 700.0)], 900.0)], 1, 300, 0, 3600)
+    assert gone.delayed == pytest.approx(200 / 3600)

@@ -350,6 +350,13 @@ class HeadroomSpec(StrictModel):
     pods: Count = Field(default=0, ge=0)
     percent: float = Field(default=0, ge=0, le=1000)
     priority: str = Field(default="placeholder", min_length=1)
+    held_by: Literal["placeholder", "training"] = Field(
+        default="placeholder",
+        description="placeholder: idle pods running the service's image; training: "
+        "preemptible training pods of the same shape doing useful work (their node has not "
+        "pulled the service's image), checkpointing every checkpoint_seconds",
+    )
+    checkpoint_seconds: float = Field(default=1800, gt=0, le=7 * 86_400)
 
 
 class FloorSpec(StrictModel):

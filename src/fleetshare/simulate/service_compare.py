@@ -26,6 +26,7 @@ from fleetshare.simulate.sla import (
     measure,
     request_slo,
     serving_steps,
+    training_in_headroom,
 )
 
 OPTIONS = ("reactive", "headroom", "scheduled", "forecast", "all")
@@ -85,7 +86,7 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
     cost = cloud.cost(end) - cloud.cost(start) if cloud is not None else 0.0
     services: dict[str, dict[str, Any]] = {}
     curves: dict[str, dict[str, list[float]]] = {}
-    needed_gpu_hours = headroom_total = lower_cost = 0.0
+    needed_gpu_hours = headroom_total = lower_cost = training_ran = replica_hours = 0.0
     for state in run.services:
         s = state.service
         from_ = s.measure_from
@@ -137,6 +138,21 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
         }
         if slo is not None:
             services[s.name]["slo"] = slo
+        if s.headroom is not None and s.headroom.held_by == "training":
+            done = training_in_headroom(
+                [(p.held, p.deleted_at) for p in placeholders],
+                gpus,
+                s.headroom.checkpoint_seconds,
+                from_,
+                end,
+            )
+            training_ran += done.ran
+            services[s.name]["training"] = {
+                "gpu_hours": round(done.ran, 2),
+                "lost_gpu_hours": round(done.lost, 2),
+                "delayed_gpu_hours": round(done.delayed, 2),
+            }
+        replica_hours += gpu_hours([(a, b, gpus) for p in replicas for a, b in p.held], from_, end)
         grid = np.arange(from_, end, 15.0)
         curves[s.name] = {
             "t": [float(t) for t in grid],
@@ -155,6 +171,10 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
         "nodes_launched": launched,
         "nodes_terminated": terminated,
     }
+    if any(s.service.headroom and s.service.headroom.held_by == "training" for s in run.services):
+        spare = paid - replica_hours
+        cluster["spare_gpu_hours"] = round(spare, 2)
+        cluster["training_share_of_spare"] = round(training_ran / spare, 4) if spare > 0 else None
     return OptionResult(run.option, services, cluster, curves)
 
 

@@ -253,6 +253,11 @@ class ServiceRunner(Runner):
             return
         state, pod = owned
         node = admission.assignment.placement[0][0][0]
+        headroom = state.service.headroom
+        if pod.placeholder and headroom is not None and headroom.held_by == "training":
+            # training holding the headroom: it runs its own image, not the service's
+            pod.node, pod.admitted_at, pod.ready_at = node, now, now
+            return
         images = self._images.setdefault(node, {})
         startup = state.service.startup
         pull = 0.0 if self._preloaded(node, startup.preloaded_pools) else startup.image_pull_seconds

@@ -208,3 +208,45 @@ def request_slo(
 
 def _round3(values: dict[str, float | None]) -> dict[str, float | None]:
     return {k: (None if v is None else round(v, 3)) for k, v in values.items()}
+
+
+@dataclass(frozen=True)
+class Training:
+    """What training holding a service's headroom did in a window (see
+    :func:`training_in_headroom`), in GPU-hours."""
+
+    ran: float
+    lost: float
+    delayed: float
+
+
+def training_in_headroom(
+    pods: Sequence[tuple[Sequence[tuple[float, float]], float | None]],
+    gpus: float,
+    checkpoint: float,
+    start: float,
+    end: float,
+) -> Training:
+    """Training pods holding the headroom (``pods``: each one's placed intervals, oldest
+    first, and when it was deleted, if it was), over ``[start, end)``:
+
+    * **ran**: GPU-hours placed (training running);
+    * **lost**: at each interval that ended before ``end`` (a replica preempted it, or the
+      headroom shrank), the work since its last checkpoint: ``(stop - placed) mod
+      checkpoint`` (checkpoints every ``checkpoint`` seconds from each placement);
+    * **delayed**: GPU-hours the pods waited to run again after such an end, until placed
+      again (or deleted, or ``end``).
+
+    Each counts where it falls in the window (a loss at its stop; a wait as its overlap)."""
+    ran = lost = delayed = 0.0
+    for intervals, deleted in pods:
+        for i, (a, b) in enumerate(intervals):
+            ran += max(0.0, min(b, end) - max(a, start))
+            if b >= end:
+                continue
+            if start <= b:
+                lost += (b - a) % checkpoint
+            resumed = intervals[i + 1][0] if i + 1 < len(intervals) else None
+            until = min(x for x in (resumed, deleted, end) if x is not None)
+            delayed += max(0.0, min(until, end) - max(b, start))
+    return Training(ran * gpus / 3600, lost * gpus / 3600, delayed * gpus / 3600)
