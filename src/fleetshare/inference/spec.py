@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from fleetshare.inputs import Count, Name, StrictModel
 from fleetshare.model.quantity import Quantities
@@ -368,22 +368,15 @@ class FloorSpec(StrictModel):
     min_replicas: Count = Field(ge=1)
     timezone: str = Field(default="UTC", description="an IANA time zone (KEDA's timezone)")
 
-    @field_validator("timezone")
+    @field_validator("schedule", "timezone")
     @classmethod
-    def _zone(cls, value: str) -> str:
-        from fleetshare.autoscaling.cron import is_zone
+    def _cron(cls, value: str, info: ValidationInfo) -> str:
+        from fleetshare.autoscaling.cron import is_valid, is_zone
 
-        if not is_zone(value):
-            raise ValueError(f"{value!r} is not an IANA time zone")
-        return value
-
-    @field_validator("schedule")
-    @classmethod
-    def _cron(cls, value: str) -> str:
-        from fleetshare.autoscaling.cron import is_valid
-
-        if not is_valid(value):
+        if info.field_name == "schedule" and not is_valid(value):
             raise ValueError(f"{value!r} is not a valid cron expression")
+        if info.field_name == "timezone" and not is_zone(value):
+            raise ValueError(f"{value!r} is not an IANA time zone")
         return value
 
 
