@@ -138,8 +138,9 @@ def test_azure_and_mooncake_formats() -> None:
 
 
 def test_the_bundled_azure_minute_reads_and_replays(tmp_path: Path) -> None:
-    bundled = Path(__file__).resolve().parents[2] / "src/fleetshare/data/traces/azure-llm-2023"
-    (tmp_path / "t.csv").write_text((bundled / "conv_first_minute.csv").read_text())
+    from fleetshare.inference.request_trace import AZURE_CONV_2023
+
+    (tmp_path / "t.csv").write_text(AZURE_CONV_2023.read_text())  # shipped in the package
     req = read_requests(RequestTraceSpec(file="t.csv"), tmp_path)
     assert len(req) == 191
     assert float(req.arrival[-1]) == pytest.approx(59.99352)  # 18:16:46.67411 - 18:15:46.68059
