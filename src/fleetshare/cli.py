@@ -760,9 +760,17 @@ def _simulate_services(
         console = terminal.stdout()
         console.print(table(results))
         for name, row in data["versus_reactive"].items():
-            fewer = row["fewer_violation_minutes_x"]
+            fewer = row["fewer_capacity_short_minutes_x"]
+            slo = ""
+            if "slo_violation_minutes" in row:
+                fewer_slo = row["fewer_slo_violation_minutes_x"]
+                slo = (
+                    f"{row['slo_violation_minutes']} SLO-violation minutes "
+                    f"({'none' if fewer_slo is None else f'{fewer_slo}x fewer than reactive'}; "
+                    f"{row['requests_missed_slo_share']} of requests missed the SLO), "
+                )
             console.print(
-                f"{name}: {row['violation_minutes']} violation minutes "
+                f"{name}: {slo}{row['capacity_short_minutes']} capacity-short minutes "
                 f"({'none' if fewer is None else f'{fewer}x fewer than reactive'}), "
                 f"{row['extra_gpu_hours']:+} GPU-hours ({row['extra_gpu_hours_percent']:+}%)",
                 highlight=False,

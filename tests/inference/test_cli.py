@@ -36,11 +36,11 @@ def test_simulate_compares_the_options_on_the_same_traffic(tmp_path: Path) -> No
     reactive = data["options"]["reactive"]
     scheduled = data["options"]["scheduled"]
     # the office-hours floor keeps replicas the scaler would not: more GPU-hours, fewer
-    # violation minutes on the same traffic
+    # capacity-short minutes on the same traffic
     assert scheduled["cluster"]["gpu_hours"] > reactive["cluster"]["gpu_hours"]
     assert (
-        scheduled["services"]["chat"]["violation_minutes"]
-        < reactive["services"]["chat"]["violation_minutes"]
+        scheduled["services"]["chat"]["capacity_short_minutes"]
+        < reactive["services"]["chat"]["capacity_short_minutes"]
     )
     assert data["versus_reactive"]["reactive"]["extra_gpu_hours"] == 0
     assert (out / "services.json").exists() and (out / "inference-diurnal-tradeoff.png").exists()

@@ -119,3 +119,36 @@ def test_bad_behavior_and_metric_type_name_the_field() -> None:
     keda["spec"]["triggers"][0]["metricType"] = "Value"
     with pytest.raises(ManifestError, match=r"triggers\[0\]\.metricType: only AverageValue"):
         import_scalers(_docs(deployment, keda))
+
+
+def test_keda_idle_replica_count_and_fallback_are_read() -> None:
+    objects = _fixture_objects("keda-chat.yaml")
+    scaled = next(o for o in objects if o["kind"] == "ScaledObject")
+    scaled["spec"]["minReplicaCount"] = 2
+    scaled["spec"]["idleReplicaCount"] = 0
+    scaled["spec"]["fallback"] = {"failureThreshold": 3, "replicas": 6}
+    (chat,) = import_scalers(_docs(*objects))
+    assert chat.scaler.idle_replicas == 0 and chat.scaler.idle() == 0
+    f = chat.scaler.fallback
+    assert f is not None and (f.failure_threshold, f.replicas, f.behavior) == (3, 6, "static")
+    assert not any("idleReplicaCount" in n or "fallback" in n for n in chat.notes)
+    scaled["spec"]["idleReplicaCount"] = 1  # KEDA supports only 0
+    with pytest.raises(ManifestError, match="idle_replicas"):
+        import_scalers(_docs(*objects))
+    scaled["spec"]["idleReplicaCount"] = 0
+    scaled["spec"]["fallback"] = {"replicas": 6}
+    with pytest.raises(ManifestError, match=r"fallback\.failureThreshold: is required"):
+        import_scalers(_docs(*objects))
+
+
+def test_a_cron_trigger_keeps_its_time_zone() -> None:
+    objects = _fixture_objects("keda-chat.yaml")
+    scaled = next(o for o in objects if o["kind"] == "ScaledObject")
+    cron_trigger = next(t for t in scaled["spec"]["triggers"] if t["type"] == "cron")
+    cron_trigger["metadata"]["timezone"] = "America/New_York"
+    (chat,) = import_scalers(_docs(*objects))
+    (floor,) = chat.floors
+    assert floor.timezone == "America/New_York"
+    cron_trigger["metadata"]["timezone"] = "Mars/Olympus"
+    with pytest.raises(ManifestError, match="not an IANA time zone"):
+        import_scalers(_docs(*objects))

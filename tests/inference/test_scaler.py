@@ -124,3 +124,101 @@ def test_several_triggers_take_the_largest_proposal() -> None:
     state = ScalerState(replicas=2)
     d = decide(spec, state, 0, [Reading(20, 10), Reading(60, 10), Reading(0, 1)])
     assert d.replicas == 6
+
+
+def test_idle_replica_count_goes_below_min_replicas_when_inactive() -> None:
+    # KEDA's idleReplicaCount 0 with minReplicaCount 2: inactive for the cooldown -> 0;
+    # active again -> min_replicas at once
+    spec = _spec(min_replicas=2, idle_replicas=0, cooldown_seconds=60)
+    # last active at 0: the cooldown of 60 s is over at 60
+    assert _run(spec, _every(30, [15, 0, 0, 0, 5]), start=2) == [2, 2, 0, 0, 2]
+    # without it the HPA keeps min_replicas
+    assert _run(_spec(min_replicas=2, cooldown_seconds=60), _every(30, [15, 0, 0, 0]), 2) == [
+        2,
+        2,
+        2,
+        2,
+    ]
+
+
+def test_fallback_after_the_failure_threshold() -> None:
+    from fleetshare.inference.scaler import fallback
+
+    spec = _spec(fallback={"failure_threshold": 3, "replicas": 6})
+    state = ScalerState(replicas=2)
+    assert fallback(spec, state, 0.0, 2) is None  # not yet: the replicas stay
+    d = fallback(spec, state, 0.0, 3)
+    assert d is not None and d.replicas == 6
+    higher = _spec(
+        fallback={"failure_threshold": 1, "replicas": 6, "behavior": "currentReplicasIfHigher"}
+    )
+    got = fallback(higher, ScalerState(replicas=9), 0.0, 1)
+    assert got is not None and got.replicas == 9
+    assert fallback(_spec(), state, 0.0, 99) is None  # no fallback configured
+
+
+def test_max_replicas_below_the_traffic_says_so() -> None:
+    spec = _spec(max_replicas=5)
+    d = decide(spec, ScalerState(replicas=3), 0.0, [Reading(120, 10)])
+    assert d.replicas == 5
+    assert d.why.startswith("MaxReplicasBelowTraffic: max_replicas 5, the traffic needs 12")
+
+
+class _Failing:
+    """A metric source whose reads fail while ``down``."""
+
+    def __init__(self) -> None:
+        self.down = False
+
+    def read(self) -> float:
+        from fleetshare.inference.prometheus import MetricError
+
+        if self.down:
+            raise MetricError("unreachable")
+        return 20.0
+
+
+def test_a_live_scaler_falls_back_after_failed_reads_in_a_row() -> None:
+    import pytest
+
+    from fleetshare.inference.live import LiveScaler
+    from fleetshare.inference.prometheus import MetricError
+
+    source = _Failing()
+    live = LiveScaler(_spec(fallback={"failure_threshold": 2, "replicas": 7}), [source])
+    assert live.tick(0.0).replicas == 1  # activated from zero
+    source.down = True
+    with pytest.raises(MetricError):
+        live.tick(15.0)  # first failure: KEDA keeps the replicas
+    assert live.tick(30.0).replicas == 7  # second in a row: the fallback
+    source.down = False
+    assert live.tick(45.0).replicas == 7  # 20 rps at 10 a replica: scale-down is stabilised
+    assert live.failures == 0
+
+
+def test_cron_floors_keep_their_time_zone() -> None:
+    from datetime import UTC, datetime
+
+    from fleetshare.autoscaling.cron import window_active
+
+    monday = datetime(2026, 1, 5, tzinfo=UTC)  # winter: Paris is UTC+1
+    # "0 9 * * 1-5" in Paris opens at 08:00 UTC in January, for an hour
+    assert not window_active("0 9 * * 1-5", 3600, 8 * 3600 - 1, monday, "Europe/Paris")
+    assert window_active("0 9 * * 1-5", 3600, 8 * 3600 + 1, monday, "Europe/Paris")
+    assert not window_active("0 9 * * 1-5", 3600, 9 * 3600 + 1, monday, "Europe/Paris")
+    july = datetime(2026, 7, 6, tzinfo=UTC)  # summer: UTC+2, opens at 07:00 UTC
+    assert window_active("0 9 * * 1-5", 3600, 7 * 3600 + 1, july, "Europe/Paris")
+
+
+def test_a_live_scaler_runs_cron_triggers_on_wall_clock_time() -> None:
+    from datetime import UTC, datetime
+
+    from fleetshare.inference.live import LiveScaler
+    from fleetshare.inference.spec import FloorSpec
+
+    floor = FloorSpec(schedule="0 9 * * *", duration_seconds=3600, min_replicas=5)
+    live = LiveScaler(_spec(), [_Failing()], floors=[floor])  # 20 rps: 2 replicas
+    nine = datetime(2026, 1, 5, 9, 0, 30, tzinfo=UTC).timestamp()
+    assert live.tick(nine - 3600).replicas == 1  # from zero: activated
+    assert live.tick(nine - 3570).replicas == 2  # the rps trigger alone
+    assert live.tick(nine).replicas == 5  # the window is open: at least 5

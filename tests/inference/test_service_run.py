@@ -163,7 +163,7 @@ def test_option_metrics_of_a_reactive_run_by_hand(tmp_path: Path) -> None:
     to 1800 s; a replica serves 10 rps on one g5.xlarge ($1.006/h). Each wanted replica (one
     at 0, two at 600) gets a node launched 1 s later (the autoscaler's batching), Ready 90 s
     after, then pulls and loads for 140 s: serving at 231 s and 831 s. So needed (1, then 3)
-    is short for 231 s twice: 7.7 violation minutes; requests in violation 10 x 231 + 30 x
+    is short for 231 s twice: 7.7 capacity-short minutes; requests in capacity short 10 x 231 + 30 x
     231 = 9,240; over capacity 10 x 231 + 20 x 231 = 6,930; three demand steps (levels 1, 2,
     3), each 231 s to capacity. Paid: 1 GPU x 1,799 s + 2 x 1,199 s = 4,197 GPU-s; needed:
     600 + 3 x 1,200 = 4,200 GPU-s (1.1667 h, the perfect-foresight cost 1.1667 x $1.006);
@@ -171,9 +171,9 @@ def test_option_metrics_of_a_reactive_run_by_hand(tmp_path: Path) -> None:
     run = _run(tmp_path, "reactive")
     result = summarize(run, load_scenario_data(_scenario(tmp_path), tmp_path))
     chat, cluster = result.services["chat"], result.cluster
-    assert chat["violation_minutes"] == pytest.approx(2 * 231 / 60, abs=0.01)
+    assert chat["capacity_short_minutes"] == pytest.approx(2 * 231 / 60, abs=0.01)
     assert chat["requests"] == 10 * 600 + 30 * 1200
-    assert chat["requests_in_violation"] == 10 * 231 + 30 * 231
+    assert chat["requests_in_capacity_short"] == 10 * 231 + 30 * 231
     assert chat["requests_over_capacity"] == 10 * 231 + 20 * 231
     assert (chat["demand_steps"], chat["demand_steps_met_at_once"]) == (3, 0)
     assert chat["time_to_capacity_seconds"]["p99"] == 231
@@ -185,3 +185,74 @@ def test_option_metrics_of_a_reactive_run_by_hand(tmp_path: Path) -> None:
     assert cluster["cost"] == round(4197 / 3600 * 1.006, 2)
     assert cluster["perfect_foresight_cost"] == round(4200 / 3600 * 1.006, 2)
     assert (cluster["nodes_launched"], cluster["nodes_terminated"]) == (3, 0)
+
+
+def test_startup_profile_takes_node_pull_and_load_from_the_table(tmp_path: Path) -> None:
+    # g5: node 150 s; pull 180 s; 8B from object storage 150 s (inference/startup.py)
+    startup = {"profile": {"model_size": "8b", "image": "pull", "weights": "object-storage"}}
+    late = _late(_run(tmp_path, "reactive", startup=startup))
+    assert len(late) == 2
+    for wanted, placed, serving in late:
+        assert placed - wanted >= 150  # the table's g5 launch, not the cloud's 90 s
+        assert serving - placed == 180 + 150
+
+
+def test_requests_from_a_trace_file_served_on_the_run_by_hand(tmp_path: Path) -> None:
+    """Three requests of an Azure-format trace at 0, 100 and 300 s (1,000 prompt tokens, 11
+    output tokens each) on the run above: the first replica serves from 231 s (node 1 s +
+    90 s, pull and load 140 s). Prefill 1,000 tokens/s (1 s a prompt), 0.1 s an output
+    token. r1 waits 231 s: TTFT 232, last token 233; r2 (at 100) waits for the prefill
+    engine until 232: TTFT 133; r3 (at 300) starts at once: TTFT 1. r1 and r2 arrived while
+    no replica served (cold start, waits 231 and 132 s). SLO p99 TTFT <= 2 s by minute:
+    [0, 60) and [60, 120) violate; [300, 301) does not; 2 of 3 requests missed it."""
+    (tmp_path / "trace.csv").write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:00:00.0000000,1000,11\n"
+        "2023-11-16 18:01:40.0000000,1000,11\n"
+        "2023-11-16 18:05:00.0000000,1000,11\n"
+    )
+    run = _run(
+        tmp_path,
+        "reactive",
+        traffic={"requests": {"file": "trace.csv"}},
+        serving={
+            "prefill_tokens_per_second": 1000,
+            "decode_seconds_per_token": 0.1,
+            "max_sequences": 4,
+        },
+        slo={"ttft_seconds": 2},
+    )
+    result = summarize(run, load_scenario_data(_scenario(tmp_path), tmp_path))
+    slo = result.services["chat"]["slo"]
+    assert slo["requests"] == 3 and slo["requests_missed_slo"] == 2
+    assert slo["ttft_seconds"]["max"] == 232.0 and slo["ttft_seconds"]["p50"] == 133.0
+    assert slo["tpot_seconds"]["max"] == pytest.approx(0.1)
+    assert slo["slo_violation_minutes"] == 2.0
+    assert slo["cold_start_requests"] == 2
+    assert slo["cold_start_wait_seconds"]["max"] == 231.0
+    assert slo["cold_start_wait_seconds"]["p50"] == 132.0
+
+
+def test_training_holding_the_headroom_by_hand(tmp_path: Path) -> None:
+    """Two training pods hold the headroom (checkpoint every 300 s). They are placed when
+    their nodes are Ready (91 s); at 600 s the two new replicas preempt them at once, but a
+    training node has not pulled the service's image: pull + load 140 s, serving at 740 (a
+    placeholder's node would serve at 640). Each training pod ran 509 s and loses 509 mod
+    300 = 209 s of work, waits 91 s for a new node (691 s) and runs to the end (1,109 s):
+    ran 2 x 1,618 GPU-s, lost 2 x 209, delayed 2 x 91. Paid: three nodes from 1 s and two
+    from 601 s = 3 x 1,799 + 2 x 1,199 = 7,795 GPU-s; replicas held 1,709 + 2 x 1,200 =
+    4,109; spare 3,686 GPU-s, of which training ran 3,236: 87.79 %."""
+    headroom = {"pods": 2, "held_by": "training", "checkpoint_seconds": 300}
+    run = _run(tmp_path, "headroom", headroom=headroom)
+    late = _late(run)
+    assert len(late) == 2
+    for wanted, placed, serving in late:
+        assert placed == wanted == 600  # preempted the training at once
+        assert serving - placed == 140  # but pulls the image on the training's node
+    result = summarize(run, load_scenario_data(_scenario(tmp_path), tmp_path))
+    training = result.services["chat"]["training"]
+    assert training["gpu_hours"] == round(2 * 1618 / 3600, 2)
+    assert training["lost_gpu_hours"] == round(2 * 209 / 3600, 2)
+    assert training["delayed_gpu_hours"] == round(2 * 91 / 3600, 2)
+    assert result.cluster["spare_gpu_hours"] == round(7795 / 3600 - 4109 / 3600, 2)
+    assert result.cluster["training_share_of_spare"] == round(3236 / 3686, 4)

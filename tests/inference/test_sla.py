@@ -21,15 +21,15 @@ def _needed(rate: float) -> int:
     return math.ceil(rate / 10 - 1e-9)
 
 
-def test_violation_minutes_and_requests_on_a_step() -> None:
+def test_capacity_short_minutes_and_requests_on_a_step() -> None:
     # 20 rps for 10 min, then 50 rps for 10 min; replicas of 10 rps: 2 serve throughout,
     # 3 more serve from 12 min (2 min late)
     traffic = Traffic((0.0, 600.0), (20.0, 50.0), 1200.0)
     serving = serving_steps([(0, 1200)] * 2 + [(720, 1200)] * 3)
     sla = measure(traffic, serving, 10.0, _needed, 0.0, 1200.0)
-    assert sla.violation_minutes == pytest.approx(2.0)
+    assert sla.capacity_short_minutes == pytest.approx(2.0)
     assert sla.requests == pytest.approx(20 * 600 + 50 * 600)
-    assert sla.requests_in_violation == pytest.approx(50 * 120)
+    assert sla.requests_in_capacity_short == pytest.approx(50 * 120)
     assert sla.requests_over_capacity == pytest.approx((50 - 20) * 120)
     # perfect foresight: 2 replicas for 10 min, 5 for 10 min
     assert sla.needed_replica_hours == pytest.approx((2 * 600 + 5 * 600) / 3600)
@@ -42,14 +42,14 @@ def test_the_window_excludes_what_came_before() -> None:
     traffic = Traffic((0.0, 600.0), (50.0, 10.0), 1200.0)
     serving = serving_steps([(300, 1200)])
     sla = measure(traffic, serving, 10.0, _needed, 600.0, 1200.0)
-    assert sla.violation_minutes == 0
+    assert sla.capacity_short_minutes == 0
     assert sla.steps == 0
 
 
 def test_capacity_equal_to_traffic_is_no_violation() -> None:
     traffic = Traffic((0.0,), (30.0,), 600.0)
     sla = measure(traffic, serving_steps([(0, 600)] * 3), 10.0, _needed, 0.0, 600.0)
-    assert sla.violation_minutes == 0
+    assert sla.capacity_short_minutes == 0
     assert sla.steps == 0 and sla.steps_met == 3  # the rise from 0 was covered at once
 
 
@@ -72,12 +72,14 @@ def test_gpu_hours_clip_to_the_window() -> None:
 
 
 def _results(option: str, minutes: tuple[float, float], gpu_hours: float) -> OptionResult:
-    services = {name: {"violation_minutes": m} for name, m in zip(("a", "b"), minutes, strict=True)}
+    services = {
+        name: {"capacity_short_minutes": m} for name, m in zip(("a", "b"), minutes, strict=True)
+    }
     return OptionResult(option, services, {"gpu_hours": gpu_hours}, {})
 
 
 def test_versus_reactive_sums_services_and_compares_gpu_hours() -> None:
-    # reactive: 5 + 3 = 8 violation minutes on 100 GPU-h; headroom: 1.5 + 0.5 = 2 minutes,
+    # reactive: 5 + 3 = 8 capacity-short minutes on 100 GPU-h; headroom: 1.5 + 0.5 = 2 minutes,
     # 8 / 2 = 4x fewer, on 110 GPU-h: +10 GPU-h, +10 %; all: no violation (no ratio), 125 GPU-h
     out = versus_reactive(
         [
@@ -87,18 +89,18 @@ def test_versus_reactive_sums_services_and_compares_gpu_hours() -> None:
         ]
     )
     assert out["reactive"] == {
-        "violation_minutes": 8.0,
-        "fewer_violation_minutes_x": 1.0,
+        "capacity_short_minutes": 8.0,
+        "fewer_capacity_short_minutes_x": 1.0,
         "extra_gpu_hours": 0.0,
         "extra_gpu_hours_percent": 0.0,
     }
-    assert out["headroom"]["violation_minutes"] == 2.0
-    assert out["headroom"]["fewer_violation_minutes_x"] == 4.0
+    assert out["headroom"]["capacity_short_minutes"] == 2.0
+    assert out["headroom"]["fewer_capacity_short_minutes_x"] == 4.0
     assert (out["headroom"]["extra_gpu_hours"], out["headroom"]["extra_gpu_hours_percent"]) == (
         10.0,
         10.0,
     )
-    assert out["all"]["fewer_violation_minutes_x"] is None
+    assert out["all"]["fewer_capacity_short_minutes_x"] is None
     assert out["all"]["extra_gpu_hours_percent"] == 25.0
     assert versus_reactive([_results("headroom", (1.0, 0.0), 1.0)]) == {}  # no baseline
 
@@ -121,3 +123,27 @@ def test_perfect_foresight_price_is_the_cheapest_replica_hour_that_fits() -> Non
     p4d = [NodePool(name="p4d", instance_types=["p4d.24xlarge"])]
     assert cheapest_replica_hour(replica(3), p4d, catalog) == pytest.approx(21.957642 / 8)
     assert cheapest_replica_hour(replica(200), pools, catalog) is None  # fits nowhere
+
+
+def test_minutes_above_max_replicas() -> None:
+    from fleetshare.inference.traffic import Traffic
+    from fleetshare.simulate.sla import above_max_replicas_minutes
+
+    # 10 rps a replica, max 4: 35 rps needs 4 (fits), 45 rps needs 5 for 120 s
+    t = Traffic((0.0, 60.0, 180.0), (35.0, 45.0, 20.0), 300.0)
+    assert above_max_replicas_minutes(t, 10.0, 4, 0.0, 300.0) == pytest.approx(2.0)
+    assert above_max_replicas_minutes(t, 10.0, 4, 120.0, 300.0) == pytest.approx(1.0)
+
+
+def test_training_in_headroom_in_a_window() -> None:
+    from fleetshare.simulate.sla import training_in_headroom
+
+    # one 2-GPU pod: runs 0-700 (preempted: 700 mod 300 = 100 s lost), waits to 1000, runs to
+    # the end (3600: nothing lost); window [500, 3600): ran 200 + 2600, waited 300
+    done = training_in_headroom([([(0.0, 700.0), (1000.0, 3600.0)], None)], 2, 300, 500, 3600)
+    assert done.ran == pytest.approx(2 * 2800 / 3600)
+    assert done.lost == pytest.approx(2 * 100 / 3600)
+    assert done.delayed == pytest.approx(2 * 300 / 3600)
+    # deleted while waiting: the wait ends at the deletion
+    gone = training_in_headroom([([(0.0, 700.0)], 900.0)], 1, 300, 0, 3600)
+    assert gone.delayed == pytest.approx(200 / 3600)

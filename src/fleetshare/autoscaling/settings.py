@@ -98,6 +98,8 @@ class CloudSpec(_Strict):
     zones: list[str] = Field(default_factory=lambda: list(DEFAULT_ZONES), min_length=1)
     launch_latency_seconds: float = Field(default=90.0, ge=0)
     launch_latency_jitter_seconds: float = Field(default=0.0, ge=0)
+    launch_latency_by_type: dict[str, float] = Field(default_factory=dict)
+    """Instance type -> its launch latency (else ``launch_latency_seconds``)."""
     spot_discount_min: float = Field(default=0.55, ge=0, lt=1)
     spot_discount_max: float = Field(default=0.75, ge=0, lt=1)
     spot_interruption_rate_per_hour: float = Field(default=0.0, ge=0)
@@ -144,6 +146,7 @@ class CloudSpec(_Strict):
             zones=tuple(self.zones),
             launch_latency_seconds=self.launch_latency_seconds,
             launch_latency_jitter_seconds=self.launch_latency_jitter_seconds,
+            launch_latency_by_type=dict(self.launch_latency_by_type),
             spot_discount_min=self.spot_discount_min,
             spot_discount_max=self.spot_discount_max,
             spot_interruption_rate_per_hour=self.spot_interruption_rate_per_hour,

@@ -22,7 +22,8 @@ Models:
   launch call fail with a seeded probability. An offering that hit ICE (fully or partially) is
   reported unavailable by :meth:`SimulatedCloud.offerings` for ``ice_cooldown_seconds``
   (180 s, like Karpenter's unavailable-offerings cache); launching on it is still attempted.
-- **Launch latency**: ``ready_at = now + launch_latency_seconds`` (+ an optional seeded jitter);
+- **Launch latency**: ``ready_at = now + launch_latency_seconds`` (or the instance type's
+  ``launch_latency_by_type``) (+ an optional seeded jitter);
   90 s is EC2-like, use 600 s for HyperPod-like node bring-up.
 - **Spot interruptions**: each spot instance gets an exponential time to interruption with
   rate ``spot_interruption_rate_per_hour`` counted from launch, drawn from
@@ -84,6 +85,8 @@ class SimulatedCloudConfig:
     launch_latency_seconds: float = 90.0
     launch_latency_jitter_seconds: float = 0.0
     """Each launch call adds a seeded uniform ``[0, jitter)`` to the latency."""
+    launch_latency_by_type: Mapping[str, float] = field(default_factory=dict, hash=False)
+    """Instance type -> its launch latency, in place of ``launch_latency_seconds``."""
     spot_discount_min: float = 0.55
     spot_discount_max: float = 0.75
     spot_daily_drift: float = 0.0
@@ -309,7 +312,9 @@ class SimulatedCloud:
                 raise InsufficientCapacityError(request)
             granted = capacity
 
-        latency = self.config.launch_latency_seconds
+        latency = self.config.launch_latency_by_type.get(
+            request.instance_type, self.config.launch_latency_seconds
+        )
         if self.config.launch_latency_jitter_seconds > 0:
             jitter = seeded_uniform(self.config.seed, "latency", call)
             latency += self.config.launch_latency_jitter_seconds * jitter

@@ -9,7 +9,7 @@ scaler object gives :class:`~fleetshare.inference.spec.ScalerSpec`:
   ``cooldownPeriod`` (300), ``advanced.horizontalPodAutoscalerConfig.behavior``; each trigger
   with an ``AverageValue`` target (KEDA's default metric type) becomes a trigger, its
   threshold and ``activation...`` threshold read from its metadata; ``cron`` triggers become
-  scheduled floors (``start``/``end``/``desiredReplicas``, UTC only).
+  scheduled floors (``start``/``end``/``desiredReplicas``, in their ``timezone``).
 * HPA: ``minReplicas`` (1), ``maxReplicas``, ``behavior``, and ``Pods``, ``Object`` or
   ``External`` metrics with an ``AverageValue`` target.
 
@@ -261,9 +261,8 @@ def _keda(
     fields: Fields, spec: dict[str, Any], annotations: dict[str, str]
 ) -> tuple[ScalerSpec, tuple[FloorSpec, ...], list[str]]:
     notes = []
-    for key in ("idleReplicaCount", "fallback", "initialCooldownPeriod"):
-        if spec.get(key) is not None:
-            notes.append(f"{fields.where}: spec.{key}: not modelled")
+    if spec.get("initialCooldownPeriod") is not None:
+        notes.append(f"{fields.where}: spec.initialCooldownPeriod: not modelled")
     advanced = fields.mapping(spec.get("advanced"), "spec.advanced")
     if advanced.get("scalingModifiers") is not None:
         notes.append(f"{fields.where}: spec.advanced.scalingModifiers: not modelled")
@@ -335,7 +334,31 @@ def _keda(
         "triggers": triggers,
         "behavior": behavior,
     }
+    if spec.get("idleReplicaCount") is not None:
+        data["idle_replicas"] = fields.whole(
+            spec.get("idleReplicaCount"), "spec.idleReplicaCount", default=0
+        )
+    if spec.get("fallback") is not None:
+        data["fallback"] = _fallback(fields, spec.get("fallback"), "spec.fallback")
     return _scaler(fields, data), tuple(floors), notes
+
+
+def _fallback(fields: Fields, value: Any, path: str) -> dict[str, Any]:
+    """KEDA's ``fallback`` (``failureThreshold``, ``replicas``, ``behavior``)."""
+    raw = fields.mapping(value, path, required=True)
+    for key in ("failureThreshold", "replicas"):
+        if raw.get(key) is None:
+            raise fields.error(join(path, key), "is required")
+    out: dict[str, Any] = {
+        "failure_threshold": fields.whole(
+            raw["failureThreshold"], join(path, "failureThreshold"), default=3, minimum=1
+        ),
+        "replicas": fields.whole(raw["replicas"], join(path, "replicas"), default=0),
+    }
+    behavior = fields.text(raw.get("behavior"), join(path, "behavior"))
+    if behavior is not None:
+        out["behavior"] = behavior
+    return out
 
 
 PROMETHEUS_NOT_MODELLED = (
@@ -369,22 +392,24 @@ def _prometheus(
 def _cron(fields: Fields, meta: dict[str, Any], path: str) -> FloorSpec:
     """KEDA's cron trigger as a floor: from ``start`` until the next ``end``."""
     tz = fields.text(meta.get("timezone"), join(path, "timezone")) or "UTC"
-    if tz not in ("UTC", "Etc/UTC"):
-        raise fields.error(join(path, "timezone"), f"only UTC is simulated, got {tz!r}")
+    if not cron.is_zone(tz):
+        raise fields.error(join(path, "timezone"), f"not an IANA time zone: {tz!r}")
     start = fields.text(meta.get("start"), join(path, "start"), required=True)
     end = fields.text(meta.get("end"), join(path, "end"), required=True)
     assert start is not None and end is not None
     for key, expression in (("start", start), ("end", end)):
         if not cron.is_valid(expression):
             raise fields.error(join(path, key), f"not a cron expression: {expression!r}")
-    opens = cron.next_start(start, 0.0, _REFERENCE)
-    closes = cron.next_start(end, opens, _REFERENCE)
+    opens = cron.next_start(start, 0.0, _REFERENCE, tz)
+    closes = cron.next_start(end, opens, _REFERENCE, tz)
     replicas = _number(fields, meta.get("desiredReplicas"), join(path, "desiredReplicas"))
     if replicas < 1 or not replicas.is_integer():
         raise fields.error(
             join(path, "desiredReplicas"), f"must be a whole number >= 1, got {replicas:g}"
         )
-    return FloorSpec(schedule=start, duration_seconds=closes - opens, min_replicas=int(replicas))
+    return FloorSpec(
+        schedule=start, duration_seconds=closes - opens, min_replicas=int(replicas), timezone=tz
+    )
 
 
 def _hpa(

@@ -65,6 +65,9 @@ class Decision:
     replicas: int
     state: ScalerState
     why: str
+    reason: str = ""
+    """A condition worth a warning: :data:`MAX_REPLICAS_BELOW_TRAFFIC` or :data:`FALLBACK`
+    (empty otherwise)."""
 
 
 def propose(current: int, readings: Sequence[Reading], tolerance: float) -> int:
@@ -154,6 +157,33 @@ def _forget(spec: ScalerSpec, state: ScalerState, now: float) -> ScalerState:
     )
 
 
+MAX_REPLICAS_BELOW_TRAFFIC = "MaxReplicasBelowTraffic"
+"""The reason a decision gives when the triggers ask for more than ``max_replicas``."""
+
+FALLBACK = "Fallback"
+"""The reason of a decision taken by KEDA's fallback (the metric could not be read)."""
+
+
+def fallback(spec: ScalerSpec, state: ScalerState, now: float, failures: int) -> Decision | None:
+    """KEDA's fallback after ``failures`` failed reads in a row (None: not yet, or no
+    fallback: the replicas stay as they are)."""
+    f = spec.fallback
+    if f is None or failures < f.failure_threshold:
+        return None
+    current = state.replicas
+    wanted = {
+        "static": f.replicas,
+        "currentReplicas": current,
+        "currentReplicasIfHigher": max(current, f.replicas),
+        "currentReplicasIfLower": min(current, f.replicas),
+    }[f.behavior]
+    # KEDA's fallback feeds the HPA a value that proposes these replicas: the proposal
+    # counts in the stabilisation windows like any other
+    state = replace(state, proposals=(*state.proposals, (now, wanted)))
+    why = f"fallback ({f.behavior}) after {failures} failed reads"
+    return replace(_to(state, now, wanted, why), reason=FALLBACK)
+
+
 def _to(state: ScalerState, now: float, replicas: int, why: str) -> Decision:
     change = replicas - state.replicas
     events = (*state.events, ScaleEvent(now, change)) if change else state.events
@@ -174,13 +204,14 @@ def decide(
     if active:
         state = replace(state, last_active=now)
     current = state.replicas
+    idle = spec.idle()
     if current == 0:
         if active:
             return _to(state, now, max(spec.min_replicas, 1), "activated")
-        if spec.min_replicas > 0:
+        if idle is None:
             return _to(state, now, spec.min_replicas, "below min_replicas")
         return Decision(0, state, "inactive")
-    if not active and spec.min_replicas == 0:
+    if not active and idle is not None:
         since = state.last_active if state.last_active is not None else 0.0
         if now - since >= spec.cooldown_seconds:
             return _to(replace(state, proposals=()), now, 0, "cooldown over: scaled to zero")
@@ -199,6 +230,12 @@ def decide(
     elif wanted < current:
         limited = max(wanted, scale_down_limit(b.scale_down, state.events, now, current))
     replicas = min(max(limited, low), spec.max_replicas)
+    if proposal > spec.max_replicas:
+        why = (
+            f"{MAX_REPLICAS_BELOW_TRAFFIC}: max_replicas {spec.max_replicas}, the traffic "
+            f"needs {proposal}"
+        )
+        return replace(_to(state, now, replicas, why), reason=MAX_REPLICAS_BELOW_TRAFFIC)
     if replicas == current:
         why = "held by stabilisation" if proposal != current and wanted == current else "steady"
         if limited != wanted:

@@ -10,9 +10,19 @@ from datetime import datetime
 
 from fleetshare.autoscaling import cron
 from fleetshare.inference.forecast import Forecaster
+from fleetshare.inference.request_trace import Requests
 from fleetshare.inference.scaler import Reading
-from fleetshare.inference.spec import FloorSpec, ForecastSpec, HeadroomSpec, ScalerSpec, StartupSpec
-from fleetshare.inference.traffic import Traffic
+from fleetshare.inference.spec import (
+    FloorSpec,
+    ForecastSpec,
+    HeadroomSpec,
+    ObservedRateSpec,
+    ScalerSpec,
+    ServingSpec,
+    SloSpec,
+    StartupSpec,
+)
+from fleetshare.inference.traffic import Traffic, observed_rate
 from fleetshare.model.workload import PodSet
 
 SERVICE_LABEL = "fleetshare.io/service"
@@ -39,6 +49,21 @@ class Service:
     forecast: ForecastSpec | None = None
     measure_from: float = 0.0
     notes: tuple[str, ...] = ()
+    requests: Requests | None = None
+    """The requests (from a trace file, or drawn from the traffic) when ``serving`` is set."""
+    serving: ServingSpec | None = None
+    slo: SloSpec | None = None
+    observed: ObservedRateSpec | None = None
+    node_ready_from_table: bool = False
+    """Node launch to Ready per instance type from the start-up table (inference/startup.py)."""
+
+    def seen_rate(self, now: float) -> float:
+        """The request rate the scaler reads at ``now``: the true rate, or the windowed
+        rate of scrapes (:func:`~fleetshare.inference.traffic.observed_rate`)."""
+        o = self.observed
+        if o is None:
+            return self.traffic.at(now)
+        return observed_rate(self.traffic, now, o.window_seconds, o.scrape_interval_seconds)
 
     def gpus_per_replica(self) -> float:
         """GPUs one replica requests (whole GPUs; MIG slices are not counted)."""
@@ -81,6 +106,17 @@ class Service:
         return h.pods + math.ceil(h.percent / 100 * replicas - 1e-9)
 
 
+def floor_readings(floors: Sequence[FloorSpec], now: float, clock_start: datetime) -> list[Reading]:
+    """KEDA's cron triggers at ``now`` (seconds since ``clock_start``): each floor whose window
+    is open reads ``min_replicas`` at a target of 1 (so the HPA proposes at least that), and
+    is active while open."""
+    return [
+        Reading(float(f.min_replicas), 1.0, 0.0)
+        for f in floors
+        if cron.window_active(f.schedule, f.duration_seconds, now, clock_start, f.timezone)
+    ]
+
+
 def readings(
     service: Service,
     now: float,
@@ -90,16 +126,15 @@ def readings(
     history: Sequence[tuple[float, float]],
     lead: float,
 ) -> list[Reading]:
-    """The scaler's inputs at ``now``: each trigger's metric (``rps``: the traffic;
+    """The scaler's inputs at ``now``: each trigger's metric (``rps``: the rate it reads,
+    :meth:`Service.seen_rate`;
     ``concurrency``: rps x request_seconds, Little's law; ``queue``: the requests waiting),
     each scheduled floor in its window as KEDA's cron trigger does (``min_replicas`` at a
     target of 1), and the forecast rate ``lead`` seconds ahead against the rps target."""
-    rate = service.traffic.at(now)
+    rate = service.seen_rate(now)
     values = {"rps": rate, "concurrency": rate * service.request_seconds, "queue": queue}
     out = [Reading(values[t.metric], t.target, t.activation) for t in service.scaler.triggers]
-    for floor in service.floors:
-        if cron.window_active(floor.schedule, floor.duration_seconds, now, clock_start):
-            out.append(Reading(float(floor.min_replicas), 1.0, 0.0))
+    out += floor_readings(service.floors, now, clock_start)
     target = service.rps_target()
     if forecaster is not None and target is not None:
         activation = next(t.activation for t in service.scaler.triggers if t.metric == "rps")

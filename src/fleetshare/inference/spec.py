@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from fleetshare.inputs import Count, Name, StrictModel
 from fleetshare.model.quantity import Quantities
@@ -108,6 +108,19 @@ class Trigger(StrictModel):
     prometheus: PrometheusQuery | None = None
 
 
+class FallbackSpec(StrictModel):
+    """KEDA's ``fallback``: after ``failure_threshold`` failed reads in a row of a trigger,
+    the scaler sets ``replicas`` (``static``), keeps the current count (``currentReplicas``),
+    or the larger (``currentReplicasIfHigher``) or smaller (``currentReplicasIfLower``) of
+    the two, until a read succeeds."""
+
+    failure_threshold: Count = Field(ge=1)
+    replicas: Count = Field(ge=0)
+    behavior: Literal[
+        "static", "currentReplicas", "currentReplicasIfHigher", "currentReplicasIfLower"
+    ] = "static"
+
+
 class ScalerSpec(StrictModel):
     """A service's scaler: KEDA's ScaledObject over an HPA."""
 
@@ -118,6 +131,12 @@ class ScalerSpec(StrictModel):
     cooldown_seconds: float = Field(default=300, ge=0)
     tolerance: float = Field(default=0.1, ge=0, lt=1)
     behavior: Behavior = Field(default_factory=Behavior)
+    idle_replicas: Literal[0] | None = Field(
+        default=None,
+        description="KEDA's idleReplicaCount: with no trigger active (after the cooldown) the "
+        "service goes to this many replicas, below min_replicas (KEDA supports only 0)",
+    )
+    fallback: FallbackSpec | None = None
 
     @model_validator(mode="after")
     def _bounds(self) -> ScalerSpec:
@@ -125,14 +144,26 @@ class ScalerSpec(StrictModel):
             raise ValueError(
                 f"min_replicas {self.min_replicas} is above max_replicas {self.max_replicas}"
             )
+        if self.idle_replicas is not None and self.idle_replicas >= self.min_replicas:
+            raise ValueError(
+                f"idle_replicas {self.idle_replicas} must be below min_replicas "
+                f"{self.min_replicas} (KEDA's idleReplicaCount)"
+            )
         return self
+
+    def idle(self) -> int | None:
+        """The replicas of an inactive service once the cooldown is over (None: the HPA
+        keeps at least ``min_replicas``)."""
+        if self.min_replicas == 0:
+            return 0
+        return self.idle_replicas
 
 
 class PatternSpec(StrictModel):
     """A generated pattern (see :func:`generate`)."""
 
     pattern: Literal["constant", "diurnal", "office-hours", "viral-ramp", "flash-crowd"]
-    base_rps: float = Field(gt=0, le=1e7)
+    base_rps: float = Field(ge=0, le=1e7, description="0: no traffic (e.g. at night)")
     peak_rps: float | None = Field(default=None, gt=0, le=1e8)
     duration_seconds: float = Field(default=DAY, gt=0, le=31 * DAY)
     step_seconds: float = Field(default=60, gt=0, le=HOUR)
@@ -168,18 +199,105 @@ class DlrmTrafficSpec(StrictModel):
     step_seconds: float = Field(default=60, gt=0, le=3600)
 
 
+class RequestTraceSpec(StrictModel):
+    """Requests from a file in the format of a public LLM serving trace (relative to the
+    scenario): ``azure`` (CSV ``TIMESTAMP,ContextTokens,GeneratedTokens``) or ``mooncake``
+    (JSON lines ``timestamp`` ms, ``input_length``, ``output_length``). Replayed ``speedup``
+    times faster and ``copies`` times over (each copy shifted by a seeded uniform
+    ``[0, jitter_seconds)``)."""
+
+    file: str = Field(min_length=1)
+    format: Literal["azure", "mooncake"] = "azure"
+    speedup: float = Field(default=1, gt=0, le=1000)
+    copies: Count = Field(default=1, ge=1, le=1000)
+    jitter_seconds: float = Field(default=60, ge=0, le=86_400)
+    seed: int = 0
+    step_seconds: float = Field(
+        default=1, gt=0, le=HOUR, description="bins of the rate series the scaler reads"
+    )
+
+
 class TrafficRef(StrictModel):
-    """Where a service's traffic comes from: ``pattern`` (generated), ``csv`` or ``dlrm``."""
+    """Where a service's traffic comes from: ``pattern`` (generated), ``csv``, ``dlrm`` (rate
+    series), or ``requests`` (a request trace file)."""
 
     pattern: PatternSpec | None = None
     csv: CsvTrafficSpec | None = None
     dlrm: DlrmTrafficSpec | None = None
+    requests: RequestTraceSpec | None = None
 
     @model_validator(mode="after")
     def _one(self) -> TrafficRef:
-        given = [k for k in ("pattern", "csv", "dlrm") if getattr(self, k) is not None]
+        given = [k for k in ("pattern", "csv", "dlrm", "requests") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError("give exactly one of pattern, csv, dlrm")
+            raise ValueError("give exactly one of pattern, csv, dlrm, requests")
+        return self
+
+
+class TokenMixSpec(StrictModel):
+    """Token counts of requests drawn from a rate pattern: ``azure-conv-2023`` draws (prompt,
+    output) pairs from the bundled minute of the Azure LLM inference trace 2023
+    (conversation); ``lognormal`` draws each from a lognormal with the given median and
+    sigma (of the logarithm)."""
+
+    mix: Literal["azure-conv-2023", "lognormal"] = "azure-conv-2023"
+    prompt_median: float = Field(default=1000, gt=0, le=1e6)
+    prompt_sigma: float = Field(default=1.0, ge=0, le=5)
+    output_median: float = Field(default=200, gt=0, le=1e6)
+    output_sigma: float = Field(default=1.0, ge=0, le=5)
+    seed: int = 0
+
+
+class ServingSpec(StrictModel):
+    """One replica's speed (the request-level serving model, inference/serving.py): a
+    prompt is prefilled at ``prefill_tokens_per_second`` (one prompt at a time); then each
+    output token takes ``decode_seconds_per_token`` plus ``decode_seconds_per_sequence`` for
+    every other sequence decoding on the replica when its decode starts; at most
+    ``max_sequences`` requests are in prefill or decode at once (the batching limit); the rest
+    wait in the service's queue (first come, first served)."""
+
+    prefill_tokens_per_second: float = Field(gt=0, le=1e8)
+    decode_seconds_per_token: float = Field(gt=0, le=10)
+    decode_seconds_per_sequence: float = Field(default=0, ge=0, le=10)
+    max_sequences: Count = Field(ge=1, le=100_000)
+    tokens: TokenMixSpec = Field(
+        default_factory=TokenMixSpec, description="requests drawn from a rate pattern"
+    )
+
+
+class SloSpec(StrictModel):
+    """Latency objectives as users state them: the ``percentile`` (99) of time to first
+    token, of time per output token, and of end-to-end latency, at most these seconds (any
+    of them; at least one)."""
+
+    ttft_seconds: float | None = Field(default=None, gt=0)
+    tpot_seconds: float | None = Field(default=None, gt=0)
+    e2e_seconds: float | None = Field(default=None, gt=0)
+    percentile: float = Field(default=99, gt=0, le=100)
+    window_seconds: float = Field(default=60, gt=0, le=HOUR, description="a violation minute")
+
+    @model_validator(mode="after")
+    def _some(self) -> SloSpec:
+        if self.ttft_seconds is None and self.tpot_seconds is None and self.e2e_seconds is None:
+            raise ValueError("give ttft_seconds, tpot_seconds or e2e_seconds")
+        return self
+
+
+class ObservedRateSpec(StrictModel):
+    """What the scaler reads of the request rate, as from Prometheus: the request counter is
+    scraped every ``scrape_interval_seconds``, and ``rate(...[window_seconds])`` is the
+    increase between the first and the last scrape within the window over their distance.
+    The scaler reads it every ``polling_interval_seconds`` (KEDA's polling)."""
+
+    window_seconds: float = Field(default=60, gt=0, le=DAY)
+    scrape_interval_seconds: float = Field(default=15, gt=0, le=HOUR)
+
+    @model_validator(mode="after")
+    def _two_scrapes(self) -> ObservedRateSpec:
+        if self.window_seconds < 2 * self.scrape_interval_seconds:
+            raise ValueError(
+                "window_seconds must hold at least two scrapes (2 x scrape_interval_seconds)"
+            )
         return self
 
 
@@ -190,9 +308,21 @@ class ReplicaSpec(StrictModel):
     node_selector: dict[str, str] = Field(default_factory=dict)
 
 
+class StartupProfileSpec(StrictModel):
+    """Start-up looked up in the documented table (inference/startup.py): the model's size,
+    how the image gets to a new node, and where the weights are read from; node launch to
+    Ready comes from the table per instance family."""
+
+    model_size: Literal["8b", "70b"]
+    image: Literal["pull", "lazy", "preloaded"] = "pull"
+    weights: Literal["local-disk", "object-storage"] = "object-storage"
+
+
 class StartupSpec(StrictModel):
     """From a replica placed on a node to it serving: the image pull (skipped where the node
-    already pulled the service's image, or boots with it preloaded) and the model load."""
+    already pulled the service's image, or boots with it preloaded) and the model load.
+    ``profile`` takes both from the documented table instead (and the node launch per
+    instance type), in place of the two figures."""
 
     image_pull_seconds: float = Field(default=60, ge=0, le=7200)
     model_load_seconds: float = Field(default=60, ge=0, le=7200)
@@ -202,6 +332,14 @@ class StartupSpec(StrictModel):
         "container store (a secondary boot disk or disk snapshot built from it, e.g. GKE's "
         "secondary boot disks): a pod placed on one skips the pull",
     )
+    profile: StartupProfileSpec | None = None
+
+    @model_validator(mode="after")
+    def _one_way(self) -> StartupSpec:
+        given = self.model_fields_set & {"image_pull_seconds", "model_load_seconds"}
+        if self.profile is not None and given:
+            raise ValueError(f"give profile or {' and '.join(sorted(given))}, not both")
+        return self
 
 
 class HeadroomSpec(StrictModel):
@@ -212,23 +350,33 @@ class HeadroomSpec(StrictModel):
     pods: Count = Field(default=0, ge=0)
     percent: float = Field(default=0, ge=0, le=1000)
     priority: str = Field(default="placeholder", min_length=1)
+    held_by: Literal["placeholder", "training"] = Field(
+        default="placeholder",
+        description="placeholder: idle pods running the service's image; training: "
+        "preemptible training pods of the same shape doing useful work (their node has not "
+        "pulled the service's image), checkpointing every checkpoint_seconds",
+    )
+    checkpoint_seconds: float = Field(default=1800, gt=0, le=7 * 86_400)
 
 
 class FloorSpec(StrictModel):
     """A scheduled floor (KEDA's cron trigger): at least ``min_replicas`` from each
-    ``schedule`` start (cron, UTC) for ``duration_seconds``."""
+    ``schedule`` start (cron, in ``timezone``) for ``duration_seconds``."""
 
     schedule: str = Field(min_length=1)
     duration_seconds: float = Field(gt=0, le=7 * 86_400)
     min_replicas: Count = Field(ge=1)
+    timezone: str = Field(default="UTC", description="an IANA time zone (KEDA's timezone)")
 
-    @field_validator("schedule")
+    @field_validator("schedule", "timezone")
     @classmethod
-    def _cron(cls, value: str) -> str:
-        from fleetshare.autoscaling.cron import is_valid
+    def _cron(cls, value: str, info: ValidationInfo) -> str:
+        from fleetshare.autoscaling.cron import is_valid, is_zone
 
-        if not is_valid(value):
+        if info.field_name == "schedule" and not is_valid(value):
             raise ValueError(f"{value!r} is not a valid cron expression")
+        if info.field_name == "timezone" and not is_zone(value):
+            raise ValueError(f"{value!r} is not an IANA time zone")
         return value
 
 
@@ -271,6 +419,14 @@ class ServiceSpec(StrictModel):
     floors: list[FloorSpec] = Field(default_factory=list)
     forecast: ForecastSpec | None = None
     measure_from_seconds: float = Field(default=0, ge=0)
+    serving: ServingSpec | None = Field(
+        default=None, description="the request-level serving model (with slo)"
+    )
+    slo: SloSpec | None = None
+    observed_rate: ObservedRateSpec | None = Field(
+        default=None,
+        description="the scaler reads a Prometheus-style windowed rate (else the true rate)",
+    )
 
     @model_validator(mode="after")
     def _source(self) -> ServiceSpec:
@@ -278,4 +434,8 @@ class ServiceSpec(StrictModel):
             raise ValueError("give replica and scaler, or a manifest to import them from")
         if self.manifest is not None and (self.scaler is not None or self.replica is not None):
             raise ValueError("give replica and scaler, or a manifest, not both")
+        if (self.serving is None) != (self.slo is None):
+            raise ValueError("give serving and slo together (the SLO is measured on requests)")
+        if self.traffic.requests is not None and self.serving is None:
+            raise ValueError("traffic.requests needs serving (how fast a replica serves them)")
         return self

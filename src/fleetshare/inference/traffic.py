@@ -13,7 +13,7 @@ import itertools
 import math
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fleetshare.inference.spec import DAY, HOUR, PatternSpec
 
@@ -26,6 +26,8 @@ class Traffic:
     rates: tuple[float, ...]
     end: float
     source: str = ""
+    _arrived: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    """Requests arrived before each time (the rate's integral up to it)."""
 
     def __post_init__(self) -> None:
         if not self.times or len(self.times) != len(self.rates):
@@ -34,6 +36,11 @@ class Traffic:
             raise ValueError("traffic times must increase")
         if self.end <= self.times[-1]:
             raise ValueError("traffic must end after its last time")
+        if any(r < 0 for r in self.rates):
+            raise ValueError("traffic rates must be >= 0")
+        spans = [b - a for a, b in itertools.pairwise((*self.times, self.end))]
+        sums = itertools.accumulate((r * d for r, d in zip(self.rates, spans, strict=True)))
+        object.__setattr__(self, "_arrived", (0.0, *sums))
 
     def at(self, t: float) -> float:
         """The rate at ``t`` (0 before the first time and from ``end`` on)."""
@@ -49,6 +56,15 @@ class Traffic:
     def peak(self) -> float:
         """The highest rate."""
         return max(self.rates)
+
+    def arrived(self, t: float) -> float:
+        """Requests arrived in ``[times[0], t)``: the rate's integral (a request counter)."""
+        if t <= self.times[0]:
+            return 0.0
+        if t >= self.end:
+            return self._arrived[-1]
+        i = bisect.bisect_right(self.times, t) - 1
+        return self._arrived[i] + self.rates[i] * (t - self.times[i])
 
 
 def _diurnal(s: PatternSpec, peak: float) -> Callable[[float], float]:
@@ -117,6 +133,10 @@ def generate(spec: PatternSpec) -> Traffic:
     * ``flash-crowd``: a linear rise to ``peak_rps`` within ``ramp_seconds`` at ``at_seconds``,
       then exponential decay back towards ``base_rps`` (time constant ``decay_seconds``).
     """
+    if spec.base_rps == 0 and spec.pattern == "viral-ramp":
+        raise ValueError("a viral ramp grows exponentially from base_rps: it must be > 0")
+    if spec.base_rps == 0 and spec.peak_rps is None and spec.pattern != "constant":
+        raise ValueError("with base_rps 0, give peak_rps")
     peak = spec.peak_rps if spec.peak_rps is not None else spec.base_rps * DEFAULT_FACTOR
     if spec.pattern == "constant":
         return Traffic((0.0,), (spec.base_rps,), spec.duration_seconds, "constant")
@@ -144,3 +164,18 @@ def from_samples(
         gaps = sorted(b - a for a, b in itertools.pairwise(times))
         end = times[-1] + (gaps[len(gaps) // 2] if gaps else 60.0)
     return Traffic(tuple(times), tuple(rates), end, source)
+
+
+def observed_rate(traffic: Traffic, now: float, window: float, scrape_interval: float) -> float:
+    """The request rate as a scaler reading Prometheus sees it at ``now``: the request
+    counter (:meth:`Traffic.arrived`) is scraped at every multiple of ``scrape_interval``;
+    ``rate(counter[window])`` is the increase between the first and the last scrape in
+    ``(now - window, now]`` over the time between them (0 with fewer than two scrapes, as
+    KEDA reads an empty result with ``ignoreNullValues``). Prometheus extrapolates that
+    increase to the window's edges, which with regular scrapes gives the same rate."""
+    last = math.floor(now / scrape_interval + 1e-9) * scrape_interval
+    first = (math.floor((now - window) / scrape_interval + 1e-9) + 1) * scrape_interval
+    first = max(first, 0.0)
+    if last - first < scrape_interval - 1e-9:
+        return 0.0
+    return (traffic.arrived(last) - traffic.arrived(first)) / (last - first)

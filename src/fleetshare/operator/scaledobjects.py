@@ -124,6 +124,9 @@ class _Tracked:
     started: bool = False
     """Polled once since the operator started (its state rebuilt from the Deployment)."""
     last_warning: str = ""
+    last_reason: str = ""
+    """The last decision's warning reason (MaxReplicasBelowTraffic, Fallback): an Event when
+    it changes, not every poll."""
     last_active: float | None = None
     """When a trigger was last above its activation threshold (``status.lastActiveTime``)."""
 
@@ -184,10 +187,10 @@ class ScaledObjects:
         try:
             read = read_scaled_object(obj, where)
             target = read.deployment
-            scaler = LiveScaler(read.scaler, prometheus_sources(read.scaler, self.client))
+            scaler = LiveScaler(
+                read.scaler, prometheus_sources(read.scaler, self.client), floors=read.floors
+            )
             notes = read.notes
-            if read.floors:
-                notes += (f"{where}: cron triggers: not run by the operator",)
         except (ManifestError, ValueError) as exc:
             problem = str(exc)
         new = _Tracked(generation, scaler, target, problem, notes)
@@ -196,6 +199,7 @@ class ScaledObjects:
                 scaler.state = tracked.scaler.state
             new.started = tracked.started and tracked.scaler is not None
             new.last_warning, new.last_active = tracked.last_warning, tracked.last_active
+            new.last_reason = tracked.last_reason
         self.tracked[key] = new
         return new
 
@@ -251,6 +255,10 @@ class ScaledObjects:
             tracked.last_active = now
         if decision.replicas != current:
             self._scale(obj, target, current, decision)
+        if decision.reason and decision.reason != tracked.last_reason:
+            # max_replicas below the traffic, or the fallback: say so once
+            self.events.post(obj, "Warning", decision.reason, decision.why)
+        tracked.last_reason = decision.reason
         message = f"{current} -> {decision.replicas}: {decision.why}"
         return Outcome(True, "ScalerReady", message, active)
 

@@ -87,6 +87,7 @@ from fleetshare.model.catalog import Catalog
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import MILLI
 from fleetshare.model.resources import GPU
+from fleetshare.model.stats import nearest_rank
 from fleetshare.scenario.report import autoscaling_summary
 from fleetshare.scenario.runner import RunResult
 from fleetshare.simulate.variants import node_price
@@ -381,15 +382,14 @@ def percentiles(values: FloatArray) -> dict[str, float | None]:
     """Mean and nearest-rank p50/p95/p99 (None when empty)."""
     if values.size == 0:
         return {"mean": None, "p50": None, "p95": None, "p99": None}
-    ordered = np.sort(values)
-    n = ordered.size
 
     def rank(q: float) -> float:
-        index = min(n - 1, max(0, int(np.ceil(q / 100 * n)) - 1))
-        return float(ordered[index])
+        value = nearest_rank(values, q)
+        assert value is not None
+        return value
 
     return {
-        "mean": float(ordered.mean()),
+        "mean": float(values.mean()),
         "p50": rank(50),
         "p95": rank(95),
         "p99": rank(99),

@@ -1,4 +1,4 @@
-"""Charts of a services comparison: the trade-off (SLA-violation minutes against extra
+"""Charts of a services comparison: the trade-off (capacity-short minutes against extra
 GPU-hours, per option) and each option's serving capacity against the traffic."""
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ def write_charts(out: Path, name: str, results: Sequence[OptionResult]) -> list[
     if relative:
         fig, ax = plt.subplots(figsize=(6, 4))
         for option, row in relative.items():
-            point = (row["extra_gpu_hours_percent"] or 0.0, row["violation_minutes"] or 0.0)
+            point = (row["extra_gpu_hours_percent"] or 0.0, row["capacity_short_minutes"] or 0.0)
             ax.scatter(*point)
             ax.annotate(option, point)
         ax.set_xlabel("extra GPU-hours vs reactive (%)")
-        ax.set_ylabel("SLA-violation minutes")
+        ax.set_ylabel("capacity-short minutes")
         ax.set_title(f"{name}: capacity options on the same traffic")
         ax.grid(alpha=0.3)
         path = out / f"{name}-tradeoff.png"

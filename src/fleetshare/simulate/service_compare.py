@@ -20,7 +20,14 @@ from fleetshare.scenario.loader import Scenario, ScenarioError, load_scenario
 from fleetshare.simulate.metrics import percentiles
 from fleetshare.simulate.service_input import build_services
 from fleetshare.simulate.services import ServiceRun, run_services
-from fleetshare.simulate.sla import gpu_hours, measure, serving_steps
+from fleetshare.simulate.sla import (
+    above_max_replicas_minutes,
+    gpu_hours,
+    measure,
+    request_slo,
+    serving_steps,
+    training_in_headroom,
+)
 
 OPTIONS = ("reactive", "headroom", "scheduled", "forecast", "all")
 """The capacity options, in the order they are compared (``all``: the three together)."""
@@ -79,7 +86,7 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
     cost = cloud.cost(end) - cloud.cost(start) if cloud is not None else 0.0
     services: dict[str, dict[str, Any]] = {}
     curves: dict[str, dict[str, list[float]]] = {}
-    needed_gpu_hours = headroom_total = lower_cost = 0.0
+    needed_gpu_hours = headroom_total = lower_cost = training_ran = replica_hours = 0.0
     for state in run.services:
         s = state.service
         from_ = s.measure_from
@@ -97,10 +104,17 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
         needed_gpu_hours += needed
         headroom_total += headroom
         lower_cost += bound or 0.0
+        slo = request_slo(s, [iv for p in replicas for iv in p.serving], serving, from_, end)
         services[s.name] = {
-            "violation_minutes": round(sla.violation_minutes, 2),
+            "capacity_short_minutes": round(sla.capacity_short_minutes, 2),
+            "above_max_replicas_minutes": round(
+                above_max_replicas_minutes(
+                    s.traffic, s.capacity_rps, s.scaler.max_replicas, from_, end
+                ),
+                2,
+            ),
             "requests": round(sla.requests),
-            "requests_in_violation": round(sla.requests_in_violation),
+            "requests_in_capacity_short": round(sla.requests_in_capacity_short),
             "requests_over_capacity": round(sla.requests_over_capacity),
             "demand_steps": sla.steps,
             "demand_steps_met_at_once": sla.steps_met,
@@ -122,6 +136,23 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
             "perfect_foresight_cost": None if bound is None else round(bound, 2),
             "notes": list(s.notes),
         }
+        if slo is not None:
+            services[s.name]["slo"] = slo
+        if s.headroom is not None and s.headroom.held_by == "training":
+            done = training_in_headroom(
+                [(p.held, p.deleted_at) for p in placeholders],
+                gpus,
+                s.headroom.checkpoint_seconds,
+                from_,
+                end,
+            )
+            training_ran += done.ran
+            services[s.name]["training"] = {
+                "gpu_hours": round(done.ran, 2),
+                "lost_gpu_hours": round(done.lost, 2),
+                "delayed_gpu_hours": round(done.delayed, 2),
+            }
+        replica_hours += gpu_hours([(a, b, gpus) for p in replicas for a, b in p.held], from_, end)
         grid = np.arange(from_, end, 15.0)
         curves[s.name] = {
             "t": [float(t) for t in grid],
@@ -140,6 +171,10 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
         "nodes_launched": launched,
         "nodes_terminated": terminated,
     }
+    if any(s.service.headroom and s.service.headroom.held_by == "training" for s in run.services):
+        spare = paid - replica_hours
+        cluster["spare_gpu_hours"] = round(spare, 2)
+        cluster["training_share_of_spare"] = round(training_ran / spare, 4) if spare > 0 else None
     return OptionResult(run.option, services, cluster, curves)
 
 
@@ -178,24 +213,52 @@ def run_as_written(path: Path) -> tuple[OptionResult, dict[str, Any]]:
 
 
 def versus_reactive(results: Sequence[OptionResult]) -> dict[str, dict[str, float | None]]:
-    """Per option: violation minutes (all services) and GPU-hours relative to reactive."""
+    """Per option, relative to reactive: capacity-short minutes (all services), and, where
+    the services have SLOs, SLO-violation minutes and the share of requests that missed
+    the SLO (all services' requests); GPU-hours."""
     base = next((r for r in results if r.option == "reactive"), None)
     if base is None:
         return {}
-    base_minutes = sum(s["violation_minutes"] for s in base.services.values())
+    base_short = _total(base, "capacity_short_minutes")
+    base_slo = _slo_total(base, "slo_violation_minutes")
     base_hours = base.cluster["gpu_hours"]
     out: dict[str, dict[str, float | None]] = {}
     for r in results:
-        minutes = sum(s["violation_minutes"] for s in r.services.values())
-        out[r.option] = {
-            "violation_minutes": round(minutes, 2),
-            "fewer_violation_minutes_x": None if minutes == 0 else round(base_minutes / minutes, 2),
-            "extra_gpu_hours": round(r.cluster["gpu_hours"] - base_hours, 2),
-            "extra_gpu_hours_percent": round(100 * (r.cluster["gpu_hours"] / base_hours - 1), 1)
-            if base_hours
-            else None,
+        short = _total(r, "capacity_short_minutes")
+        row: dict[str, float | None] = {
+            "capacity_short_minutes": round(short, 2),
+            "fewer_capacity_short_minutes_x": _times(base_short, short),
         }
+        slo = _slo_total(r, "slo_violation_minutes")
+        if slo is not None and base_slo is not None:
+            missed = _slo_total(r, "requests_missed_slo")
+            requests = _slo_total(r, "requests")
+            row["slo_violation_minutes"] = round(slo, 2)
+            row["fewer_slo_violation_minutes_x"] = _times(base_slo, slo)
+            row["requests_missed_slo_share"] = (
+                round(missed / requests, 5) if missed is not None and requests else None
+            )
+        row["extra_gpu_hours"] = round(r.cluster["gpu_hours"] - base_hours, 2)
+        row["extra_gpu_hours_percent"] = (
+            round(100 * (r.cluster["gpu_hours"] / base_hours - 1), 1) if base_hours else None
+        )
+        out[r.option] = row
     return out
+
+
+def _times(base: float, value: float) -> float | None:
+    """How many times fewer ``value`` is than ``base`` (None when ``value`` is 0)."""
+    return None if value == 0 else round(base / value, 2)
+
+
+def _total(result: OptionResult, key: str) -> float:
+    return float(sum(s[key] for s in result.services.values()))
+
+
+def _slo_total(result: OptionResult, key: str) -> float | None:
+    """The sum over services with SLOs (None when none has one)."""
+    values = [s["slo"][key] for s in result.services.values() if "slo" in s]
+    return float(sum(values)) if values else None
 
 
 def to_json(name: str, results: Sequence[OptionResult], notes: Sequence[str]) -> dict[str, Any]:
@@ -214,8 +277,9 @@ def table(results: Sequence[OptionResult]) -> Table:
     for column in (
         "option",
         "service",
-        "SLA violation min",
-        "requests in violation",
+        "capacity-short min",
+        "SLO-violation min",
+        "missed SLO %",
         "to capacity p50/p99 s",
         "GPU-h",
         "extra GPU-h vs reactive",
@@ -234,8 +298,9 @@ def table(results: Sequence[OptionResult]) -> Table:
             t.add_row(
                 r.option,
                 name,
-                f"{s['violation_minutes']:.1f}",
-                f"{s['requests_in_violation']:,}",
+                f"{s['capacity_short_minutes']:.1f}",
+                "-" if "slo" not in s else f"{s['slo']['slo_violation_minutes']:.1f}",
+                "-" if "slo" not in s else _percent(s["slo"]["requests_missed_slo_share"]),
                 f"{_num(ttc['p50'])} / {_num(ttc['p99'])}",
                 f"{r.cluster['gpu_hours']:.1f}",
                 ""
@@ -249,6 +314,10 @@ def table(results: Sequence[OptionResult]) -> Table:
                 f"{r.cluster['nodes_launched'] + r.cluster['nodes_terminated']}",
             )
     return t
+
+
+def _percent(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.2f}"
 
 
 def _num(value: float | None) -> str:

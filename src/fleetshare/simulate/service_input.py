@@ -4,11 +4,14 @@ traffic (a generated pattern, a CSV file, or the DLRM trace's demand curve)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from fleetshare.inference.manifests import import_scalers
+from fleetshare.inference.request_trace import Requests, from_pattern, read_requests
 from fleetshare.inference.service import Service
-from fleetshare.inference.spec import ServiceSpec
+from fleetshare.inference.spec import ServiceSpec, StartupSpec
+from fleetshare.inference.startup import from_table
 from fleetshare.inference.traffic import Traffic, generate
 from fleetshare.inputs import InputError, read_text
 from fleetshare.manifests.parse import documents
@@ -34,16 +37,30 @@ def _priority(policy: Policy, name: str | None, where: str) -> int:
         raise ScenarioError(f"{where}: {exc.args[0]}") from None
 
 
-def _traffic(spec: ServiceSpec, base: Path, where: str) -> tuple[Traffic, tuple[str, ...]]:
+def _traffic(
+    spec: ServiceSpec, base: Path, where: str
+) -> tuple[Traffic, Requests | None, tuple[str, ...]]:
+    """The rate series the scaler follows and, with a serving model, the requests (read from
+    a request trace, whose rate series is their arrivals binned; or drawn from the rate)."""
     ref = spec.traffic
+    notes: tuple[str, ...] = ()
     try:
+        if ref.requests is not None:
+            requests = read_requests(ref.requests, base)
+            step = ref.requests.step_seconds
+            end = (math.floor(float(requests.arrival[-1]) / step) + 1) * step
+            return requests.rates(step, end), requests, ()
         if ref.pattern is not None:
-            return generate(ref.pattern), ()
-        if ref.csv is not None:
-            return from_csv(ref.csv, base), ()
-        assert ref.dlrm is not None
-        traffic, note = from_dlrm(ref.dlrm)
-        return traffic, (note,)
+            traffic = generate(ref.pattern)
+        elif ref.csv is not None:
+            traffic = from_csv(ref.csv, base)
+        else:
+            assert ref.dlrm is not None
+            traffic, note = from_dlrm(ref.dlrm)
+            notes = (note,)
+        if spec.serving is None:
+            return traffic, None, notes
+        return traffic, from_pattern(traffic, spec.serving.tokens), notes
     except (InputError, ValueError) as exc:
         raise ScenarioError(f"{where}.traffic: {exc}") from None
 
@@ -104,7 +121,16 @@ def _build(spec: ServiceSpec, scenario: Scenario, base: Path, where: str) -> Ser
             raise ScenarioError(
                 f"{where}.startup.preloaded_pools[{i}]: no node pool named {pool!r}"
             )
-    traffic, traffic_notes = _traffic(spec, base, where)
+    traffic, trace, traffic_notes = _traffic(spec, base, where)
+    startup = spec.startup
+    if startup.profile is not None:
+        table = from_table(startup.profile)
+        startup = StartupSpec(
+            image_pull_seconds=table.image_pull_seconds,
+            model_load_seconds=table.model_load_seconds,
+            preloaded_pools=startup.preloaded_pools,
+        )
+        notes += [f"start-up from the table: {s}" for s in table.sources]
     return Service(
         name=spec.name,
         team=spec.team,
@@ -114,7 +140,8 @@ def _build(spec: ServiceSpec, scenario: Scenario, base: Path, where: str) -> Ser
         scaler=scaler,
         capacity_rps=spec.capacity_rps,
         request_seconds=spec.request_seconds,
-        startup=spec.startup,
+        startup=startup,
+        node_ready_from_table=spec.startup.profile is not None,
         traffic=traffic,
         headroom=spec.headroom,
         placeholder_priority=placeholder,
@@ -122,4 +149,8 @@ def _build(spec: ServiceSpec, scenario: Scenario, base: Path, where: str) -> Ser
         forecast=spec.forecast,
         measure_from=spec.measure_from_seconds,
         notes=(*notes, *traffic_notes),
+        requests=trace,
+        serving=spec.serving,
+        slo=spec.slo,
+        observed=spec.observed_rate,
     )

@@ -15,7 +15,7 @@ serving, then serving, newest first in each.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleetshare.governance.snapshot import Admission
@@ -23,6 +23,7 @@ from fleetshare.inference.forecast import Forecaster, SeasonalForecaster, TrendF
 from fleetshare.inference.scaler import ScalerState, decide
 from fleetshare.inference.service import ROLE_LABEL, SERVICE_LABEL, Service, readings
 from fleetshare.inference.spec import ForecastSpec
+from fleetshare.inference.startup import node_ready
 from fleetshare.model.reason import Reason
 from fleetshare.model.workload import Workload
 from fleetshare.scenario.loader import Scenario
@@ -123,7 +124,7 @@ class ServiceRunner(Runner):
 
     def __init__(self, scenario: Scenario, services: list[Service]) -> None:
         super().__init__(scenario)
-        latency = scenario.spec.cloud.launch_latency_seconds
+        latency = launch_latency(scenario)
         self.services: list[ServiceState] = []
         for service in services:
             f = service.forecast
@@ -157,10 +158,11 @@ class ServiceRunner(Runner):
         if state.last_tick is not None:
             # requests beyond the serving capacity wait (fed at the last tick's rates)
             dt = now - state.last_tick
-            excess = state.history[-1][1] - state.decisions[-1]["serving"] * service.capacity_rps
+            last = state.decisions[-1]
+            excess = last["rps"] - last["serving"] * service.capacity_rps
             state.queue = max(0.0, state.queue + excess * dt)
         state.last_tick = now
-        state.history.append((now, rate))
+        state.history.append((now, service.seen_rate(now)))
         state.history = [h for h in state.history if h[0] > now - 86_400.0]
         got = readings(
             service, now, state.queue, self.clock_start, state.forecaster, state.history, state.lead
@@ -251,6 +253,11 @@ class ServiceRunner(Runner):
             return
         state, pod = owned
         node = admission.assignment.placement[0][0][0]
+        headroom = state.service.headroom
+        if pod.placeholder and headroom is not None and headroom.held_by == "training":
+            # training holding the headroom: it runs its own image, not the service's
+            pod.node, pod.admitted_at, pod.ready_at = node, now, now
+            return
         images = self._images.setdefault(node, {})
         startup = state.service.startup
         pull = 0.0 if self._preloaded(node, startup.preloaded_pools) else startup.image_pull_seconds
@@ -308,10 +315,40 @@ class ServiceRun:
     option: str
 
 
+def launch_latency(scenario: Scenario) -> float:
+    """The longest a node of the scenario's pools takes to launch (a forecast's lead)."""
+    cloud = scenario.spec.cloud
+    pools = scenario.spec.node_pools
+    by_type = [
+        cloud.launch_latency_by_type[i.name]
+        for i in scenario.catalog
+        if i.name in cloud.launch_latency_by_type and any(p.allows(i) for p in pools)
+    ]
+    return max(by_type, default=cloud.launch_latency_seconds)
+
+
+def with_node_ready_table(scenario: Scenario) -> Scenario:
+    """``scenario`` whose cloud launches each catalog instance type of a family in the
+    start-up table (:data:`fleetshare.inference.startup.NODE_READY`) in the table's time,
+    unless ``cloud.launch_latency_by_type`` names the type already."""
+    cloud = scenario.spec.cloud
+    latency = dict(cloud.launch_latency_by_type)
+    for instance in scenario.catalog:
+        figure = node_ready(instance.family)
+        if figure is not None:
+            latency.setdefault(instance.name, figure.seconds)
+    spec = scenario.spec.model_copy(
+        update={"cloud": cloud.model_copy(update={"launch_latency_by_type": latency})}
+    )
+    return replace(scenario, spec=spec)
+
+
 def run_services(scenario: Scenario, services: list[Service], option: str) -> ServiceRun:
     """Run ``scenario`` with ``services`` reduced to one capacity ``option`` (see
     :meth:`Service.only`) until their traffic ends."""
     chosen = [s.only(option) for s in services]
+    if any(s.node_ready_from_table for s in services):
+        scenario = with_node_ready_table(scenario)
     runner = ServiceRunner(scenario, chosen)
     result = runner.run()
     end = runner.end if scenario.until is None else min(runner.end, scenario.until)

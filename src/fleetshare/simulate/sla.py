@@ -4,9 +4,10 @@ Definitions (each over the measured window ``[start, end)``):
 
 * **serving(t)**: replicas serving at ``t`` (placed, image pulled, model loaded, not yet
   deleted or evicted); **capacity(t)** = serving(t) x the service's ``capacity_rps``.
-* **SLA-violation minutes**: the time during which the request rate is above capacity(t).
-* **Requests in violation**: the requests that arrived during those minutes (all of them:
-  each met an overloaded service). **Requests over capacity**: the integral of
+* **Capacity-short minutes**: the time during which the request rate is above capacity(t)
+  (a capacity measure, not a latency SLO: the request-level SLO is ``request_slo``).
+* **Requests in capacity short**: the requests that arrived during those minutes (all of
+  them: each met an overloaded service). **Requests over capacity**: the integral of
   ``rate - capacity`` where positive (the requests beyond what the replicas could serve).
 * **needed(t)** = ``ceil(rate(t) / capacity_rps)`` (at most ``max_replicas``): the
   perfect-foresight capacity curve, replicas serving exactly when needed.
@@ -21,11 +22,15 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from fleetshare.inference.service import Service
+from fleetshare.inference.serving import serve, slo_report
 from fleetshare.inference.traffic import Traffic
 from fleetshare.simulate.metrics import percentiles
 
@@ -62,9 +67,9 @@ def serving_steps(intervals: Sequence[tuple[float, float]]) -> Steps:
 class Sla:
     """The SLA metrics of one service in one run (see the module docstring)."""
 
-    violation_minutes: float
+    capacity_short_minutes: float
     requests: float
-    requests_in_violation: float
+    requests_in_capacity_short: float
     requests_over_capacity: float
     steps: int
     steps_met: int
@@ -92,21 +97,21 @@ def measure(
     end: float,
 ) -> Sla:
     """The SLA metrics over ``[start, end)``; ``needed`` maps a rate to replicas."""
-    violation = requests = in_violation = over = needed_hours = 0.0
+    short = requests = in_short = over = needed_hours = 0.0
     for a, b, rate, count in _segments(traffic, serving, start, end):
         span = b - a
         capacity = count * capacity_rps
         requests += rate * span
         needed_hours += needed(rate) * span / 3600
         if rate > capacity:
-            violation += span
-            in_violation += rate * span
+            short += span
+            in_short += rate * span
             over += (rate - capacity) * span
     waits, met = time_to_capacity(traffic, serving, needed, start, end)
     return Sla(
-        violation_minutes=violation / 60,
+        capacity_short_minutes=short / 60,
         requests=requests,
-        requests_in_violation=in_violation,
+        requests_in_capacity_short=in_short,
         requests_over_capacity=over,
         steps=len(waits),
         steps_met=met,
@@ -151,3 +156,97 @@ def _reached(serving: Steps, k: int, t: float, end: float) -> float:
 def gpu_hours(intervals: Sequence[tuple[float, float, float]], start: float, end: float) -> float:
     """GPU-hours of ``(from, to, gpus)`` intervals within ``[start, end)``."""
     return sum(g * max(0.0, min(b, end) - max(a, start)) for a, b, g in intervals) / 3600
+
+
+def above_max_replicas_minutes(
+    traffic: Traffic, capacity_rps: float, max_replicas: int, start: float, end: float
+) -> float:
+    """Minutes of ``[start, end)`` when the rate needs more than ``max_replicas`` replicas
+    (``ceil(rate / capacity_rps) > max_replicas``): capacity the scaler may never add."""
+    short = 0.0
+    for a, b, rate in traffic.steps():
+        lo, hi = max(a, start), min(b, end)
+        if hi > lo and math.ceil(rate / capacity_rps - 1e-9) > max_replicas:
+            short += hi - lo
+    return short / 60
+
+
+def request_slo(
+    service: Service,
+    intervals: Sequence[tuple[float, float]],
+    serving: Steps,
+    start: float,
+    end: float,
+) -> dict[str, Any] | None:
+    """The request-level SLO figures of a service with a serving model (None without one):
+    its requests served on the replicas' serving ``intervals`` up to ``end``
+    (:func:`fleetshare.inference.serving.serve`), reported over ``[start, end)``
+    (:func:`fleetshare.inference.serving.slo_report`)."""
+    if service.serving is None or service.slo is None or service.requests is None:
+        return None
+    requests = service.requests
+    served = serve(requests, intervals, service.serving, end)
+    index = np.searchsorted(np.array(serving.times), requests.arrival, side="right") - 1
+    values = np.array((0, *serving.values), dtype=np.int64)
+    at_arrival = values[index + 1]
+    report = slo_report(served, service.slo, at_arrival, start, end)
+    return {
+        "slo_violation_minutes": round(report.violation_minutes, 2),
+        "requests": report.requests,
+        "requests_missed_slo": report.missed,
+        "requests_missed_slo_share": None
+        if report.missed_share is None
+        else round(report.missed_share, 5),
+        "requests_unserved": report.unserved,
+        "ttft_seconds": _round3(report.ttft),
+        "tpot_seconds": _round3(report.tpot),
+        "e2e_seconds": _round3(report.e2e),
+        "cold_start_requests": report.cold_start_requests,
+        "cold_start_wait_seconds": _round3(report.cold_start_wait),
+    }
+
+
+def _round3(values: dict[str, float | None]) -> dict[str, float | None]:
+    return {k: (None if v is None else round(v, 3)) for k, v in values.items()}
+
+
+@dataclass(frozen=True)
+class Training:
+    """What training holding a service's headroom did in a window (see
+    :func:`training_in_headroom`), in GPU-hours."""
+
+    ran: float
+    lost: float
+    delayed: float
+
+
+def training_in_headroom(
+    pods: Sequence[tuple[Sequence[tuple[float, float]], float | None]],
+    gpus: float,
+    checkpoint: float,
+    start: float,
+    end: float,
+) -> Training:
+    """Training pods holding the headroom (``pods``: each one's placed intervals, oldest
+    first, and when it was deleted, if it was), over ``[start, end)``:
+
+    * **ran**: GPU-hours placed (training running);
+    * **lost**: at each interval that ended before ``end`` (a replica preempted it, or the
+      headroom shrank), the work since its last checkpoint: ``(stop - placed) mod
+      checkpoint`` (checkpoints every ``checkpoint`` seconds from each placement);
+    * **delayed**: GPU-hours the pods waited to run again after such an end, until placed
+      again (or deleted, or ``end``).
+
+    Each counts where it falls in the window (a loss at its stop; a wait as its overlap)."""
+    ran = lost = delayed = 0.0
+    for intervals, deleted in pods:
+        for i, (a, b) in enumerate(intervals):
+            ran += max(0.0, min(b, end) - max(a, start))
+            if b >= end:
+                continue
+            if start <= b:
+                lost += (b - a) % checkpoint
+            resumed = intervals[i + 1][0] if i + 1 < len(intervals) else None
+            until = min(x for x in (resumed, deleted, end) if x is not None)
+            delayed += max(0.0, min(until, end) - max(b, start))
+    return Training(ran * gpus / 3600, lost * gpus / 3600, delayed * gpus / 3600)
