@@ -1310,6 +1310,17 @@ def test_work_within_quota_deferred_after_an_eviction_is_admitted_at_that_instan
     assert deferred and deferred[0].pending["w11"].reason.category == "queued"
 
 
+def test_the_room_a_reclaim_frees_is_not_handed_to_work_another_team_would_reclaim() -> None:
+    data = yaml.safe_load((FIXTURES / "room-passed-between-teams.yaml").read_text())
+    report, log = run_recorded(data)
+    check_run(Ref.from_engine(Runner(load_case(data)).engine), log, friendly=True)
+    events = to_json(report)["events"]
+    assert started_and_preempted_at_once(to_json(report)) == []
+    at170 = [(e["event"], e["workload"]) for e in events if e["at"] == 170]
+    assert ("admit", "w1") in at170 and ("admit", "w8") in at170
+    assert ("admit", "w3") not in at170
+
+
 def test_the_room_a_reclaim_frees_goes_first_to_the_teams_better_ranked_work() -> None:
     """t0's w5 (priority 1, 2 GPUs, over t0's 1-GPU quota) fails first; then w1 (within
     quota) reclaims w3 from borrowing t1. w5 fits in the room that frees and may preempt w1:

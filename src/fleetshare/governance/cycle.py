@@ -622,12 +622,37 @@ class Cycle:
             set(option.flavors).union(*(v.entry.flavors for v in victims))
         )
         for ahead in self._ahead.preempting(wl, self.keys):
-            if self._explain(ahead, self._explicit[ahead.name][1]) is None:
+            if (
+                self._keeps(ahead, victims)
+                and self._explain(ahead, self._explicit[ahead.name][1]) is None
+            ):
                 self._hand_over(wl, victims, ahead)
                 return True
         plan = self.state.fit.place(option.flavors, wl.podsets)
         assert not isinstance(plan, NoFit), "victims were chosen so that the workload fits"
         self._admit(wl, option, plan, victims)
+        return True
+
+    def _keeps(self, ahead: Workload, victims: list[Victim]) -> bool:
+        """Would ``ahead``, admitted in the room of ``victims``, keep it at this instant? Yes
+        if it stays within its team's quota; if it borrows, only while no other team has work
+        within its quota, pending or among the victims, that could take the lent quota back
+        (else the room would pass from team to team, each reclaim starting work only for the
+        next to preempt it)."""
+        state = self.state
+        usage = self.flavors.nominal_usage(ahead)
+        if usage is not None and state.within_nominal(ahead.team, usage):
+            return True
+        for victim in victims:
+            v = victim.entry
+            if v.workload.team != ahead.team and state.within_nominal(v.workload.team, v.usage):
+                return False
+        for shape in self.index.shapes.values():
+            if not shape.wls or shape.team == ahead.team or shape.team not in self.model.teams:
+                continue
+            other = self.flavors.nominal_usage(shape.wls[0])
+            if other is not None and state.within_nominal(shape.team, other):
+                return False
         return True
 
     def _hand_over(self, wl: Workload, victims: list[Victim], ahead: Workload) -> None:
