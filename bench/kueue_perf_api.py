@@ -393,7 +393,7 @@ class OperatorMeter:
             },
             "operator_token_wait_s": {k: round(v, 1) for k, v in self.op_kube.waited.most_common()},
             "event_requests": sum(self.operator.events.kube.counts.values()),
-            "events_dropped": self.operator.events.dropped,
+            "events_combined": self.operator.events.combined,
         }
 
 
@@ -954,11 +954,11 @@ def run(
             "operator_process": "in process (a thread of the benchmark's)"
             if in_process
             else "a process of its own",
-            **{k: v for k, v in stats.items() if k not in ("event_requests", "events_dropped")},
+            **{k: v for k, v in stats.items() if k not in ("event_requests", "events_combined")},
             "admissions": admissions,
             "job_writes_per_admission": round(job_writes / max(admissions, 1), 3),
             "event_requests": stats["event_requests"],
-            "events_dropped": stats["events_dropped"],
+            "events_combined": stats["events_combined"],
             "load_average_before": load_before,
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "kueue": measures,

@@ -790,6 +790,9 @@ class KubeCluster:
             self.pending.pop(name, None)
             self.running[name] = Running(workload, admission.assignment, now)
             self._said.pop(name, None)
+            if self.notes is not None and name in self._noting and self.notes.cancel(name):
+                del self._noting[name]  # its pending reason, not sent yet, would only move
+                # the object under the admission's write (a conflict, read and sent again)
             self._assumed[name] = Assumed(t.kind, admitted)
             if self.writer is not None:
                 self.writer.submit(name, send)
