@@ -57,6 +57,7 @@ for _p in (str(ROOT / "src"), str(HERE)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
+from fleetshare.control.cluster import HeldView  # noqa: E402
 from fleetshare.control.loop import ControlLoop  # noqa: E402
 from fleetshare.governance.admission import CycleCache, Engine  # noqa: E402
 from fleetshare.governance.snapshot import Admission, CycleResult, Running  # noqa: E402
@@ -327,7 +328,7 @@ class Tracked:
 
 
 @dataclass
-class WorkloadCluster:
+class WorkloadCluster(HeldView):
     """The :class:`~fleetshare.control.cluster.Cluster` over Kueue's Workloads."""
 
     kube: Kube
@@ -444,19 +445,7 @@ class WorkloadCluster:
                 t.obj = answer.written[-1]
                 self._send_eviction(name, t, reason, message)
 
-    # observe
-    def node_list(self) -> Sequence[Node]:
-        return self.nodes
-
-    def running_workloads(self) -> Mapping[str, Running]:
-        return self.running
-
-    def pending_workloads(self) -> Sequence[Workload]:
-        return [w for n, w in self.pending.items() if n not in self.blocked]
-
-    def pending_for_cycle(self) -> Sequence[Workload]:
-        return self.pending_workloads()
-
+    # observe (the rest: HeldView)
     def namespace_labels(self) -> dict[str, dict[str, str]]:
         return {}
 

@@ -4,7 +4,6 @@ the one fleetshare's side generates, Kueue Workloads as timestamp records, the c
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -14,19 +13,9 @@ from typing import Any
 import pytest
 
 from fleetshare.traces.kueue_generator import BORROWING_LIMIT_CPU, CLASSES, NOMINAL_CPU
+from tests.bench_modules import bench_module
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-
-
-def _module(name: str) -> ModuleType:
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+_module = bench_module
 
 
 @pytest.fixture(scope="module")

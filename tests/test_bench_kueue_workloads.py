@@ -5,9 +5,6 @@ an eviction and a ClusterQueue's status are the writes Kueue's runner and record
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -15,21 +12,13 @@ import pytest
 
 from fleetshare.governance.snapshot import Admission, Assignment, Running
 from fleetshare.traces.kueue_generator import cohorts_apart
+from tests.bench_modules import bench_module
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
 NOW = "2026-12-07T06:00:00Z"
 GV = "kueue.x-k8s.io/v1beta2"
 
 
-def _module(name: str) -> ModuleType:
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+_module = bench_module
 
 
 @pytest.fixture(scope="module")

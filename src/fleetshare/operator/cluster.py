@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fleetshare.autoscaling.settings import PdbSpec
-from fleetshare.control.cluster import RemovalRefused
+from fleetshare.control.cluster import HeldView, RemovalRefused
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.queues import reason_gist, reason_of
 from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Pending, Running
@@ -160,7 +160,7 @@ class Assumed:
     the write's answer says it landed."""
 
 
-class KubeCluster:
+class KubeCluster(HeldView):
     """The control loop's backend over the API server (see the module docstring)."""
 
     def __init__(
@@ -694,18 +694,6 @@ class KubeCluster:
                            f"node {lost[0]} is {state}", now)  # fmt: skip
 
     # -- the Cluster protocol: observe ------------------------------------------------------------
-
-    def node_list(self) -> Sequence[Node]:
-        return self.nodes
-
-    def running_workloads(self) -> Mapping[str, Running]:
-        return self.running
-
-    def pending_workloads(self) -> Sequence[Workload]:
-        return [w for n, w in self.pending.items() if n not in self.blocked]
-
-    def pending_for_cycle(self) -> Sequence[Workload]:
-        return self.pending_workloads()
 
     def namespace_labels(self) -> dict[str, dict[str, str]]:
         """The watched Namespaces' labels (what namespace selectors match)."""
