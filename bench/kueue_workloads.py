@@ -342,6 +342,9 @@ class WorkloadCluster(HeldView):
     blocked: set[str] = field(default_factory=set)
     assumed: dict[str, Running] = field(default_factory=dict)
     evict_after: dict[str, tuple[str, str]] = field(default_factory=dict)
+    evicting: set[str] = field(default_factory=set)
+    """Evicted: out of the view until their object says so (``Evicted`` True, or the runner
+    took the reservation off), whatever older versions the watch still brings."""
     wake_at: float | None = None
     order: itertools.count[int] = field(default_factory=itertools.count)
     created: dict[str, int] = field(default_factory=dict)
@@ -376,9 +379,15 @@ class WorkloadCluster(HeldView):
                 self.tracked[name].obj = obj
             return
         self.running.pop(name, None)
-        if obj is None or phase_of(obj) == "finished":
+        phase = "finished" if obj is None else phase_of(obj)
+        if obj is None or phase == "finished":
             self.tracked.pop(name, None)
+            self.evicting.discard(name)
             return
+        if name in self.evicting:
+            if phase == "admitted":  # the watch has not brought the eviction yet
+                return
+            self.evicting.discard(name)
         assert self.policy is not None
         old = self.tracked.get(name)
         try:
@@ -391,7 +400,7 @@ class WorkloadCluster(HeldView):
             return
         if old is not None and old.workload == workload:
             workload = old.workload
-        t = Tracked(obj, workload, phase_of(obj))
+        t = Tracked(obj, workload, phase)
         self.tracked[name] = t
         if t.phase == "admitted":
             self.running[name] = self._running(t)
@@ -425,8 +434,13 @@ class WorkloadCluster(HeldView):
         for obj in answer.written:
             self.store.put("Workload", obj)
         if answer.error is not None:
-            if running is None:  # an eviction's write
+            if running is None:  # an eviction's write: read the Workload again
                 log.info("eviction of %s not written: %s", name, answer.error)
+                workload = name.removesuffix("#evict")
+                self.evicting.discard(workload)
+                t = self.tracked.get(workload)
+                if t is not None:
+                    self.store.changes[("Workload", key_of(t.obj))] = None
                 return
             self.refused += 1
             log.info("admission of %s not written (%s): decided again", name, answer.error)
@@ -505,6 +519,7 @@ class WorkloadCluster(HeldView):
         self._send_eviction(name, t, reason, text)
 
     def _send_eviction(self, name: str, t: Tracked, reason: str, text: str) -> None:
+        self.evicting.add(name)
         ns, wname = key_of(t.obj)
         body = eviction_status(t.obj, reason, text, rfc3339(time.time()))
         self.writer.submit(f"{name}#evict", self._patch(ns, wname, body))
