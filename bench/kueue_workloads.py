@@ -27,7 +27,8 @@ What it does, as Kueue's scheduler and ClusterQueue controller do:
   True); the runner then takes the reservation off, and the workload waits again;
 - each ClusterQueue's status (``flavorsReservation``, ``flavorsUsage``, pending, reserving
   and admitted counts, ``Active``: what the runner's recorder reads) is written when it
-  changed, each at most once a second (:func:`queue_status`).
+  changed (:func:`queue_status`), each at most once a second and all together within a
+  budget of :data:`QUEUE_WRITES_PER_SECOND` (:func:`queues_due`).
 
 The client is limited as minimalkueue's is (50 QPS, burst 100). SIGINT (the runner's stop)
 or SIGTERM ends it.
@@ -84,7 +85,11 @@ LOCAL_QUEUES = Resource("LocalQueue", GV, "localqueues", True)
 FLAVORS = Resource("ResourceFlavor", GV, "resourceflavors", False)
 POLICY_KINDS = (CLUSTER_QUEUES, LOCAL_QUEUES, FLAVORS)
 QUEUE_STATUS_SECONDS = 1.0
-"""A ClusterQueue's status is written at most this often (when it changed)."""
+"""A ClusterQueue's status is written at most this often (when it changed)..."""
+QUEUE_WRITES_PER_SECOND = 10.0
+"""... and all ClusterQueues' together at most this often on average (a burst of as many):
+a fifth of the client's 50 requests a second, whatever the number of queues (30 at full
+scale: each written every 3 s while all change)."""
 PREEMPTED_REASONS = {"priority": "InClusterQueue", "reclaim": "InCohortReclamation"}
 """fleetshare's preemption reasons as Kueue's ``Preempted`` condition reasons (others:
 ``InCohortReclaimWhileBorrowing``)."""
@@ -291,6 +296,19 @@ def queue_status(cq: Mapping[str, Any], figures: QueueFigures, now: str) -> dict
             "conditions": with_conditions(cq, [active]),
         }
     }
+
+
+def queues_due(
+    last: Mapping[str, float], clock: float, room: int
+) -> tuple[list[str], float | None]:
+    """Of the ClusterQueues whose status changed (name -> monotonic time of its last write),
+    those to write at ``clock``: each at most every :data:`QUEUE_STATUS_SECONDS`, at most
+    ``room``, least recently written first (then by name); and when the next of the others
+    may be written (None: none waits for its time; the budget may still hold them)."""
+    ready = sorted((at, name) for name, at in last.items() if clock >= at + QUEUE_STATUS_SECONDS)
+    waiting = [at + QUEUE_STATUS_SECONDS for at in last.values()
+               if clock < at + QUEUE_STATUS_SECONDS]  # fmt: skip
+    return [name for _, name in ready[: max(room, 0)]], min(waiting, default=None)
 
 
 def quota_nodes(policy: Policy) -> list[Node]:
@@ -551,6 +569,9 @@ class Governor:
 
     def __init__(self, kube: Kube) -> None:
         from fleetshare.model.catalog import load_catalog
+        from fleetshare.operator.budget import WriteBudget
+
+        self.budget = WriteBudget(QUEUE_WRITES_PER_SECOND, int(QUEUE_WRITES_PER_SECOND))
 
         self.kube = kube
         self.store = Store()
@@ -612,23 +633,28 @@ class Governor:
         return next_at
 
     def _write_queues(self, clock: float) -> float | None:
-        """Write each ClusterQueue's status that changed, at most every
-        :data:`QUEUE_STATUS_SECONDS`; when the next one is due (None: none waits)."""
+        """Write the ClusterQueues' status that changed, each at most every
+        :data:`QUEUE_STATUS_SECONDS`, within :attr:`budget` (least recently written first);
+        when the next one is due (None: none waits)."""
         by_team: dict[str, list[Running]] = {}
         for r in self.cluster.running.values():
             by_team.setdefault(r.workload.team, []).append(r)
         waiting: dict[str, int] = {}
         for w in self.cluster.pending.values():
             waiting[w.team] = waiting.get(w.team, 0) + 1
-        due: float | None = None
-        for (_, name), cq in list(self.store.of("ClusterQueue").items()):
+        changed = {}
+        for (_, name), cq in self.store.of("ClusterQueue").items():
             figures = queue_figures(by_team.get(name, []), waiting.get(name, 0))
-            if self._written.get(name) == figures:
-                continue
-            at = self._last_write.get(name, 0.0) + QUEUE_STATUS_SECONDS
-            if clock < at:
-                due = at if due is None else min(due, at)
-                continue
+            if self._written.get(name) != figures:
+                changed[name] = (cq, figures)
+        self.budget.refill(clock)
+        last = {name: self._last_write.get(name, -QUEUE_STATUS_SECONDS) for name in changed}
+        room = int(self.budget.tokens)
+        now_due, due = queues_due(last, clock, room)
+        more = len(now_due) == room and len(queues_due(last, clock, room + 1)[0]) > room
+        for name in now_due:
+            cq, figures = changed[name]
+            self.budget.take()
             try:
                 self.store.put("ClusterQueue", self.kube.patch(
                     CLUSTER_QUEUES, name, queue_status(cq, figures, rfc3339(time.time())),
@@ -637,6 +663,9 @@ class Governor:
             except KubeError as exc:
                 log.info("status of ClusterQueue %s not written: %s", name, exc)
             self._last_write[name] = clock
+        after = self.budget.next_at() if more else None  # a ready one waits for the budget
+        if after is not None:
+            due = after if due is None else min(due, after)
         return due
 
     def run(self, stop: threading.Event) -> None:

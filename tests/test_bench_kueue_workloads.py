@@ -200,3 +200,13 @@ def test_the_quota_node_offers_the_summed_nominal_quota(kw: ModuleType) -> None:
 def test_quantities_are_exact(kw: ModuleType) -> None:
     assert [kw.quantity(m) for m in (0, 1000, 20000, 1500, 250)] == ["0", "1", "20", "1500m",
                                                                      "250m"]  # fmt: skip
+
+
+def test_cluster_queue_writes_wait_their_second_and_the_budget(kw: ModuleType) -> None:
+    """Each ClusterQueue's status at most once a second; beyond the budget's room the least
+    recently written go first (a queue never starves behind busier ones)."""
+    last = {"a": 10.0, "b": 9.5, "c": 9.0, "d": 10.6}
+    assert kw.queues_due(last, 11.0, 10) == (["c", "b", "a"], 11.6)
+    assert kw.queues_due(last, 11.0, 2) == (["c", "b"], 11.6)
+    assert kw.queues_due(last, 11.0, 0) == ([], 11.6)
+    assert kw.queues_due({"a": 10.0}, 12.0, 1) == (["a"], None)
