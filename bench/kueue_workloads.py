@@ -585,6 +585,8 @@ class Governor:
         self._policy_key: Any = None
         self._written: dict[str, QueueFigures] = {}
         self._last_write: dict[str, float] = {}
+        self._queues_at = 0.0
+        """The ClusterQueues' figures are not looked at again before this (monotonic)."""
         self.reconciles = 0
 
     def _engine(self) -> tuple[Engine | None, bool]:
@@ -635,7 +637,10 @@ class Governor:
     def _write_queues(self, clock: float) -> float | None:
         """Write the ClusterQueues' status that changed, each at most every
         :data:`QUEUE_STATUS_SECONDS`, within :attr:`budget` (least recently written first);
-        when the next one is due (None: none waits)."""
+        when the next one is due (None: none waits). The queues' figures walk every workload:
+        they are looked at no more than ten times a second (and when a write falls due)."""
+        if clock < self._queues_at:
+            return self._queues_at
         by_team: dict[str, list[Running]] = {}
         for r in self.cluster.running.values():
             by_team.setdefault(r.workload.team, []).append(r)
@@ -666,6 +671,7 @@ class Governor:
         after = self.budget.next_at() if more else None  # a ready one waits for the budget
         if after is not None:
             due = after if due is None else min(due, after)
+        self._queues_at = clock + 0.1 if due is None else max(due, clock + 0.1)
         return due
 
     def run(self, stop: threading.Event) -> None:
