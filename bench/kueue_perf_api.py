@@ -787,13 +787,13 @@ def stamped_jobs(
     ``completionTime`` (or after ``wait`` seconds: the Job controller completes them after
     the operator released them)."""
     from fleetshare.operator.kube import JOBS
-    from fleetshare.operator.objects import admission_of
+    from fleetshare.operator.objects import last_admission
 
     deadline = time.monotonic() + wait
     while True:
         items, _ = kube.list(JOBS)
         done = all((j.get("status") or {}).get("completionTime") for j in items
-                   if admission_of(j) is not None)  # fmt: skip
+                   if last_admission(j) is not None)  # fmt: skip
         if done or time.monotonic() > deadline:
             break
         time.sleep(1.0)
@@ -804,7 +804,7 @@ def stamped_jobs(
         if key not in classes:
             continue
         cls, cpu, runtime = classes[key]
-        admitted = admission_of(job)
+        admitted = last_admission(job)  # an evicted Job that completed: the one it ended
         created = epoch(meta.get("creationTimestamp"))
         assert created is not None
         out.append(Stamped(cls, cpu, runtime, created,

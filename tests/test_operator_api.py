@@ -76,6 +76,8 @@ def test_hyperpod_walkthrough_borrow_reclaim_priority(kube: Harness, ns: str) ->
         wait_for("b-training admitted", lambda: admitted(kube, ns, "b-training"))
         eviction = json.loads(annotation(kube, ns, "a-training", EVICTION))
         assert eviction["reason"] == "reclaim" and eviction["by"] == f"{ns}/b-training"
+        assert eviction["admission"]["team"] == "team-a"  # the admission it ended
+        assert annotation(kube, ns, "a-training", ADMISSION) is None  # pending again
         assert kube.job(ns, "a-training")["spec"]["suspend"] is True
         # suspended, it loses the flavor's node selector injected at admission (Kueue restores a
         # preempted job's pod sets): requeued, it may run on another flavor

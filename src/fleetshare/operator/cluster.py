@@ -95,6 +95,7 @@ from fleetshare.operator.objects import (
     admission_of,
     bound_placement,
     creation_key,
+    eviction_record,
     governed,
     group_complete,
     injected_keys,
@@ -1009,11 +1010,12 @@ class KubeCluster(HeldView):
                      workload.name, reason, by)  # fmt: skip
             return
         text = message or reason
-        record = json.dumps({"reason": reason, "by": by, "message": text, "at": now})
         try:
             kind = SUSPENDED.get(t.kind)
             if kind is not None:
-                if not self._suspend(t, kind, record):
+                if not self._suspend(
+                    t, kind, lambda job: eviction_record(job, reason, by, text, now)
+                ):
                     log.info("%s finished before its eviction (%s, by %s): left as it is",
                              workload.name, reason, by)  # fmt: skip
                     t.phase = "finished"
@@ -1044,9 +1046,12 @@ class KubeCluster(HeldView):
         self.events.post(t.objects[0], "Warning", event, f"{reason}: {text} (by {by})")
         log.info("evicted %s: %s (%s, by %s)", workload.name, reason, text, by)
 
-    def _suspend(self, t: Tracked, kind: SuspendedKind, record: str) -> bool:
+    def _suspend(
+        self, t: Tracked, kind: SuspendedKind, record: Callable[[dict[str, Any]], str]
+    ) -> bool:
         """Suspend ``t``'s object for an eviction (its admission record off, the eviction
-        record on, the counts a partial admission lowered given back), unless it finished
+        record, ``record`` of the object, on: it keeps the admission it ended; the counts a
+        partial admission lowered given back), unless it finished
         meanwhile: its pods may have succeeded after the view the decision read (the watches
         lag), and a finished workload keeps its admission record. The patch is conditional on
         the newest object the store has (a JSON patch ``test`` of its resourceVersion); when it
@@ -1065,7 +1070,7 @@ class KubeCluster(HeldView):
             version = job["metadata"].get("resourceVersion")
             return [
                 {"op": "test", "path": "/metadata/resourceVersion", "value": version},
-                *annotation_ops(job, {ADMISSION: None, EVICTION: record, POD_COUNTS: None}),
+                *annotation_ops(job, {ADMISSION: None, EVICTION: record(job), POD_COUNTS: None}),
                 *kind.suspend_ops(job, True),
                 *kind.resize_ops(job, written_counts(job)),
             ]
