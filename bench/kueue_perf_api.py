@@ -393,7 +393,7 @@ class OperatorMeter:
             },
             "operator_token_wait_s": {k: round(v, 1) for k, v in self.op_kube.waited.most_common()},
             "event_requests": sum(self.operator.events.kube.counts.values()),
-            "events_dropped": self.operator.events.dropped,
+            "events_combined": self.operator.events.combined,
         }
 
 
@@ -787,13 +787,13 @@ def stamped_jobs(
     ``completionTime`` (or after ``wait`` seconds: the Job controller completes them after
     the operator released them)."""
     from fleetshare.operator.kube import JOBS
-    from fleetshare.operator.objects import admission_of
+    from fleetshare.operator.objects import last_admission
 
     deadline = time.monotonic() + wait
     while True:
         items, _ = kube.list(JOBS)
         done = all((j.get("status") or {}).get("completionTime") for j in items
-                   if admission_of(j) is not None)  # fmt: skip
+                   if last_admission(j) is not None)  # fmt: skip
         if done or time.monotonic() > deadline:
             break
         time.sleep(1.0)
@@ -804,7 +804,7 @@ def stamped_jobs(
         if key not in classes:
             continue
         cls, cpu, runtime = classes[key]
-        admitted = admission_of(job)
+        admitted = last_admission(job)  # an evicted Job that completed: the one it ended
         created = epoch(meta.get("creationTimestamp"))
         assert created is not None
         out.append(Stamped(cls, cpu, runtime, created,
@@ -954,11 +954,11 @@ def run(
             "operator_process": "in process (a thread of the benchmark's)"
             if in_process
             else "a process of its own",
-            **{k: v for k, v in stats.items() if k not in ("event_requests", "events_dropped")},
+            **{k: v for k, v in stats.items() if k not in ("event_requests", "events_combined")},
             "admissions": admissions,
             "job_writes_per_admission": round(job_writes / max(admissions, 1), 3),
             "event_requests": stats["event_requests"],
-            "events_dropped": stats["events_dropped"],
+            "events_combined": stats["events_combined"],
             "load_average_before": load_before,
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
             "kueue": measures,

@@ -193,19 +193,45 @@ def wait_for(path: Path, proc: subprocess.Popen[bytes], timeout: float) -> None:
         time.sleep(0.1)
 
 
+FLEETSHARE_CONTROLLER = "fleetshare-workloads"
+"""The name of the program Kueue's runner starts in minimalkueue's place in the workloads
+mode (its stats file is named after it)."""
+
+
+def controller_script(python: str, governor: Path, stats: Path) -> str:
+    """The program Kueue's runner starts as its controller (``--minimalKueue``) in the
+    workloads mode: fleetshare's governor of Kueue's Workloads (``kueue_workloads.py``) in
+    the same process (``exec``: the runner's rusage and /proc are the governor's), the
+    runner's arguments passed on."""
+    return f'#!/bin/sh\nexec "{python}" "{governor}" --stats "{stats}" "$@"\n'
+
+
 def run_kueue(
-    config: dict[str, Any], nominal: float, timeout: float, keep: Path | None
+    config: dict[str, Any],
+    nominal: float,
+    timeout: float,
+    keep: Path | None,
+    controller: str = "kueue",
 ) -> dict[str, Any]:
-    """Kueue's runner with minimalkueue on ``config``; its own and the common measures."""
+    """Kueue's runner on ``config`` with minimalkueue as its controller (``controller``
+    "kueue"), or fleetshare's governor of the runner's Workloads ("fleetshare": the
+    workloads mode); the runner's own measures and the common ones."""
     bins, src = built(KUEUE_BUILD), built(KUEUE_BUILD, "--src")
     kube_bins = built(KUBE_BUILD, "--where")
-    work = keep or Path(tempfile.mkdtemp(prefix="fleetshare-kueue-runner-"))
+    work = keep or Path(tempfile.mkdtemp(prefix=f"fleetshare-{controller}-runner-"))
     work.mkdir(parents=True, exist_ok=True)
     gen = work / "generator.yaml"
     gen.write_text(yaml.safe_dump(config, sort_keys=False))
+    program, comm = bins / "minimalkueue", "minimalkueue"
+    if controller == "fleetshare":
+        program = work / FLEETSHARE_CONTROLLER
+        program.write_text(controller_script(sys.executable, HERE / "kueue_workloads.py",
+                                             work / "fleetshare-stats.json"))  # fmt: skip
+        program.chmod(0o755)
+        comm = Path(sys.executable).name
     env = {**os.environ, "KUBEBUILDER_ASSETS": str(kube_bins), "PROJECT_DIR": str(src)}
     cmd = [str(bins / "runner"), "--o", str(work), "--crds", f"{src}/config/components/crd/bases",
-           f"--generatorConfig={gen}", f"--minimalKueue={bins / 'minimalkueue'}",
+           f"--generatorConfig={gen}", f"--minimalKueue={program}",
            f"--timeout={int(timeout)}s", "--withLogs=true", "--logToFile=true"]  # fmt: skip
     log = (work / "runner.log").open("wb")
     load_before = [round(x, 2) for x in os.getloadavg()]
@@ -219,7 +245,7 @@ def run_kueue(
         watch.start()
         pid = None
         while proc.poll() is None:  # minimalkueue's CPU until it ends
-            pid = pid or child_pid(proc.pid, "minimalkueue")
+            pid = pid or child_pid(proc.pid, comm)
             sample = proc_cpu_s(pid) if pid else None
             cpu = sample if sample is not None else cpu
             time.sleep(0.5)
@@ -235,15 +261,19 @@ def run_kueue(
         tail = (work / "runner.log").read_text(errors="replace")[-2000:]
         raise RuntimeError(f"Kueue's runner failed (rc {proc.returncode}): {tail}")
     summary = yaml.safe_load((work / "summary.yaml").read_text())
-    stats = yaml.safe_load((work / "minimalkueue.stats.yaml").read_text())
+    stats = yaml.safe_load((work / f"{program.name}.stats.yaml").read_text())
+    counts = work / "fleetshare-stats.json"
+    governor = json.loads(counts.read_text()) if counts.exists() else None
     assert watch is not None
     stamped = [stamped_workload(w) for w in watch.last.values()]
     if keep is None:
         shutil.rmtree(work, ignore_errors=True)
     return {
+        "controller": controller,
         "runner_wall_s": round(wall, 1),
         "load_average_before": load_before,
         "own": {"summary": summary, "minimalkueue_stats": stats},
+        **({"governor": governor} if governor is not None else {}),
         "controller_cpu_s_proc": cpu,
         "controller_cpu_s_rusage": round((stats["userMs"] + stats["sysMs"]) / 1000, 1),
         "server_timestamps": server_measures(stamped, nominal),
@@ -268,6 +298,51 @@ def run_fleetshare(shape: str, qps: float, timeout: float) -> dict[str, Any]:
 
 
 # -- the table ---------------------------------------------------------------------------------
+
+
+def runner_rows(kueue: dict[str, Any], fs: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The workloads mode's rows: both columns by the runner's own measures (its summary, its
+    stats of the controller process) and the common ones."""
+
+    def own(run: dict[str, Any]) -> dict[str, Any]:
+        summary = run["own"]["summary"]
+        classes = summary["clusterQueueClasses"]
+        usage = sum(c["cpuAverageUsage"] for c in classes.values()) / max(1, len(classes))
+        quota = sum(c["nominalQuota"] for c in classes.values()) / max(1, len(classes))
+        wl = summary["workloadClasses"]
+        stats = run["own"]["minimalkueue_stats"]
+        return {
+            "wall": f"{stats['wallMs'] / 1000:.1f}",
+            "usage": f"{100 * usage / max(quota, 1):.1f}",
+            "evictions": str(sum(c.get("totalEvictions", 0) for c in wl.values())),
+            **{cls: f"{wl[cls]['averageTimeToAdmissionMs'] / 1000:.2f}" if cls in wl else "-"
+               for cls in ("small", "medium", "large")},
+            "cpu": f"{(stats['userMs'] + stats['sysMs']) / 1000:.1f}",
+        }  # fmt: skip
+
+    k, f = own(kueue), own(fs)
+    ks, fss = kueue["server_timestamps"], fs["server_timestamps"]
+    out = [
+        ("controller wall (s): runner's stats", k["wall"], f["wall"]),
+        ("runner wall (s): control plane start to end", str(kueue["runner_wall_s"]),
+         str(fs["runner_wall_s"])),
+        ("usage (%): runner's recorder (CQ usage / nominal)", k["usage"], f["usage"]),
+        ("useful usage (%): work / window / nominal", str(ks["useful_usage_percent"]),
+         str(fss["useful_usage_percent"])),
+        ("window (s): first creation to last finish", str(ks["window_s"]), str(fss["window_s"])),
+        ("finished / workloads", f"{ks['finished']} / {ks['workloads']}",
+         f"{fss['finished']} / {fss['workloads']}"),
+        ("evictions: runner's recorder", k["evictions"], f["evictions"]),
+    ]  # fmt: skip
+    for cls in ("small", "medium", "large"):
+        out.append((f"time to admission {cls} (s): runner's recorder", k[cls], f[cls]))
+        out.append((f"time to admission {cls} (s): server timestamps",
+                    str(ks["mean_time_to_admission_s"].get(cls)),
+                    str(fss["mean_time_to_admission_s"].get(cls))))  # fmt: skip
+    out.append(("controller CPU (s): runner's rusage", k["cpu"], f["cpu"]))
+    out.append(("controller CPU (s): /proc", str(kueue["controller_cpu_s_proc"]),
+                str(fs["controller_cpu_s_proc"])))  # fmt: skip
+    return out
 
 
 def rows(kueue: dict[str, Any], fs: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -306,9 +381,9 @@ def rows(kueue: dict[str, Any], fs: dict[str, Any]) -> list[tuple[str, str, str]
     return out
 
 
-def table(lines: list[tuple[str, str, str]]) -> str:
+def table(lines: list[tuple[str, str, str]], fleetshare: str = "fleetshare operator") -> str:
     """The rows as an aligned text table."""
-    head = ("measure", "Kueue v0.17.0 + minimalkueue", "fleetshare operator")
+    head = ("measure", "Kueue v0.17.0 + minimalkueue", fleetshare)
     widths = [max(len(r[i]) for r in [head, *lines]) for i in range(3)]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     return "\n".join(fmt.format(*r) for r in [head, *lines])
@@ -322,6 +397,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the JSON report here")
     parser.add_argument("--keep", type=Path, help="keep Kueue's runner output in this dir")
     parser.add_argument("--only", choices=["kueue", "fleetshare"], help="run one side")
+    parser.add_argument(
+        "--mode",
+        choices=["jobs", "workloads"],
+        default="jobs",
+        help="jobs: fleetshare's operator on Jobs (kueue_perf_api.py); workloads: Kueue's "
+        "runner both times, fleetshare governing its Workloads (kueue_workloads.py) in "
+        "minimalkueue's place (like for like)",
+    )
     args = parser.parse_args(argv)
     built(KUEUE_BUILD)  # the module's sources come with the build (a no-op when built)
     src = built(KUEUE_BUILD, "--src")
@@ -330,17 +413,26 @@ def main(argv: list[str] | None = None) -> int:
     check_same(config)
     shape = f"{cohorts}x{queues}"
     nominal = 20.0 * cohorts * queues
-    report: dict[str, Any] = {"benchmark": "kueue_side_by_side", "scale": args.scale,
-                              "shape": shape, "generator_config": config}  # fmt: skip
+    report: dict[str, Any] = {"benchmark": "kueue_side_by_side", "mode": args.mode,
+                              "scale": args.scale, "shape": shape,
+                              "generator_config": config}  # fmt: skip
     if args.only != "fleetshare":
         report["kueue"] = run_kueue(config, nominal, args.timeout, args.keep)
         print(json.dumps(report["kueue"]["server_timestamps"]), file=sys.stderr)
     if args.only != "kueue":
-        report["fleetshare"] = run_fleetshare(shape, args.qps, args.timeout)
+        if args.mode == "workloads":
+            keep = args.keep.with_name(args.keep.name + "-fleetshare") if args.keep else None
+            report["fleetshare"] = run_kueue(config, nominal, args.timeout, keep, "fleetshare")
+        else:
+            report["fleetshare"] = run_fleetshare(shape, args.qps, args.timeout)
     report["machine"] = machine()
     if "kueue" in report and "fleetshare" in report:
-        report["table"] = rows(report["kueue"], report["fleetshare"])
-        print(table(report["table"]))
+        if args.mode == "workloads":
+            report["table"] = runner_rows(report["kueue"], report["fleetshare"])
+            print(table(report["table"], "fleetshare (kueue_workloads.py)"))
+        else:
+            report["table"] = rows(report["kueue"], report["fleetshare"])
+            print(table(report["table"]))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2) + "\n")

@@ -205,5 +205,5 @@ def test_operator_in_its_own_process_admits_and_reports(
     assert stats["operator_reconciles"] >= 1 and stats["operator_requests"] >= 1
     assert stats["operator_reconcile_wall_s"]["p99"] is not None  # its reconciles were timed
     assert stats["views"][key]  # the admitted Job is in the operator's view
-    assert {"operator_token_wait_s", "event_requests", "events_dropped",
+    assert {"operator_token_wait_s", "event_requests", "events_combined",
             "operator_reconcile_cpu_s", "operator_process_cpu_s"} <= stats.keys()  # fmt: skip

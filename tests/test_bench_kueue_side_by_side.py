@@ -4,7 +4,6 @@ the one fleetshare's side generates, Kueue Workloads as timestamp records, the c
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -14,19 +13,9 @@ from typing import Any
 import pytest
 
 from fleetshare.traces.kueue_generator import BORROWING_LIMIT_CPU, CLASSES, NOMINAL_CPU
+from tests.bench_modules import bench_module
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-
-
-def _module(name: str) -> ModuleType:
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+_module = bench_module
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +99,46 @@ def test_proc_cpu_of_this_process() -> None:
     cpu = info.proc_cpu_s(os.getpid())
     assert cpu is not None and cpu > 0
     assert info.proc_cpu_s(2**22 + 1) is None
+
+
+def test_the_workloads_mode_runs_fleetshare_in_minimalkueues_place(
+    sbs: ModuleType, tmp_path: Path
+) -> None:
+    """The program the runner starts is the governor itself (``exec``: the runner's rusage
+    and /proc CPU are its), with the runner's arguments passed on."""
+    script = sbs.controller_script("/venv/bin/python", Path("/b/kueue_workloads.py"),
+                                   Path("/w/stats.json"))  # fmt: skip
+    assert script.splitlines() == [
+        "#!/bin/sh",
+        'exec "/venv/bin/python" "/b/kueue_workloads.py" --stats "/w/stats.json" "$@"',
+    ]
+    run = tmp_path / sbs.FLEETSHARE_CONTROLLER
+    run.write_text(sbs.controller_script(sys.executable, Path(__file__), tmp_path / "s"))
+    run.chmod(0o755)
+    assert os.access(run, os.X_OK)
+
+
+def _runner_run(ms: dict[str, int], usage: int, cpu_ms: int) -> dict[str, Any]:
+    classes = {c: {"averageTimeToAdmissionMs": v, "count": 1, "totalEvictions": 2}
+               for c, v in ms.items()}  # fmt: skip
+    return {
+        "runner_wall_s": 120.0,
+        "controller_cpu_s_proc": cpu_ms / 1000,
+        "own": {"summary": {"clusterQueueClasses": {"cq": {"cpuAverageUsage": usage,
+                                                           "nominalQuota": 60000}},
+                            "workloadClasses": classes},
+                "minimalkueue_stats": {"wallMs": 100_000, "userMs": cpu_ms, "sysMs": 0}},
+        "server_timestamps": {"useful_usage_percent": 60.0, "window_s": 100.0, "finished": 3,
+                              "workloads": 3, "mean_time_to_admission_s": {"small": 1.0}},
+    }  # fmt: skip
+
+
+def test_the_workloads_modes_table_reads_both_runs_alike(sbs: ModuleType) -> None:
+    kueue = _runner_run({"small": 40_000, "medium": 30_000, "large": 10_000}, 48_000, 19_500)
+    fs = _runner_run({"small": 20_000, "medium": 35_000}, 54_000, 30_000)
+    rows = {r[0]: (r[1], r[2]) for r in sbs.runner_rows(kueue, fs)}
+    assert rows["usage (%): runner's recorder (CQ usage / nominal)"] == ("80.0", "90.0")
+    assert rows["time to admission small (s): runner's recorder"] == ("40.00", "20.00")
+    assert rows["time to admission large (s): runner's recorder"] == ("10.00", "-")
+    assert rows["controller CPU (s): runner's rusage"] == ("19.5", "30.0")
+    assert rows["evictions: runner's recorder"] == ("6", "4")

@@ -76,6 +76,8 @@ def test_hyperpod_walkthrough_borrow_reclaim_priority(kube: Harness, ns: str) ->
         wait_for("b-training admitted", lambda: admitted(kube, ns, "b-training"))
         eviction = json.loads(annotation(kube, ns, "a-training", EVICTION))
         assert eviction["reason"] == "reclaim" and eviction["by"] == f"{ns}/b-training"
+        assert eviction["admission"]["team"] == "team-a"  # the admission it ended
+        assert annotation(kube, ns, "a-training", ADMISSION) is None  # pending again
         assert kube.job(ns, "a-training")["spec"]["suspend"] is True
         # suspended, it loses the flavor's node selector injected at admission (Kueue restores a
         # preempted job's pod sets): requeued, it may run on another flavor
@@ -579,3 +581,58 @@ def test_partial_admission_sets_and_restores_parallelism(kube: Harness, ns: str)
         assert json.loads(annotation(kube, ns, "part", ADMISSION))["counts"] == [2]
     finally:
         op.stop()
+
+
+def test_a_job_whose_pods_succeeded_meanwhile_is_not_evicted(kube: Harness, ns: str) -> None:
+    """Preemption chose a Job the operator's view still had running, but its pods have
+    succeeded since (the watches lag; the Job controller has counted them). The eviction
+    leaves it alone: it keeps its admission record (a time to admission reads it), is not
+    suspended, gets no eviction record and completes. The eviction once removed the
+    admission record and suspended the finished Job (18 of 1,500 in bench/kueue_side_by_side's
+    run at --scale 0.1)."""
+    from fleetshare.control.loop import ControlLoop
+    from fleetshare.governance.admission import Engine
+    from fleetshare.model.catalog import load_catalog
+    from fleetshare.operator.cluster import KubeCluster
+    from fleetshare.operator.events import Events
+    from fleetshare.operator.watch import Store
+
+    policy = load_policy({"teams": [{"name": "t", "quota": [
+        {"resources": {"nvidia.com/gpu": 1, "cpu": 64, "memory": "256Gi"}}]}]})  # fmt: skip
+    kube.add_node(f"{ns}-n0", G5, owner=ns)
+    store = Store()
+    cluster = KubeCluster(kube.kube, store, Events(kube.kube), writes_in_flight=0)
+    engine = Engine(policy, load_catalog())
+    loop = ControlLoop(cluster, engine)
+
+    def look(now: float) -> None:  # the watches, caught up
+        nodes = kube.kube.list(NODES)[0]
+        store.replace(
+            "Node", [n for n in nodes if n["metadata"]["labels"].get("fleetshare-test") == ns]
+        )
+        store.replace("Job", kube.kube.list(JOBS, ns)[0])
+        store.replace("Pod", kube.kube.list(PODS, ns)[0])
+        cluster.refresh(engine, now)
+
+    kube.kube.create(JOBS, gpu_job(ns, "done", "t", 1), ns)
+    look(0.0)
+    loop.reconcile(0.0)
+    assert admitted(kube, ns, "done")
+    wait_for("done's pod running", lambda: len(running_pods(kube, ns, "done")) == 1)
+    look(1.0)
+    record = annotation(kube, ns, "done", ADMISSION)
+    assert record and f"{ns}/done" in cluster.running
+    kube.kubelet.finish_job(ns, "done")
+    wait_for("the Job controller counts the success",
+             lambda: (kube.job(ns, "done").get("status") or {}).get("succeeded") == 1)  # fmt: skip
+    # the view is the one before the success: the decision preempts the Job
+    cluster.evict(cluster.running[f"{ns}/done"].workload, f"{ns}/other", "priority",
+                  "a higher priority", 2.0)  # fmt: skip
+    job = kube.job(ns, "done")
+    assert annotation(kube, ns, "done", ADMISSION) == record
+    assert EVICTION not in job["metadata"].get("annotations", {})
+    assert job["spec"]["suspend"] is False
+    wait_for("done completes", lambda: _complete(kube, ns, "done"))
+    assert not any(e["reason"] == "Preempted" for e in kube.events(ns))
+    look(3.0)
+    assert f"{ns}/done" not in cluster.running and f"{ns}/done" not in cluster.pending

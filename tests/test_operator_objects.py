@@ -14,11 +14,15 @@ from fleetshare.operator.crds import crds, policy_from, policy_objects, structur
 from fleetshare.operator.kinds import COMPLETION_INDEX, JOB
 from fleetshare.operator.objects import (
     ADMISSION,
+    EVICTION,
     GATE,
     INJECTED,
     Admitted,
+    admission_of,
+    eviction_record,
     group_complete,
     job_phase,
+    last_admission,
     node_from_object,
     parse_job,
     parse_pods,
@@ -111,6 +115,29 @@ def _running_job(**spec: Any) -> dict[str, Any]:
         ("f",), ((("n", 1),),), 1.0, "t", {}
     ).to_json()
     return job
+
+
+def test_an_eviction_record_keeps_the_admission_it_ended() -> None:
+    """An evicted Job loses its admission annotation (it is pending again) but the eviction
+    record keeps the admission it ended: a Job whose pods succeeded just as it was evicted
+    (the Job controller completes it anyway) still says when it was admitted."""
+    job = _running_job()
+    admitted = admission_of(job)
+    record = json.loads(eviction_record(job, "priority", "ns/big", "a higher priority", 9.0))
+    assert (record["reason"], record["by"], record["at"]) == ("priority", "ns/big", 9.0)
+    assert record["message"] == "a higher priority"
+    evicted = copy.deepcopy(job)
+    evicted["spec"]["suspend"] = True
+    annotations = evicted["metadata"]["annotations"]
+    del annotations[ADMISSION]
+    annotations[EVICTION] = json.dumps(record)
+    assert admission_of(evicted) is None and job_phase(evicted) == "pending"
+    assert last_admission(evicted) == admitted == last_admission(job)
+    never = copy.deepcopy(evicted)  # evicted before its admission was written: none to keep
+    never["metadata"]["annotations"][EVICTION] = eviction_record(evicted, "reclaim", "x", "", 1.0)
+    assert last_admission(never) is None
+    never["metadata"]["annotations"][EVICTION] = "not json"
+    assert last_admission(never) is None
 
 
 def test_job_finished_when_its_pods_succeeded_before_the_complete_condition() -> None:

@@ -144,28 +144,53 @@ def test_a_pending_reason_refused_in_the_background_is_said_again() -> None:
     assert store.of("Job")[("ns", "j000")]["metadata"]["annotations"][PENDING_REASON]
 
 
-def test_events_wait_in_a_bounded_queue_and_never_hold_the_caller() -> None:
-    """A slow Event client: posting returns at once; beyond the queue, Events are dropped
-    and counted; what was queued is posted by the time the queue is closed and drained."""
-    release, taken = threading.Event(), threading.Event()
-    posted: list[str] = []
+class SlowEventKube:
+    """Takes Events; the first one is held until :attr:`go` is set (a slow API server)."""
 
-    class SlowKube:
-        def create(self, res: Any, body: dict[str, Any], namespace: str | None = None) -> None:
-            taken.set()
-            release.wait(5)
-            posted.append(body["reason"])
+    def __init__(self) -> None:
+        self.posted: list[dict[str, Any]] = []
+        self.holding = threading.Event()
+        self.go = threading.Event()
+        self.lock = threading.Lock()
 
-    events = Events(SlowKube(), queue_size=2, posters=1)  # type: ignore[arg-type]
-    job = _job(0)
-    events.post(job, "Normal", "R0", "m")
-    assert taken.wait(5)  # the poster holds R0 until released
-    for reason in ("R1", "R2", "R3"):
-        events.post(job, "Normal", reason, "m")
-    assert events.dropped == 1 and posted == []  # R3 did not fit; nobody waited
-    release.set()
+    def create(self, res: Any, body: dict[str, Any], namespace: str | None = None) -> None:
+        if not self.holding.is_set():
+            self.holding.set()
+            assert self.go.wait(30)
+        with self.lock:
+            self.posted.append(body)
+
+
+def test_events_never_hold_the_caller_and_a_burst_beyond_the_queue_is_folded() -> None:
+    """A slow Event client: posting returns at once. With the queue full, the Events that
+    do not fit are not dropped but folded per
+    namespace, kind, type and reason into one Event each, posted once the queue has room,
+    whose count says how many it stands for: every Event of a burst is accounted for."""
+    kube = SlowEventKube()
+    events = Events(kube, queue_size=2, posters=1)  # type: ignore[arg-type]
+
+    def job(name: str) -> dict[str, Any]:
+        return {"kind": "Job", "apiVersion": "batch/v1",
+                "metadata": {"name": name, "namespace": "ns", "uid": f"u-{name}"}}  # fmt: skip
+
+    events.post(job("j0"), "Normal", "Admitted", "admitted j0")
+    assert kube.holding.wait(30)  # the poster holds j0's: the queue is empty
+    for i in range(1, 8):
+        events.post(job(f"j{i}"), "Normal", "Admitted", f"admitted j{i}")
+    for i in range(3):
+        events.post(job(f"p{i}"), "Warning", "Preempted", f"preempted p{i}")
+    assert events.combined == 8  # j1 and j2 are queued; the rest folded into two
+    kube.go.set()
     events.close()
-    deadline = time.monotonic() + 5
-    while len(posted) < 3 and time.monotonic() < deadline:
+    deadline = time.monotonic() + 30
+    while len(kube.posted) < 5:
+        assert time.monotonic() < deadline, kube.posted
         time.sleep(0.01)
-    assert posted == ["R0", "R1", "R2"]
+    messages = [(e["reason"], e["count"], e["message"], e["involvedObject"]["name"])
+                for e in kube.posted]  # fmt: skip
+    assert messages[:3] == [("Admitted", 1, f"admitted j{i}", f"j{i}") for i in range(3)]
+    assert sorted(messages[3:]) == [
+        ("Admitted", 5, "(combined from 5 similar events): admitted j7", "j7"),
+        ("Preempted", 3, "(combined from 3 similar events): preempted p2", "p2"),
+    ]
+    assert sum(e["count"] for e in kube.posted) == 11

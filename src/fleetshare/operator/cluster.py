@@ -21,7 +21,8 @@ Acting:
   as it is decided (assumed) and the answers are taken at the next refresh (a refusal puts
   the workload back to pending).
 - ``evict`` preempts: a Job is suspended again (the job controller deletes its pods) and
-  queued again; pods are evicted through the Eviction API (PodDisruptionBudgets apply) and,
+  queued again, unless it finished since the view the decision read (it keeps its admission
+  record); pods are evicted through the Eviction API (PodDisruptionBudgets apply) and,
   being bare pods nobody recreates, leave. The reason goes to an Event, an annotation and,
   for pods, a status condition.
 - Workloads on a node that turned NotReady or went away are evicted (``node-failure``) and
@@ -45,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fleetshare.autoscaling.settings import PdbSpec
-from fleetshare.control.cluster import RemovalRefused
+from fleetshare.control.cluster import HeldView, RemovalRefused
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.queues import reason_gist, reason_of
 from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Pending, Running
@@ -94,6 +95,7 @@ from fleetshare.operator.objects import (
     admission_of,
     bound_placement,
     creation_key,
+    eviction_record,
     governed,
     group_complete,
     injected_keys,
@@ -159,7 +161,7 @@ class Assumed:
     the write's answer says it landed."""
 
 
-class KubeCluster:
+class KubeCluster(HeldView):
     """The control loop's backend over the API server (see the module docstring)."""
 
     def __init__(
@@ -694,18 +696,6 @@ class KubeCluster:
 
     # -- the Cluster protocol: observe ------------------------------------------------------------
 
-    def node_list(self) -> Sequence[Node]:
-        return self.nodes
-
-    def running_workloads(self) -> Mapping[str, Running]:
-        return self.running
-
-    def pending_workloads(self) -> Sequence[Workload]:
-        return [w for n, w in self.pending.items() if n not in self.blocked]
-
-    def pending_for_cycle(self) -> Sequence[Workload]:
-        return self.pending_workloads()
-
     def namespace_labels(self) -> dict[str, dict[str, str]]:
         """The watched Namespaces' labels (what namespace selectors match)."""
         out: dict[str, dict[str, str]] = {}
@@ -789,6 +779,9 @@ class KubeCluster:
             self.pending.pop(name, None)
             self.running[name] = Running(workload, admission.assignment, now)
             self._said.pop(name, None)
+            if self.notes is not None and name in self._noting and self.notes.cancel(name):
+                del self._noting[name]  # its pending reason, not sent yet, would only move
+                # the object under the admission's write (a conflict, read and sent again)
             self._assumed[name] = Assumed(t.kind, admitted)
             if self.writer is not None:
                 self.writer.submit(name, send)
@@ -1017,18 +1010,16 @@ class KubeCluster:
                      workload.name, reason, by)  # fmt: skip
             return
         text = message or reason
-        record = json.dumps({"reason": reason, "by": by, "message": text, "at": now})
         try:
             kind = SUSPENDED.get(t.kind)
             if kind is not None:
-                job = t.objects[0]
-                ops = [*annotation_ops(job, {ADMISSION: None, EVICTION: record, POD_COUNTS: None}),
-                       *kind.suspend_ops(job, True),
-                       *kind.resize_ops(job, written_counts(job))]  # fmt: skip
-                jname = str(job["metadata"]["name"])
-                res = RESOURCES[kind.kind]
-                self.store.put(kind.kind, self.kube.patch(res, jname, ops, t.namespace,
-                                                          content_type=JSON_PATCH))  # fmt: skip
+                if not self._suspend(
+                    t, kind, lambda job: eviction_record(job, reason, by, text, now)
+                ):
+                    log.info("%s finished before its eviction (%s, by %s): left as it is",
+                             workload.name, reason, by)  # fmt: skip
+                    t.phase = "finished"
+                    return
                 if kind is JOB:
                     self._job_condition(t, reason, text)
                 t.phase, t.admitted = "pending", None
@@ -1054,6 +1045,50 @@ class KubeCluster:
         event = "Preempted" if reason not in (NODE_FAILURE,) else "Evicted"
         self.events.post(t.objects[0], "Warning", event, f"{reason}: {text} (by {by})")
         log.info("evicted %s: %s (%s, by %s)", workload.name, reason, text, by)
+
+    def _suspend(
+        self, t: Tracked, kind: SuspendedKind, record: Callable[[dict[str, Any]], str]
+    ) -> bool:
+        """Suspend ``t``'s object for an eviction (its admission record off, the eviction
+        record, ``record`` of the object, on: it keeps the admission it ended; the counts a
+        partial admission lowered given back), unless it finished
+        meanwhile: its pods may have succeeded after the view the decision read (the watches
+        lag), and a finished workload keeps its admission record. The patch is conditional on
+        the newest object the store has (a JSON patch ``test`` of its resourceVersion); when it
+        moved (the job controller counted the pods' successes, say) the object is read again
+        and, unless it has finished, suspended as it is now. False: finished, nothing
+        written."""
+        key = key_of(t.objects[0])
+        seen = self.store.of(kind.kind).get(key) or t.objects[0]
+        pods = [self.store.of("Pod").get(key_of(p)) or p for p in self._job_pods(t)]
+        if kind.finished(seen, pods):
+            self.store.changes[(kind.kind, key)] = None  # read again at the next refresh
+            return False
+        res, name = RESOURCES[kind.kind], key[1]
+
+        def ops(job: dict[str, Any]) -> list[dict[str, Any]]:
+            version = job["metadata"].get("resourceVersion")
+            return [
+                {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+                *annotation_ops(job, {ADMISSION: None, EVICTION: record(job), POD_COUNTS: None}),
+                *kind.suspend_ops(job, True),
+                *kind.resize_ops(job, written_counts(job)),
+            ]
+
+        try:
+            written = self.kube.patch(res, name, ops(seen), t.namespace, content_type=JSON_PATCH)
+        except KubeError as exc:
+            if exc.status not in (409, 422):
+                raise
+            fresh = self.kube.get(res, name, t.namespace)
+            self.store.put(kind.kind, fresh)
+            if kind.finished(fresh, ()):
+                self.store.changes[(kind.kind, key)] = None
+                return False
+            written = self.kube.patch(res, name, ops(fresh), t.namespace, content_type=JSON_PATCH)
+        self.store.put(kind.kind, written)
+        t.objects = [written, *t.objects[1:]]
+        return True
 
     def _job_condition(self, t: Tracked, reason: str, message: str) -> None:
         condition = {

@@ -96,8 +96,9 @@ class Settings:
     one per Team): with many Teams, each is refreshed less often, least recently written
     first, so status takes a bounded share of the client's requests."""
     event_queue: int = 1000
-    """Events wait in a queue of this size for a thread of their own (dropped when it is
-    full, as client-go's recorder drops them); 0 posts them in line."""
+    """Events wait in a queue of this size for threads of their own (when it is full,
+    similar ones are folded into one: :class:`~fleetshare.operator.events.Events`); 0 posts
+    them in line."""
     writes_in_flight: int = 100
     """Admission writes sent in the background and not yet answered, at most: the loop
     counts a workload admitted as soon as its write is handed over and does not wait for the
@@ -178,6 +179,8 @@ class Operator:
         self.autoscaler: Autoscaler | None = None
         self.metrics = OperatorMetrics()
         self._summary_due = 0.0
+        self._summary_stale = False
+        """A reconcile ran since the last summary (it is written within a second)."""
         self._pools_key: tuple[Any, ...] | None = None
         self._status_written: dict[str, float] = {}
         """When each Team's status was last written (clock time)."""
@@ -275,11 +278,14 @@ class Operator:
                 if lost and not self.elector.leading():
                     log.error("leadership lost: stopping")
                     return
-                changed = self._drain(max(0.0, deadline - time.monotonic()))
+                wake = min(deadline, self._summary_due) if self._summary_stale else deadline
+                changed = self._drain(max(0.0, wake - time.monotonic()))
                 if stop.is_set():
                     break
                 if changed or time.monotonic() >= deadline:
                     deadline = self.reconcile()
+                elif self._summary_stale and time.monotonic() >= self._summary_due:
+                    self._summarize()  # the last reconcile's view, a second on at the latest
         finally:
             watch_stop.set()
             self.cluster.close()
@@ -346,15 +352,20 @@ class Operator:
             due = self.scalers.sync(list(self.store.of(SCALED_OBJECTS.kind).values()), now)
             if due is not None:
                 next_in = min(next_in, max(0.05, due - now))
-        if time.monotonic() >= self._summary_due or next_in > SUMMARY_SECONDS:
-            self._summarize()  # at most every second while busy; always before a pause
-        return time.monotonic() + next_in
+        clock = time.monotonic()
+        self._summary_stale = True
+        if clock >= self._summary_due:
+            self._summarize()
+        return clock + next_in
 
     def _summarize(self) -> None:
         """What the metrics show, refreshed after a reconcile at most every
-        :data:`SUMMARY_SECONDS` (it walks every pending workload: with thousands pending and
-        many reconciles a second, refreshing it each time took a tenth of the loop)."""
+        :data:`SUMMARY_SECONDS` and at the latest that long after one (the loop wakes for it
+        without reconciling). It walks every pending workload: with a thousand
+        pending and dozens of reconciles a second, refreshing it before every pause (almost
+        every reconcile) took a fifth of the operator's CPU (bench/kueue_perf_api.py)."""
         self._summary_due = time.monotonic() + SUMMARY_SECONDS
+        self._summary_stale = False
         cluster, scaler = self.cluster, self.autoscaler
         live = scaler.live() if scaler is not None else []
         engine = self.loop.engine if self.loop is not None else None

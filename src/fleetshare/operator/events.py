@@ -15,20 +15,32 @@ log = logging.getLogger("fleetshare.operator")
 COMPONENT = "fleetshare-operator"
 
 
+Similar = tuple[str, str, str, str]
+"""(namespace, involved object's kind, type, reason): Events folded into one when the queue
+is full (client-go's EventAggregator keys similar events alike, without the object's name and
+the message)."""
+
+
 class Events:
     """Posts Events; failures are logged, never raised (an Event is a courtesy).
 
     With ``queue_size`` > 0 they are posted by ``posters`` threads of their own from a queue
-    of that size, and dropped when it is full (client-go's event broadcaster does the same),
-    so a slow or rate-limited Event client never holds an admission back."""
+    of that size, so a slow or rate-limited Event client never holds an admission back. An
+    Event that finds the queue full is not dropped (client-go's broadcaster drops it): it is
+    folded into one Event per :data:`Similar` key, posted as soon as the queue has room again,
+    with the count of the Events it stands for and the newest one's object and message
+    ("(combined from similar events)", as client-go's aggregator says it). A burst of any size
+    costs at most one request per key beyond the queue."""
 
     def __init__(
         self, kube: Kube, identity: str = COMPONENT, *, queue_size: int = 0, posters: int = 4
     ) -> None:
         self.kube = kube
         self.identity = identity
-        self.dropped = 0
-        """Events not posted because the queue was full."""
+        self.combined = 0
+        """Events folded into a combined one because the queue was full."""
+        self._folded: dict[Similar, tuple[dict[str, Any], int]] = {}
+        self._lock = threading.Lock()
         self._queue: queue.Queue[dict[str, Any] | None] | None = None
         self._posters = 0
         if queue_size > 0:
@@ -42,6 +54,15 @@ class Events:
         assert events is not None
         while (body := events.get()) is not None:
             self._send(body)
+            if self._folded and events.empty():
+                self._send_folded()
+        self._send_folded()
+
+    def _send_folded(self) -> None:
+        with self._lock:
+            folded, self._folded = self._folded, {}
+        for body, count in folded.values():
+            self._send(combined(body, count))
 
     def close(self) -> None:
         """Stop the posting threads once what is queued is posted."""
@@ -82,8 +103,12 @@ class Events:
         try:
             self._queue.put_nowait(body)
         except queue.Full:
-            self.dropped += 1
-            log.debug("event %s on %s dropped: the queue is full", reason, meta.get("name"))
+            key = (namespace, str(obj.get("kind")), kind, reason)
+            with self._lock:
+                _, count = self._folded.get(key, (body, 0))
+                self._folded[key] = (body, count + 1)
+                self.combined += 1
+            log.debug("event %s on %s folded: the queue is full", reason, meta.get("name"))
 
     def _send(self, body: dict[str, Any]) -> None:
         try:
@@ -91,6 +116,14 @@ class Events:
         except KubeError as exc:
             name = body["involvedObject"].get("name")
             log.debug("event %s on %s not posted: %s", body["reason"], name, exc)
+
+
+def combined(body: dict[str, Any], count: int) -> dict[str, Any]:
+    """The Event standing for ``count`` similar ones (``body``: the newest of them)."""
+    if count <= 1:
+        return body
+    message = f"(combined from {count} similar events): {body['message']}"
+    return {**body, "message": message[:1024], "count": count}
 
 
 def camel(reason: str) -> str:

@@ -60,7 +60,8 @@ POD_COUNTS = PREFIX + "pod-counts"
 """Annotation: the pod sets' counts as the owner wrote them (a Job's parallelism), while the
 object runs with fewer (partial admission): restored on eviction, and what it is read as."""
 EVICTION = PREFIX + "last-eviction"
-"""Annotation: the last preemption or eviction (reason, by, message, time)."""
+"""Annotation: the last preemption or eviction (reason, by, message, time) and, of a kind
+admitted by suspension, the admission it ended (:func:`eviction_record`)."""
 CAPACITY_TYPE_LABELS = ("karpenter.sh/capacity-type", "eks.amazonaws.com/capacityType")
 BETA_INSTANCE_TYPE = "beta.kubernetes.io/instance-type"
 BETA_ZONE = "failure-domain.beta.kubernetes.io/zone"
@@ -187,6 +188,32 @@ def _annotations(obj: Mapping[str, Any]) -> dict[str, str]:
 
 def admission_of(obj: Mapping[str, Any]) -> Admitted | None:
     return Admitted.from_json(_annotations(obj).get(ADMISSION))
+
+
+def eviction_record(obj: Mapping[str, Any], reason: str, by: str, message: str, at: float) -> str:
+    """The :data:`EVICTION` annotation of an eviction of ``obj``: why, by whom, when, and
+    the admission record it takes off (``admission``), so the last admission stays on the
+    object: a Job whose pods succeeded just as it was evicted completes with it."""
+    record: dict[str, Any] = {"reason": reason, "by": by, "message": message, "at": at}
+    admitted = admission_of(obj)
+    if admitted is not None:
+        record["admission"] = json.loads(admitted.to_json())
+    return json.dumps(record)
+
+
+def last_admission(obj: Mapping[str, Any]) -> Admitted | None:
+    """The object's admission, or the one its last eviction ended (:func:`eviction_record`),
+    or None (never admitted)."""
+    admitted = admission_of(obj)
+    if admitted is not None:
+        return admitted
+    try:
+        ended = json.loads(_annotations(obj).get(EVICTION) or "null")
+    except ValueError:
+        return None
+    if not isinstance(ended, dict) or not isinstance(ended.get("admission"), dict):
+        return None
+    return Admitted.from_json(json.dumps(ended["admission"]))
 
 
 def written_counts(obj: Mapping[str, Any]) -> dict[str, int]:

@@ -50,6 +50,7 @@ from fleetshare.model.quantity import MILLI
 from fleetshare.model.resources import CPU
 from fleetshare.model.workload import Workload
 from fleetshare.policy.kueue import import_kueue
+from fleetshare.policy.schema import DEFAULT_FLAVOR
 from fleetshare.traces.common import (
     SYNTHETIC_LABEL,
     TRACE_LABEL,
@@ -152,6 +153,20 @@ def kueue_objects(cohorts: int, queues: int) -> list[dict[str, Any]]:
     return objs
 
 
+def cohorts_apart(policy: dict[str, Any]) -> dict[str, Any]:
+    """A policy (JSON) whose root groups (Kueue's cohorts without a parent) lend nothing of
+    any resource their teams have quota of: in Kueue such cohorts are separate trees, in
+    fleetshare every group hangs under the cluster root."""
+    quota = {(str(e.get("flavor", DEFAULT_FLAVOR)), str(r))
+             for t in policy.get("teams") or () for e in t.get("quota") or ()
+             for r in e.get("resources") or {}}  # fmt: skip
+    for group in policy.get("groups") or ():
+        if not group.get("parent"):
+            group["lending_limits"] = [{"resource": r, "flavor": f, "absolute": 0}
+                                       for f, r in sorted(quota)]  # fmt: skip
+    return policy
+
+
 MAX_QUEUES = 200
 """The most queues generated (each gets 500 workloads: 100,000 in all)."""
 
@@ -182,8 +197,7 @@ def load(
         )
     policy = import_kueue(kueue_objects(cohorts, queues_per_cohort)).model_dump(mode="json")
     if isolate_cohorts:
-        for group in policy["groups"]:
-            group["lending_limits"] = [{"resource": CPU, "flavor": FLAVOR, "absolute": 0}]
+        policy = cohorts_apart(policy)
     weights = {pc["name"]: int(pc["weight"]) for pc in policy["cluster"]["priority_classes"]}
 
     workloads: list[Workload] = []
