@@ -38,13 +38,13 @@ import dataclasses
 import functools
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fleetshare.autoscaling.settings import PdbSpec
+from fleetshare.control.changes import AutoscalerNote
 from fleetshare.control.cluster import RemovalRefused
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.queues import reason_gist, reason_of
@@ -121,7 +121,6 @@ if TYPE_CHECKING:
 from fleetshare.policy.schema import DEFAULT_FLAVOR, Policy
 
 log = logging.getLogger("fleetshare.operator")
-_AT = re.compile(r"at t=([0-9.e+]+)")
 NODE_FAILURE = "node-failure"
 FORCED = frozenset({"spot-interruption", "repair"})
 """Removal reasons a drain cannot refuse: the instance goes anyway (Karpenter's forceful
@@ -1246,15 +1245,18 @@ class KubeCluster:
         if self.store.put(t.kind, out):
             t.objects[0] = out
 
-    def note_pending(self, workload: str, note: str) -> None:
+    def note_pending(self, workload: str, note: AutoscalerNote) -> None:
         """What the autoscaler does for a pending workload: the annotation
-        ``operator.fleetshare.io/autoscaler`` (written when its gist changes)."""
+        ``operator.fleetshare.io/autoscaler`` (written when its gist changes), its times as
+        timestamps (loop times here are Unix times)."""
         t = self.tracked.get(workload)
-        if t is None or not self.may_act() or self._noted.get(workload) == reason_gist(note):
+        if t is None or not self.may_act():
             return
-        self._noted[workload] = reason_gist(note)
-        note = _AT.sub(lambda m: f"at {_rfc3339(float(m.group(1)))}", note)  # Unix times here
-        self._annotate(t, AUTOSCALER_NOTE, note)
+        text = note.message(_rfc3339)
+        if self._noted.get(workload) == reason_gist(text):
+            return
+        self._noted[workload] = reason_gist(text)
+        self._annotate(t, AUTOSCALER_NOTE, text)
 
     def _annotate(self, t: Tracked, key: str, text: str) -> None:
         """Write annotation ``key`` (at most 1,000 characters of ``text``) on ``t``'s first
