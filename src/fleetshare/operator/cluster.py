@@ -1296,7 +1296,7 @@ class KubeCluster:
                     raise RemovalRefused(blocked)
         except KubeError as exc:
             raise RemovalRefused(f"drain of {name} failed: {exc}") from exc
-        message = "" if reason.message == reason.category else reason.message
+        message = reason.details
         evicted = False
         for running in list(self.running.values()):
             if any(n == name for ps in running.assignment.placement for n, _ in ps):

@@ -39,7 +39,7 @@ from fleetshare.control.changes import (
 from fleetshare.control.clock import VirtualClock
 from fleetshare.control.loop import ControlLoop
 from fleetshare.governance.admission import CycleCache, Engine
-from fleetshare.governance.queues import PendingBook, PendingView, reason_gist, same_nodes
+from fleetshare.governance.queues import PendingBook, PendingView, new_in_substance, same_nodes
 from fleetshare.governance.snapshot import Admission, CycleResult, Pending, Running
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import to_number
@@ -494,9 +494,7 @@ class Runner:
         for name, pending in reports:
             record = self.records[name]
             last = record.engine_reason
-            if last != pending.reason and (
-                last is None or reason_gist(last) != reason_gist(pending.reason)
-            ):
+            if new_in_substance(last, pending.reason):
                 # logged when the reason changes, not when only its numbers do (usage moving
                 # under a waiting job would log it every cycle); the record keeps the latest.
                 # Compared with the engine's last reason, not the record's (which carries the
@@ -520,7 +518,7 @@ class Runner:
     def remove_node(self, name: str, reason: Reason, now: float) -> bool:
         before = len(self.running)
         self.nodes.pop(name, None)
-        message = "" if reason.message == reason.category else reason.message
+        message = reason.details
         self._evict_from(now, name, reason.category, message)
         return len(self.running) < before
 

@@ -31,7 +31,7 @@ from fleetshare.control.changes import (
     loop_time,
     preemptor_team,
 )
-from fleetshare.governance.queues import PendingBook, PendingView, reason_gist, same_nodes
+from fleetshare.governance.queues import PendingBook, PendingView, new_in_substance, same_nodes
 from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Running
 from fleetshare.model.node import Node, Taint
 from fleetshare.model.reason import PendingReason, Reason
@@ -224,7 +224,7 @@ class EmbeddedCluster:
                 continue
             pending = result.pending[name]
             before = self.waiting.get(name)
-            if before is None or reason_gist(before.reason) != reason_gist(pending.reason):
+            if new_in_substance(before.reason if before else None, pending.reason):
                 self.changes.append(
                     PendingReasonChanged(
                         now, name, pending.workload.team, pending.reason, pending.position
@@ -253,7 +253,7 @@ class EmbeddedCluster:
         self.nodes.pop(name, None)
         self.node_info.pop(name, None)
         self.changes.append(NodeLeft(now, name, reason))
-        message = "" if reason.message == reason.category else reason.message
+        message = reason.details
         self.evict_from(name, reason.category, message, now)
         return len(self.running) < before
 
