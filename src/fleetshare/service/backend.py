@@ -17,20 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from fleetshare.control.changes import (
-    Admitted,
-    AutoscalerEvent,
-    AutoscalerNote,
-    Change,
-    Finished,
-    NodeJoined,
-    NodeLeft,
-    PendingReasonChanged,
-    Preempted,
-    Warned,
-    loop_time,
-    preemptor_team,
-)
+from fleetshare.control import changes as ch
 from fleetshare.governance.queues import PendingBook, PendingView, new_in_substance, same_nodes
 from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Running
 from fleetshare.model.node import Node, Taint
@@ -69,7 +56,7 @@ class EmbeddedCluster:
         self.running: dict[str, Running] = {}
         self.waiting: dict[str, Waiting] = {}
         self.pending_since: dict[str, float] = {}
-        self.changes: list[Change] = []
+        self.changes: list[ch.Change] = []
         self.warnings: list[str] = []
         self.on_preempt: Callable[[Workload, str | None, str], None] | None = None
         """Called with (workload, the preemptor's team, reason) on every eviction (metrics)."""
@@ -111,7 +98,7 @@ class EmbeddedCluster:
             return False
         del self.running[name]
         self._versions.pop(name, None)
-        self.changes.append(Finished(at, name))
+        self.changes.append(ch.Finished(at, name))
         return True
 
     def schedule_finish(self, workload: Workload, admitted_at: float) -> None:
@@ -151,7 +138,7 @@ class EmbeddedCluster:
         self.nodes[node.name] = node
         self.node_info[node.name] = info
         if log:
-            self.changes.append(NodeJoined(now, node.name))
+            self.changes.append(ch.NodeJoined(now, node.name))
 
     def cordon(self, name: str, on: bool = True) -> None:
         """An admin cordoned (``on``) or uncordoned a node: a cordoned node takes no new work
@@ -198,7 +185,7 @@ class EmbeddedCluster:
         since = self.pending_since.pop(workload.name, workload.submit_time)
         self.running[workload.name] = Running(workload, admission.assignment, now)
         self.schedule_finish(workload, now)
-        self.changes.append(Admitted(now, workload, admission.assignment, admission.borrowed))
+        self.changes.append(ch.Admitted(now, workload, admission.assignment, admission.borrowed))
         if self.on_admit is not None:
             self.on_admit(workload, now - since)
 
@@ -209,9 +196,9 @@ class EmbeddedCluster:
         del self.running[workload.name]
         self._versions[workload.name] = self._versions.get(workload.name, 0) + 1
         self.add_pending(workload, now)
-        by_team = preemptor_team(by, self.running, self.pending)
+        by_team = ch.preemptor_team(by, self.running, self.pending)
         self.changes.append(
-            Preempted(now, workload.name, workload.team, by, by_team, reason, message)
+            ch.Preempted(now, workload.name, workload.team, by, by_team, reason, message)
         )
         if self.on_preempt is not None:
             self.on_preempt(workload, by_team, reason)
@@ -226,7 +213,7 @@ class EmbeddedCluster:
             before = self.waiting.get(name)
             if new_in_substance(before.reason if before else None, pending.reason):
                 self.changes.append(
-                    PendingReasonChanged(
+                    ch.PendingReasonChanged(
                         now, name, pending.workload.team, pending.reason, pending.position
                     )
                 )
@@ -239,9 +226,9 @@ class EmbeddedCluster:
                     if position != waiting.position:
                         self.waiting[name] = Waiting(waiting.reason, position)
 
-    def note_pending(self, workload: str, note: AutoscalerNote) -> None:
+    def note_pending(self, workload: str, note: ch.AutoscalerNote) -> None:
         waiting = self.waiting.get(workload)
-        text = note.message(loop_time)
+        text = note.message(ch.loop_time)
         if waiting is not None and text not in waiting.reason:
             self.waiting[workload] = Waiting(waiting.reason.noted(text), waiting.position)
 
@@ -252,7 +239,7 @@ class EmbeddedCluster:
         before = len(self.running)
         self.nodes.pop(name, None)
         self.node_info.pop(name, None)
-        self.changes.append(NodeLeft(now, name, reason))
+        self.changes.append(ch.NodeLeft(now, name, reason))
         message = reason.details
         self.evict_from(name, reason.category, message, now)
         return len(self.running) < before
@@ -274,10 +261,10 @@ class EmbeddedCluster:
         if message not in self.warnings[-20:]:
             self.warnings.append(message)
             del self.warnings[:-100]
-            self.changes.append(Warned(now, message))
+            self.changes.append(ch.Warned(now, message))
 
     def log(self, now: float, event: str, **details: Any) -> None:
-        self.changes.append(AutoscalerEvent(now, event, details))
+        self.changes.append(ch.AutoscalerEvent(now, event, details))
 
 
 # -- JSON forms ------------------------------------------------------------------------------
