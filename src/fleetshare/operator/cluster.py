@@ -683,9 +683,8 @@ class KubeCluster:
         )
         for running in candidates:
             lost = sorted(
-                {n for ps in running.assignment.placement for n, _ in ps
-                 if n not in nodes or not nodes[n].ready}
-            )  # fmt: skip
+                n for n in running.assignment.nodes if n not in nodes or not nodes[n].ready
+            )
             if lost:
                 state = "deleted" if lost[0] not in nodes else "NotReady"
                 self.evict(running.workload, lost[0], NODE_FAILURE,
@@ -1299,7 +1298,7 @@ class KubeCluster:
         message = reason.details
         evicted = False
         for running in list(self.running.values()):
-            if any(n == name for ps in running.assignment.placement for n, _ in ps):
+            if name in running.assignment.nodes:
                 self.evict(running.workload, name, reason.category, message, now)
                 evicted = True
         for problem in evict_all(self.kube, pods_on(self.store, name), force=forced):

@@ -401,7 +401,7 @@ class Runner:
 
     def _evict_from(self, now: float, node: str, reason: str, message: str = "") -> None:
         for running in list(self.running.values()):
-            on_node = any(n == node for ps in running.assignment.placement for n, _ in ps)
+            on_node = node in running.assignment.nodes
             if on_node:
                 self._requeue(now, running.workload, by=node, reason=reason, message=message)
 

@@ -247,7 +247,7 @@ class EmbeddedCluster:
     def evict_from(self, node: str, reason: str, message: str, now: float) -> None:
         """Requeue every workload with pods on ``node``."""
         for running in list(self.running.values()):
-            if any(n == node for ps in running.assignment.placement for n, _ in ps):
+            if node in running.assignment.nodes:
                 self._requeue(running.workload, node, reason, message, now)
 
     def wake(self, at: float, now: float, *, unless_sooner: bool = False) -> None:

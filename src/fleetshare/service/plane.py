@@ -359,7 +359,7 @@ class ControlPlane:
                 continue
             assignment = assignment_from_json(r.assignment)
             backend.restore_running(Running(workload, assignment, r.admitted_at - self.epoch))
-            gone.update(n for ps in assignment.placement for n, _ in ps if n not in backend.nodes)
+            gone.update(assignment.nodes - backend.nodes.keys())
         for name in sorted(gone):
             backend.evict_from(name, "node-removed", "the node is gone after a restart", now)
         for name in draining:  # a drain committed before the crash may not have been applied

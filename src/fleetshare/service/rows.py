@@ -121,7 +121,7 @@ class _Batch:
         row["first"] = row["first"] or at
         details = {
             "flavors": list(dict.fromkeys(change.assignment.flavors)),
-            "nodes": sorted({n for ps in change.assignment.placement for n, _ in ps}),
+            "nodes": sorted(change.assignment.nodes),
             "borrowed": borrowed,
         }
         self.event(at, "admit", change.workload.name, change.workload.team, details)
