@@ -59,7 +59,7 @@ from fleetshare.manifests.kinds import SuspendedKind
 from fleetshare.manifests.pods import read_pod_spec
 from fleetshare.manifests.values import Fields
 from fleetshare.model.node import INSTANCE_TYPE_LABEL, Node
-from fleetshare.model.reason import Reason
+from fleetshare.model.reason import PendingReason, Reason
 from fleetshare.model.workload import Workload
 from fleetshare.operator.budget import WriteBudget
 from fleetshare.operator.drain import cordon, evict_all, pods_on, refusal
@@ -239,7 +239,7 @@ class KubeCluster:
         )  # fmt: skip
         """Pending-reason writes in the background (with the admission writer; None: in line),
         so a slow API server holds up no admission cycle."""
-        self._noting: dict[str, str] = {}
+        self._noting: dict[str, PendingReason] = {}
         """Pending reasons handed to :attr:`notes` and not answered yet, by workload."""
 
     # -- reading the objects ---------------------------------------------------------------------
@@ -1208,7 +1208,7 @@ class KubeCluster:
             self._noting[name] = reason
             notes.submit(name, self._note_write(t, obj, reason))
 
-    def _note_write(self, t: Tracked, seen: dict[str, Any], reason: str) -> Send:
+    def _note_write(self, t: Tracked, seen: dict[str, Any], reason: PendingReason) -> Send:
         """The background write of a pending reason, on condition that the object is as
         ``seen`` (a merge patch carrying its resourceVersion): sent after the workload was
         admitted it would put a stale reason on admitted work; refused instead (409)."""

@@ -327,20 +327,7 @@ class NodeFit:
         if chosen_rows is None:
             if not explain:
                 return NoFit(podset.name, "")
-            too_large = self._too_large(flavor, podset, rows, vec)
-            if too_large is not None:
-                return NoFit(podset.name, str(too_large), too_large)
-            room = int(np.minimum(counts, podset.count).sum())
-            why = (
-                f"{flavor} nodes have room for {room} of {podset.count} pods of {podset.name!r} now"
-            )
-            if level is not None and required:
-                why = (
-                    f"no single {describe_level(level)} of {flavor} nodes has room for "
-                    f"all {podset.count} pods of {podset.name!r} (required topology "
-                    f"{level}); {why}"
-                )
-            return NoFit(podset.name, why)
+            return self._why_not(flavor, podset, rows, vec, counts, level if required else None)
         if self.placement != "default":
             return self._by_policy(podset, *chosen_rows, share)
         chosen = _choose(*chosen_rows, podset.count)
@@ -482,6 +469,30 @@ class NodeFit:
                 inside: npt.NDArray[np.bool_] = dom == best
                 return inside
         return None
+
+    def _why_not(
+        self,
+        flavor: str,
+        podset: PodSet,
+        rows: IntArray,
+        vec: tuple[IntArray, IntArray],
+        counts: IntArray,
+        required: str | None,
+    ) -> NoFit:
+        """Why the pod set does not fit on ``rows`` (``required``: its required topology
+        level, if any)."""
+        too_large = self._too_large(flavor, podset, rows, vec)
+        if too_large is not None:
+            return NoFit(podset.name, str(too_large), too_large)
+        room = int(np.minimum(counts, podset.count).sum())
+        why = f"{flavor} nodes have room for {room} of {podset.count} pods of {podset.name!r} now"
+        if required is not None:
+            why = (
+                f"no single {describe_level(required)} of {flavor} nodes has room for "
+                f"all {podset.count} pods of {podset.name!r} (required topology "
+                f"{required}); {why}"
+            )
+        return NoFit(podset.name, why)
 
     def _too_large(
         self, flavor: str, podset: PodSet, rows: IntArray, vec: tuple[IntArray, IntArray]
