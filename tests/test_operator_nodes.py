@@ -13,6 +13,7 @@ from fleetshare.autoscaling.cloud import LaunchRequest
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.simulated_cloud import SimulatedCloud, SimulatedCloudConfig
 from fleetshare.control.autoscaler import Autoscaler
+from fleetshare.control.changes import AutoscalerNote
 from fleetshare.control.cluster import RemovalRefused
 from fleetshare.control.loop import ControlLoop
 from fleetshare.governance.admission import Engine
@@ -149,7 +150,7 @@ class RefusingCluster:
     def report_pending(self, result: CycleResult, now: float) -> None:
         pass
 
-    def note_pending(self, workload: str, note: str) -> None:
+    def note_pending(self, workload: str, note: AutoscalerNote) -> None:
         pass
 
     def join_node(self, node: Node, at: float) -> None:

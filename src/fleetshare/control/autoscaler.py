@@ -69,6 +69,7 @@ from fleetshare.autoscaling.provisioner import (
 )
 from fleetshare.autoscaling.settings import AutoscalerSpec, DoNotDisruptSpec, PdbSpec
 from fleetshare.autoscaling.warm import WarmCapacity, rise, since, warm_pods, warm_target
+from fleetshare.control.changes import AutoscalerNote
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.demand import Demand, admissible_demand
 from fleetshare.governance.snapshot import Running, Snapshot
@@ -485,11 +486,11 @@ class Autoscaler:
         again now may succeed (room under a pool or account limit)."""
         return self._retry_stuck and bool(self.unplaceable)
 
-    def note(self, workload: str) -> str | None:
+    def note(self, workload: str) -> AutoscalerNote | None:
         """What the autoscaler is doing about a pending workload, for "why pending"."""
         return self.notes([workload]).get(workload)
 
-    def notes(self, workloads: Iterable[str]) -> dict[str, str]:
+    def notes(self, workloads: Iterable[str]) -> dict[str, AutoscalerNote]:
         """:meth:`note` of each workload that has one, in one pass over the launching nodes."""
         groups = self._launching_groups()
         launching: dict[str, list[tuple[list[ManagedNode], float]]] = {}
@@ -506,21 +507,18 @@ class Autoscaler:
 
     def _note(
         self, workload: str, launching: Sequence[tuple[list[ManagedNode], float]]
-    ) -> str | None:
+    ) -> AutoscalerNote | None:
         if launching:
             ready = max(at for _, at in launching)
             count = sum(len(nodes) for nodes, _ in launching)
             shown = [m.name for nodes, _ in launching for m in nodes[:SHOWN_NODES]][:SHOWN_NODES]
-            names = ", ".join(shown)
-            if count > len(shown):
-                names += f" and {count - len(shown):,} more"
-            return f"nodes launching for it: {names} (ready at t={ready:g})"
+            return AutoscalerNote("launching", tuple(shown), count, ready)
         reason = self.unplaceable.get(workload)
         if reason is not None:
-            return f"the autoscaler cannot add nodes for it: {reason}"
+            return AutoscalerNote("cannot-add", reason=reason)
         reason = self.quota_blocked.get(workload)
         if reason is not None:
-            return f"no node is launched for it, quota would not admit it: {reason}"
+            return AutoscalerNote("quota-blocked", reason=reason)
         return None
 
     def _launching_groups(self) -> list[tuple[tuple[str, ...], list[ManagedNode]]]:

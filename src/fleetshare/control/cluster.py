@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
+from fleetshare.control.changes import AutoscalerNote
 from fleetshare.governance.snapshot import Admission, CycleResult, Running
 from fleetshare.model.namespace import NamespaceLabels
 from fleetshare.model.node import Node
@@ -79,8 +80,9 @@ class Cluster(Protocol):
         """Record why each pending workload waits and its queue position."""
         ...
 
-    def note_pending(self, workload: str, note: str) -> None:
-        """Add what the autoscaler does about a pending workload to its reason."""
+    def note_pending(self, workload: str, note: AutoscalerNote) -> None:
+        """Add what the autoscaler does about a pending workload to its reason (in the
+        backend's words: :meth:`AutoscalerNote.message`)."""
         ...
 
     def join_node(self, node: Node, at: float) -> None:

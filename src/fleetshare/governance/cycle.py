@@ -55,7 +55,7 @@ from fleetshare.governance.starvation import StarvationGuard, held_message
 from fleetshare.governance.state import Admitted
 from fleetshare.model.reason import PendingReason, joined
 from fleetshare.model.workload import Workload
-from fleetshare.placement.fit import NoFit, PlacementPlan
+from fleetshare.placement.fit import NoFit, PlacementPlan, TooLarge
 from fleetshare.policy.schema import Policy, PreemptTeamTasks, StopPolicy
 
 if TYPE_CHECKING:
@@ -132,6 +132,8 @@ class Cycle:
         self._whole: dict[int, Workload] = {}
         """A workload with fewer pods being tried (by ``id``) -> the workload itself."""
         self._held: PendingReason | None = None
+        self._too_large: set[TooLarge] = set()
+        """What placements in the current search found too large for every node."""
         self._keeping = False
         self._ahead = FailedAhead(model)
         """Quota is kept from the workload being attempted (:meth:`_kept_for`): its failure
@@ -374,6 +376,7 @@ class Cycle:
         preempted: set[int] = set()
         """Options whose preemption search was tried already."""
         self._held = None
+        self._too_large.clear()
         # the flavor search (Kueue's flavor fungibility): in the team's order, the first flavor
         # within quota wins at once, and so does the first that borrows (when_can_borrow:
         # Borrow) or whose preemption makes room (when_can_preempt: Preempt)
@@ -418,7 +421,7 @@ class Cycle:
         if self._held is None and options:
             # quota is checked before the nodes: say first when no node could ever hold a pod
             larger = [self.state.fit.larger_than_every_node(o.flavors, wl.podsets) for o in options]
-            if all(larger) and not any(str(larger[0]) in p for p in problems):
+            if all(larger) and larger[0] not in self._too_large:
                 problems.insert(0, PendingReason(str(larger[0]), "too-large"))
         if self._held is not None:
             return self._held, options
@@ -465,6 +468,8 @@ class Cycle:
             return False
         plan = self.state.fit.place(option.flavors, wl.podsets)
         if isinstance(plan, NoFit):
+            if plan.too_large is not None:
+                self._too_large.add(plan.too_large)
             message = plan.message + self._overcommitted_note(wl, option)
             problems.append(PendingReason(message, "capacity"))
             return False

@@ -53,6 +53,12 @@ def reason_gist(reason: str) -> str:
     return _NUMBERS.sub("#", reason)
 
 
+def new_in_substance(before: str | None, after: str) -> bool:
+    """Whether reason ``after`` says something new after ``before`` (None: none before), not
+    only other numbers: when the runner logs a reason and the service records it."""
+    return before is None or (before != after and reason_gist(before) != reason_gist(after))
+
+
 def queue_key(wl: Workload) -> QueueKey:
     """Order within a team's queue: priority, then FIFO (submission time, then creation
     order; the name only keeps the order total for workloads a caller made with equal

@@ -34,6 +34,11 @@ class Assignment:
     """Per pod set, the pods admitted, when partial admission admitted fewer than asked (the
     operator sets a Job's parallelism to it); empty: every pod."""
 
+    @property
+    def nodes(self) -> set[str]:
+        """The nodes its pods run on."""
+        return {n for ps in self.placement for n, _ in ps}
+
 
 @dataclass(frozen=True, slots=True)
 class Running:

@@ -19,6 +19,7 @@ from bisect import insort
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from fleetshare.governance import borrowing
 from fleetshare.governance.flavors import SHORT, Flavors, Option
 from fleetshare.governance.queues import QueueKey, Shape, queue_key
 from fleetshare.governance.quota import FR, QuotaModel
@@ -228,10 +229,12 @@ class StarvationGuard:
         for fr, value in option.usage.items():
             if fr not in self.model.governed:
                 continue
-            ceiling = node.quota.get(fr, 0)
             limit = node.borrowing_limit.get(fr)
-            ceiling += capacity.get(fr, 0) if limit is None else limit.amount
-            if value > min(ceiling, capacity.get(fr, 0)):
+            most = borrowing.most_held(
+                node.quota.get(fr, 0), None if limit is None else limit.amount
+            )
+            cap = capacity.get(fr, 0)
+            if value > (cap if most is None else min(most, cap)):
                 return False
         shape = (option.flavors, tuple((ps.count, *ps.requests.items()) for ps in wl.podsets))
         known = self._fits_empty.get(shape)

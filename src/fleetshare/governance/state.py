@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetshare.governance import borrowing
 from fleetshare.governance.quota import FR, NO_CHARGING, Charging, QuotaModel
 from fleetshare.governance.snapshot import Running, Snapshot
 from fleetshare.governance.tree import QuotaTree
@@ -369,29 +370,27 @@ class CycleState:
             percent = node.idle_percent.get(fr)
             if borrow_after > 0 and percent is not None:
                 idle = tree.idle_for(team, fr)
-                limit = int(idle * percent) // 100
+                limit = borrowing.idle_limit(idle, percent)
                 if borrow_after > limit:
-                    return (
-                        f"borrow limit for {fr[1]} on {fr[0]}: would borrow "
-                        f"{format_quantity(borrow_after, fr[1])}, limit "
-                        f"{format_quantity(limit, fr[1])} ({percent:g}% of "
-                        f"{format_quantity(idle, fr[1])} idle)"
-                    )
+                    why = f"{percent:g}% of {format_quantity(idle, fr[1])} idle"
+                    return borrowing.limit_message(fr, borrow_after, limit, why)
         return None
 
     def ceiling(self, team: str, fr: FR) -> float:
         """How much more the team may take under its own borrowing limits, whatever others do."""
         tree = self.tree
         node = self.model.nodes[team]
-        headroom = tree.quota(team, fr) - tree.usage(team, fr)
-        out = float("inf")
         limit = node.borrowing_limit.get(fr)
-        if limit is not None:
-            out = headroom + limit.amount
         percent = node.idle_percent.get(fr)
-        if percent is not None:
-            out = min(out, headroom + int(tree.idle_for(team, fr) * percent) // 100)
-        return max(out, float(headroom))
+        by_idle = (
+            None if percent is None else borrowing.idle_limit(tree.idle_for(team, fr), percent)
+        )
+        return borrowing.ceiling(
+            tree.quota(team, fr),
+            tree.usage(team, fr),
+            None if limit is None else limit.amount,
+            by_idle,
+        )
 
     def _explain_short(
         self, team: str, fr: FR, value: int, used: int, quota: int, available: int, borrow: int
@@ -432,10 +431,7 @@ class CycleState:
                     f"{q(max(0, quota - used), res)} of quota {q(quota, res)} is unused, and "
                     f"{limit.why}"
                 )
-            return (
-                f"borrow limit for {res} on {flavor}: would borrow {q(borrow, res)}, limit "
-                f"{q(limit.amount, res)} ({limit.why})"
-            )
+            return borrowing.limit_message(fr, borrow, limit.amount, limit.why)
         unlent = 0 if self.cluster.idle_resource_sharing else self.tree.unallocated.get(fr, 0)
         return (
             f"not enough quota to borrow for {res} on {flavor}: needs {q(value, res)}, {team} "

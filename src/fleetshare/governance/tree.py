@@ -11,7 +11,8 @@ For a node ``n`` and a (flavor, resource) pair:
   the part of ``n``'s quota its parent never sees.
 - ``usage(n)`` = a team's admitted requests; for a group, what its children use beyond kept.
 - ``available(n)`` = what ``n`` may still take: ``max(0, kept - usage)`` locally plus what
-  its parent has available, the latter capped by ``n``'s borrowing limit.
+  its parent has available, the latter capped by ``n``'s borrowing limit (the formulas:
+  :mod:`.borrowing`).
 
 This is Kueue's resource-node arithmetic; on top of it, the percent-of-idle limit compares a
 team's borrowing with the *idle pool*: unallocated capacity plus every other team's unused,
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
+from fleetshare.governance import borrowing
 from fleetshare.governance.quota import FR, QuotaModel
 
 ROOT = ""
@@ -200,15 +202,13 @@ class QuotaTree:
         usage = self._usage[node.name].get(fr, 0)
         if node.parent is None:
             return node.subtree.get(fr, 0) - usage
-        kept = node.kept(fr)
-        local = max(0, kept - usage)
-        from_parent = self.available(node.parent.name, fr)
-        limit = node.borrowing_limit.get(fr)
-        if limit is not None:
-            stored_in_parent = node.subtree.get(fr, 0) - kept
-            used_in_parent = max(0, usage - kept)
-            from_parent = min(from_parent, stored_in_parent - used_in_parent + limit)
-        return local + max(0, from_parent)
+        return borrowing.available(
+            usage,
+            node.subtree.get(fr, 0),
+            node.kept(fr),
+            self.available(node.parent.name, fr),
+            node.borrowing_limit.get(fr),
+        )
 
     def node_usage(self, name: str, fr: FR) -> int:
         """What a team's admitted work requests, or a group's children use beyond what they
@@ -245,11 +245,12 @@ class QuotaTree:
     def _potential(self, node: _Node, fr: FR) -> int:
         if node.parent is None:
             return node.subtree.get(fr, 0)
-        out = node.kept(fr) + self._potential(node.parent, fr)
-        limit = node.borrowing_limit.get(fr)
-        if limit is not None:
-            out = min(out, node.subtree.get(fr, 0) + limit)
-        return out
+        return borrowing.potential_available(
+            node.subtree.get(fr, 0),
+            node.kept(fr),
+            self._potential(node.parent, fr),
+            node.borrowing_limit.get(fr),
+        )
 
     def pool_available(self, fr: FR) -> int:
         """What the cluster root still has to lend."""

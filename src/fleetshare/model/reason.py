@@ -30,6 +30,12 @@ class Reason:
     def __str__(self) -> str:
         return self.message
 
+    @property
+    def details(self) -> str:
+        """The message when it says more than the category, else ``""`` (an eviction's
+        message beside its reason)."""
+        return "" if self.message == self.category else self.message
+
     def to_json(self) -> dict[str, Any]:
         """``{"category", "message", "numbers"}`` for machine-readable output."""
         return {"category": self.category, "message": self.message, "numbers": dict(self.numbers)}

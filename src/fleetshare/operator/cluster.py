@@ -39,13 +39,13 @@ import dataclasses
 import functools
 import json
 import logging
-import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fleetshare.autoscaling.settings import PdbSpec
+from fleetshare.control.changes import AutoscalerNote
 from fleetshare.control.cluster import HeldView, RemovalRefused
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.queues import reason_gist, reason_of
@@ -60,7 +60,7 @@ from fleetshare.manifests.kinds import SuspendedKind
 from fleetshare.manifests.pods import read_pod_spec
 from fleetshare.manifests.values import Fields
 from fleetshare.model.node import INSTANCE_TYPE_LABEL, Node
-from fleetshare.model.reason import Reason
+from fleetshare.model.reason import PendingReason, Reason
 from fleetshare.model.workload import Workload
 from fleetshare.operator.budget import WriteBudget
 from fleetshare.operator.drain import cordon, evict_all, pods_on, refusal
@@ -123,7 +123,6 @@ if TYPE_CHECKING:
 from fleetshare.policy.schema import DEFAULT_FLAVOR, Policy
 
 log = logging.getLogger("fleetshare.operator")
-_AT = re.compile(r"at t=([0-9.e+]+)")
 NODE_FAILURE = "node-failure"
 FORCED = frozenset({"spot-interruption", "repair"})
 """Removal reasons a drain cannot refuse: the instance goes anyway (Karpenter's forceful
@@ -242,7 +241,7 @@ class KubeCluster(HeldView):
         )  # fmt: skip
         """Pending-reason writes in the background (with the admission writer; None: in line),
         so a slow API server holds up no admission cycle."""
-        self._noting: dict[str, str] = {}
+        self._noting: dict[str, PendingReason] = {}
         """Pending reasons handed to :attr:`notes` and not answered yet, by workload."""
 
     # -- reading the objects ---------------------------------------------------------------------
@@ -686,9 +685,8 @@ class KubeCluster(HeldView):
         )
         for running in candidates:
             lost = sorted(
-                {n for ps in running.assignment.placement for n, _ in ps
-                 if n not in nodes or not nodes[n].ready}
-            )  # fmt: skip
+                n for n in running.assignment.nodes if n not in nodes or not nodes[n].ready
+            )
             if lost:
                 state = "deleted" if lost[0] not in nodes else "NotReady"
                 self.evict(running.workload, lost[0], NODE_FAILURE,
@@ -1245,7 +1243,7 @@ class KubeCluster(HeldView):
             self._noting[name] = reason
             notes.submit(name, self._note_write(t, obj, reason))
 
-    def _note_write(self, t: Tracked, seen: dict[str, Any], reason: str) -> Send:
+    def _note_write(self, t: Tracked, seen: dict[str, Any], reason: PendingReason) -> Send:
         """The background write of a pending reason, on condition that the object is as
         ``seen`` (a merge patch carrying its resourceVersion): sent after the workload was
         admitted it would put a stale reason on admitted work; refused instead (409)."""
@@ -1281,15 +1279,18 @@ class KubeCluster(HeldView):
         if self.store.put(t.kind, out):
             t.objects[0] = out
 
-    def note_pending(self, workload: str, note: str) -> None:
+    def note_pending(self, workload: str, note: AutoscalerNote) -> None:
         """What the autoscaler does for a pending workload: the annotation
-        ``operator.fleetshare.io/autoscaler`` (written when its gist changes)."""
+        ``operator.fleetshare.io/autoscaler`` (written when its gist changes), its times as
+        timestamps (loop times here are Unix times)."""
         t = self.tracked.get(workload)
-        if t is None or not self.may_act() or self._noted.get(workload) == reason_gist(note):
+        if t is None or not self.may_act():
             return
-        self._noted[workload] = reason_gist(note)
-        note = _AT.sub(lambda m: f"at {_rfc3339(float(m.group(1)))}", note)  # Unix times here
-        self._annotate(t, AUTOSCALER_NOTE, note)
+        text = note.message(_rfc3339)
+        if self._noted.get(workload) == reason_gist(text):
+            return
+        self._noted[workload] = reason_gist(text)
+        self._annotate(t, AUTOSCALER_NOTE, text)
 
     def _annotate(self, t: Tracked, key: str, text: str) -> None:
         """Write annotation ``key`` (at most 1,000 characters of ``text``) on ``t``'s first
@@ -1329,10 +1330,10 @@ class KubeCluster(HeldView):
                     raise RemovalRefused(blocked)
         except KubeError as exc:
             raise RemovalRefused(f"drain of {name} failed: {exc}") from exc
-        message = "" if reason.message == reason.category else reason.message
+        message = reason.details
         evicted = False
         for running in list(self.running.values()):
-            if any(n == name for ps in running.assignment.placement for n, _ in ps):
+            if name in running.assignment.nodes:
                 self.evict(running.workload, name, reason.category, message, now)
                 evicted = True
         for problem in evict_all(self.kube, pods_on(self.store, name), force=forced):

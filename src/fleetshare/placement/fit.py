@@ -78,11 +78,27 @@ _BIG = np.iinfo(np.int64).max
 
 
 @dataclass(frozen=True, slots=True)
+class TooLarge:
+    """A pod of ``podset`` is larger than every one of the ``nodes`` nodes of ``flavor`` it
+    may use (even empty)."""
+
+    flavor: str
+    podset: str
+    nodes: int
+
+    def __str__(self) -> str:
+        return (
+            f"a pod of {self.podset!r} is larger than any {self.flavor} node ({self.nodes} nodes)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class NoFit:
-    """Why a pod set does not fit."""
+    """Why a pod set does not fit; ``too_large`` when no node could ever hold its pod."""
 
     podset: str
     message: str
+    too_large: TooLarge | None = None
 
 
 class NodeFit:
@@ -309,16 +325,9 @@ class NodeFit:
         else:
             chosen_rows = None
         if chosen_rows is None:
-            why = ""
-            if explain:
-                why = self._why_not(flavor, podset, rows, vec, counts)
-                if level is not None and required and "larger than" not in why:
-                    why = (
-                        f"no single {describe_level(level)} of {flavor} nodes has room for "
-                        f"all {podset.count} pods of {podset.name!r} (required topology "
-                        f"{level}); {why}"
-                    )
-            return NoFit(podset.name, why)
+            if not explain:
+                return NoFit(podset.name, "")
+            return self._why_not(flavor, podset, rows, vec, counts, level if required else None)
         if self.placement != "default":
             return self._by_policy(podset, *chosen_rows, share)
         chosen = _choose(*chosen_rows, podset.count)
@@ -468,11 +477,30 @@ class NodeFit:
         rows: IntArray,
         vec: tuple[IntArray, IntArray],
         counts: IntArray,
-    ) -> str:
+        required: str | None,
+    ) -> NoFit:
+        """Why the pod set does not fit on ``rows`` (``required``: its required topology
+        level, if any)."""
+        too_large = self._too_large(flavor, podset, rows, vec)
+        if too_large is not None:
+            return NoFit(podset.name, str(too_large), too_large)
         room = int(np.minimum(counts, podset.count).sum())
-        if self._larger_than_any(rows, vec):
-            return _larger_message(flavor, podset, rows)
-        return f"{flavor} nodes have room for {room} of {podset.count} pods of {podset.name!r} now"
+        why = f"{flavor} nodes have room for {room} of {podset.count} pods of {podset.name!r} now"
+        if required is not None:
+            why = (
+                f"no single {describe_level(required)} of {flavor} nodes has room for "
+                f"all {podset.count} pods of {podset.name!r} (required topology "
+                f"{required}); {why}"
+            )
+        return NoFit(podset.name, why)
+
+    def _too_large(
+        self, flavor: str, podset: PodSet, rows: IntArray, vec: tuple[IntArray, IntArray]
+    ) -> TooLarge | None:
+        """A :class:`TooLarge` when a pod of ``vec`` fits on none of ``rows`` even empty."""
+        return (
+            TooLarge(flavor, podset.name, len(rows)) if self._larger_than_any(rows, vec) else None
+        )
 
     def _larger_than_any(self, rows: IntArray, vec: tuple[IntArray, IntArray]) -> bool:
         """Whether a pod of ``vec`` fits on none of ``rows`` even when it is empty."""
@@ -480,10 +508,10 @@ class NodeFit:
 
     def larger_than_every_node(
         self, flavors: Sequence[str], podsets: Sequence[PodSet]
-    ) -> str | None:
-        """Why a pod set could not fit even on an empty node of its flavor (its pod is larger
-        than every node it may use), or None. No node at all is not such a case: nodes may yet
-        be bought."""
+    ) -> TooLarge | None:
+        """The first pod set that could not fit even on an empty node of its flavor (its pod
+        is larger than every node it may use), or None. No node at all is not such a case:
+        nodes may yet be bought."""
         for flavor, podset in zip(flavors, podsets, strict=True):
             rows = self.eligible(flavor, podset)
             vec = self._vector(podset.requests)
@@ -495,7 +523,7 @@ class NodeFit:
             if larger is None:
                 larger = self._larger[key] = self._larger_than_any(rows, vec)
             if larger:
-                return _larger_message(flavor, podset, rows)
+                return TooLarge(flavor, podset.name, len(rows))
         return None
 
     # -- changes ---------------------------------------------------------------------------
@@ -642,10 +670,6 @@ def _choose(rows: IntArray, counts: IntArray, wanted: int) -> list[tuple[int, in
         if left == 0:
             break
     return chosen
-
-
-def _larger_message(flavor: str, podset: PodSet, rows: IntArray) -> str:
-    return f"a pod of {podset.name!r} is larger than any {flavor} node ({len(rows)} nodes)"
 
 
 def _eligibility(flavor: str, podset: PodSet) -> tuple[object, ...]:

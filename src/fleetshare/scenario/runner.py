@@ -17,19 +17,33 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
 from fleetshare.autoscaling.cloud import CloudProvider
 from fleetshare.autoscaling.simulated_cloud import SimulatedCloud
 from fleetshare.control.autoscaler import Autoscaler
+from fleetshare.control.changes import (
+    Admitted,
+    AutoscalerEvent,
+    AutoscalerNote,
+    Change,
+    Finished,
+    NodeJoined,
+    NodeLeft,
+    PendingReasonChanged,
+    Preempted,
+    Warned,
+    loop_time,
+    preemptor_team,
+)
 from fleetshare.control.clock import VirtualClock
 from fleetshare.control.loop import ControlLoop
 from fleetshare.governance.admission import CycleCache, Engine
-from fleetshare.governance.queues import PendingBook, PendingView, reason_gist, same_nodes
+from fleetshare.governance.queues import PendingBook, PendingView, new_in_substance, same_nodes
 from fleetshare.governance.snapshot import Admission, CycleResult, Pending, Running
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import to_number
-from fleetshare.model.reason import Reason
+from fleetshare.model.reason import PendingReason, Reason
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import Policy
 from fleetshare.scenario.loader import Scenario, ScenarioError, build_nodes
@@ -48,10 +62,10 @@ class WorkloadRecord:
     finished_at: float | None = None
     preemptions: list[dict[str, Any]] = field(default_factory=list)
     borrowed: dict[str, int] = field(default_factory=dict)
-    pending_reason: str | None = None
+    pending_reason: PendingReason | None = None
     """Why it waits: the engine's reason, plus the autoscaler's note when there is one."""
     queue_position: int | None = None
-    engine_reason: str | None = None
+    engine_reason: PendingReason | None = None
     """The engine's latest reason alone (what a ``pending`` event is logged from)."""
     flavors: tuple[str, ...] = ()
     placement: tuple[tuple[tuple[str, int], ...], ...] = ()
@@ -192,6 +206,43 @@ class Runner:
     def _log(self, at: float, event: str, **details: Any) -> None:
         self.events.append({"at": to_number_time(at), "event": event, **details})
 
+    def _record(self, change: Change) -> None:
+        """The run's sink: a change the loop made, as an entry of the event log."""
+        match change:
+            case Admitted(workload=wl, assignment=assignment):
+                partial = {}
+                if assignment.counts:  # partial admission: the pods admitted
+                    names = (ps.name for ps in wl.podsets)
+                    partial["pods"] = dict(zip(names, assignment.counts, strict=True))
+                borrowed = {k: to_number(v) for k, v in sorted(change.borrowed.items())}
+                flavors = list(dict.fromkeys(assignment.flavors))
+                self._log(
+                    change.at, "admit", workload=wl.name, flavors=flavors, borrowed=borrowed,
+                    **partial,
+                )  # fmt: skip
+            case Preempted():
+                self._log(
+                    change.at, "preempt", workload=change.workload, by=change.by,
+                    reason=change.reason, message=change.message,
+                )  # fmt: skip
+            case Finished():
+                self._log(change.at, "finish", workload=change.workload)
+            case PendingReasonChanged():
+                self._log(
+                    change.at, "pending", workload=change.workload, reason=change.reason,
+                    position=change.position,
+                )  # fmt: skip
+            case NodeJoined():
+                self._log(change.at, "node", action="join", node=change.node)
+            case NodeLeft():  # the loop logs the termination; the evictions are logged
+                pass
+            case Warned():
+                self.warnings.append(f"t={change.at:g}: {change.message}")
+            case AutoscalerEvent():
+                self._log(change.at, change.event, **change.details)
+            case _:
+                assert_never(change)
+
     # -- the clock -------------------------------------------------------------------------
 
     def run(self) -> RunResult:
@@ -303,13 +354,13 @@ class Runner:
                 del self.running[name]
                 record = self.records[name]
                 record.state, record.finished_at = "finished", now
-                self._log(now, "finish", workload=name)
+                self._record(Finished(now, name))
                 self._progress = True
                 self.loop.world_changed()  # (a finish of a run that was preempted is none)
         elif isinstance(payload, Node):  # a launched node joins the cluster
             if self.loop.node_ready(payload.name):
                 self.nodes[payload.name] = payload
-                self._log(now, "node", action="join", node=payload.name)
+                self._record(NodeJoined(now, payload.name))
         elif isinstance(payload, Policy):
             self.loop.set_engine(self._engine(payload))
             self._log(now, "policy", teams=[t.name for t in payload.teams])
@@ -350,7 +401,7 @@ class Runner:
 
     def _evict_from(self, now: float, node: str, reason: str, message: str = "") -> None:
         for running in list(self.running.values()):
-            on_node = any(n == node for ps in running.assignment.placement for n, _ in ps)
+            on_node = node in running.assignment.nodes
             if on_node:
                 self._requeue(now, running.workload, by=node, reason=reason, message=message)
 
@@ -361,7 +412,8 @@ class Runner:
         record = self.records[wl.name]
         record.state = "preempted"
         record.preemptions.append({"at": to_number_time(now), "by": by, "reason": reason})
-        self._log(now, "preempt", workload=wl.name, by=by, reason=reason, message=message)
+        by_team = preemptor_team(by, self.running, self.pending)
+        self._record(Preempted(now, wl.name, wl.team, by, by_team, reason, message))
         self._restarted(now, wl.name)
 
     # -- the Cluster backend: what the control loop observes -----------------------------
@@ -423,20 +475,7 @@ class Runner:
         record.flavors = admission.assignment.flavors
         record.placement = admission.assignment.placement
         record.counts = admission.assignment.counts or tuple(ps.count for ps in wl.podsets)
-        borrowed = {k: to_number(v) for k, v in sorted(admission.borrowed.items())}
-        partial = {}
-        if admission.assignment.counts:  # partial admission: the pods admitted
-            partial["pods"] = dict(
-                zip((ps.name for ps in wl.podsets), admission.assignment.counts, strict=True)
-            )
-        self._log(
-            now,
-            "admit",
-            workload=wl.name,
-            flavors=list(dict.fromkeys(admission.assignment.flavors)),
-            borrowed=borrowed,
-            **partial,
-        )
+        self._record(Admitted(now, wl, admission.assignment, admission.borrowed))
         if wl.duration is not None:
             version = self._finish_version.get(wl.name, 0) + 1
             self._finish_version[wl.name] = version
@@ -455,23 +494,23 @@ class Runner:
         for name, pending in reports:
             record = self.records[name]
             last = record.engine_reason
-            if last != pending.reason and (
-                last is None or reason_gist(last) != reason_gist(pending.reason)
-            ):
+            if new_in_substance(last, pending.reason):
                 # logged when the reason changes, not when only its numbers do (usage moving
                 # under a waiting job would log it every cycle); the record keeps the latest.
                 # Compared with the engine's last reason, not the record's (which carries the
                 # autoscaler's note: comparing with it logged every waiting job every cycle)
-                self._log(
-                    now, "pending", workload=name, reason=pending.reason, position=pending.position
+                change = PendingReasonChanged(
+                    now, name, pending.workload.team, pending.reason, pending.position
                 )
+                self._record(change)
             record.engine_reason = record.pending_reason = pending.reason
             record.queue_position = pending.position
 
-    def note_pending(self, workload: str, note: str) -> None:
+    def note_pending(self, workload: str, note: AutoscalerNote) -> None:
         record = self.records[workload]
-        if record.pending_reason and note not in record.pending_reason:
-            record.pending_reason = f"{record.pending_reason}; {note}"
+        text = note.message(loop_time)
+        if record.pending_reason and text not in record.pending_reason:
+            record.pending_reason = record.pending_reason.noted(text)
 
     def join_node(self, node: Node, at: float) -> None:
         self._push(at, _NODE, node)
@@ -479,7 +518,7 @@ class Runner:
     def remove_node(self, name: str, reason: Reason, now: float) -> bool:
         before = len(self.running)
         self.nodes.pop(name, None)
-        message = "" if reason.message == reason.category else reason.message
+        message = reason.details
         self._evict_from(now, name, reason.category, message)
         return len(self.running) < before
 
@@ -491,10 +530,10 @@ class Runner:
             self._push(at, _WAKE, None)
 
     def warn(self, now: float, message: str) -> None:
-        self.warnings.append(f"t={now:g}: {message}")
+        self._record(Warned(now, message))
 
     def log(self, now: float, event: str, **details: Any) -> None:
-        self._log(now, event, **details)
+        self._record(AutoscalerEvent(now, event, details))
 
     def _final_positions(self) -> None:
         """Cycles with a cache report only the pending workloads whose reason changed; the

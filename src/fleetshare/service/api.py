@@ -760,7 +760,7 @@ def create_app(
         for entry in view.running.values():
             if not who.sees_team(entry.workload.team):
                 continue
-            for name in sorted({n for ps in entry.assignment.placement for n, _ in ps}):
+            for name in sorted(entry.assignment.nodes):
                 on.setdefault(name, []).append(entry.workload.name)
         out = []
         for node in view.nodes:

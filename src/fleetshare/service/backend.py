@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from fleetshare.governance.queues import PendingBook, PendingView, reason_gist, same_nodes
+from fleetshare.control import changes as ch
+from fleetshare.governance.queues import PendingBook, PendingView, new_in_substance, same_nodes
 from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Running
 from fleetshare.model.node import Node, Taint
-from fleetshare.model.quantity import to_number
 from fleetshare.model.reason import PendingReason, Reason
 from fleetshare.model.workload import Workload
 
@@ -36,15 +36,6 @@ class NodeInfo:
     pool: str | None = None
     price_per_hour: float | None = None
     instance: dict[str, Any] | None = None
-
-
-@dataclass
-class Change:
-    """One change to write to the store: ``kind`` and its fields."""
-
-    kind: str
-    at: float
-    data: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +56,7 @@ class EmbeddedCluster:
         self.running: dict[str, Running] = {}
         self.waiting: dict[str, Waiting] = {}
         self.pending_since: dict[str, float] = {}
-        self.changes: list[Change] = []
+        self.changes: list[ch.Change] = []
         self.warnings: list[str] = []
         self.on_preempt: Callable[[Workload, str | None, str], None] | None = None
         """Called with (workload, the preemptor's team, reason) on every eviction (metrics)."""
@@ -107,7 +98,7 @@ class EmbeddedCluster:
             return False
         del self.running[name]
         self._versions.pop(name, None)
-        self.changes.append(Change("finish", at, {"workload": name}))
+        self.changes.append(ch.Finished(at, name))
         return True
 
     def schedule_finish(self, workload: Workload, admitted_at: float) -> None:
@@ -147,7 +138,7 @@ class EmbeddedCluster:
         self.nodes[node.name] = node
         self.node_info[node.name] = info
         if log:
-            self.changes.append(Change("node-join", now, {"node": node.name}))
+            self.changes.append(ch.NodeJoined(now, node.name))
 
     def cordon(self, name: str, on: bool = True) -> None:
         """An admin cordoned (``on``) or uncordoned a node: a cordoned node takes no new work
@@ -194,20 +185,7 @@ class EmbeddedCluster:
         since = self.pending_since.pop(workload.name, workload.submit_time)
         self.running[workload.name] = Running(workload, admission.assignment, now)
         self.schedule_finish(workload, now)
-        self.changes.append(
-            Change(
-                "admit",
-                now,
-                {
-                    "workload": workload.name,
-                    "team": workload.team,
-                    "assignment": assignment_json(admission.assignment),
-                    "borrowed": {
-                        k: to_number(v) for k, v in sorted(admission.borrowed.items()) if v
-                    },
-                },
-            )
-        )
+        self.changes.append(ch.Admitted(now, workload, admission.assignment, admission.borrowed))
         if self.on_admit is not None:
             self.on_admit(workload, now - since)
 
@@ -218,22 +196,9 @@ class EmbeddedCluster:
         del self.running[workload.name]
         self._versions[workload.name] = self._versions.get(workload.name, 0) + 1
         self.add_pending(workload, now)
-        by_team = self.running[by].workload.team if by in self.running else None
-        if by_team is None and by in self.pending:
-            by_team = self.pending[by].team
+        by_team = ch.preemptor_team(by, self.running, self.pending)
         self.changes.append(
-            Change(
-                "preempt",
-                now,
-                {
-                    "workload": workload.name,
-                    "team": workload.team,
-                    "by": by,
-                    "by_team": by_team,
-                    "reason": reason,
-                    "message": message,
-                },
-            )
+            ch.Preempted(now, workload.name, workload.team, by, by_team, reason, message)
         )
         if self.on_preempt is not None:
             self.on_preempt(workload, by_team, reason)
@@ -246,18 +211,10 @@ class EmbeddedCluster:
                 continue
             pending = result.pending[name]
             before = self.waiting.get(name)
-            if before is None or reason_gist(before.reason) != reason_gist(pending.reason):
+            if new_in_substance(before.reason if before else None, pending.reason):
                 self.changes.append(
-                    Change(
-                        "pending",
-                        now,
-                        {
-                            "workload": name,
-                            "team": pending.workload.team,
-                            "reason": pending.reason,
-                            "category": pending.reason.category,
-                            "position": pending.position,
-                        },
+                    ch.PendingReasonChanged(
+                        now, name, pending.workload.team, pending.reason, pending.position
                     )
                 )
             self.waiting[name] = Waiting(pending.reason, pending.position)
@@ -269,10 +226,11 @@ class EmbeddedCluster:
                     if position != waiting.position:
                         self.waiting[name] = Waiting(waiting.reason, position)
 
-    def note_pending(self, workload: str, note: str) -> None:
+    def note_pending(self, workload: str, note: ch.AutoscalerNote) -> None:
         waiting = self.waiting.get(workload)
-        if waiting is not None and note not in waiting.reason:
-            self.waiting[workload] = Waiting(waiting.reason.noted(note), waiting.position)
+        text = note.message(ch.loop_time)
+        if waiting is not None and text not in waiting.reason:
+            self.waiting[workload] = Waiting(waiting.reason.noted(text), waiting.position)
 
     def join_node(self, node: Node, at: float) -> None:
         self._push(at, JOIN, node)
@@ -281,15 +239,15 @@ class EmbeddedCluster:
         before = len(self.running)
         self.nodes.pop(name, None)
         self.node_info.pop(name, None)
-        self.changes.append(Change("node-leave", now, {"node": name, "reason": reason.message}))
-        message = "" if reason.message == reason.category else reason.message
+        self.changes.append(ch.NodeLeft(now, name, reason))
+        message = reason.details
         self.evict_from(name, reason.category, message, now)
         return len(self.running) < before
 
     def evict_from(self, node: str, reason: str, message: str, now: float) -> None:
         """Requeue every workload with pods on ``node``."""
         for running in list(self.running.values()):
-            if any(n == node for ps in running.assignment.placement for n, _ in ps):
+            if node in running.assignment.nodes:
                 self._requeue(running.workload, node, reason, message, now)
 
     def wake(self, at: float, now: float, *, unless_sooner: bool = False) -> None:
@@ -303,10 +261,10 @@ class EmbeddedCluster:
         if message not in self.warnings[-20:]:
             self.warnings.append(message)
             del self.warnings[:-100]
-            self.changes.append(Change("warning", now, {"message": message}))
+            self.changes.append(ch.Warned(now, message))
 
     def log(self, now: float, event: str, **details: Any) -> None:
-        self.changes.append(Change("log", now, {"event": event, **details}))
+        self.changes.append(ch.AutoscalerEvent(now, event, details))
 
 
 # -- JSON forms ------------------------------------------------------------------------------

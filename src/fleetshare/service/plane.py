@@ -56,7 +56,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, cast, get_args
 
-from sqlalchemy import JSON, Connection, Float, Integer, bindparam, func, select
+from sqlalchemy import Connection, func, select
 
 from fleetshare.autoscaling.cloud import CapacityType, Instance
 from fleetshare.autoscaling.nodepool import NodePool
@@ -80,17 +80,17 @@ from fleetshare.service.auth import Principal
 from fleetshare.service.backend import (
     FINISH,
     JOIN,
-    Change,
     EmbeddedCluster,
     NodeInfo,
     Waiting,
     assignment_from_json,
     node_from_row,
-    node_row,
 )
 from fleetshare.service.config import check_config
 from fleetshare.service.group_commit import GroupCommit
 from fleetshare.service.lease import DEFAULT_TTL, Lease
+from fleetshare.service.rows import CHUNK as _CHUNK
+from fleetshare.service.rows import upsert_node, write_changes
 from fleetshare.service.store import Store, named
 
 log = logging.getLogger("fleetshare.service")
@@ -135,24 +135,6 @@ DRAINED = "node-drained"
 """The eviction reason of work requeued by a drain."""
 API_EVENTS = ("submit", "cancel", "policy", nodepools.POOLS_EVENT, *NODE_ACTIONS)
 """The events the leader's loop acts on (the others it wrote itself)."""
-_CHUNK = 500
-_ROW_CHANGES = ("admit", "preempt", "finish")
-_W = tables.workloads
-_ROW_UPDATE = (
-    _W.update()
-    .where(_W.c.name == bindparam("b_name"))
-    .values(
-        state=bindparam("b_state"),
-        pending_since=bindparam("b_pending_since"),
-        admitted_at=bindparam("b_admitted_at"),
-        first_admitted_at=func.coalesce(_W.c.first_admitted_at, bindparam("b_first", type_=Float)),
-        finished_at=bindparam("b_finished_at"),
-        assignment=bindparam("b_assignment", type_=JSON(none_as_null=True)),
-        borrowed=bindparam("b_borrowed", type_=JSON(none_as_null=True)),
-        preemptions=_W.c.preemptions + bindparam("b_preempted", type_=Integer),
-    )
-)
-"""One UPDATE for every workload row a step touched (executed with many parameter sets)."""
 
 
 def pending_reason(details: Mapping[str, Any]) -> PendingReason:
@@ -377,7 +359,7 @@ class ControlPlane:
                 continue
             assignment = assignment_from_json(r.assignment)
             backend.restore_running(Running(workload, assignment, r.admitted_at - self.epoch))
-            gone.update(n for ps in assignment.placement for n, _ in ps if n not in backend.nodes)
+            gone.update(assignment.nodes - backend.nodes.keys())
         for name in sorted(gone):
             backend.evict_from(name, "node-removed", "the node is gone after a restart", now)
         for name in draining:  # a drain committed before the crash may not have been applied
@@ -427,7 +409,7 @@ class ControlPlane:
                 node = node.with_state(unschedulable=True)
             self.backend.add_node(node, info, now, log=False)
             if node.name not in stored:
-                self._upsert_node(conn, node, info, at)
+                upsert_node(conn, node, info, at)
                 self._event(conn, at, "node", None, None, {"action": "join", "node": node.name})
         for name, row in stored.items():
             if name in config or self._adopt(row._mapping, now):
@@ -665,7 +647,8 @@ class ControlPlane:
                 with self.store.write("loop-write") as conn:
                     if not self.lease.check(conn):
                         raise LeaseLost("another replica took the lease over")
-                    self._write_changes(conn, changes[i : i + WRITE_CHUNK])
+                    chunk = changes[i : i + WRITE_CHUNK]
+                    write_changes(conn, chunk, self.unix, backend.nodes, backend.node_info)
             if acted or changes:
                 self.view = self._make_view(now, self.view.steps + 1)
         if acted and self.on_step is not None:
@@ -892,128 +875,6 @@ class ControlPlane:
         )
 
     # -- writing the loop's changes ------------------------------------------------------------
-
-    def _write_changes(self, conn: Connection, changes: list[Change]) -> None:
-        """Write one step's changes: the workload rows they touch are read first (writers are
-        serialized, so nothing moves between that read and the writes), each change is
-        applied in order to what the row holds (admit only a ``pending`` row, preempt or
-        finish only an ``admitted`` one: a cancellation committed meanwhile wins), then every
-        touched row is written with one batched UPDATE and the events with one INSERT."""
-        w = tables.workloads
-        names = {c.data["workload"] for c in changes if c.kind in _ROW_CHANGES}
-        rows: dict[str, dict[str, Any]] = {}
-        listed = sorted(names)
-        for i in range(0, len(listed), _CHUNK):
-            for r in conn.execute(
-                select(
-                    w.c.name,
-                    w.c.team,
-                    w.c.state,
-                    w.c.pending_since,
-                    w.c.admitted_at,
-                    w.c.finished_at,
-                    w.c.assignment,
-                    w.c.borrowed,
-                ).where(named(conn, w.c.name, listed[i : i + _CHUNK]))
-            ):
-                rows[r.name] = {**r._mapping, "first": None, "preempted": 0}
-        touched: dict[str, dict[str, Any]] = {}
-        events: list[dict[str, Any]] = []
-
-        def event(at: float, kind: str, workload: Any, team: Any, details: Any) -> None:
-            events.append(
-                {"at": at, "kind": kind, "workload": workload, "team": team, "details": details}
-            )
-
-        for change in changes:
-            at = self.unix(change.at)
-            data = change.data
-            kind = change.kind
-            row = rows.get(data.get("workload", "")) if kind in _ROW_CHANGES else None
-            if kind == "admit":
-                if row is None or row["state"] != "pending":
-                    continue
-                assignment = data["assignment"]
-                row.update(
-                    state="admitted",
-                    admitted_at=at,
-                    assignment=assignment,
-                    borrowed=data["borrowed"],
-                )
-                row["first"] = row["first"] or at
-                touched[row["name"]] = row
-                details = {
-                    "flavors": list(dict.fromkeys(assignment["flavors"])),
-                    "nodes": sorted({n for ps in assignment["placement"] for n, _ in ps}),
-                    "borrowed": data["borrowed"],
-                }
-                event(at, "admit", data["workload"], data["team"], details)
-            elif kind == "preempt":
-                if row is None or row["state"] != "admitted":
-                    continue
-                row.update(state="pending", pending_since=at, admitted_at=None)
-                row.update(assignment=None, borrowed=None, preempted=row["preempted"] + 1)
-                touched[row["name"]] = row
-                details = {k: data[k] for k in ("by", "by_team", "reason", "message")}
-                event(at, "preempt", data["workload"], data["team"], details)
-            elif kind == "finish":
-                if row is None or row["state"] != "admitted":
-                    continue
-                row.update(state="finished", finished_at=at)
-                touched[row["name"]] = row
-                event(at, "finish", data["workload"], row["team"], {})
-            elif kind == "pending":
-                details = {k: data[k] for k in ("reason", "category", "position")}
-                event(at, "pending", data["workload"], data["team"], details)
-            elif kind == "node-join":
-                name = data["node"]
-                self._upsert_node(conn, self.backend.nodes[name], self.backend.node_info[name], at)
-                event(at, "node", None, None, {"action": "join", "node": name})
-            elif kind == "node-leave":
-                conn.execute(
-                    tables.nodes.update()
-                    .where(tables.nodes.c.name == data["node"], tables.nodes.c.left_at.is_(None))
-                    .values(left_at=at, leave_reason=data["reason"])
-                )
-                details = {"action": "leave", "node": data["node"], "reason": data["reason"]}
-                event(at, "node", None, None, details)
-            elif kind == "warning":
-                event(at, "warning", None, None, {"message": data["message"]})
-            else:  # the autoscaler's log: launch, autoscaler, node
-                details = dict(data)
-                event(at, str(details.pop("event")), None, None, details)
-        postgresql = conn.dialect.name == "postgresql"
-        if touched and postgresql:
-            pg_writes.update_workloads(conn, list(touched.values()))
-        elif touched:
-            conn.execute(
-                _ROW_UPDATE,
-                [
-                    {
-                        "b_name": r["name"],
-                        "b_state": r["state"],
-                        "b_pending_since": r["pending_since"],
-                        "b_admitted_at": r["admitted_at"],
-                        "b_first": r["first"],
-                        "b_finished_at": r["finished_at"],
-                        "b_assignment": r["assignment"],
-                        "b_borrowed": r["borrowed"],
-                        "b_preempted": r["preempted"],
-                    }
-                    for r in touched.values()
-                ],
-            )
-        if events and postgresql:
-            pg_writes.insert_events(conn, events)
-        elif events:
-            conn.execute(tables.events.insert(), events)
-
-    def _upsert_node(self, conn: Connection, node: Node, info: NodeInfo, at: float) -> None:
-        row = node_row(node, info)
-        values = {**row, "joined_at": at, "left_at": None, "leave_reason": None, "draining": False}
-        t = tables.nodes
-        if not conn.execute(t.update().where(t.c.name == node.name).values(values)).rowcount:
-            conn.execute(t.insert().values(values))
 
     @staticmethod
     def _event(
