@@ -596,6 +596,9 @@ def _check_admission(
     rules = ref.teams[wl.team]
     within = ledger.within_quota(wl.team, usage)
     reclaims = _reclaims(ledger, wl, usage, victims)
+    # its own work and other teams' borrowing work preempted together, so that it fits within
+    # its quota (``preemption._reclaim_to_nominal``)
+    to_nominal = not within and any(p.reason == "reclaim" for p in victims)
 
     for p in victims:
         _check_victim(ledger, wl, usage, within, p, reclaims)
@@ -687,7 +690,10 @@ def _check_admission(
             room = ledger.room_for(wl, flavors, gpus_only=friendly)
             if room is not None:
                 _note("victim checked for minimality")
-                fits = room and ledger.quota_allows(wl.team, usage)
+                if to_nominal:  # Kueue: room is made within the quota, not by borrowing
+                    fits = room and ledger.within_quota(wl.team, usage)
+                else:
+                    fits = room and ledger.quota_allows(wl.team, usage)
                 assert not fits, (
                     f"{wl.name} would fit with {entry.workload.name} left running: "
                     f"preempted {[p.workload.name for p in victims]}"
@@ -1319,6 +1325,37 @@ def test_the_room_a_reclaim_frees_is_not_handed_to_work_another_team_would_recla
     at170 = [(e["event"], e["workload"]) for e in events if e["at"] == 170]
     assert ("admit", "w1") in at170 and ("admit", "w8") in at170
     assert ("admit", "w3") not in at170
+
+
+def test_reclaim_to_nominal_takes_own_and_borrowed_work_together() -> None:
+    data = yaml.safe_load((FIXTURES / "reclaim-to-nominal.yaml").read_text())
+    report, log = run_recorded(data)
+    check_run(Ref.from_engine(Runner(load_case(data)).engine), log, friendly=False)
+    preempted = {
+        (e["workload"], e["reason"]) for e in to_json(report)["events"] if e.get("by") == "w2"
+    }
+    assert preempted == {("w8", "priority"), ("w5", "reclaim")}
+
+
+@pytest.mark.parametrize(
+    ("fixture", "at", "admitted", "not_admitted"),
+    [
+        ("lend-team-ranked-behind-a-borrower", 80, "w10", "w3"),
+        ("lend-team-fits-on-a-later-flavor", 180, "w6", "w9"),
+    ],
+)
+def test_work_of_a_team_that_never_borrows_ranks_within_quota_when_it_fits_the_quota(
+    fixture: str, at: float, admitted: str, not_admitted: str
+) -> None:
+    """Its request fits the team's quota (after its own newer work goes; on a later flavor):
+    it is considered with work within quota, before other teams' borrowing work that would
+    use the quota it needs, instead of reclaiming that work at the instant it started."""
+    data = yaml.safe_load((FIXTURES / f"{fixture}.yaml").read_text())
+    report, log = run_recorded(data)
+    check_run(Ref.from_engine(Runner(load_case(data)).engine), log, friendly=False)
+    assert started_and_preempted_at_once(to_json(report)) == []
+    now = [(e["event"], e["workload"]) for e in to_json(report)["events"] if e["at"] == at]
+    assert ("admit", admitted) in now and ("admit", not_admitted) not in now
 
 
 def test_the_room_a_reclaim_frees_goes_first_to_the_teams_better_ranked_work() -> None:
