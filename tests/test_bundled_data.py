@@ -45,7 +45,13 @@ def test_override_still_wins(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) ->
 def test_every_bundled_file_is_small_attributed_and_packaged() -> None:
     files = bundled_files()
     folders = {p.relative_to(BUNDLED_DATA).parts[0] for p in files if p.parent != BUNDLED_DATA}
-    assert folders == {"alibaba-dlrm", "alibaba-gpu-v2023", "helios-earth", "philly"}
+    assert folders == {
+        "alibaba-dlrm",
+        "alibaba-gpu-v2023",
+        "azure-llm-2023",
+        "helios-earth",
+        "philly",
+    }
     readme = (BUNDLED_DATA / "README.md").read_text(encoding="utf-8")
     for folder in folders:
         assert f"`{folder}/`" in readme, f"{folder} has no attribution row"

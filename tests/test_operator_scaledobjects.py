@@ -303,7 +303,9 @@ def test_deployment_follows_prometheus_through_the_api_server(
         wait_for("the scaler ready", lambda: _condition(kube, ns, "Ready").get("status") == "True")
         assert _replicas(kube, ns) == 1
 
-        counter.set_rate(45)  # 4.5 replicas' worth
+        # 6 replicas' worth, above the maximum of 5: on a loaded machine a late scrape makes
+        # the 4 s rate dip (once by a tenth, 5 -> 4 -> 5 replicas); the replicas must not move
+        counter.set_rate(60)
         wait_for("5 replicas", lambda: _replicas(kube, ns) == 5, timeout=60, interval=0.3)
 
         def steps() -> list[tuple[int, int]]:
@@ -334,7 +336,7 @@ def test_deployment_follows_prometheus_through_the_api_server(
         op = OperatorThread(kube, [ns], kube=client, install_crds=False, leader_elect=True,
                             lease_namespace=ns).start()  # fmt: skip
         wait_for("the new operator reconciling", lambda: op.operator.reconciles > 0)
-        time.sleep(3)  # three polls at 45 requests/s
+        time.sleep(3)  # three polls at 60 requests/s
         assert _replicas(kube, ns) == 5 and len(_scaler_events(kube, ns, "Scaled")) == 4
 
         broken = scaled_object(ns, address, query="sum(rate(chat_requests_total[4s])")
