@@ -250,6 +250,17 @@ def rows(shape: str, seed: int, data: dict[str, Any], suffix: str = "") -> list[
     return out
 
 
+def run(tmp: Path, shape: str, seed: int, options: tuple[str, ...]) -> dict[str, Any]:
+    """The options compared on one shape and seed (the scenario written under ``tmp``)."""
+    path = tmp / f"{shape}-{seed}.yaml"
+    path.write_text(yaml.safe_dump(scenario(shape, seed), sort_keys=False))
+    start = time.perf_counter()
+    results, notes = compare(path, options)
+    data = to_json(f"{shape}-{seed}", results, notes)
+    data["seconds"] = round(time.perf_counter() - start, 1)
+    return data
+
+
 def oos_row(which: str, shape: str, seed: int, data: dict[str, Any]) -> str:
     """One line of the out-of-sample table."""
     vs = data["versus_reactive"]
@@ -293,12 +304,7 @@ def oos(args: argparse.Namespace) -> None:
     for which, plan in (("tuned", TUNED_ON), ("held out", HELD_OUT)):
         for shape, seeds in plan:
             for seed in seeds:
-                path = tmp / f"{shape}-{seed}.yaml"
-                path.write_text(yaml.safe_dump(scenario(shape, seed), sort_keys=False))
-                start = time.perf_counter()
-                results, notes = compare(path, OOS_OPTIONS)
-                data = to_json(f"{shape}-{seed}", results, notes)
-                data["seconds"] = round(time.perf_counter() - start, 1)
+                data = run(tmp, shape, seed, OOS_OPTIONS)
                 data["set"] = which
                 report["runs"][f"{shape}-{seed}"] = data
                 md.append(oos_row(which, shape, seed, data))
@@ -335,12 +341,7 @@ def main() -> None:
     ]
     for shape in args.shapes:
         for seed in SEEDS:
-            path = tmp / f"{shape}-{seed}.yaml"
-            path.write_text(yaml.safe_dump(scenario(shape, seed), sort_keys=False))
-            start = time.perf_counter()
-            results, notes = compare(path, OPTIONS)
-            data = to_json(f"{shape}-{seed}", results, notes)
-            data["seconds"] = round(time.perf_counter() - start, 1)
+            data = run(tmp, shape, seed, OPTIONS)
             report["runs"][f"{shape}-{seed}"] = data
             md += rows(shape, seed, data)
             path = tmp / f"{shape}-{seed}-training.yaml"
