@@ -26,6 +26,7 @@ scale-down window follows. Nothing here reads a clock.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -122,6 +123,9 @@ def _test(
     s = settings
     if not history:
         return TrendSignal(0.0, False)
+    # only the baseline, the window and the window before the baseline's first sample count
+    first = bisect.bisect_right(history, now - 2 * s.window - s.baseline, key=lambda h: h[0])
+    history = history[max(first - 1, 0) :]
     t = np.fromiter((h[0] for h in history), dtype=np.float64, count=len(history))
     r = np.fromiter((h[1] for h in history), dtype=np.float64, count=len(history))
     keep = t <= now
