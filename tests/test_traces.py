@@ -304,6 +304,14 @@ def test_philly_facts_and_jobs() -> None:
     active = trace.demand["active_nodes"]
     intervals = [(w.submit_time, w.submit_time + (w.duration or 0)) for w in trace.workloads]
     assert np.array_equal(concurrent(intervals, active.times), active.values)
+    # after the gap: 18 hours of zero active nodes (2017-10-26 00:00 .. 18:00, day 23), then
+    # 1, 1, 1, 1, 7 and 248 nodes at 18:06
+    gap_end = 23 * 86_400.0
+    assert active.at(np.array([gap_end - 60])).tolist() == [317]  # held across the gap
+    zero = np.arange(gap_end, gap_end + 18 * 3600 + 1, 60.0)
+    assert not active.at(zero).any()
+    after = gap_end + 18 * 3600 + np.arange(1, 7) * 60.0
+    assert active.at(after).tolist() == [1, 1, 1, 1, 7, 248]
 
 
 # -- Alibaba DLRM --------------------------------------------------------------------------------

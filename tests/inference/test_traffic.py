@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
 
-from fleetshare.inference.forecast import TrendForecaster
+from fleetshare.inference.forecast import (
+    TrendForecaster,
+    TrendSettings,
+    TrendSignal,
+    TrendState,
+    trend_forecast,
+)
 from fleetshare.inference.spec import CsvTrafficSpec, PatternSpec
 from fleetshare.inference.traffic import generate
 from fleetshare.inputs import InputError
@@ -78,14 +85,82 @@ def test_noise_is_seeded() -> None:
     assert a == b and a.rates != c.rates
 
 
-def test_forecaster_extends_a_rising_trend_and_ignores_noise() -> None:
-    f = TrendForecaster(window=120, min_rise=0.25)
-    rising = [(t, 10 * 2 ** (t / 60)) for t in range(0, 121, 15)]  # doubles each minute
-    assert f.predict(rising, 120, 60) == pytest.approx(80, rel=1e-6)
-    flat = [(t, 10 + (0.2 if t % 30 else -0.2)) for t in range(0, 121, 15)]
-    assert f.predict(flat, 120, 300) == flat[-1][1]
-    falling = [(t, 100 - t / 2) for t in range(0, 121, 15)]
-    assert f.predict(falling, 120, 60) == falling[-1][1]
+def _flat_then(last: float, base: float = 10.0, now: float = 3000.0) -> list[tuple[float, float]]:
+    """Every 30 s up to ``now``: ``base`` throughout, then ``last`` at ``now``."""
+    return [(float(t), base) for t in range(0, int(now), 30)] + [(now, last)]
+
+
+def test_a_trend_counts_when_significant_against_the_noise_and_is_capped() -> None:
+    """A flat baseline: every rise over the window is 0 (median 0, MAD 0), so the noise is
+    ``min_noise`` 0.03. A last sample of 13 after 10s rises log(1.3) = 0.262, a score of
+    8.75 > z 8: it counts. The least-squares slope of (-90, -60, -30, 0) s against log
+    (10, 10, 10, 13) is log(1.3) / 100 per second, extended over the lead."""
+    s = TrendSettings()
+    signal, state = trend_forecast(_flat_then(13), 3000, 60, s)
+    assert signal.counts and state.counting
+    assert signal.score == pytest.approx(math.log(1.3) / 0.03)
+    assert signal.rate == pytest.approx(13 * 1.3**0.6)
+    capped, _ = trend_forecast(_flat_then(13), 3000, 600, s)  # 1.3**6 = 4.8 > max_factor
+    assert capped.rate == pytest.approx(13 * 1.75)
+    # 12: log(1.2) / 0.03 = 6.08, below z: the latest rate, unless it counted before (z_off 4)
+    weak, state = trend_forecast(_flat_then(12), 3000, 60, s)
+    assert not weak.counts and weak.rate == 12 and not state.counting
+    kept, _ = trend_forecast(_flat_then(12), 3000, 60, s, TrendState(counting=True))
+    assert kept.counts and kept.rate == pytest.approx(12 * 1.2**0.6)
+    falling, _ = trend_forecast(_flat_then(5), 3000, 60, s)
+    assert not falling.counts and falling.rate == 5
+
+
+def test_a_noisy_baseline_raises_the_bar_and_a_short_one_never_counts() -> None:
+    """A baseline repeating log offsets (0, 0, 0, 0, d, d, d, d) every 30 s: its rises over 120
+    s (four samples) are +d and -d, 16 each in 960 s, so the median is 0 and the noise 1.4826
+    d; a doubling then scores log 2 / (1.4826 log 1.1) = 4.9: it does not count, where after
+    a flat baseline it scores 23."""
+    s = TrendSettings(baseline=960)
+    now = 3000.0
+    history = [(float(t), 10 * 1.1 ** ((t // 30) % 8 >= 4)) for t in range(0, int(now), 30)]
+    history.append((now, 2 * history[-4][1]))
+    signal, _ = trend_forecast(history, now, 60, s)
+    assert signal.noise == pytest.approx(1.4826 * math.log(1.1))
+    assert signal.score == pytest.approx(math.log(2) / (1.4826 * math.log(1.1)))
+    assert not signal.counts and signal.rate == history[-1][1]
+    flat, _ = trend_forecast(_flat_then(20), now, 60, s)
+    assert flat.counts
+    # fewer than ten rises of baseline (here 7: samples 120..300 s): no noise known, no trend
+    early = [(float(t), 10.0) for t in range(0, 421, 30)] + [(450.0, 100.0)]
+    assert trend_forecast(early, 450, 60, s)[0] == TrendSignal(100.0, False, math.log(10))
+
+
+def test_a_counted_forecast_is_held_for_the_lead() -> None:
+    """The forecast made while the trend counted stands ``hold`` seconds (default the lead),
+    then the latest rate again."""
+    f = TrendForecaster()
+    up = f.predict(_flat_then(13), 3000, 600)
+    assert up == pytest.approx(13 * 1.75)
+    later = [*_flat_then(13), (3030.0, 10.0)]
+    assert f.predict(later, 3030, 600) == pytest.approx(up)  # no longer counting: held
+    assert not f.state.counting
+    done = [*later, (3600.0, 10.0)]
+    assert f.predict(done, 3600, 600) == 10  # 600 s after: the hold is over
+
+
+def test_the_seasonal_forecaster_refits_on_a_schedule_and_turns_seasonal() -> None:
+    """Fed a sample every 10 minutes for 2.2 days, asked at every one: it refits every 12
+    samples (not at every ask), is a damped Holt trend until two days and ten samples, then
+    seasonal."""
+    from fleetshare.inference.forecast import SeasonalForecaster
+
+    f = SeasonalForecaster(step_seconds=600, refit_every_samples=12)
+    history: list[tuple[float, float]] = []
+    methods = []
+    for k in range(312):
+        t = 600.0 * k
+        history.append((t, 100 + 80 * math.sin(2 * math.pi * t / 86_400)))
+        f.predict(history[-10:], t, 1800)
+        assert f.last is not None
+        methods.append(f.last.method)
+    assert f.model.fits <= 312 // 12 + 2
+    assert methods[250] == "holt" and methods[-1] == "holt-winters"
 
 
 def test_csv_traffic_and_its_errors(tmp_path: Path) -> None:
@@ -129,7 +204,7 @@ def test_the_seasonal_forecaster_sees_the_daily_rise_the_trend_cannot() -> None:
     the recent trend (flat at the trough) sees nothing coming."""
     import math
 
-    from fleetshare.inference.forecast import SeasonalForecaster, TrendForecaster
+    from fleetshare.inference.forecast import SeasonalForecaster
 
     day = 86_400
 
@@ -141,4 +216,4 @@ def test_the_seasonal_forecaster_sees_the_daily_rise_the_trend_cannot() -> None:
     ahead = 6 * 3600
     truth = rate(now + ahead)
     assert SeasonalForecaster().predict(history, now, ahead) >= 0.97 * truth
-    assert TrendForecaster(300).predict(history, now, ahead) < 0.6 * truth
+    assert TrendForecaster(TrendSettings(window=300)).predict(history, now, ahead) < 0.6 * truth

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from fleetshare.inference.forecast import DEFAULT_TREND
 from fleetshare.inputs import Count, Name, StrictModel
 from fleetshare.model.quantity import Quantities
 
@@ -383,20 +384,65 @@ class FloorSpec(StrictModel):
 class ForecastSpec(StrictModel):
     """Forecast pre-provisioning: replicas for the rate forecast ``lead_seconds`` ahead
     (default: the service's node launch + image pull + model load, plus one polling
-    interval), from the last ``window_seconds`` of observed traffic; a trend counts when it
-    rises by more than ``min_rise`` over the lead."""
+    interval). ``trend``: the rise of the observed rate over the last ``window_seconds``
+    counts when it is significant against the rate's own noise over the ``baseline_seconds``
+    before (score above ``z``; ``z_off`` once counting) and above ``min_rise``; the forecast
+    is then the trend extended over the lead, at most ``max_factor`` times the observed rate
+    (inference/forecast.py)."""
 
     model: Literal["trend", "holt-winters"] = Field(
         default="trend",
-        description="trend: the recent exponential trend (spikes, ramps); holt-winters: the "
-        "autoscaler's seasonal forecaster (fleetshare.autoscaling.forecast) on the traffic's "
-        "history (daily patterns)",
+        description="trend: the recent trend, when significant (spikes, ramps); holt-winters: "
+        "the autoscaler's seasonal forecaster (fleetshare.autoscaling.forecast) on the "
+        "traffic's history (daily patterns)",
     )
     lead_seconds: float | None = Field(default=None, gt=0, le=86_400)
-    window_seconds: float = Field(default=300, gt=0, le=86_400)
+    window_seconds: float = Field(default=DEFAULT_TREND.window, gt=0, le=86_400)
     min_rise: float = Field(
-        default=0.25, ge=0, le=100, description="a trend counts when it rises more over the lead"
+        default=DEFAULT_TREND.min_rise,
+        ge=0,
+        le=100,
+        description="a trend counts when it rises more over the window",
     )
+    z: float = Field(
+        default=DEFAULT_TREND.z, gt=0, le=100, description="significance: robust z-score"
+    )
+    z_off: float = Field(
+        default=DEFAULT_TREND.z_off, ge=0, le=100, description="hysteresis: z once counting"
+    )
+    baseline_seconds: float = Field(
+        default=DEFAULT_TREND.baseline,
+        gt=0,
+        le=86_400,
+        description="the rate's own noise is measured over this",
+    )
+    min_noise: float = Field(
+        default=DEFAULT_TREND.min_noise,
+        ge=0,
+        le=10,
+        description="the noise is taken as at least this (log)",
+    )
+    max_factor: float = Field(
+        default=DEFAULT_TREND.max_factor,
+        ge=1,
+        le=1000,
+        description="the forecast is at most this x the observed rate",
+    )
+    hold_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        le=86_400,
+        description="a forecast made while the trend counts stands this long (default: the lead)",
+    )
+    refit_every_samples: int = Field(
+        default=12, ge=1, le=100_000, description="holt-winters: refit after this many samples"
+    )
+
+    @model_validator(mode="after")
+    def _hysteresis(self) -> ForecastSpec:
+        if self.z_off > self.z:
+            raise ValueError(f"z_off ({self.z_off:g}) must not be above z ({self.z:g})")
+        return self
 
 
 class ServiceSpec(StrictModel):

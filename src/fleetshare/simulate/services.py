@@ -19,7 +19,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fleetshare.governance.snapshot import Admission
-from fleetshare.inference.forecast import Forecaster, SeasonalForecaster, TrendForecaster
+from fleetshare.inference.forecast import (
+    Forecaster,
+    SeasonalForecaster,
+    TrendForecaster,
+    TrendSettings,
+)
 from fleetshare.inference.scaler import ScalerState, decide
 from fleetshare.inference.service import ROLE_LABEL, SERVICE_LABEL, Service, readings
 from fleetshare.inference.spec import ForecastSpec
@@ -115,8 +120,19 @@ def lead_seconds(service: Service, launch_latency: float) -> float:
 def _forecaster(spec: ForecastSpec) -> Forecaster:
     """The forecaster a service's ``forecast`` settings name."""
     if spec.model == "holt-winters":
-        return SeasonalForecaster()
-    return TrendForecaster(spec.window_seconds, spec.min_rise)
+        return SeasonalForecaster(refit_every_samples=spec.refit_every_samples)
+    return TrendForecaster(
+        TrendSettings(
+            window=spec.window_seconds,
+            min_rise=spec.min_rise,
+            z=spec.z,
+            z_off=spec.z_off,
+            baseline=spec.baseline_seconds,
+            min_noise=spec.min_noise,
+            max_factor=spec.max_factor,
+            hold=spec.hold_seconds,
+        )
+    )
 
 
 class ServiceRunner(Runner):

@@ -6,7 +6,12 @@ row): ``time, active, total`` -- how many of the cluster's nodes ran work each m
 the minutes; it reads 552 on 2017-11-01/02 and 174 for the hour 2017-11-05 01:00 (the night
 US daylight saving time ended), and ``active`` peaks at 450 during the 552-node days. One gap:
 no rows from 2017-10-25 14:00 to 2017-10-26 00:00 (10 hours); the curve holds its last value
-across it.
+(317) across it. After the gap ``active`` reads 0 for 18 hours (1,081 minutes, 2017-10-26
+00:00 to 18:00, ``total`` still 420), then 1 and 7, and 248 at 18:06: most likely the
+logging's outage, not an idle cluster (the days around hold ~290-320 active nodes); the
+loader keeps it as recorded, so the 14-day windows holding it (start days 10-23) see the
+cluster empty for 18 hours and ~250 nodes of jobs arrive within six minutes after. Two
+shorter runs of zero: 2017-12-03 14:57-15:06 (10 minutes) and 2017-12-06 17:43-18:22 (40).
 
 What the loader builds (one team, ``philly``):
 
