@@ -360,6 +360,8 @@ class WorkloadCluster(HeldView):
     blocked: set[str] = field(default_factory=set)
     assumed: dict[str, Running] = field(default_factory=dict)
     evict_after: dict[str, tuple[str, str]] = field(default_factory=dict)
+    evictions_waiting: list[tuple[str, Tracked, str, str]] = field(default_factory=list)
+    """Evictions decided while the writer was full, in order: written before any admission."""
     evicting: set[str] = field(default_factory=set)
     """Evicted: out of the view until their object says so (``Evicted`` True, or the runner
     took the reservation off), whatever older versions the watch still brings."""
@@ -489,6 +491,8 @@ class WorkloadCluster(HeldView):
 
     # act
     def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
+        while self.evictions_waiting and self.writer.room() > 0:
+            self._send_eviction(*self.evictions_waiting.pop(0))
         room = self.writer.room()
         for admission in admissions[room:]:
             self.blocked.add(admission.workload.name)
@@ -537,6 +541,10 @@ class WorkloadCluster(HeldView):
         self._send_eviction(name, t, reason, text)
 
     def _send_eviction(self, name: str, t: Tracked, reason: str, text: str) -> None:
+        if self.writer.room() <= 0:  # decided: written as soon as the writer has room
+            self.evictions_waiting.append((name, t, reason, text))
+            self.writer.full()
+            return
         self.evicting.add(name)
         ns, wname = key_of(t.obj)
         body = eviction_status(t.obj, reason, text, rfc3339(time.time()))
