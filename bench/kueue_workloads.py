@@ -492,7 +492,8 @@ class WorkloadCluster(HeldView):
     # act
     def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
         while self.evictions_waiting and self.writer.room() > 0:
-            self._send_eviction(*self.evictions_waiting.pop(0))
+            waiting = self.evictions_waiting.pop(0)
+            self._send_eviction(*waiting)
         room = self.writer.room()
         for admission in admissions[room:]:
             self.blocked.add(admission.workload.name)
@@ -541,6 +542,8 @@ class WorkloadCluster(HeldView):
         self._send_eviction(name, t, reason, text)
 
     def _send_eviction(self, name: str, t: Tracked, reason: str, text: str) -> None:
+        if name in self.evicting or any(w[0] == name for w in self.evictions_waiting):
+            return  # its eviction is written or waiting already
         if self.writer.room() <= 0:  # decided: written as soon as the writer has room
             self.evictions_waiting.append((name, t, reason, text))
             self.writer.full()
