@@ -13,7 +13,7 @@ with the highest share).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from fleetshare.governance.quota import FR
 from fleetshare.governance.state import CycleState
@@ -74,13 +74,28 @@ class FairPairs:
         negated = {team: {fr: -v for fr, v in usage.items()} for team, usage in changes.items()}
         return state.shares_with(negated, [node])[node]
 
-    def rank(self, target: str, removed: Removed, current: float) -> tuple[float, ...]:
-        """Where ``target``'s work stands as a preemption target, from the top: the shares
-        of its groups that order work, then its own (``current``, when the pair is flat and
-        its path has no group)."""
-        path = self._state.model.fair_paths.get(target, (target,))
-        if len(path) == 1 and self.flat(target):
-            return (current,)
-        negated = {team: {fr: -v for fr, v in usage.items()} for team, usage in removed.items()}
-        shares = self._state.shares_with(negated, path)
-        return tuple(shares[node] for node in path)
+    def ranks(
+        self, targets: Iterable[str], removed: Removed, current: Mapping[str, float]
+    ) -> dict[str, tuple[float, ...]]:
+        """Where each target team's work stands as a preemption target, from the top: the
+        shares of its groups that order work, then its own (``current[target]``, when the
+        pair is flat and its path has no group). The victims in ``removed`` are taken off
+        the quota tree once for all the targets."""
+        model = self._state.model
+        found: dict[str, tuple[float, ...]] = {}
+        paths: dict[str, tuple[str, ...]] = {}
+        for target in targets:
+            path = model.fair_paths.get(target, (target,))
+            if len(path) == 1 and self.flat(target):
+                found[target] = (current[target],)
+            else:
+                paths[target] = path
+        if paths:
+            nodes = sorted({node for path in paths.values() for node in path})
+            negated = {
+                team: {fr: -v for fr, v in usage.items()} for team, usage in removed.items()
+            }
+            shares = self._state.shares_with(negated, nodes)
+            for target, path in paths.items():
+                found[target] = tuple(shares[node] for node in path)
+        return found

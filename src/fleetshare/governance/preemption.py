@@ -518,14 +518,18 @@ def _fair_share(
         return fitted[0]
 
     remaining = list(candidates)
+    ranks: dict[str, tuple[float, ...]] = {}  # as ``removed`` stands; cleared when it changes
     for strategy in ("final-share", "initial-share"):
         by_team: dict[str, list[Admitted]] = {}
         for entry in remaining:
             by_team.setdefault(entry.workload.team, []).append(entry)
+        ranks.clear()
         while by_team and not settled():
+            if not ranks:
+                ranks.update(pairs.ranks(by_team, removed, current))
             # the largest share first; a tie goes to the team whose candidate comes first
             # (candidate order: priority, then admission), never to a team's name
-            team = max(by_team, key=lambda t: pairs.rank(t, removed, current[t]))
+            team = max(by_team, key=ranks.__getitem__)
             entry = by_team[team].pop(0)
             if not by_team[team]:
                 del by_team[team]
@@ -548,6 +552,7 @@ def _fair_share(
                 chosen.append(entry)
                 remaining.remove(entry)
                 current[team] = after
+                ranks.clear()
             else:
                 by_team.pop(team, None)
         if settled():
