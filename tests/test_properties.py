@@ -1355,13 +1355,6 @@ def test_reclaim_to_nominal_takes_own_and_borrowed_work_together() -> None:
     assert preempted == {("w8", "priority"), ("w5", "reclaim")}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: ranking such work within quota (as Kueue's flavor assigner ranks a head whose "
-    "request fits nominal) fixed both, but changed the decisions of bench/admission_cycle.py at "
-    "10,000 pending (1,515 admissions and 200 preemptions instead of 1,426 and 134) and timed "
-    "slower on a loaded machine; not judged yet",
-)
 @pytest.mark.parametrize(
     ("fixture", "at", "admitted", "not_admitted"),
     [

@@ -79,6 +79,10 @@ class Flavors:
             found = self._cache[shape] = self._compute(wl)
         return found
 
+    def uniform(self, wl: Workload) -> tuple[str, ...]:
+        """The flavors admitting every pod set of ``wl``, in the team's order."""
+        return self._admits(wl)[0]
+
     def _compute(self, wl: Workload) -> Admits:
         rules = self._model.teams[wl.team]
         if rules.unavailable(wl) is not None:

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from fleetshare.governance.flavors import SHORT, Flavors, Option
 from fleetshare.governance.queues import Group, Lane, QueueKey, ScoredLane, Shape, Stretch
-from fleetshare.governance.quota import QuotaModel
+from fleetshare.governance.quota import FR, QuotaModel
 from fleetshare.governance.starvation import StarvationGuard
 from fleetshare.governance.state import CycleState
 from fleetshare.model.reason import PendingReason
@@ -141,11 +141,32 @@ class MergeKeys:
         usage = self._flavors.nominal_usage(wl)
         borrows = 0
         shares: tuple[float, ...] = ()
-        if usage is not None and not self._state.within_nominal(wl.team, usage):
+        if usage is not None and not self._within_for_good(wl, usage):
             borrows = 1
             if self._fair_share:
                 shares = self._state.fair_key(wl.team, usage)
         return (borrows, shares)
+
+    def _within_for_good(self, wl: Workload, usage: Mapping[FR, int]) -> bool:
+        """Does ``wl`` (asking for ``usage`` on its nominal flavor) rank as work within quota?
+        When it fits its team's quota now; and, for a team that never borrows (sharing
+        ``Lend`` or ``DontLend``), whenever its request fits the quota at all on a flavor
+        admitting it: it is admitted within the quota or not at all (making room among the
+        team's own work if it must), never borrowing, as Kueue's flavor assigner ranks a
+        ClusterQueue's head whose request fits its nominal quota."""
+        state = self._state
+        if state.within_nominal(wl.team, usage):
+            return True
+        if self._model.nodes[wl.team].can_borrow:
+            return False
+        tree, governed = state.tree, self._model.governed
+
+        def fits(asked: Mapping[FR, int]) -> bool:
+            return all(v <= tree.quota(wl.team, fr) for fr, v in asked.items() if fr in governed)
+
+        return fits(usage) or any(
+            fits(self._flavors.usage(wl, f)) for f in self._flavors.uniform(wl)
+        )
 
     def may_preempt(self, wl: Workload, other: Workload) -> bool:
         """May ``wl`` preempt ``other``, of the same team, by the team's rule for its own work
