@@ -24,7 +24,7 @@ from typing import Any
 from fleetshare.autoscaling.cloud import CloudProvider
 from fleetshare.autoscaling.settings import AutoscalerSpec
 from fleetshare.control.autoscaler import Autoscaler
-from fleetshare.control.clock import WallClock
+from fleetshare.control.clock import Clock, WallClock
 from fleetshare.control.loop import ControlLoop
 from fleetshare.governance.admission import CycleCache, Engine
 from fleetshare.model.catalog import Catalog, load_catalog
@@ -153,7 +153,9 @@ class Operator:
     """fleetshare governing a Kubernetes cluster (see the module docstring)."""
 
     def __init__(self, kube: Kube, settings: Settings | None = None,
-                 catalog: Catalog | None = None) -> None:  # fmt: skip
+                 catalog: Catalog | None = None, clock: Clock | None = None) -> None:  # fmt: skip
+        """``clock`` gives the loop's time (default: the wall clock, as Unix seconds); a test
+        replays on a :class:`~fleetshare.control.clock.VirtualClock`."""
         self.kube = kube
         self.settings = settings or Settings()
         self.identity = self.settings.identity or f"{socket.gethostname()}-{uuid.uuid4().hex[:6]}"
@@ -172,7 +174,7 @@ class Operator:
         self.cycle_cache = CycleCache() if self.settings.incremental else None
         """The engine's state carried from cycle to cycle (see :class:`Engine`)."""
         self.scalers = ScaledObjects(kube, self.events, may_act=self._may_act)
-        self.clock = WallClock(start=time.time())
+        self.clock: Clock = clock if clock is not None else WallClock(start=time.time())
         self.loop: ControlLoop | None = None
         self.policy: Policy | None = None
         self._policy_key: tuple[Any, ...] | None = None

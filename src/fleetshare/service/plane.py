@@ -62,7 +62,7 @@ from fleetshare.autoscaling.cloud import CapacityType, Instance
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.simulated_cloud import SimulatedCloud
 from fleetshare.control.autoscaler import Autoscaler
-from fleetshare.control.clock import WallClock
+from fleetshare.control.clock import Clock, WallClock
 from fleetshare.control.loop import ControlLoop
 from fleetshare.governance.admission import CycleCache, Engine
 from fleetshare.governance.quota import compile_policy
@@ -208,12 +208,15 @@ class ControlPlane:
         poll_interval: float = POLL_SECONDS,
         mode: Mode = "all",
         stale_seconds: float = STALE_SECONDS,
+        clock: Clock | None = None,
     ) -> None:
+        """``clock`` gives the loop's time (default: the wall clock, in seconds since the
+        store's epoch); a test replays on a :class:`~fleetshare.control.clock.VirtualClock`."""
         self.config = check_config(config)
         self.catalog: Catalog = config.catalog
         self.store = store
         self.epoch = store.create()
-        self.clock = WallClock(time.time() - self.epoch)
+        self.clock: Clock = clock if clock is not None else WallClock(time.time() - self.epoch)
         self.lock = threading.Lock()
         """Held by the loop thread while it works on the backend and the loop."""
         self.lease = Lease(store, ttl=lease_ttl)

@@ -1,0 +1,182 @@
+"""The stream of typed decisions a control loop makes, whatever backend it runs over.
+
+Every backend (the simulator's :class:`~fleetshare.scenario.runner.Runner`, the service's
+:class:`~fleetshare.service.backend.EmbeddedCluster`, the operator's
+:class:`~fleetshare.operator.cluster.KubeCluster`) is driven by the same
+:class:`~fleetshare.control.loop.ControlLoop` through the
+:class:`~fleetshare.control.cluster.Cluster` protocol. A :class:`Recorder` stands in front of a
+loop's backend: it forwards every call and keeps what the loop told the backend to do as the
+typed changes of :mod:`fleetshare.control.changes` (``Admitted``, ``Preempted``,
+``PendingReasonChanged``). :func:`decisions` turns them into plain values to compare: the time,
+the workload, its flavors, nodes and pod counts; a preemption's victim, preemptor and reason
+category; a pending reason's category (never its message, which each sink words its own way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fleetshare.control.changes import (
+    Admitted,
+    Change,
+    PendingReasonChanged,
+    Preempted,
+    preemptor_team,
+)
+from fleetshare.control.loop import ControlLoop
+from fleetshare.governance.queues import new_in_substance
+from fleetshare.governance.snapshot import Admission, CycleResult
+from fleetshare.model.reason import PendingReason, Reason
+from fleetshare.model.workload import Workload
+
+Placement = tuple[tuple[tuple[str, int], ...], ...]
+
+
+@dataclass(frozen=True, order=True)
+class Admit:
+    """``workload`` admitted at ``at`` on ``flavors`` (per pod set), its pods on ``placement``
+    (per pod set: node, pods), ``counts`` pods per pod set (a partial admission; else empty)."""
+
+    at: float
+    workload: str
+    flavors: tuple[str, ...]
+    placement: Placement
+    counts: tuple[int, ...]
+
+
+@dataclass(frozen=True, order=True)
+class Preempt:
+    """``workload`` stopped at ``at`` by workload or node ``by`` for ``reason`` (a category)."""
+
+    at: float
+    workload: str
+    by: str
+    reason: str
+
+
+@dataclass(frozen=True, order=True)
+class Waits:
+    """``workload`` waits from ``at`` for a reason of ``category``."""
+
+    at: float
+    workload: str
+    category: str
+
+
+Decision = Admit | Preempt | Waits
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Where a replay left the work: the workloads running and those waiting at its end."""
+
+    running: frozenset[str]
+    pending: frozenset[str]
+
+
+class Recorder:
+    """A :class:`~fleetshare.control.cluster.Cluster` in front of a loop's backend: every call
+    goes through to it; the admissions, evictions and pending reasons the loop hands it are
+    kept in :attr:`changes` (a pending reason when it changed in substance, the rule the
+    backends follow; an eviction by node removal as the backend carried it out)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.changes: list[Change] = []
+        self._said: dict[str, PendingReason] = {}
+
+    @classmethod
+    def attach(cls, loop: ControlLoop) -> Recorder:
+        """Put a recorder in front of ``loop``'s backend."""
+        recorder = cls(loop.cluster)
+        loop.cluster = recorder  # type: ignore[assignment]  # a Cluster by forwarding
+        return recorder
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
+        for admission in admissions:
+            wl = admission.workload
+            self._said.pop(wl.name, None)
+            self.changes.append(Admitted(now, wl, admission.assignment, admission.borrowed))
+        self.inner.bind_all(admissions, now)
+
+    def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
+        self._preempted(workload, by, reason, message, now)
+        self.inner.evict(workload, by, reason, message, now)
+
+    def _preempted(
+        self, workload: Workload, by: str, reason: str, message: str, now: float
+    ) -> None:
+        pending = {w.name: w for w in self.inner.pending_workloads()}
+        by_team = preemptor_team(by, self.inner.running_workloads(), pending)
+        change = Preempted(now, workload.name, workload.team, by, by_team, reason, message)
+        self.changes.append(change)
+
+    def report_pending(self, result: CycleResult, now: float) -> None:
+        for name, pending in result.pending.items():
+            if new_in_substance(self._said.get(name), pending.reason):
+                team = pending.workload.team
+                change = PendingReasonChanged(now, name, team, pending.reason, pending.position)
+                self.changes.append(change)
+            self._said[name] = pending.reason
+        self.inner.report_pending(result, now)
+
+    def remove_node(self, name: str, reason: Reason, now: float) -> bool:
+        before = dict(self.inner.running_workloads())
+        evicted: bool = self.inner.remove_node(name, reason, now)
+        after = self.inner.running_workloads()
+        for victim, running in before.items():
+            if victim not in after:
+                self._preempted(running.workload, name, reason.category, reason.details, now)
+        return evicted
+
+
+def decisions(
+    changes: Iterable[Change],
+    *,
+    offset: float = 0.0,
+    rename: Callable[[str], str] = lambda name: name,
+) -> list[Decision]:
+    """The changes as plain decisions, times less ``offset`` and every workload and node name
+    through ``rename``; a pending reason only when its category changed since the workload's
+    last decision (a change in substance of the same category is each sink's wording)."""
+    out: list[Decision] = []
+    category: dict[str, str] = {}
+    for change in changes:
+        match change:
+            case Admitted(at=at, workload=wl, assignment=assignment):
+                category.pop(wl.name, None)
+                placement = tuple(
+                    tuple((rename(node), pods) for node, pods in podset)
+                    for podset in assignment.placement
+                )
+                out.append(
+                    Admit(at - offset, rename(wl.name), assignment.flavors, placement,
+                          assignment.counts)
+                )  # fmt: skip
+            case Preempted(at=at, workload=name, by=by, reason=reason):
+                category.pop(name, None)
+                out.append(Preempt(at - offset, rename(name), rename(by), reason))
+            case PendingReasonChanged(at=at, workload=name, reason=why):
+                if category.get(name) != why.category:
+                    category[name] = why.category
+                    out.append(Waits(at - offset, rename(name), why.category))
+            case _:
+                pass
+    return out
+
+
+def by_instant(stream: Sequence[Decision]) -> list[list[Decision]]:
+    """The decisions of each instant, sorted (their order within an instant left out)."""
+    out: dict[float, list[Decision]] = {}
+    for decision in stream:
+        out.setdefault(decision.at, []).append(decision)
+    return [sorted(out[at], key=_key) for at in sorted(out)]
+
+
+def _key(decision: Decision) -> tuple[str, str, str]:
+    return decision.workload, type(decision).__name__, repr(decision)

@@ -1,0 +1,301 @@
+"""Replay a scenario through the operator against the real API server, on a virtual clock.
+
+The operator (:class:`~fleetshare.operator.controller.Operator`) runs on a
+:class:`~fleetshare.control.clock.VirtualClock` in Unix seconds (``EPOCH`` plus the scenario's
+time). The test plays the world: at each workload's submit time it creates the workload's
+object, at its finish time it completes it, and after each change it hands the operator what a
+watch would have delivered (:func:`feed`: each changed object, in the API server's order) and
+calls :meth:`Operator.reconcile` until a reconcile decides nothing more.
+
+Where the operator must differ, and how the replay makes up for it:
+
+- Its objects are JobSets (``jobset.x-k8s.io``: one replicated job per pod set), whose
+  controller does not run here: admitting one is its unsuspension with each pod set's flavor
+  node selector, and the placement is the one decided. (A batch/v1 Job is run by the session's
+  Job controller and bound by kube-scheduler in their own time, wherever kube-scheduler scores
+  best: a replay could not say when or where its pods run.)
+- The API server stamps an object's creation with its own wall clock, in whole seconds, and the
+  operator takes that as the submit time. The replay runs faster than real time, so its client
+  (:class:`VirtualTimeKube`) shows each object's ``creationTimestamp`` as its submit time on the
+  virtual clock: only that field, only on the objects the replay created.
+- Its writes are sent before its reconcile ends (``writes_in_flight=0``: no write latency), and
+  a preempted JobSet waits until the next reconcile before it may be admitted again (its
+  suspension must land first); the replay reconciles again at the same instant until nothing
+  more is decided, so the decisions land at the same time as in the simulator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from fleetshare.control.changes import Admitted, Preempted
+from fleetshare.control.clock import VirtualClock
+from fleetshare.manifests.kinds.base import TEAM_LABEL
+from fleetshare.manifests.parse import FLEETSHARE_PRIORITY_LABEL
+from fleetshare.model.node import Node
+from fleetshare.model.workload import PodSet, Workload
+from fleetshare.operator.controller import CLUSTER_POLICIES, TEAMS, Operator, Settings
+from fleetshare.operator.kinds import RESOURCES
+from fleetshare.operator.kube import NODES, Kube, KubeError, Resource
+from fleetshare.operator.watch import Key, key_of
+from fleetshare.scenario.loader import Scenario
+from tests.decision_stream import Recorder
+from tests.kube_harness import NAMESPACES, Harness, apply_policy
+
+EPOCH = 1_800_000_000.0
+"""The virtual clock's zero, in Unix seconds (whole: scenario times add to it exactly)."""
+JOBSETS = RESOURCES["JobSet"]
+OWNER = "fleetshare-test"
+MAX_RECONCILES_PER_INSTANT = 20
+
+
+def rfc3339(unix: float) -> str:
+    """Unix seconds as Kubernetes writes a time (microseconds when not whole)."""
+    moment = datetime.fromtimestamp(unix, UTC)
+    if moment.microsecond:
+        return moment.isoformat().replace("+00:00", "Z")
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class VirtualTimeKube(Kube):
+    """An API client showing the objects in :attr:`created` (by namespace and name) with
+    their creation time on the virtual clock instead of the API server's wall clock."""
+
+    def __init__(self, api: Any) -> None:
+        super().__init__(api)
+        self.created: dict[Key, str] = {}
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        out = super().request(method, path, **kwargs)
+        if isinstance(out, dict):
+            for obj in out.get("items") or (out,):
+                self._stamp(obj)
+        return out
+
+    def _stamp(self, obj: Any) -> None:
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if isinstance(meta, dict):
+            stamp = self.created.get(key_of(obj))
+            if stamp is not None:
+                meta["creationTimestamp"] = stamp
+
+
+@dataclass
+class World:
+    """One scenario on the API server: its namespace, its nodes' names there, and the
+    operator replaying it."""
+
+    harness: Harness
+    namespace: str
+    kube: VirtualTimeKube
+    operator: Operator
+    clock: VirtualClock
+    durations: dict[str, float | None] = field(default_factory=dict)
+    """Each workload's run time (the scenario's: the objects do not say it)."""
+    recorder: Recorder | None = None
+    finish_at: dict[str, float] = field(default_factory=dict)
+    """When each running workload finishes (virtual clock), by its scenario name."""
+
+    def rename(self, name: str) -> str:
+        """A workload's or node's name in the scenario's words."""
+        return name.removeprefix(f"{self.namespace}/JobSet/").removeprefix(f"{self.namespace}-")
+
+    def node_name(self, node: str) -> str:
+        return f"{self.namespace}-{node}"
+
+
+def node_object(node: Node, name: str, owner: str) -> dict[str, Any]:
+    labels = {**node.all_labels(), OWNER: owner}
+    if node.capacity_type != "on-demand":
+        labels["karpenter.sh/capacity-type"] = node.capacity_type
+    taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.taints]
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"taints": taints, "unschedulable": node.unschedulable},
+    }  # fmt: skip
+
+
+def node_status(node: Node) -> dict[str, Any]:
+    """Its allocatable (as the scenario has it: no ``pods``) and its Ready condition."""
+    now = rfc3339(EPOCH)
+    return {
+        "status": {
+            "allocatable": {r: f"{v}m" for r, v in node.allocatable.items()},
+            "capacity": {r: f"{v}m" for r, v in node.allocatable.items()},
+            "conditions": [{"type": "Ready", "status": "True" if node.ready else "False",
+                            "reason": "KubeletReady", "lastHeartbeatTime": now,
+                            "lastTransitionTime": now}],
+        }
+    }  # fmt: skip
+
+
+def podset_job(podset: PodSet) -> dict[str, Any]:
+    """A replicated job of one pod set: its pods, requests and node selector."""
+    requests = {r: f"{v}m" for r, v in podset.requests.items()}
+    extended = {r: q for r, q in requests.items() if "/" in r}
+    container = {"name": "main", "image": "registry.example/train:1",
+                 "resources": {"requests": requests, "limits": extended}}  # fmt: skip
+    pod: dict[str, Any] = {"restartPolicy": "Never", "containers": [container]}
+    if podset.node_selector:
+        pod["nodeSelector"] = dict(podset.node_selector)
+    if podset.tolerations:
+        pod["tolerations"] = [
+            {k: v for k, v in (("key", t.key), ("operator", t.operator), ("value", t.value),
+                               ("effect", t.effect)) if v}
+            for t in podset.tolerations
+        ]  # fmt: skip
+    return {
+        "name": podset.name, "replicas": 1,
+        "template": {"spec": {"parallelism": podset.count, "completions": podset.count,
+                              "template": {"spec": pod}}},
+    }  # fmt: skip
+
+
+def jobset(wl: Workload, namespace: str) -> dict[str, Any]:
+    labels = {TEAM_LABEL: wl.team}
+    if wl.priority_class is not None:
+        labels[FLEETSHARE_PRIORITY_LABEL] = wl.priority_class
+    return {
+        "apiVersion": JOBSETS.group_version, "kind": "JobSet",
+        "metadata": {"name": wl.name, "namespace": namespace, "labels": labels},
+        "spec": {"suspend": True, "replicatedJobs": [podset_job(ps) for ps in wl.podsets]},
+    }  # fmt: skip
+
+
+def _version(obj: Mapping[str, Any]) -> int:
+    return int(str((obj.get("metadata") or {}).get("resourceVersion") or 0))
+
+
+def feed(world: World, kind: str, res: Resource, **query: Any) -> None:
+    """What a watch of ``res`` would deliver to the operator's store now: each object added,
+    changed or deleted since it was last fed, in the API server's order."""
+    store = world.operator.store
+    namespace = world.namespace if res.namespaced else None
+    items, _ = world.kube.list(res, namespace, **query)
+    if kind == "Namespace":
+        items = [i for i in items if i["metadata"]["name"] == world.namespace]
+    known = store.of(kind)
+    fresh = {key_of(i): i for i in items}
+    for key in [k for k in known if k not in fresh]:
+        store.apply(kind, "DELETED", known[key])
+    for item in sorted(items, key=_version):
+        old = known.get(key_of(item))
+        if old is None or _version(old) < _version(item):
+            store.apply(kind, "ADDED" if old is None else "MODIFIED", item)
+
+
+def feed_all(world: World) -> None:
+    """Everything the operator watches that a replay changes."""
+    feed(world, "Node", NODES, labelSelector=f"{OWNER}={world.namespace}")
+    feed(world, "Namespace", NAMESPACES)
+    feed(world, "ClusterPolicy", CLUSTER_POLICIES)
+    feed(world, "Team", TEAMS)
+    feed(world, "JobSet", JOBSETS)
+
+
+@contextlib.contextmanager
+def world_for(harness: Harness, scenario: Scenario) -> Iterator[World]:
+    """The scenario's policy, nodes and namespace on the API server, and an operator for it
+    (no leader election, writes in line); all of it removed at the end."""
+    harness.delete_cluster_objects()
+    namespace = harness.new_namespace("agree")
+    kube = VirtualTimeKube(harness.plane.client().api)
+    clock = VirtualClock(EPOCH)
+    settings = Settings(namespaces=(namespace,), install_crds=False, leader_elect=False,
+                        writes_in_flight=0, scaled_objects=False)  # fmt: skip
+    operator = Operator(kube, settings, scenario.catalog, clock=clock)
+    world = World(harness, namespace, kube, operator, clock)
+    try:
+        apply_policy(harness, scenario.policy)
+        for node in scenario.nodes:
+            name = world.node_name(node.name)
+            body = node_object(node, name, namespace)
+            harness.kube.create(NODES, body)
+            harness.kube.patch(NODES, name, node_status(node), sub="status")
+            # the API server tainted it not-ready at creation (it had no Ready condition);
+            # the node-lifecycle controller, not run here, would take the taint off
+            harness.kube.patch(NODES, name, {"spec": {"taints": body["spec"]["taints"]}})
+        yield world
+    finally:
+        operator.cluster.close()
+        operator.events.close()
+        harness.delete_nodes(namespace)
+        with contextlib.suppress(KubeError):
+            harness.kube.delete(NAMESPACES, namespace)
+        harness.delete_cluster_objects()
+
+
+def settle(world: World) -> None:
+    """Reconcile at this instant until a reconcile decides nothing more and nothing waits
+    for a later one (a preempted JobSet whose suspension had to land first)."""
+    operator = world.operator
+    for _ in range(MAX_RECONCILES_PER_INSTANT):
+        feed(world, "JobSet", JOBSETS)
+        recorder = world.recorder
+        before = len(recorder.changes) if recorder is not None else 0
+        operator.reconcile()
+        if recorder is None:
+            return
+        new = recorder.changes[before:]
+        for change in new:
+            if isinstance(change, Admitted):
+                duration = world.durations[world.rename(change.workload.name)]
+                if duration is not None:
+                    world.finish_at[world.rename(change.workload.name)] = change.at + duration
+            elif isinstance(change, Preempted):
+                world.finish_at.pop(world.rename(change.workload), None)
+        cluster = operator.cluster
+        if not new and not cluster.blocked and not cluster.retry_soon:
+            return
+    raise AssertionError(f"t={world.clock.now() - EPOCH:g}: still deciding after "
+                         f"{MAX_RECONCILES_PER_INSTANT} reconciles")  # fmt: skip
+
+
+def complete(world: World, name: str) -> None:
+    """The JobSet of workload ``name`` finished (its ``Completed`` condition)."""
+    now = rfc3339(world.clock.now())
+    condition = {"type": "Completed", "status": "True", "reason": "AllJobsCompleted",
+                 "message": "jobset completed successfully", "lastTransitionTime": now}  # fmt: skip
+    world.kube.patch(JOBSETS, name, {"status": {"conditions": [condition]}},
+                     world.namespace, sub="status")  # fmt: skip
+
+
+def replay(harness: Harness, scenario: Scenario, until: float) -> World:
+    """Replay ``scenario``'s workloads up to ``until`` (see the module docstring); the world,
+    its recorder holding what the operator's loop decided."""
+    with world_for(harness, scenario) as world:
+        feed_all(world)
+        world.operator.reconcile()  # the loop is made with the policy: nothing to decide yet
+        assert world.operator.loop is not None, "the policy objects are not valid"
+        world.recorder = Recorder.attach(world.operator.loop)
+        world.durations = {w.name: w.duration for w in scenario.workloads}
+        order = sorted(range(len(scenario.workloads)),
+                       key=lambda i: (scenario.workloads[i].submit_time, i))  # fmt: skip
+        queue = [scenario.workloads[i] for i in order]
+        while True:
+            now = world.clock.now()
+            times = [t for t in world.finish_at.values()]
+            wake = world.operator.cluster.wake_at
+            if wake is not None and wake > now:
+                times.append(wake)
+            if queue:
+                times.append(EPOCH + queue[0].submit_time)
+            if not times or min(times) - EPOCH > until:
+                break
+            now = max(min(times), now)
+            world.clock.advance_to(now)
+            for name, at in sorted(world.finish_at.items(), key=lambda item: item[1]):
+                if at <= now:
+                    del world.finish_at[name]
+                    complete(world, name)
+            while queue and EPOCH + queue[0].submit_time <= now:
+                wl = queue.pop(0)
+                world.kube.created[(world.namespace, wl.name)] = rfc3339(EPOCH + wl.submit_time)
+                harness.kube.create(JOBSETS, jobset(wl, world.namespace), world.namespace)
+            settle(world)
+        return world

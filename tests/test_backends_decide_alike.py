@@ -1,0 +1,186 @@
+"""The simulator, the service and the operator decide alike on the same input (issue 29).
+
+"Replay a policy before you apply it" holds only if the three backends of the control loop
+make the same decisions on the same workloads. Each scenario runs through
+
+- the scenario runner (:class:`~fleetshare.scenario.runner.Runner`): the reference;
+- the service's control plane on SQLite, on a virtual clock, each workload submitted through
+  its submission path at its submit time (``tests/replay_service.py``);
+- the operator against the real API server, on a virtual clock, each workload's object created
+  at its submit time and completed at its finish time (``tests/replay_operator.py``, which says
+  where the operator must differ and how the replay makes up for it);
+
+and the streams of typed decisions (``tests/decision_stream.py``) must be equal: each
+admission (workload, time, flavors, nodes and pods per pod set), each preemption (victim,
+time, preemptor, reason category) and each change of a pending workload's reason category;
+and the work left running and waiting at the end. Against the service the order of decisions
+within an instant is compared too; against the operator only their set per instant (it splits
+an instant's admission cycles over reconciles: a preempted JobSet may be admitted again only
+once its suspension has landed).
+
+The bundled scenarios, per backend (the runner runs them all):
+
+======================== ======= ========= ===========================================
+scenario                 service operator  left out because
+======================== ======= ========= ===========================================
+autoscaling-consolidation yes    no        operator: node pools need a cloud, NodeClaims
+                                           and kubelets registering launched nodes
+autoscaling-quota-aware  no      no        a ``gpu-unhealthy`` node event: neither the
+                                           service's API nor a Node object expresses it
+                                           (and the operator: node pools, as above)
+hyperpod-walkthrough     yes     yes
+hyperpod-walkthrough-json yes    yes
+inference-diurnal        no      no        inference services: their replicas follow
+inference-viral-ramp     no      no        traffic (``fleetshare simulate``), no runner
+kueue-borrowing          yes     yes
+kueue-borrowing-limit    yes     yes
+kueue-fair-share         yes     yes
+kueue-lending-limit      yes     yes
+kueue-reclaim            yes     yes
+======================== ======= ========= ===========================================
+
+Random scenarios come from ``tests/strategies.py``'s ``cases()`` (flavors by default, labels
+or instance type; every sharing strategy, borrow and lending limits, fair share, minimum
+runtimes, reclaim grace, the starvation guard, disabled teams, priority classes), with the
+workloads of a team without a policy dropped: each backend refuses them at its door in its
+own way (the service answers 422, the operator posts a ``NotGoverned`` Event, the simulator
+queues them with a reason), which is no decision to compare. 200 run through the runner and
+the service (about 60 s); through the operator :data:`OPERATOR_EXAMPLES` (default 30, about
+2-3 minutes: each replay makes a namespace, the policy's objects and nodes, and a reconcile
+and its writes per instant on the API server); ``FLEETSHARE_AGREEMENT_EXAMPLES=200`` runs 200
+there too (about 15 minutes). The examples are derandomized: the same ones every run.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, Phase, given, settings
+
+from fleetshare.scenario.loader import Scenario, load_scenario_data
+from fleetshare.scenario.runner import Runner
+from tests import replay_operator, replay_service
+from tests.decision_stream import Decision, Outcome, Recorder, by_instant, decisions
+from tests.kube_harness import Harness, install_crds
+from tests.strategies import GHOST_TEAM, Case, cases
+from tests.test_operator_kinds_api import install_kinds
+
+BUNDLED = Path(__file__).resolve().parents[1] / "src" / "fleetshare" / "scenarios"
+SERVICE = ["autoscaling-consolidation", "hyperpod-walkthrough", "hyperpod-walkthrough-json",
+           "kueue-borrowing", "kueue-borrowing-limit", "kueue-fair-share",
+           "kueue-lending-limit", "kueue-reclaim"]  # fmt: skip
+OPERATOR = [n for n in SERVICE if not n.startswith("autoscaling-")]
+SERVICE_EXAMPLES = 200
+OPERATOR_EXAMPLES = int(os.environ.get("FLEETSHARE_AGREEMENT_EXAMPLES", "30"))
+AGREEMENT_SETTINGS = settings(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    phases=[p for p in Phase if p not in (Phase.shrink, Phase.explain)],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+def bundled(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load((BUNDLED / f"{name}.yaml").read_text())
+    return data
+
+
+def governed(case: Case) -> dict[str, Any]:
+    """The case's scenario document without the workloads of a team that has no policy."""
+    data = case.scenario_dict()
+    data["workloads"] = [w for w in data["workloads"] if w["team"] != GHOST_TEAM]
+    return data
+
+
+def run_simulator(scenario: Scenario) -> tuple[Recorder, Outcome, float]:
+    """The reference: what the runner's loop decided, where the work was left, when it ended."""
+    runner = Runner(scenario)
+    recorder = Recorder.attach(runner.loop)
+    result = runner.run()
+    running = frozenset(result.running)
+    pending = frozenset(n for n, r in result.records.items() if r.submitted and
+                        r.state in ("pending", "preempted"))  # fmt: skip
+    return recorder, Outcome(running, pending), result.end_time
+
+
+def differences(expected: list[Any], actual: list[Any]) -> str:
+    """The first place two streams differ, and a few entries around it."""
+    at = next((i for i, (a, b) in enumerate(zip(expected, actual, strict=False)) if a != b),
+              min(len(expected), len(actual)))  # fmt: skip
+    window = slice(max(0, at - 2), at + 4)
+    return (f"first difference at entry {at} of {len(expected)} / {len(actual)}:\n"
+            f"  simulator: {expected[window]}\n  other:     {actual[window]}")  # fmt: skip
+
+
+def service_agrees(data: dict[str, Any], base: Path) -> None:
+    scenario = load_scenario_data(data, base)
+    reference, outcome, end = run_simulator(scenario)
+    config = replay_service.service_config(data, base)
+    with tempfile.TemporaryDirectory(prefix="fleetshare-agree-") as tmp:
+        recorder, left = replay_service.replay(scenario, config, Path(tmp) / "fs.db", end)
+    expected: list[Decision] = decisions(reference.changes)
+    actual: list[Decision] = decisions(recorder.changes)
+    assert actual == expected, differences(expected, actual)
+    assert left == outcome
+
+
+def operator_agrees(kube: Harness, data: dict[str, Any], base: Path) -> None:
+    scenario = load_scenario_data(data, base)
+    reference, outcome, end = run_simulator(scenario)
+    world = replay_operator.replay(kube, scenario, end)
+    assert world.recorder is not None
+    expected = by_instant(decisions(reference.changes))
+    offset, rename = replay_operator.EPOCH, world.rename
+    actual = by_instant(decisions(world.recorder.changes, offset=offset, rename=rename))
+    assert actual == expected, differences(expected, actual)
+    cluster = world.operator.cluster
+    left = Outcome(frozenset(map(rename, cluster.running)), frozenset(map(rename, cluster.pending)))
+    assert left == outcome
+
+
+@pytest.fixture(scope="module")
+def api(kube: Harness) -> Harness:
+    """The API server with fleetshare's CRDs and the JobSet's installed."""
+    install_crds(kube)
+    install_kinds(kube)
+    return kube
+
+
+# -- the bundled scenarios -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", SERVICE)
+def test_a_bundled_scenario_decides_alike_in_the_simulator_and_the_service(name: str) -> None:
+    service_agrees(bundled(name), BUNDLED)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", OPERATOR)
+def test_a_bundled_scenario_decides_alike_in_the_simulator_and_the_operator(
+    api: Harness, name: str
+) -> None:
+    operator_agrees(api, bundled(name), BUNDLED)
+
+
+# -- random scenarios ------------------------------------------------------------------------
+
+
+@settings(AGREEMENT_SETTINGS, max_examples=SERVICE_EXAMPLES)
+@given(cases())
+def test_random_scenarios_decide_alike_in_the_simulator_and_the_service(case: Case) -> None:
+    service_agrees(governed(case), Path("."))
+
+
+@pytest.mark.slow
+@settings(AGREEMENT_SETTINGS, max_examples=OPERATOR_EXAMPLES)
+@given(case=cases())
+def test_random_scenarios_decide_alike_in_the_simulator_and_the_operator(
+    api: Harness, case: Case
+) -> None:
+    operator_agrees(api, governed(case), Path("."))
