@@ -3,7 +3,8 @@
 The operator (:class:`~fleetshare.operator.controller.Operator`) runs on a
 :class:`~fleetshare.control.clock.VirtualClock` in Unix seconds (``EPOCH`` plus the scenario's
 time). The test plays the world: at each workload's submit time it creates the workload's
-object, at its finish time it completes it, and after each change it hands the operator what a
+object, at its finish time it completes it, at a node event's time it cordons or uncordons
+the node (``spec.unschedulable``), and after each change it hands the operator what a
 watch would have delivered (:func:`feed`: each changed object, in the API server's order) and
 calls :meth:`Operator.reconcile` until a reconcile decides nothing more.
 
@@ -43,6 +44,7 @@ from fleetshare.operator.kinds import RESOURCES
 from fleetshare.operator.kube import NODES, Kube, KubeError, Resource
 from fleetshare.operator.watch import Key, key_of
 from fleetshare.scenario.loader import Scenario
+from fleetshare.scenario.schema import NodeEvent
 from tests.decision_stream import Recorder
 from tests.kube_harness import NAMESPACES, Harness, apply_policy
 
@@ -265,6 +267,15 @@ def complete(world: World, name: str) -> None:
                      world.namespace, sub="status")  # fmt: skip
 
 
+def cordon(world: World, event: NodeEvent) -> None:
+    """An admin cordons or uncordons the event's nodes (nothing else is replayed)."""
+    if event.action not in ("cordon", "uncordon"):
+        raise ValueError(f"the replay cordons and uncordons nodes, not {event.action!r}")
+    for node in event.nodes:
+        body = {"spec": {"unschedulable": event.action == "cordon"}}
+        world.harness.kube.patch(NODES, world.node_name(node), body)
+
+
 def replay(harness: Harness, scenario: Scenario, until: float) -> World:
     """Replay ``scenario``'s workloads up to ``until`` (see the module docstring); the world,
     its recorder holding what the operator's loop decided."""
@@ -277,6 +288,7 @@ def replay(harness: Harness, scenario: Scenario, until: float) -> World:
         order = sorted(range(len(scenario.workloads)),
                        key=lambda i: (scenario.workloads[i].submit_time, i))  # fmt: skip
         queue = [scenario.workloads[i] for i in order]
+        events = sorted(scenario.events, key=lambda e: e.at)
         while True:
             now = world.clock.now()
             times = [t for t in world.finish_at.values()]
@@ -285,6 +297,8 @@ def replay(harness: Harness, scenario: Scenario, until: float) -> World:
                 times.append(wake)
             if queue:
                 times.append(EPOCH + queue[0].submit_time)
+            if events:
+                times.append(EPOCH + events[0].at)
             if not times or min(times) - EPOCH > until:
                 break
             now = max(min(times), now)
@@ -293,6 +307,10 @@ def replay(harness: Harness, scenario: Scenario, until: float) -> World:
                 if at <= now:
                     del world.finish_at[name]
                     complete(world, name)
+            if events and EPOCH + events[0].at <= now:
+                while events and EPOCH + events[0].at <= now:
+                    cordon(world, events.pop(0))
+                feed(world, "Node", NODES, labelSelector=f"{OWNER}={world.namespace}")
             while queue and EPOCH + queue[0].submit_time <= now:
                 wl = queue.pop(0)
                 world.kube.created[(world.namespace, wl.name)] = rfc3339(EPOCH + wl.submit_time)

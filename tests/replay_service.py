@@ -3,8 +3,10 @@
 The plane (:class:`~fleetshare.service.plane.ControlPlane`, its store on SQLite) runs on a
 :class:`~fleetshare.control.clock.VirtualClock`: each workload is submitted through the plane's
 own submission path (:meth:`ControlPlane.submit`, a committed row and its ``submit`` event) at
-its submit time, and the clock moves to each submission and each of the plane's timers (a
-finish, a node joining, a guard expiring) in turn, with a :meth:`ControlPlane.step` at each.
+its submit time, each node event of the scenario (cordon, uncordon) is an admin's node action
+(:meth:`ControlPlane.node_action`) at its time, and the clock moves to each input and each of
+the plane's timers (a finish, a node joining, a guard expiring) in turn, with a
+:meth:`ControlPlane.step` at each.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from fleetshare.control.clock import VirtualClock
 from fleetshare.scenario.loader import Scenario, load_scenario_data
+from fleetshare.scenario.schema import NodeEvent, WorkloadSpec
 from fleetshare.service.auth import Principal
 from fleetshare.service.plane import ControlPlane
 from fleetshare.service.store import Store
@@ -31,6 +34,17 @@ def service_config(data: dict[str, Any], base: Path) -> Scenario:
     return load_scenario_data({**config, "cluster": cluster}, base)
 
 
+def inputs_of(scenario: Scenario) -> list[tuple[float, int, int, NodeEvent | WorkloadSpec]]:
+    """The scenario's node events (cordon and uncordon: what an admin does through the API)
+    and submissions in the order the runner applies them: by time, node events before
+    submissions, then in the scenario's order."""
+    events = [(e.at, 0, i, e) for i, e in enumerate(scenario.events)]
+    if any(e.action not in ("cordon", "uncordon") for e in scenario.events):
+        raise ValueError("the service's API cordons and uncordons nodes, nothing else")
+    specs = [(w.submit_at, 1, i, w) for i, w in enumerate(scenario.spec.workloads)]
+    return sorted([*events, *specs], key=lambda item: item[:3])
+
+
 def replay(
     scenario: Scenario, config: Scenario, db: Path, until: float
 ) -> tuple[Recorder, Outcome]:
@@ -43,20 +57,23 @@ def replay(
     try:
         assert plane.loop is not None, "the only replica holds the lease"
         recorder = Recorder.attach(plane.loop)
-        specs = scenario.spec.workloads
-        order = sorted(range(len(specs)), key=lambda i: (specs[i].submit_at, i))
-        queue = [specs[i] for i in order]
+        inputs = inputs_of(scenario)
         while True:
             times = [t for t in (plane.backend.next_timer(),) if t is not None]
-            if queue:
-                times.append(queue[0].submit_at)
+            if inputs:
+                times.append(inputs[0][0])
             if not times or min(times) > until:
                 view = plane.view
                 return recorder, Outcome(frozenset(view.running), frozenset(view.pending))
             now = max(min(times), clock.now())
             clock.advance_to(now)
-            while queue and queue[0].submit_at <= now:
-                plane.submit(queue.pop(0), ADMIN)
+            while inputs and inputs[0][0] <= now:
+                _, _, _, item = inputs.pop(0)
+                if isinstance(item, NodeEvent):
+                    for node in item.nodes:
+                        plane.node_action(node, item.action, ADMIN)
+                else:
+                    plane.submit(item, ADMIN)
             plane.step()
     finally:
         plane.close()

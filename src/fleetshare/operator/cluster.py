@@ -1018,11 +1018,13 @@ class KubeCluster(HeldView):
                              workload.name, reason, by)  # fmt: skip
                     t.phase = "finished"
                     return
-                if kind is JOB:
-                    self._job_condition(t, reason, text)
                 t.phase, t.admitted = "pending", None
                 self.pending[workload.name] = workload
-                self.blocked.add(workload.name)  # the job controller settles it first
+                if kind is JOB:
+                    self._job_condition(t, reason, text)
+                    self.blocked.add(workload.name)  # the job controller settles it first
+                # other kinds wait in their place at once, as in the simulator: their next
+                # admission's patch replaces the node selector this one injected
             else:
                 for pod in t.objects:
                     if pod_done(pod):
