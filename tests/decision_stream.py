@@ -34,7 +34,7 @@ from fleetshare.model.workload import Workload
 Placement = tuple[tuple[tuple[str, int], ...], ...]
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Admit:
     """``workload`` admitted at ``at`` on ``flavors`` (per pod set), its pods on ``placement``
     (per pod set: node, pods), ``counts`` pods per pod set (a partial admission; else empty)."""
@@ -46,7 +46,7 @@ class Admit:
     counts: tuple[int, ...]
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Preempt:
     """``workload`` stopped at ``at`` by workload or node ``by`` for ``reason`` (a category)."""
 
@@ -56,7 +56,7 @@ class Preempt:
     reason: str
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class Waits:
     """``workload`` waits from ``at`` for a reason of ``category``."""
 
@@ -168,15 +168,3 @@ def decisions(
             case _:
                 pass
     return out
-
-
-def by_instant(stream: Sequence[Decision]) -> list[list[Decision]]:
-    """The decisions of each instant, sorted (their order within an instant left out)."""
-    out: dict[float, list[Decision]] = {}
-    for decision in stream:
-        out.setdefault(decision.at, []).append(decision)
-    return [sorted(out[at], key=_key) for at in sorted(out)]
-
-
-def _key(decision: Decision) -> tuple[str, str, str]:
-    return decision.workload, type(decision).__name__, repr(decision)

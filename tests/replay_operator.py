@@ -19,10 +19,12 @@ Where the operator must differ, and how the replay makes up for it:
   operator takes that as the submit time. The replay runs faster than real time, so its client
   (:class:`VirtualTimeKube`) shows each object's ``creationTimestamp`` as its submit time on the
   virtual clock: only that field, only on the objects the replay created.
-- Its writes are sent before its reconcile ends (``writes_in_flight=0``: no write latency), and
-  a preempted JobSet waits until the next reconcile before it may be admitted again (its
-  suspension must land first); the replay reconciles again at the same instant until nothing
-  more is decided, so the decisions land at the same time as in the simulator.
+- Its writes are sent before its reconcile ends (``writes_in_flight=0``). Live, the loop counts
+  an admission as soon as it hands the write to its writer and takes the answer at a later
+  reconcile (write latency); in line, every answer is in before the clock moves on, which is
+  what the simulator assumes. Live, the operator reconciles again when the watches bring its
+  own writes back; the replay too reconciles again at the same instant, until a reconcile
+  decides nothing more.
 """
 
 from __future__ import annotations
@@ -234,7 +236,7 @@ def world_for(harness: Harness, scenario: Scenario) -> Iterator[World]:
 
 def settle(world: World) -> None:
     """Reconcile at this instant until a reconcile decides nothing more and nothing waits
-    for a later one (a preempted JobSet whose suspension had to land first)."""
+    for a later one (a preempted Job whose suspension must settle, a refused write)."""
     operator = world.operator
     for _ in range(MAX_RECONCILES_PER_INSTANT):
         feed(world, "JobSet", JOBSETS)

@@ -14,9 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import select
+
 from fleetshare.control.clock import VirtualClock
 from fleetshare.scenario.loader import Scenario, load_scenario_data
 from fleetshare.scenario.schema import NodeEvent, WorkloadSpec
+from fleetshare.service import store as tables
 from fleetshare.service.auth import Principal
 from fleetshare.service.plane import ControlPlane
 from fleetshare.service.store import Store
@@ -45,13 +48,32 @@ def inputs_of(scenario: Scenario) -> list[tuple[float, int, int, NodeEvent | Wor
     return sorted([*events, *specs], key=lambda item: item[:3])
 
 
+Written = tuple[float, str, str, str]
+"""An admission or preemption as the service's store has it: its time (loop seconds), its
+kind (``admit``, ``preempt``), the workload, the preemption's reason category."""
+
+
+def written(plane: ControlPlane) -> list[Written]:
+    """The admissions and preemptions the plane wrote to its store's event log, in order."""
+    e = tables.events
+    with plane.store.read("agreement") as conn:
+        rows = conn.execute(
+            select(e.c.at, e.c.kind, e.c.workload, e.c.details)
+            .where(e.c.kind.in_(("admit", "preempt")))
+            .order_by(e.c.id)
+        ).all()
+    return [
+        (r.at - plane.epoch, r.kind, r.workload, (r.details or {}).get("reason", "")) for r in rows
+    ]
+
+
 def replay(
     scenario: Scenario, config: Scenario, db: Path, until: float
-) -> tuple[Recorder, Outcome]:
+) -> tuple[Recorder, Outcome, list[Written]]:
     """Submit ``scenario``'s workloads to a plane of ``config`` on a fresh SQLite store ``db``
     at their submit times (in submission order: time, then the scenario's order) and step it
-    at each submission and timer up to ``until``; what its loop decided, and where the work
-    was left."""
+    at each submission and timer up to ``until``; what its loop decided, where the work was
+    left, and the admissions and preemptions its store recorded."""
     clock = VirtualClock()
     plane = ControlPlane(config, Store(f"sqlite:///{db}"), clock=clock)
     try:
@@ -64,7 +86,8 @@ def replay(
                 times.append(inputs[0][0])
             if not times or min(times) > until:
                 view = plane.view
-                return recorder, Outcome(frozenset(view.running), frozenset(view.pending))
+                left = Outcome(frozenset(view.running), frozenset(view.pending))
+                return recorder, left, written(plane)
             now = max(min(times), clock.now())
             clock.advance_to(now)
             while inputs and inputs[0][0] <= now:

@@ -13,31 +13,33 @@ make the same decisions on the same workloads. Each scenario runs through
 and the streams of typed decisions (``tests/decision_stream.py``) must be equal: each
 admission (workload, time, flavors, nodes and pods per pod set), each preemption (victim,
 time, preemptor, reason category) and each change of a pending workload's reason category;
-and the work left running and waiting at the end. Against the service the order of decisions
-within an instant is compared too; against the operator only their set per instant (it splits
-an instant's admission cycles over reconciles: a preempted JobSet may be admitted again only
-once its suspension has landed).
+and the work left running and waiting at the end. The streams are compared in order (within
+an instant too: the order in which the cycles took the decisions); against the service also
+the admissions and preemptions its store recorded.
 
-The bundled scenarios, per backend (the runner runs them all):
+The bundled scenarios, per backend (each against the runner):
 
-======================== ======= ========= ===========================================
-scenario                 service operator  left out because
-======================== ======= ========= ===========================================
-autoscaling-consolidation yes    no        operator: node pools need a cloud, NodeClaims
+========================= ======= ======== ==========================================
+scenario                  service operator left out because
+========================= ======= ======== ==========================================
+autoscaling-consolidation yes     no       operator: node pools need a cloud, NodeClaims
                                            and kubelets registering launched nodes
-autoscaling-quota-aware  no      no        a ``gpu-unhealthy`` node event: neither the
-                                           service's API nor a Node object expresses it
+autoscaling-quota-aware   no      no       a ``gpu-unhealthy`` node event: neither the
+                                           service's API nor a Node object says it
                                            (and the operator: node pools, as above)
-hyperpod-walkthrough     yes     yes
-hyperpod-walkthrough-json yes    yes
-inference-diurnal        no      no        inference services: their replicas follow
-inference-viral-ramp     no      no        traffic (``fleetshare simulate``), no runner
-kueue-borrowing          yes     yes
-kueue-borrowing-limit    yes     yes
-kueue-fair-share         yes     yes
-kueue-lending-limit      yes     yes
-kueue-reclaim            yes     yes
-======================== ======= ========= ===========================================
+hyperpod-walkthrough      yes     yes
+hyperpod-walkthrough-json yes     yes
+inference-diurnal         no      no       inference services: the simulator scales their
+inference-viral-ramp      no      no       replicas from a traffic trace
+                                           (``simulate/services.py``), the service and
+                                           the operator from live metrics (Prometheus,
+                                           KEDA), which the replays do not feed
+kueue-borrowing           yes     yes
+kueue-borrowing-limit     yes     yes
+kueue-fair-share          yes     yes
+kueue-lending-limit       yes     yes
+kueue-reclaim             yes     yes
+========================= ======= ======== ==========================================
 
 Random scenarios come from ``tests/strategies.py``'s ``cases()`` (:data:`CASES`: flavors by
 default, labels or instance type; every sharing strategy, borrow and lending limits, fair
@@ -72,7 +74,15 @@ from hypothesis import strategies as st
 from fleetshare.scenario.loader import Scenario, load_scenario_data
 from fleetshare.scenario.runner import Runner
 from tests import replay_operator, replay_service
-from tests.decision_stream import Decision, Outcome, Recorder, by_instant, decisions
+from tests.decision_stream import (
+    Admit,
+    Decision,
+    Outcome,
+    Preempt,
+    Recorder,
+    Waits,
+    decisions,
+)
 from tests.kube_harness import Harness, install_crds
 from tests.strategies import GHOST_TEAM, Case, cases
 from tests.test_operator_kinds_api import install_kinds
@@ -152,11 +162,18 @@ def service_agrees(data: dict[str, Any], base: Path) -> None:
     reference, outcome, end = run_simulator(scenario)
     config = replay_service.service_config(data, base)
     with tempfile.TemporaryDirectory(prefix="fleetshare-agree-") as tmp:
-        recorder, left = replay_service.replay(scenario, config, Path(tmp) / "fs.db", end)
+        recorder, left, stored = replay_service.replay(scenario, config, Path(tmp) / "fs.db", end)
     expected: list[Decision] = decisions(reference.changes)
     actual: list[Decision] = decisions(recorder.changes)
     assert actual == expected, differences(expected, actual) + with_document(data)
     assert left == outcome, with_document(data)
+    # what the loop decided is what the service's store says it did
+    carried_out = [
+        (d.at, "admit" if isinstance(d, Admit) else "preempt", d.workload,
+         d.reason if isinstance(d, Preempt) else "")
+        for d in actual if not isinstance(d, Waits)
+    ]  # fmt: skip
+    assert stored == carried_out, differences(carried_out, stored)
 
 
 def operator_agrees(kube: Harness, data: dict[str, Any], base: Path) -> None:
@@ -164,13 +181,10 @@ def operator_agrees(kube: Harness, data: dict[str, Any], base: Path) -> None:
     reference, outcome, end = run_simulator(scenario)
     world = replay_operator.replay(kube, scenario, end)
     assert world.recorder is not None
-    expected = by_instant(decisions(reference.changes))
+    expected = decisions(reference.changes)
     offset, rename = replay_operator.EPOCH, world.rename
-    stream = decisions(world.recorder.changes, offset=offset, rename=rename)
-    actual = by_instant(stream)
-    assert actual == expected, (
-        differences(expected, actual) + f"\noperator, in order: {stream}" + with_document(data)
-    )
+    actual = decisions(world.recorder.changes, offset=offset, rename=rename)
+    assert actual == expected, differences(expected, actual) + with_document(data)
     cluster = world.operator.cluster
     left = Outcome(frozenset(map(rename, cluster.running)), frozenset(map(rename, cluster.pending)))
     assert left == outcome, with_document(data)
