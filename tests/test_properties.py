@@ -1391,6 +1391,18 @@ def test_fair_share_sums_a_teams_borrowing_over_flavors() -> None:
     assert ledger.share("t2", w8) == pytest.approx((2 / 9) / 0.5)
 
 
+def test_fair_share_takes_no_victim_whose_team_would_be_back_within_quota() -> None:
+    """t1 borrows with w2 and w5; t0's w3 (4 GPUs: its quota of 3 and t1's 1) would need both
+    gone, leaving t1 below its quota with w5 waiting: w3 waits instead of taking t1's
+    guaranteed GPU, and nothing is preempted at that instant."""
+    data = yaml.safe_load((FIXTURES / "fair-share-victims-back-within-quota.yaml").read_text())
+    report, log = run_recorded(data)
+    for friendly in (True, False):
+        check_run(Ref.from_engine(Runner(load_case(data)).engine), log, friendly=friendly)
+    at20 = [e for e in _events(report, "admit", "preempt") if e[0] == 20]
+    assert at20 == [(20, "admit", "w5", None)]
+
+
 def test_reclaim_to_nominal_takes_own_and_borrowed_work_together() -> None:
     data = yaml.safe_load((FIXTURES / "reclaim-to-nominal.yaml").read_text())
     report, log = run_recorded(data)
