@@ -1418,6 +1418,7 @@ def test_reclaim_to_nominal_takes_own_and_borrowed_work_together() -> None:
     [
         ("lend-team-ranked-behind-a-borrower", 80, "w10", "w3"),
         ("lend-team-fits-on-a-later-flavor", 180, "w6", "w9"),
+        ("no-borrow-limit-team-ranked-within-quota", 10, "w12", "w1"),
     ],
 )
 def test_work_of_a_team_that_never_borrows_ranks_within_quota_when_it_fits_the_quota(
@@ -1425,7 +1426,8 @@ def test_work_of_a_team_that_never_borrows_ranks_within_quota_when_it_fits_the_q
 ) -> None:
     """Its request fits the team's quota (after its own newer work goes; on a later flavor):
     it is considered with work within quota, before other teams' borrowing work that would
-    use the quota it needs, instead of reclaiming that work at the instant it started."""
+    use the quota it needs, instead of reclaiming that work at the instant it started. A team
+    that never borrows: sharing Lend (the first two) or a borrowing limit of 0 (the third)."""
     data = yaml.safe_load((FIXTURES / f"{fixture}.yaml").read_text())
     report, log = run_recorded(data)
     check_run(Ref.from_engine(Runner(load_case(data)).engine), log, friendly=False)
