@@ -10,7 +10,7 @@ from fleetshare.autoscaling.cloud import CloudTraits, Instance, LaunchRequest, O
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.settings import AutoscalerSpec
 from fleetshare.autoscaling.simulated_cloud import SimulatedCloud, SimulatedCloudConfig
-from fleetshare.control.autoscaler import Autoscaler, Step
+from fleetshare.control.autoscaler import Autoscaler, Moment, Step
 from fleetshare.control.autoscaler.cloud_calls import drive
 from fleetshare.governance.admission import Engine
 from fleetshare.model.catalog import load_catalog
@@ -58,7 +58,7 @@ def one_step(ice_probability: float) -> tuple[Autoscaler, SimulatedCloud, Step]:
     requests = parse_resources({"cpu": 2, "memory": "4Gi"})
     job = Workload("job", "t", (PodSet("main", 1, requests),))
     out = Step()
-    drive(scaler.decide(0.0, Engine(policy, CATALOG), {}, {}, [job], out), cloud, 0.0)
+    drive(scaler.decide(Moment(0.0, {}, [job]), Engine(policy, CATALOG), {}, out), cloud, 0.0)
     return scaler, cloud, out
 
 

@@ -42,6 +42,6 @@ Karpenter's lines:
 from fleetshare.control.autoscaler.controller import Autoscaler
 from fleetshare.control.autoscaler.disruption import action_removal
 from fleetshare.control.autoscaler.nodes import ManagedNode
-from fleetshare.control.autoscaler.step import Step, removal
+from fleetshare.control.autoscaler.step import Moment, Step, removal
 
-__all__ = ["Autoscaler", "ManagedNode", "Step", "action_removal", "removal"]
+__all__ = ["Autoscaler", "ManagedNode", "Moment", "Step", "action_removal", "removal"]

@@ -21,7 +21,7 @@ from fleetshare.control.autoscaler.nodes import ManagedNode, NodeBook
 from fleetshare.control.autoscaler.provisioning import Provisioner
 from fleetshare.control.autoscaler.room import pods_on
 from fleetshare.control.autoscaler.setup import Setup, launchable
-from fleetshare.control.autoscaler.step import Step
+from fleetshare.control.autoscaler.step import Moment, Step
 from fleetshare.control.changes import AutoscalerNote
 from fleetshare.governance.admission import Engine
 from fleetshare.governance.snapshot import Running, Snapshot
@@ -46,6 +46,7 @@ class Autoscaler:
         do_not_disrupt: DoNotDisruptSpec | None = None,
     ) -> None:
         self.cloud = cloud
+        self.catalog = catalog
         pinned = (do_not_disrupt or DoNotDisruptSpec()).do_not_disrupt()
         self.setup = Setup.of(pools, catalog, settings or AutoscalerSpec(), cloud, pinned)
         self.book = NodeBook(self.setup)
@@ -57,6 +58,20 @@ class Autoscaler:
         """Workloads that have run (for the PDBs they lost and the under-provision metric)."""
         self.views = DisruptionViews(self.book, self.ran, pdbs)
         self.disruptor = Disruptor(self.views, self.headroom, self.launcher)
+        # fixed at the start, and the parts' records changed in place only: read here as they are
+        self.disruption_settings: DisruptionSettings = self.setup.disruption
+        self.do_not_disrupt: DoNotDisrupt = self.setup.do_not_disrupt
+        self.nodes: dict[str, ManagedNode] = self.book.nodes
+        """Every node launched or adopted, by name (terminated ones too)."""
+        self.warm: dict[str, WarmPool] = self.headroom.warm
+        """Pools with warm capacity, by name."""
+        self.waited_for_nodes: set[str] = self.launcher.waited_for_nodes
+        """Workloads that nodes were launched for (for the time-to-capacity metric)."""
+        self.short_since: dict[str, float] = self.provisioner.short_since
+        """Workload -> the first step, before its first admission, at which quota would have
+        admitted it but no node had room: under-provisioning."""
+        self.plans: list[Plan] = self.provisioner.plans
+        """Every plan made."""
 
     # -- what the backends read and set ---------------------------------------------------------
 
@@ -66,11 +81,6 @@ class Autoscaler:
         return self.setup.pools
 
     @property
-    def catalog(self) -> Catalog:
-        """The instance types."""
-        return self.setup.catalog
-
-    @property
     def settings(self) -> AutoscalerSpec:
         """The autoscaler's settings."""
         return self.setup.settings
@@ -78,16 +88,6 @@ class Autoscaler:
     @settings.setter
     def settings(self, value: AutoscalerSpec) -> None:
         self.setup.settings = value
-
-    @property
-    def disruption_settings(self) -> DisruptionSettings:
-        """The disruption methods' settings (from the settings given at the start)."""
-        return self.setup.disruption
-
-    @property
-    def do_not_disrupt(self) -> DoNotDisrupt:
-        """Pools, nodes and workloads not disrupted voluntarily."""
-        return self.setup.do_not_disrupt
 
     @property
     def pdbs(self) -> list[PdbSpec]:
@@ -108,30 +108,9 @@ class Autoscaler:
         self.provisioner.states = value
 
     @property
-    def nodes(self) -> dict[str, ManagedNode]:
-        """Every node launched or adopted, by name (terminated ones too)."""
-        return self.book.nodes
-
-    @property
-    def warm(self) -> dict[str, WarmPool]:
-        """Pools with warm capacity, by name."""
-        return self.headroom.warm
-
-    @property
     def blocked(self) -> dict[str, Reason]:
         """Node -> why the latest voluntary disruption pass kept it."""
         return self.disruptor.blocked
-
-    @property
-    def waited_for_nodes(self) -> set[str]:
-        """Workloads that nodes were launched for (for the time-to-capacity metric)."""
-        return self.launcher.waited_for_nodes
-
-    @property
-    def short_since(self) -> dict[str, float]:
-        """Workload -> the first step, before its first admission, at which quota would have
-        admitted it but no node had room: under-provisioning."""
-        return self.provisioner.short_since
 
     @property
     def unplaceable(self) -> dict[str, str]:
@@ -142,11 +121,6 @@ class Autoscaler:
     def quota_blocked(self) -> dict[str, str]:
         """Pending workload -> the quota reason no node is launched for it."""
         return self.provisioner.quota_blocked
-
-    @property
-    def plans(self) -> list[Plan]:
-        """Every plan made."""
-        return self.provisioner.plans
 
     # -- bookkeeping ---------------------------------------------------------------------------
 
@@ -232,30 +206,26 @@ class Autoscaler:
         """One pass of the control loop at ``now`` (see :mod:`fleetshare.control.autoscaler`):
         the decision runs, the launches it asks for are carried out as it asks."""
         out = Step()
-        cloud_calls.drive(self.decide(now, engine, nodes, running, pending, out), self.cloud, now)
+        decision = self.decide(Moment(now, running, pending), engine, nodes, out)
+        cloud_calls.drive(decision, self.cloud, now)
         return out
 
     def decide(
-        self,
-        now: float,
-        engine: Engine,
-        nodes: Mapping[str, Node],
-        running: Mapping[str, Running],
-        pending: Sequence[Workload],
-        out: Step,
+        self, at: Moment, engine: Engine, nodes: Mapping[str, Node], out: Step
     ) -> Decision[None]:
         """The step's decision, into ``out``: observe, repair, provision, floors and ceilings,
         finished replacements, emptiness, voluntary disruption. It changes nothing in the
         cloud: it yields each launch it decides on and is sent back what came of it."""
+        now, running, pending = at.now, at.running, at.pending
         self.views.forget()
         self.ran.update(running)
         pods = pods_on(running)
         self.book.observe(now, nodes, pods, out)
-        self.disruptor.repair(now, running, pending, out)
+        self.disruptor.repair(at, out)
         snapshot = Snapshot(now, list(nodes.values()), list(running.values()), list(pending))
         yield from self.provisioner.provision(now, engine, snapshot, self.ran, out)
         yield from self.bounds.keep(now, pods, out)
         self.disruptor.finish_replacements(now, out)
         self.views.forget()  # provisioning and replacements nominated nodes' room
-        self.disruptor.emptiness(now, running, pending, out)
-        yield from self.disruptor.disrupt(now, running, pending, out)
+        self.disruptor.emptiness(at, out)
+        yield from self.disruptor.disrupt(at, out)

@@ -6,7 +6,7 @@ and the old nodes removed once those are Ready."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from fleetshare.autoscaling.disruption import (
     DRIFT,
@@ -23,10 +23,8 @@ from fleetshare.autoscaling.provisioner import Launch
 from fleetshare.control.autoscaler.disruption_views import DisruptionViews
 from fleetshare.control.autoscaler.headroom import Headroom
 from fleetshare.control.autoscaler.launching import Decision, Launcher
-from fleetshare.control.autoscaler.step import Step, removal
-from fleetshare.governance.snapshot import Running
+from fleetshare.control.autoscaler.step import Moment, Step, removal
 from fleetshare.model.reason import Reason
-from fleetshare.model.workload import Workload
 
 REPLACE_GRACE = 60.0
 """Seconds a Ready replacement is kept even if empty, for the pods it was bought for."""
@@ -110,34 +108,28 @@ class Disruptor:
                     {"event": "autoscaler", "action": action, "node": node, "reason": str(reason)}
                 )
 
-    def repair(
-        self, now: float, running: Mapping[str, Running], pending: Sequence[Workload], out: Step
-    ) -> None:
+    def repair(self, at: Moment, out: Step) -> None:
         """Unhealthy nodes go after the repair grace (:data:`REPAIR`, whose one rule pauses a
         pool where too many nodes are unhealthy at once); their work was requeued when they
         failed and provisioning replaces the capacity it needs."""
         if not any(m.joined and m.unhealthy_since is not None for m in self.book.live()):
             return  # no unhealthy node: nothing to repair (and no snapshot to build)
         removing = out.removing()
-        state = self.views.state(now, running, pending, removing, removing, offerings=False)
+        state = self.views.state(at, removing, removing, offerings=False)
         decision = decide(state, (REPAIR,))
         for action in decision.actions:
             out.removals.extend((name, removal("repair", action.reason)) for name in action.nodes)
         self._announce(decision.reasons, frozenset({"repair-halted"}), "repair-paused", out)
-        out.wake.extend(_due(now, decision.reasons))
+        out.wake.extend(_due(at.now, decision.reasons))
 
-    def emptiness(
-        self, now: float, running: Mapping[str, Running], pending: Sequence[Workload], out: Step
-    ) -> None:
+    def emptiness(self, at: Moment, out: Step) -> None:
         """Nodes empty for their pool's consolidate-after go (:data:`EMPTINESS`: down to the
         floor, within budgets, not annotated do-not-disrupt, not nominated), at every step; a
         node the configured headroom still needs stays."""
         if not any(m.joined and not m.pods_seen for m in self.book.live()):
             return  # no empty node: nothing to remove (and no snapshot to build)
         removing = out.removing()
-        state = self.views.state(
-            now, running, pending, removing, self._disrupting(removing), offerings=False
-        )
+        state = self.views.state(at, removing, self._disrupting(removing), offerings=False)
         decision = decide(state, (EMPTINESS,))
         removed = False
         needed: set[tuple[str, ...]] = set()
@@ -150,7 +142,7 @@ class Disruptor:
                 kind = (managed.pool, inst.instance_type, inst.zone, inst.capacity_type)
                 if kind in needed:
                     continue
-                if self.headroom.kept_without(name, removing, running.values()):
+                if self.headroom.kept_without(name, removing, at.running.values()):
                     out.removals.append((name, removal("empty")))
                     removing.add(name)
                     removed = True
@@ -158,20 +150,19 @@ class Disruptor:
                     needed.add(kind)
         budget_bound = any(r.category == "budget" for r in decision.reasons.values())
         out.again = out.again or (removed and budget_bound)
-        out.wake.extend(_due(now, decision.reasons))
+        out.wake.extend(_due(at.now, decision.reasons))
 
-    def disrupt(
-        self, now: float, running: Mapping[str, Running], pending: Sequence[Workload], out: Step
-    ) -> Decision[None]:
+    def disrupt(self, at: Moment, out: Step) -> Decision[None]:
         """Carry out a re-validated proposal; otherwise, every ``disruption_interval_seconds``,
         walk expiration, drift, multi-node and single-node consolidation (:data:`VOLUNTARY`)
         for the next action (one at a time, as Karpenter does). Expiry and drift are acted on
         at once; a consolidation is proposed and re-validated ``disruption_validation_seconds``
         later."""
+        now = at.now
         removing = out.removing()
         disrupting = self._disrupting(removing)
         if self.proposed is not None:
-            yield from self._revalidate(now, running, pending, removing, disrupting, out)
+            yield from self._revalidate(at, removing, disrupting, out)
             return
         if self.replacing or now < self.next_disruption:
             if not self.replacing:
@@ -179,14 +170,14 @@ class Disruptor:
             return
         settings = self.setup.settings
         self.next_disruption = now + settings.disruption_interval_seconds
-        action = self._next_action(now, running, pending, removing, disrupting, out)
+        action = self._next_action(at, removing, disrupting, out)
         if action is None:
             return
         if action.kind in ("expire", "drift"):
             yield from self._act(now, action, out)  # forced by time, not a judgement on the moment
             return
         if not self.headroom.kept_without(
-            action.nodes[0], removing | set(action.nodes), running.values()
+            action.nodes[0], removing | set(action.nodes), at.running.values()
         ):
             keep = Reason("headroom", "headroom: keeps the warm room")
             self.blocked.update(dict.fromkeys(action.nodes, keep))
@@ -196,37 +187,25 @@ class Disruptor:
         out.wake_if_busy.append(due)
 
     def _revalidate(
-        self,
-        now: float,
-        running: Mapping[str, Running],
-        pending: Sequence[Workload],
-        removing: set[str],
-        disrupting: set[str],
-        out: Step,
+        self, at: Moment, removing: set[str], disrupting: set[str], out: Step
     ) -> Decision[None]:
         """Once its validation time has come, carry out the proposed action if it still
         holds (:func:`validate`), else drop it."""
         assert self.proposed is not None
         action, due = self.proposed
-        if due > now:
+        if due > at.now:
             out.wake_if_busy.append(due)
             return
         self.proposed = None
-        state = self.views.state(now, running, pending, removing, disrupting - set(action.nodes))
+        state = self.views.state(at, removing, disrupting - set(action.nodes))
         check = validate(state, action)
         if not check.valid:
             out.log.append({"event": "autoscaler", "action": "cancelled", "reason": check.reason})
             return
-        yield from self._act(now, action, out)
+        yield from self._act(at.now, action, out)
 
     def _next_action(
-        self,
-        now: float,
-        running: Mapping[str, Running],
-        pending: Sequence[Workload],
-        removing: set[str],
-        disrupting: set[str],
-        out: Step,
+        self, at: Moment, removing: set[str], disrupting: set[str], out: Step
     ) -> Action | None:
         """The next voluntary action (:func:`decide` over :data:`VOLUNTARY`), unless nothing
         changed since a pass that found nothing to do; why each node was kept is noted."""
@@ -240,7 +219,7 @@ class Disruptor:
         if signature == self.last_signature and not time_bound and not self._expiring():
             return None  # nothing changed since a pass that found nothing to do
         self.last_signature = signature
-        state = self.views.state(now, running, pending, removing, disrupting)
+        state = self.views.state(at, removing, disrupting)
         decision = decide(state, VOLUNTARY)
         self._announce(decision.reasons, ANNOUNCED, "kept", out)
         self.blocked = dict(decision.reasons)

@@ -10,6 +10,7 @@ from fleetshare.autoscaling.disruption import NodeView, Pdb, PodView, State
 from fleetshare.autoscaling.settings import PdbSpec
 from fleetshare.control.autoscaler.bounds import floors
 from fleetshare.control.autoscaler.nodes import ManagedNode, NodeBook
+from fleetshare.control.autoscaler.step import Moment
 from fleetshare.governance.snapshot import Running
 from fleetshare.model.workload import Workload
 from fleetshare.placement.topology import constraint
@@ -94,20 +95,14 @@ class DisruptionViews:
         self._step = None
 
     def state(
-        self,
-        now: float,
-        running: Mapping[str, Running],
-        pending: Sequence[Workload],
-        exclude: set[str],
-        disrupting: set[str],
-        *,
-        offerings: bool = True,
+        self, at: Moment, exclude: set[str], disrupting: set[str], *, offerings: bool = True
     ) -> State:
         """What the disruption methods see at ``now`` (on the wall clock, for cron budgets):
         the Ready nodes but ``exclude``, their pods, the settings, PDBs with the pods they have
         lost, do-not-disrupt, floors and (for methods that buy replacements) offerings."""
+        now = at.now
         if self._step is None:
-            self._step = self._views(running)
+            self._step = self._views(at.running)
         nodes, pods = self._step
         if exclude:
             nodes = [n for n in nodes if n.name not in exclude]
@@ -118,7 +113,7 @@ class DisruptionViews:
             list(setup.pools.values()),
             now + setup.offset,
             disrupting=disrupting,
-            pdbs=self._pdbs(pending) if self.pdbs else (),
+            pdbs=self._pdbs(at.pending) if self.pdbs else (),
             settings=setup.disruption,
             floors=floors(setup.pools, now, setup.settings.clock_start),
             do_not_disrupt=setup.do_not_disrupt,

@@ -1,18 +1,31 @@
-"""What a step hands the runner (:class:`Step`) and why a node is removed (:func:`removal`)."""
+"""What a step looks at (:class:`Moment`), what it hands the runner (:class:`Step`) and why a
+node is removed (:func:`removal`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fleetshare.governance.snapshot import Running
 from fleetshare.model.node import Node
 from fleetshare.model.reason import Reason
+from fleetshare.model.workload import Workload
 
 
 def removal(category: str, message: str = "") -> Reason:
     """Why a node is removed: ``category`` (``empty``, ``repair``, ``consolidation``,
     ``expire``, ``drift``, ``spot-interruption``, ``ceiling``, ...) and the words shown."""
     return Reason(category, message or category)
+
+
+@dataclass(frozen=True, slots=True)
+class Moment:
+    """What a step looks at besides its own nodes: the time, the running and pending work."""
+
+    now: float
+    running: Mapping[str, Running]
+    pending: Sequence[Workload]
 
 
 @dataclass
