@@ -119,3 +119,27 @@ def test_a_reasons_gist_leaves_out_only_its_numbers() -> None:
     b = "not enough quota to borrow for cpu on rf: needs 5, q may take 2.5 (quota 20, 17.5 in use)"
     assert reason_gist(a) == reason_gist(b)
     assert reason_gist(a) != reason_gist(a.replace("cpu", "memory"))
+
+
+def test_queue_positions_of_a_lazy_result_are_those_of_the_plain_cycle() -> None:
+    """A team's pending work of several shapes: each workload's queue position (1 + the
+    team's work still pending ahead of it) from the cycle's lazily built result, looked up one
+    by one and materialized, equals the plain cycle's (no cache, every entry built)."""
+    from fleetshare.governance.admission import CycleCache, Engine
+    from fleetshare.governance.snapshot import Snapshot
+    from fleetshare.model.catalog import load_catalog
+    from fleetshare.traces.kueue_generator import load
+
+    trace = load(cohorts=1, queues_per_cohort=2, node_cpus=40)
+    engine = Engine(trace.load_policy(), load_catalog())
+    snapshot = Snapshot(0.0, list(trace.nodes), [], list(trace.workloads[:400]))
+    plain = engine.cycle(snapshot).pending
+    expected = {n: plain[n].position for n in plain}
+    shapes = {(w.team, repr(w.podsets)) for w in trace.workloads[:400] if w.name in plain}
+    teams = {team for team, _ in shapes}
+    assert len(shapes) > len(teams)  # a team's pending work comes in several shapes
+    assert sorted(expected.values())[-1] > 1
+    lazy = engine.cycle(snapshot, CycleCache()).pending
+    assert {n: lazy[n].position for n in expected} == expected
+    fresh = engine.cycle(snapshot, CycleCache()).pending
+    assert {n: p.position for n, p in fresh.items()} == expected

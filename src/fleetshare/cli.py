@@ -6,6 +6,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from importlib.resources import files
 from pathlib import Path
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from fleetshare.model.catalog import Catalog
+    from fleetshare.simulate.run import SimulationInput, VariantResult
+    from fleetshare.simulate.variants import Variant
 
 DEBUG_ENV = "FLEETSHARE_DEBUG"
 
@@ -598,81 +601,155 @@ def simulate(
     tables, in-window figures first, and the lender's view; --out writes an HTML report with
     charts and definitions; --json prints every metric per policy and per team.
     """
-    import os
-
-    from rich.markup import escape
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from fleetshare.scenario.loader import load_scenario
-    from fleetshare.simulate.report import (
-        coinciding,
-        comparison_tables,
-        findings,
-        lender_table,
-        write_report,
-    )
     from fleetshare.simulate.report import to_json as sim_json
-    from fleetshare.simulate.run import from_scenario, from_trace, run_variants
-    from fleetshare.simulate.showcase import (
-        DEFAULT_POLICIES,
-        SHOWCASE_TRACE,
-        showcase_options,
-    )
-    from fleetshare.simulate.variants import select
-    from fleetshare.traces import TRACES
+    from fleetshare.simulate.report import write_report
 
+    args = _SimulateArgs(
+        scenario,
+        trace,
+        policies,
+        placements,
+        days,
+        start_day,
+        seed,
+        options or [],
+        instance_type,
+        job_kind,
+        warm_capacity,
+        warm_history_days,
+    )
     if scenario is not None and trace is not None:
         _fail("give a SCENARIO or --trace, not both")
     if out is not None:
         _report_folder(out)
-    ref = scenario if scenario is not None else trace
-    if ref is not None and ref not in TRACES:
-        try:
-            path = _resolve(ref, or_trace=trace is not None)
-            if load_scenario(path).spec.services:
-                if options or days is not None or start_day is not None or jobs is not None:
-                    _fail("--days, --start-day, --option and --jobs do not apply to services")
-                _simulate_services(path, policies, as_json, out)
-                return
-        except (ScenarioError, ValueError, TypeError, KeyError, FileNotFoundError) as exc:
-            _fail(str(exc))
-        except typer.BadParameter as exc:
-            _fail(str(exc))
+    if _simulated_services(args, jobs, as_json, out):
+        return
+    inp, chosen = _simulation_input(args)
+    chosen = _runnable(args, inp, chosen)
+    results = _run_shown(inp, chosen, jobs)
+    if as_json:
+        print(json.dumps(sim_json(inp, results), indent=2))
+    else:
+        _print_comparison(inp, results, wide)
+    if out is not None:
+        paths = write_report(out, inp, results)
+        terminal.stderr().print(
+            f"report: {paths[0]} ({len(paths) - 1} more files)", highlight=False
+        )
+
+
+@dataclass(frozen=True)
+class _SimulateArgs:
+    """``simulate``'s options that choose its input and its policies, as given."""
+
+    scenario: str | None
+    trace: str | None
+    policies: list[str] | None
+    placements: list[str] | None
+    days: float | None
+    start_day: float | None
+    seed: int | None
+    options: list[str]
+    instance_type: str | None
+    job_kind: str | None
+    warm_capacity: str | None
+    warm_history_days: float
+
+    @property
+    def windowed(self) -> bool:
+        """A trace window or loader option was given."""
+        return bool(self.options) or self.days is not None or self.start_day is not None
+
+
+def _simulated_services(
+    args: _SimulateArgs, jobs: int | None, as_json: bool, out: Path | None
+) -> bool:
+    """``simulate`` of a scenario with services, when the input is one: True when it ran."""
+    from fleetshare.scenario.loader import load_scenario
+    from fleetshare.traces import TRACES
+
+    ref = args.scenario if args.scenario is not None else args.trace
+    if ref is None or ref in TRACES:
+        return False
     try:
-        loader_options = _trace_options(options or [])
-        chosen = select(policies or list(DEFAULT_POLICIES), placements or ())
-        if scenario is not None or (trace is not None and trace not in TRACES):
-            ref = scenario if scenario is not None else trace
-            assert ref is not None
-            if loader_options or days is not None or start_day is not None:
-                _fail("--days, --start-day and --option apply to traces, not scenario files")
-            if warm_capacity is not None:
-                _fail("--warm-capacity applies to traces; a scenario sets its pools' own")
-            inp = from_scenario(
-                _resolve(ref), seed=seed, instance_type=instance_type, job_kind=job_kind
-            )
-        else:
-            name = trace or SHOWCASE_TRACE
-            if trace is None:
-                opts = showcase_options(days, start_day)
-            else:
-                opts = {}
-                if days is not None:
-                    opts["days"] = days
-                if start_day is not None:
-                    opts["start_day"] = start_day
-            opts.update(loader_options)
-            inp = from_trace(name, opts, seed=seed, instance_type=instance_type, job_kind=job_kind)
-            if warm_capacity is not None:
-                inp.warm_capacity = _warm_setting(
-                    warm_capacity, name, opts, warm_history_days, inp.resource
-                )
+        path = _resolve(ref, or_trace=args.trace is not None)
+        if not load_scenario(path).spec.services:
+            return False
+        if args.windowed or jobs is not None:
+            _fail("--days, --start-day, --option and --jobs do not apply to services")
+        _simulate_services(path, args.policies, as_json, out)
+        return True
     except (ScenarioError, ValueError, TypeError, KeyError, FileNotFoundError) as exc:
         _fail(str(exc))
     except typer.BadParameter as exc:
         _fail(str(exc))
+
+
+def _simulation_input(args: _SimulateArgs) -> tuple[SimulationInput, list[Variant]]:
+    """The workloads and cluster to simulate, from a scenario file or a trace (the Helios
+    showcase by default), and the policy variants chosen."""
+    from fleetshare.simulate.showcase import DEFAULT_POLICIES
+    from fleetshare.simulate.variants import select
+    from fleetshare.traces import TRACES
+
+    try:
+        loader_options = _trace_options(args.options)
+        chosen = select(args.policies or list(DEFAULT_POLICIES), args.placements or ())
+        if args.scenario is not None or (args.trace is not None and args.trace not in TRACES):
+            return _scenario_input(args, bool(loader_options)), chosen
+        return _trace_input(args, loader_options), chosen
+    except (ScenarioError, ValueError, TypeError, KeyError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    except typer.BadParameter as exc:
+        _fail(str(exc))
+
+
+def _scenario_input(args: _SimulateArgs, loader_options: bool) -> SimulationInput:
+    """The input of a scenario file (one without services)."""
+    from fleetshare.simulate.run import from_scenario
+
+    ref = args.scenario if args.scenario is not None else args.trace
+    assert ref is not None
+    if loader_options or args.days is not None or args.start_day is not None:
+        _fail("--days, --start-day and --option apply to traces, not scenario files")
+    if args.warm_capacity is not None:
+        _fail("--warm-capacity applies to traces; a scenario sets its pools' own")
+    return from_scenario(
+        _resolve(ref), seed=args.seed, instance_type=args.instance_type, job_kind=args.job_kind
+    )
+
+
+def _trace_input(args: _SimulateArgs, loader_options: dict[str, object]) -> SimulationInput:
+    """The input of a trace's window (the showcase's without ``--trace``), with the warm
+    capacity setting of ``--warm-capacity``."""
+    from fleetshare.simulate.run import from_trace
+    from fleetshare.simulate.showcase import SHOWCASE_TRACE, showcase_options
+
+    name = args.trace or SHOWCASE_TRACE
+    if args.trace is None:
+        opts = showcase_options(args.days, args.start_day)
+    else:
+        opts = {}
+        if args.days is not None:
+            opts["days"] = args.days
+        if args.start_day is not None:
+            opts["start_day"] = args.start_day
+    opts.update(loader_options)
+    inp = from_trace(
+        name, opts, seed=args.seed, instance_type=args.instance_type, job_kind=args.job_kind
+    )
+    if args.warm_capacity is not None:
+        inp.warm_capacity = _warm_setting(
+            args.warm_capacity, name, opts, args.warm_history_days, inp.resource
+        )
+    return inp
+
+
+def _runnable(args: _SimulateArgs, inp: SimulationInput, chosen: list[Variant]) -> list[Variant]:
+    """The variants that can run on ``inp`` (without fixed nodes, only -autoscale ones), with
+    a note on stderr for what is not used."""
     err = terminal.stderr()
-    if warm_capacity is not None and not any(v.autoscale for v in chosen):
+    if args.warm_capacity is not None and not any(v.autoscale for v in chosen):
         err.print(
             "[yellow]note:[/] --warm-capacity applies to -autoscale policies; none chosen, "
             "so it is not used",
@@ -685,6 +762,20 @@ def simulate(
             err.print(f"[yellow]note:[/] no fixed nodes, skipped {', '.join(skipped)}")
         if not chosen:
             _fail("the input has no nodes: choose -autoscale policies")
+    return chosen
+
+
+def _run_shown(
+    inp: SimulationInput, chosen: list[Variant], jobs: int | None
+) -> list[VariantResult]:
+    """Run the variants, ``jobs`` at a time (default: one per core), with a progress bar per
+    variant on stderr."""
+    from rich.markup import escape
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from fleetshare.simulate.run import run_variants
+
+    err = terminal.stderr()
     workers = jobs if jobs is not None else (os.cpu_count() or 1)
     total = max(inp.duration, 1.0)
     progress = Progress(
@@ -710,33 +801,33 @@ def simulate(
         highlight=False,
     )
     try:
-        results = run_variants(inp, chosen, jobs=workers, progress=report, on_start=start)
+        return run_variants(inp, chosen, jobs=workers, progress=report, on_start=start)
     except ScenarioError as exc:  # a run that cannot end (RunLimitError)
         progress.stop()
         _fail(str(exc))
     finally:
         progress.stop()
-    if as_json:
-        print(json.dumps(sim_json(inp, results), indent=2))
-    else:
-        console = terminal.stdout()
-        for r in results:
-            if r.never_served:
-                console.print(f"[bold red]{r.name}[/]: {r.never_served}", highlight=False)
-        tables = comparison_tables(inp, results, wide)
-        console.print(tables[0])
-        lent = lender_table(inp, results)
-        if lent is not None:  # the lender's view right after the outcomes
-            console.print(lent)
-        for table in tables[1:]:
-            console.print(table)
-        for line in findings(results):
-            console.print(f"- {line}", highlight=False)
-        for line in coinciding(results):
-            console.print(f"[yellow]note[/]: {line}", highlight=False)
-    if out is not None:
-        paths = write_report(out, inp, results)
-        err.print(f"report: {paths[0]} ({len(paths) - 1} more files)", highlight=False)
+
+
+def _print_comparison(inp: SimulationInput, results: list[VariantResult], wide: bool) -> None:
+    """The comparison tables, the lender's view right after the outcomes, the findings."""
+    from fleetshare.simulate.report import coinciding, comparison_tables, findings, lender_table
+
+    console = terminal.stdout()
+    for r in results:
+        if r.never_served:
+            console.print(f"[bold red]{r.name}[/]: {r.never_served}", highlight=False)
+    tables = comparison_tables(inp, results, wide)
+    console.print(tables[0])
+    lent = lender_table(inp, results)
+    if lent is not None:  # the lender's view right after the outcomes
+        console.print(lent)
+    for table in tables[1:]:
+        console.print(table)
+    for line in findings(results):
+        console.print(f"- {line}", highlight=False)
+    for line in coinciding(results):
+        console.print(f"[yellow]note[/]: {line}", highlight=False)
 
 
 def _simulate_services(

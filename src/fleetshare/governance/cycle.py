@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from fleetshare.governance.ahead import FailedAhead
 from fleetshare.governance.fair_admission import FairOrder, queue_of, queue_weights
-from fleetshare.governance.flavors import BORROWING, WITHIN, Flavors, Option
+from fleetshare.governance.flavors import BORROWING, SHORT, WITHIN, Flavors, Option
 from fleetshare.governance.ordering import (
     Failure,
     MergeKeys,
@@ -133,6 +133,9 @@ class Cycle:
         """A workload with fewer pods being tried (by ``id``) -> the workload itself."""
         self._held: PendingReason | None = None
         self._too_large: set[TooLarge] = set()
+        self._no_room: set[tuple[int, str]] = set()
+        """(pod set index, flavor) pairs whose nodes had no room for the pod set in this
+        search (``_place_elsewhere``)."""
         """What placements in the current search found too large for every node."""
         self._keeping = False
         self._ahead = FailedAhead(model)
@@ -377,6 +380,7 @@ class Cycle:
         """Options whose preemption search was tried already."""
         self._held = None
         self._too_large.clear()
+        self._no_room.clear()
         # the flavor search (Kueue's flavor fungibility): in the team's order, the first flavor
         # within quota wins at once, and so does the first that borrows (when_can_borrow:
         # Borrow) or whose preemption makes room (when_can_preempt: Preempt)
@@ -411,6 +415,8 @@ class Cycle:
                 placed.add(index)
                 if self._try_place(wl, option, problems):
                     return None, options
+        if split is not None and self._no_room and self._place_elsewhere(wl, options, problems):
+            return None, options
         for index, option in enumerate(options):
             if index in preempted:
                 continue
@@ -470,12 +476,33 @@ class Cycle:
         if isinstance(plan, NoFit):
             if plan.too_large is not None:
                 self._too_large.add(plan.too_large)
+            index = next(i for i, ps in enumerate(wl.podsets) if ps.name == plan.podset)
+            self._no_room.add((index, option.flavors[index]))
             message = plan.message + self._overcommitted_note(wl, option)
             problems.append(PendingReason(message, "capacity"))
             return False
         if not self._probing:
             self._admit(wl, option, plan)
         return True
+
+    def _place_elsewhere(
+        self, wl: Workload, options: list[Option], problems: list[PendingReason]
+    ) -> bool:
+        """When pod sets may run on different flavors and a pod set found no room on the
+        flavor its options gave it: the assignment again with that flavor left out for that
+        pod set, while one within quota or borrowing comes out that was not tried (Kueue's
+        topology-aware flavor assigner likewise moves a pod set whose topology cannot hold
+        it to its next flavor). True when ``wl`` was admitted (or, probing, would be). The
+        new options join ``options``, so the preemption search may use them too."""
+        tried = {option.flavors for option in options}
+        while True:
+            assigned = self.flavors.assign(wl, frozenset(self._no_room))
+            if assigned is None or assigned.mode == SHORT or assigned.flavors in tried:
+                return False
+            tried.add(assigned.flavors)
+            options.append(assigned)
+            if self._try_place(wl, assigned, problems):
+                return True
 
     def _overcommitted_note(self, wl: Workload, option: Option) -> str:
         """For work within its quota that finds no room: whether that is because quotas

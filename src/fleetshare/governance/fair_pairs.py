@@ -92,9 +92,7 @@ class FairPairs:
                 paths[target] = path
         if paths:
             nodes = sorted({node for path in paths.values() for node in path})
-            negated = {
-                team: {fr: -v for fr, v in usage.items()} for team, usage in removed.items()
-            }
+            negated = {team: {fr: -v for fr, v in usage.items()} for team, usage in removed.items()}
             shares = self._state.shares_with(negated, nodes)
             for target, path in paths.items():
                 found[target] = tuple(shares[node] for node in path)

@@ -18,7 +18,9 @@ None is admissible when the workload requests a resource its team does not cover
   first, then the first that borrows); when none can,
   the first on which it stays within the team's own quota (preemption could reclaim it: Kueue
   prefers such a flavor, ``whenCanPreempt: TryNextFlavor``), else its first admitting flavor.
-  It is left out when it puts every pod set on one flavor (a uniform option already).
+  It is left out when it puts every pod set on one flavor (a uniform option already). When
+  the nodes of a pod set's flavor had no room for it, the cycle asks for the assignment again
+  with that flavor left out for that pod set (``avoid``; ``Cycle._place_elsewhere``).
 
 Requests for the team's quota-only resources are charged to their own flavor, not the node
 flavor. Each :class:`Option` says whether it is within the team's quota, borrowing, or short.
@@ -194,11 +196,20 @@ class Flavors:
         mode = SHORT if problem is not None else WITHIN if within else BORROWING
         return Option((flavor,) * len(wl.podsets), usage, mode, problem, within)
 
-    def assign(self, wl: Workload) -> Option | None:
+    def assign(
+        self, wl: Workload, avoid: frozenset[tuple[int, str]] = frozenset()
+    ) -> Option | None:
         """Kueue's assignment of a flavor per pod set, with its quota standing now (module
         docstring); None unless the pod sets are admitted by different flavors, each by some,
-        and the assignment puts them on more than one flavor."""
-        return self._assign(wl, self.split(wl))
+        and the assignment puts them on more than one flavor. ``avoid``: (pod set index,
+        flavor) pairs left out (their nodes had no room for the pod set)."""
+        split = self.split(wl)
+        if split is not None and avoid:
+            split = tuple(
+                tuple(f for f in flavors if (index, f) not in avoid)
+                for index, flavors in enumerate(split)
+            )
+        return self._assign(wl, split)
 
     def _assign(self, wl: Workload, split: tuple[tuple[str, ...], ...] | None) -> Option | None:
         if split is None or not all(split):

@@ -149,15 +149,17 @@ class MergeKeys:
 
     def _within_for_good(self, wl: Workload, usage: Mapping[FR, int]) -> bool:
         """Does ``wl`` (asking for ``usage`` on its nominal flavor) rank as work within quota?
-        When it fits its team's quota now; and, for a team that never borrows (sharing
-        ``Lend`` or ``DontLend``), whenever its request fits the quota at all on a flavor
+        When it fits its team's quota now; and, when its team cannot borrow what it would
+        borrow there (sharing ``Lend`` or ``DontLend``, or a borrowing limit of 0 on a
+        resource it would borrow), whenever its request fits the quota at all on a flavor
         admitting it: it is admitted within the quota or not at all (making room among the
         team's own work if it must), never borrowing, as Kueue's flavor assigner ranks a
-        ClusterQueue's head whose request fits its nominal quota."""
+        ClusterQueue's head whose request fits its nominal quota (a flavor where it cannot
+        borrow is no fit to the assigner)."""
         state = self._state
         if state.within_nominal(wl.team, usage):
             return True
-        if self._model.nodes[wl.team].can_borrow:
+        if not self._cannot_borrow(wl.team, usage):
             return False
         tree, governed = state.tree, self._model.governed
 
@@ -167,6 +169,22 @@ class MergeKeys:
         return fits(usage) or any(
             fits(self._flavors.usage(wl, f)) for f in self._flavors.uniform(wl)
         )
+
+    def _cannot_borrow(self, team: str, usage: Mapping[FR, int]) -> bool:
+        """Can ``team`` not borrow what ``usage`` would take beyond its quota now: it never
+        borrows, or a resource it would borrow has a borrowing limit of 0 (absolute, share of
+        quota or of idle compute)?"""
+        node = self._model.nodes[team]
+        if not node.can_borrow:
+            return True
+        tree, governed = self._state.tree, self._model.governed
+        for fr, value in usage.items():
+            if fr not in governed or tree.usage(team, fr) + value <= tree.quota(team, fr):
+                continue
+            limit = node.borrowing_limit.get(fr)
+            if (limit is not None and limit.amount == 0) or node.idle_percent.get(fr) == 0:
+                return True
+        return False
 
     def may_preempt(self, wl: Workload, other: Workload) -> bool:
         """May ``wl`` preempt ``other``, of the same team, by the team's rule for its own work

@@ -517,6 +517,7 @@ def _fair_share(
             fitted.append(fits())
         return fitted[0]
 
+    picked: list[Admitted] = []  # every victim chosen in this search, taken or not
     remaining = list(candidates)
     ranks: dict[str, tuple[float, ...]] = {}  # as ``removed`` stands; cleared when it changes
     for strategy in ("final-share", "initial-share"):
@@ -535,7 +536,7 @@ def _fair_share(
                 del by_team[team]
             if not borrowing(team, contested & entry.usage.keys()):
                 continue
-            if _would_reclaim_back(state, wl, entry, removed.get(team, {})):
+            if _would_reclaim_back(state, wl, entry, removed.get(team, {}), picked):
                 continue
             flat = pairs.flat(team)
             before = current[team] if flat else pairs.target_share(team, removed)
@@ -550,6 +551,7 @@ def _fair_share(
                     gone[fr] = gone.get(fr, 0) + v
                     freed[fr] = freed.get(fr, 0) + v
                 chosen.append(entry)
+                picked.append(entry)
                 remaining.remove(entry)
                 current[team] = after
                 ranks.clear()
@@ -560,11 +562,17 @@ def _fair_share(
 
 
 def _would_reclaim_back(
-    state: CycleState, wl: Workload, entry: Admitted, gone: dict[FR, int]
+    state: CycleState,
+    wl: Workload,
+    entry: Admitted,
+    gone: dict[FR, int],
+    picked: Sequence[Admitted] = (),
 ) -> bool:
     """Would evicting ``entry`` take its team below its own quota while it has work waiting
     that fits there and may reclaim from ``wl``? Then the preemptor would borrow quota its
-    owner takes straight back, and the two would preempt each other for ever."""
+    owner takes straight back, and the two would preempt each other for ever. The team's
+    victims already ``picked`` in this search wait too once evicted: one that fits the room
+    counts (chosen while the team still borrowed, it would be back within quota)."""
     team = entry.workload.team
     rule = state.model.teams[team].reclaim
     if rule == ReclaimPolicy.NEVER:
@@ -575,8 +583,15 @@ def _would_reclaim_back(
         if fr not in state.model.governed:
             continue
         room = tree.quota(team, fr) - (tree.usage(team, fr) - gone.get(fr, 0) - value)
-        if room > 0 and state.waiting_within(team, fr[1], room, above):
+        if room <= 0:
+            continue
+        if state.waiting_within(team, fr[1], room, above):
             return True
+        for victim in picked:
+            asked = victim.usage.get(fr, 0)
+            may = above is None or victim.workload.priority > above
+            if victim.workload.team == team and 0 < asked <= room and may:
+                return True
     return False
 
 

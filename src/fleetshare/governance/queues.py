@@ -513,6 +513,8 @@ class PendingMap(Mapping[str, Pending]):
         self._len = len(explicit) + sum(g.end - g.start for g in groups)
         self._grouped: dict[str, tuple[Group, int]] | None = None
         self._full: dict[str, Pending] | None = None
+        self._merged: dict[str, list[QueueKey]] = {}
+        """Per team, its shapes' queue keys in one sorted list (made on first use)."""
 
     def __len__(self) -> int:
         return self._len
@@ -528,8 +530,12 @@ class PendingMap(Mapping[str, Pending]):
         """1 + the team's still-pending work ahead of ``wl`` (priority, then FIFO): what was
         pending and was not admitted (work evicted in the cycle counts from the next)."""
         key = queue_key(wl)
-        ahead = sum(bisect_left(keys, key) for keys in self._team_keys.get(wl.team, ()))
-        ahead -= bisect_left(self._admitted.get(wl.team, []), key)
+        merged = self._merged.get(wl.team)
+        if merged is None:  # one list per team: a position is then one bisection, not one per shape
+            lists = self._team_keys.get(wl.team, [])
+            merged = lists[0] if len(lists) == 1 else sorted(k for keys in lists for k in keys)
+            self._merged[wl.team] = merged
+        ahead = bisect_left(merged, key) - bisect_left(self._admitted.get(wl.team, []), key)
         return ahead + 1
 
     def _entry(self, name: str) -> tuple[Workload, PendingReason] | None:

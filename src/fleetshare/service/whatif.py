@@ -91,7 +91,7 @@ class _Runner(Runner):
             # the live autoscaler's nodes are here as fixed nodes: number new ones past theirs
             # (POOL-TYPE-N), so that a launch in the simulation never takes an existing name
             numbers = [n.rsplit("-", 1)[-1] for n in self.nodes]
-            self.autoscaler._seq = max([int(n) for n in numbers if n.isdigit()] + [0])
+            self.autoscaler.number_after(max([int(n) for n in numbers if n.isdigit()] + [0]))
         for entry, remaining in running:
             wl = entry.workload
             self.records[wl.name] = WorkloadRecord(

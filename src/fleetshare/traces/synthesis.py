@@ -170,6 +170,189 @@ def _take(jobs: list[int], sizes: Sequence[int], units: int, count: int | None =
     return chosen
 
 
+def _check_series(
+    t: FloatArray,
+    run_u: IntArray,
+    pend_u: IntArray,
+    end: float,
+    end_order: str,
+    job_counts: Mapping[str, IntArray | None],
+) -> None:
+    """Refuse series that are not one value per increasing sample time before ``end``."""
+    if t.shape != run_u.shape or t.shape != pend_u.shape or t.ndim != 1:
+        raise ValueError("times, running and pending must be 1-D and of the same length")
+    if (run_u < 0).any() or (pend_u < 0).any():
+        raise ValueError("counts must not be negative")
+    if t.size and (np.diff(t) <= 0).any():
+        raise ValueError("times must increase")
+    if t.size and t[-1] >= end:
+        raise ValueError(f"end {end} must come after the last sample {t[-1]}")
+    if end_order not in ("lifo", "random"):
+        raise ValueError(f"end_order must be 'lifo' or 'random', got {end_order!r}")
+    for name, arr in job_counts.items():
+        if arr is not None and arr.shape != t.shape:
+            raise ValueError(f"{name} must have one value per sample")
+
+
+def _change_points(
+    t: FloatArray, series: Sequence[IntArray], job_counts: Sequence[IntArray | None]
+) -> IntArray:
+    """The samples at which a unit count or a given job count changes (the first always)."""
+    if not t.size:
+        return np.zeros(0, dtype=np.int64)
+    changes = np.concatenate(([0], np.flatnonzero(np.diff(series[0]) | np.diff(series[1])) + 1))
+    for arr in job_counts:
+        if arr is not None:
+            changes = np.union1d(changes, np.flatnonzero(np.diff(arr)) + 1)
+    return changes
+
+
+def _take_covering(
+    jobs: list[int], sizes: Sequence[int], units: int, count: int | None = None
+) -> list[int]:
+    """:func:`_take`, and when that leaves units over, the smallest larger job as well."""
+    chosen = _take(jobs, sizes, units, count)
+    left = units - sum(sizes[j] for j in chosen)
+    if left > 0:
+        taken = set(chosen)
+        bigger = [j for j in jobs if j not in taken and sizes[j] > left]
+        if bigger:
+            chosen.append(min(bigger, key=lambda j: sizes[j]))
+    return chosen
+
+
+@dataclass
+class _Synthesis:
+    """The jobs made so far (by index) and which of them run and wait now."""
+
+    end: float
+    prior: Mapping[int, float]
+    mean_size: float
+    rng: random.Random | None
+    """Shuffles the jobs that may end (``end_order="random"``); None: the newest end first."""
+    stats: QueueStats = field(default_factory=QueueStats)
+    sizes: list[int] = field(default_factory=list)
+    submits: list[float] = field(default_factory=list)
+    starts: list[float | None] = field(default_factory=list)
+    stops: list[float] = field(default_factory=list)
+    queue: list[int] = field(default_factory=list)
+    """Waiting jobs, oldest first."""
+    active: list[int] = field(default_factory=list)
+    """Running jobs, in start order."""
+    run_now: int = 0
+    pend_now: int = 0
+
+    def step(
+        self, now: float, want_run: int, want_pend: int, run_jobs: int | None, pend_jobs: int | None
+    ) -> None:
+        """Follow the data at ``now``: the three rules of the module docstring in turn."""
+        started_now = self._start_waiting(now, want_pend)
+        if self.run_now > want_run:
+            ending = None if run_jobs is None else len(self.active) - run_jobs
+            self._end_running(now, want_run, ending, started_now)
+            self._unstart(want_run, started_now)
+        if self.run_now < want_run:
+            count = None if run_jobs is None else run_jobs - len(self.active)
+            self._add(now, want_run - self.run_now, count, started=True)
+        if self.pend_now < want_pend:
+            count = None if pend_jobs is None else pend_jobs - len(self.queue)
+            self._add(now, want_pend - self.pend_now, count, started=False)
+        elif self.pend_now > want_pend:
+            self._withdraw(now, want_pend)
+            if self.pend_now < want_pend:
+                self._add(now, want_pend - self.pend_now, None, started=False)
+
+    def _new(self, size: int, at: float, started: bool) -> int:
+        self.sizes.append(size)
+        self.submits.append(at)
+        self.starts.append(at if started else None)
+        self.stops.append(self.end)
+        return len(self.sizes) - 1
+
+    def _add(self, now: float, units: int, count: int | None, *, started: bool) -> None:
+        """New jobs of ``units`` in all: running at once, or joining the queue."""
+        for size in split(units, count, self.prior, self.mean_size):
+            job = self._new(size, now, started)
+            if started:
+                self.active.append(job)
+                self.run_now += size
+            else:
+                self.queue.append(job)
+                self.pend_now += size
+
+    def _start_waiting(self, now: float, want_pend: int) -> set[int]:
+        """Pending falls: the oldest waiting jobs that fit start; returns them."""
+        started_now: set[int] = set()
+        if self.pend_now <= want_pend:
+            return started_now
+        for job in _take(self.queue, self.sizes, self.pend_now - want_pend):
+            self.starts[job] = now
+            started_now.add(job)
+            self.pend_now -= self.sizes[job]
+            self.run_now += self.sizes[job]
+        self.queue = [j for j in self.queue if j not in started_now]
+        self.active.extend(sorted(started_now))
+        return started_now
+
+    def _end_running(
+        self, now: float, want_run: int, ending: int | None, started_now: set[int]
+    ) -> None:
+        """Running above the data: end jobs (never one that started now)."""
+        order = [j for j in reversed(self.active) if j not in started_now]
+        if self.rng is not None:
+            self.rng.shuffle(order)
+        done = _take_covering(order, self.sizes, self.run_now - want_run, ending)
+        for job in done:
+            self.stops[job] = now
+            self.run_now -= self.sizes[job]
+        gone = set(done)
+        self.active = [j for j in self.active if j not in gone]
+
+    def _unstart(self, want_run: int, started_now: set[int]) -> None:
+        """Still above: only jobs that just left the queue could end, so they did not start."""
+        for job in sorted(started_now, reverse=True):
+            if self.run_now <= want_run:
+                break
+            self.starts[job] = None
+            started_now.discard(job)
+            self.active.remove(job)
+            self.queue.insert(0, job)
+            self.run_now -= self.sizes[job]
+            self.pend_now += self.sizes[job]
+
+    def _withdraw(self, now: float, want_pend: int) -> None:
+        """Pending above the data: the newest waiting jobs that fit never run."""
+        out = _take_covering(list(reversed(self.queue)), self.sizes, self.pend_now - want_pend)
+        for job in out:
+            self.pend_now -= self.sizes[job]
+            self.stats.withdrawn += 1
+            self.stats.withdrawn_unit_seconds += self.sizes[job] * (now - self.submits[job])
+            self.sizes[job] = 0  # dropped by jobs()
+        gone = set(out)
+        self.queue = [j for j in self.queue if j not in gone]
+
+    def stray(self, span: float, data_run: int, data_pend: int) -> None:
+        """Count how far the synthesis stood from the data for ``span`` seconds."""
+        self.stats.running_error_unit_seconds += abs(self.run_now - data_run) * span
+        self.stats.pending_error_unit_seconds += abs(self.pend_now - data_pend) * span
+
+    def jobs(self) -> list[SynthJob]:
+        """The jobs that waited or ran, in submission order, counted in ``stats``."""
+        jobs: list[SynthJob] = []
+        for k, size in enumerate(self.sizes):
+            start = self.starts[k]
+            if size == 0 or (start is not None and self.stops[k] <= start):
+                continue
+            jobs.append(SynthJob(size, self.submits[k], start, self.stops[k]))
+            self.stats.sizes[size] = self.stats.sizes.get(size, 0) + 1
+            if start is None:
+                self.stats.never_started += 1
+        self.stats.jobs = len(jobs)
+        end = self.end
+        jobs.sort(key=lambda j: (j.submit, j.start if j.start is not None else end))
+        return jobs
+
+
 def queue_jobs(
     times: Sequence[float] | FloatArray,
     running: Sequence[int] | IntArray,
@@ -188,147 +371,26 @@ def queue_jobs(
     t = np.asarray(times, dtype=np.float64)
     run_u = np.asarray(running, dtype=np.int64)
     pend_u = np.asarray(pending, dtype=np.int64)
-    if t.shape != run_u.shape or t.shape != pend_u.shape or t.ndim != 1:
-        raise ValueError("times, running and pending must be 1-D and of the same length")
-    if (run_u < 0).any() or (pend_u < 0).any():
-        raise ValueError("counts must not be negative")
-    if t.size and (np.diff(t) <= 0).any():
-        raise ValueError("times must increase")
-    if t.size and t[-1] >= end:
-        raise ValueError(f"end {end} must come after the last sample {t[-1]}")
-    if end_order not in ("lifo", "random"):
-        raise ValueError(f"end_order must be 'lifo' or 'random', got {end_order!r}")
     run_j = None if running_jobs is None else np.asarray(running_jobs, dtype=np.int64)
     pend_j = None if pending_jobs is None else np.asarray(pending_jobs, dtype=np.int64)
-    for name, arr in (("running_jobs", run_j), ("pending_jobs", pend_j)):
-        if arr is not None and arr.shape != t.shape:
-            raise ValueError(f"{name} must have one value per sample")
+    _check_series(t, run_u, pend_u, end, end_order, {"running_jobs": run_j, "pending_jobs": pend_j})
     if mean_size is None:
-        weights = _log_weights(prior)
-        mean_size = sum(s * math.exp(lp) for s, lp in weights)
-    rng = random.Random(seed)
-    stats = QueueStats()
-
-    sizes: list[int] = []
-    submits: list[float] = []
-    starts: list[float | None] = []
-    stops: list[float] = []
-    queue: list[int] = []  # waiting jobs, oldest first
-    active: list[int] = []  # running jobs, in start order
-    run_now = 0
-    pend_now = 0
-
-    def new(size: int, at: float, started: bool) -> int:
-        sizes.append(size)
-        submits.append(at)
-        starts.append(at if started else None)
-        stops.append(end)
-        return len(sizes) - 1
-
-    if t.size:
-        changes = np.concatenate(([0], np.flatnonzero(np.diff(run_u) | np.diff(pend_u)) + 1))
-        if run_j is not None:
-            changes = np.union1d(changes, np.flatnonzero(np.diff(run_j)) + 1)
-        if pend_j is not None:
-            changes = np.union1d(changes, np.flatnonzero(np.diff(pend_j)) + 1)
-    else:
-        changes = np.zeros(0, dtype=np.int64)
+        mean_size = sum(s * math.exp(lp) for s, lp in _log_weights(prior))
+    rng = random.Random(seed) if end_order == "random" else None
+    synth = _Synthesis(end, prior, mean_size, rng)
     edges = np.append(t, end)
     last_i = 0
-    for i in changes.tolist():
-        now = float(t[i])
-        # how far the synthesis stood from the data since the previous change
-        if i:
-            span = float(edges[i] - edges[last_i])
-            stats.running_error_unit_seconds += abs(run_now - int(run_u[last_i])) * span
-            stats.pending_error_unit_seconds += abs(pend_now - int(pend_u[last_i])) * span
+    for i in _change_points(t, (run_u, pend_u), (run_j, pend_j)).tolist():
+        if i:  # how far the synthesis stood from the data since the previous change
+            synth.stray(float(edges[i] - edges[last_i]), int(run_u[last_i]), int(pend_u[last_i]))
         last_i = i
-        want_run, want_pend = int(run_u[i]), int(pend_u[i])
-        # 1. pending falls: the oldest waiting jobs that fit start
-        started_now: set[int] = set()
-        if pend_now > want_pend:
-            for job in _take(queue, sizes, pend_now - want_pend):
-                starts[job] = now
-                started_now.add(job)
-                pend_now -= sizes[job]
-                run_now += sizes[job]
-            queue = [j for j in queue if j not in started_now]
-            active.extend(sorted(started_now))
-        # 2. running: end jobs, or start fresh ones
-        if run_now > want_run:
-            order = [j for j in reversed(active) if j not in started_now]
-            if end_order == "random":
-                rng.shuffle(order)
-            ending_jobs = None
-            if run_j is not None:
-                ending_jobs = len(active) - int(run_j[i])
-            done = _take(order, sizes, run_now - want_run, ending_jobs)
-            left = run_now - want_run - sum(sizes[j] for j in done)
-            if left > 0:  # no exact fit: end the smallest larger job, start the rest afresh
-                chosen = set(done)
-                bigger = [j for j in order if j not in chosen and sizes[j] > left]
-                if bigger:
-                    done.append(min(bigger, key=lambda j: sizes[j]))
-            for job in done:
-                stops[job] = now
-                run_now -= sizes[job]
-            gone = set(done)
-            active = [j for j in active if j not in gone]
-            # still above: only jobs that just left the queue could end, so they did not start
-            for job in sorted(started_now, reverse=True):
-                if run_now <= want_run:
-                    break
-                starts[job] = None
-                started_now.discard(job)
-                active.remove(job)
-                queue.insert(0, job)
-                run_now -= sizes[job]
-                pend_now += sizes[job]
-        if run_now < want_run:
-            count = None if run_j is None else int(run_j[i]) - len(active)
-            for size in split(want_run - run_now, count, prior, mean_size):
-                active.append(new(size, now, True))
-                run_now += size
-        # 3. pending: new jobs join the queue, or the newest that fit are withdrawn
-        if pend_now < want_pend:
-            count = None if pend_j is None else int(pend_j[i]) - len(queue)
-            for size in split(want_pend - pend_now, count, prior, mean_size):
-                queue.append(new(size, now, False))
-                pend_now += size
-        elif pend_now > want_pend:
-            newest = list(reversed(queue))
-            out = _take(newest, sizes, pend_now - want_pend)
-            left = pend_now - want_pend - sum(sizes[j] for j in out)
-            if left > 0:  # no exact fit: withdraw the smallest larger job, the rest rejoins
-                chosen = set(out)
-                bigger = [j for j in newest if j not in chosen and sizes[j] > left]
-                if bigger:
-                    out.append(min(bigger, key=lambda j: sizes[j]))
-            for job in out:
-                pend_now -= sizes[job]
-                stats.withdrawn += 1
-                stats.withdrawn_unit_seconds += sizes[job] * (now - submits[job])
-                sizes[job] = 0  # dropped below
-            gone = set(out)
-            queue = [j for j in queue if j not in gone]
-            if pend_now < want_pend:
-                for size in split(want_pend - pend_now, None, prior, mean_size):
-                    queue.append(new(size, now, False))
-                    pend_now += size
+        synth.step(
+            float(t[i]),
+            int(run_u[i]),
+            int(pend_u[i]),
+            None if run_j is None else int(run_j[i]),
+            None if pend_j is None else int(pend_j[i]),
+        )
     if t.size:
-        span = float(end - edges[last_i])
-        stats.running_error_unit_seconds += abs(run_now - int(run_u[last_i])) * span
-        stats.pending_error_unit_seconds += abs(pend_now - int(pend_u[last_i])) * span
-
-    jobs: list[SynthJob] = []
-    for k, size in enumerate(sizes):
-        start = starts[k]
-        if size == 0 or (start is not None and stops[k] <= start):
-            continue
-        jobs.append(SynthJob(size, submits[k], start, stops[k]))
-        stats.sizes[size] = stats.sizes.get(size, 0) + 1
-        if start is None:
-            stats.never_started += 1
-    stats.jobs = len(jobs)
-    jobs.sort(key=lambda j: (j.submit, j.start if j.start is not None else end))
-    return jobs, stats
+        synth.stray(float(end - edges[last_i]), int(run_u[last_i]), int(pend_u[last_i]))
+    return synth.jobs(), synth.stats

@@ -119,6 +119,221 @@ def _rebalanced(
     return polished if _score(p, polished) < _score(p, best) - 1e-9 else best
 
 
+class _Search:
+    """One plan's search over the phases, in order: the plans made so far, the best one and
+    the bound, and the figures ``Plan.stats`` reports."""
+
+    def __init__(self, p: Problem, budget: PlanBudget, net: SafetyNet, target_gap: float) -> None:
+        self.p, self.budget, self.net, self.target_gap = p, budget, net, target_gap
+        self.clock = {"build_s": net.elapsed()}
+        self.res_bound, self.pi_res, self.lam = resource_prices(p)
+        self.bound = self.res_bound
+        self.plans: list[tuple[str, Packing]] = []
+        self.variants: list[tuple[str, Packing]] = []  # fluid plans other than the cheapest
+        self.starts: list[tuple[str, Packing]] = []  # where the local search ran from
+        self.costs: dict[str, float] = {}
+        self.work: dict[str, float] = {}
+        self.solves: Solves = {}  # the other fluid plans often start with the same LP solves
+        self.fluid: Packing | None = None
+        self.fluid_bound = 0.0
+        self.near = self.bound  # what "close to the bound" means for the choices below
+        self.small = p.n_classes * len(p.candidates) <= SMALL_PROBLEM
+        self.pool = Columns()  # every node of every plan: the pool of patterns for the dive
+        self.plain = replace(budget, search_rebalances=0)  # starts and dives: moves and swaps
+        self.relax = Relaxation(bound=self.bound)
+        self.cols = Columns()
+        self.best_method = "none"
+        self.best = Packing(p)
+
+    def lap(self, name: str) -> None:
+        self.clock[name] = self.net.elapsed() - sum(self.clock.values())
+
+    def fluid_plans(self) -> None:
+        """The fluid plan, and more from other candidate sets and passes while the best is
+        not close."""
+        p, budget, net = self.p, self.budget, self.net
+        self.fluid, self.fluid_bound = fluid_packing(p, self.lam, budget, net, self.solves)
+        self.near = max(self.bound, self.fluid_bound)
+        if self.fluid is not None:
+            self.plans.append(("fluid", greedy(p, "pod", start=self.fluid)))
+            self.costs["cost_fluid"] = _score(p, self.plans[-1][1])
+            for i, (slack, passes, most) in enumerate(budget.fluid_variants):
+                if _gap(p, self.plans[0][1], self.near) <= self.target_gap or net.fired():
+                    break
+                other = replace(
+                    budget, fluid_slack=slack, fluid_passes=passes, fluid_candidates=most
+                )
+                alt, _ = fluid_packing(p, self.lam, other, net, self.solves)
+                if alt is not None:
+                    self._fluid_variant(i, greedy(p, "pod", start=alt))
+        self.lap("fluid_s")
+
+    def _fluid_variant(self, i: int, pack: Packing) -> None:
+        """Another fluid plan: the first of the plans when cheapest, else a variant."""
+        self.costs[f"cost_fluid_{i + 1}"] = _score(self.p, pack)
+        if _score(self.p, pack) < _score(self.p, self.plans[0][1]) - 1e-9:
+            self.variants.append(self.plans[0])
+            self.plans[0] = ("fluid", pack)
+        else:
+            self.variants.append(("fluid", pack))
+
+    def greedy_plans(self) -> None:
+        """The four greedy plans: without a fluid plan, on small problems, or when the fluid
+        plan is not close."""
+        p = self.p
+        if not self.plans or self.small or _gap(p, self.plans[0][1], self.near) > self.target_gap:
+            for i, rule in enumerate(("pod", "big", "spread", "balance")):
+                self.plans.append(("greedy", greedy(p, rule)))
+                self.costs[f"cost_greedy_{i}"] = _score(p, self.plans[-1][1])
+            self.lap("greedy_s")
+
+    def improve_starts(self) -> None:
+        """Local search from the best start and the other fluid plans (on small problems also
+        from the best greedy one, the plain path's start: a worse start sometimes ends
+        cheaper); the best goes on with rebalances while it is not close."""
+        p, plans = self.p, self.plans
+        greedy_best = min(
+            (mp for mp in plans if mp[0] == "greedy"),
+            key=lambda mp: _score(p, mp[1]),
+            default=None,
+        )
+        if self.small and self.fluid is not None and greedy_best is not None:
+            self.starts = [plans[0], greedy_best, *self.variants]
+        else:
+            self.starts = [min(plans, key=lambda mp: _score(p, mp[1])), *self.variants]
+        for _, pack in [*plans, *self.variants]:
+            add_nodes(self.pool, pack)
+        moves = sum(improve(p, pack, self.plain, self.net) for _, pack in self.starts)
+        self.work["search_moves"] = float(moves)
+        self.best_method, self.best = min(self.starts, key=lambda mp: _score(p, mp[1]))
+        self.costs["cost_improved"] = _score(p, self.best)
+        # a copy: the other starts stay as they were, and the dive's pool gets both
+        if _gap(p, self.best, self.near) > self.budget.dive_gap and not self.net.fired():
+            self.best = self._rebalanced("cost_rebalanced")
+        self.lap("improve_s")
+
+    def _rebalanced(self, key: str) -> Packing:
+        return _rebalanced(self.p, self.best, self.budget, self.net, self.work, self.costs, key)
+
+    def _compete(self, method: str, pack: Packing, key: str) -> None:
+        """``pack`` (recorded as ``key``) becomes the best when cheaper."""
+        self.costs[key] = _score(self.p, pack)
+        if _score(self.p, pack) < _score(self.p, self.best) - 1e-9:
+            self.best_method, self.best = method, pack
+
+    def column_plans(self) -> None:
+        """Column generation, LP rounding and the MILP, for small problems, or when there is
+        no fluid plan and the best is not close (on large ones the fluid plan is closer than
+        LP rounding, and faster)."""
+        p, budget, net = self.p, self.budget, self.net
+        if (
+            not (
+                self.small
+                or (self.fluid is None and _gap(p, self.best, self.near) > self.target_gap)
+            )
+            or net.fired()
+        ):
+            return
+        for _, pack in self.plans:
+            for n in range(pack.n):
+                self.cols.add(int(pack.cand[n]), pack.counts[n])
+        add_singletons(p, self.cols)
+        self.relax = column_generation(p, self.cols, budget, net, self.bound, self.pi_res)
+        self.bound = max(self.bound, self.relax.bound)
+        self.lap("lp_s")
+        if self.relax.y.size:
+            rounded = round_columns(p, self.cols, self.relax.y, budget.rounding_passes)
+            self._compete("lp-rounding", greedy(p, "spread", start=rounded), "cost_lp_rounding")
+        small = self.small or p.n_classes <= SMALL
+        if small and _gap(p, self.best, self.bound) > 1e-6 and not net.fired():
+            chosen = milp_columns(p, self.cols, self.relax, budget.milp_columns)
+            y = solve_milp(p, chosen, budget.milp_nodes, net)
+            if y is not None:
+                pack = greedy(p, "spread", start=decode(p, chosen, y))
+                self._compete("milp", pack, "cost_milp")
+        self.lap("milp_s")
+        if self.best_method in ("lp-rounding", "milp"):
+            self.work["search_moves"] += improve(p, self.best, budget, net)
+            self.lap("improve2_s")
+
+    def dives(self) -> None:
+        """Price and dive over the pool of every plan's nodes, while the best is not close
+        (after column generation and the MILP on small problems, which often close the
+        gap)."""
+        p, budget, net = self.p, self.budget, self.net
+        if _gap(p, self.best, max(self.near, self.bound)) <= budget.dive_gap or net.fired():
+            return
+        for _, pack in self.starts:
+            add_nodes(self.pool, pack)
+        for j, rows, vals in zip(self.cols.cand, self.cols.rows, self.cols.vals, strict=True):
+            pattern = np.zeros(p.n_classes, np.int64)
+            pattern[rows] = vals.astype(np.int64)
+            self.pool.add(j, pattern)  # the columns generated above
+        # each dive may price its share of the work; another dive from the pool the last one
+        # grew (its nodes after the local search included) while the plan is not close and
+        # its share pays for its first rounds (so on large problems there is one)
+        share = budget.dive_work // max(budget.dive_repeats, 1)
+        for i in range(budget.dive_repeats):
+            if i and (
+                _gap(p, self.best, max(self.near, self.bound)) <= budget.dive_gap
+                or share < budget.dive_rounds * round_work(p)
+                or net.fired()
+            ):
+                break
+            self._dive(i, share)
+        self.lap("dive_s")
+        if _gap(p, self.best, max(self.near, self.bound)) > budget.dive_gap and not net.fired():
+            self.best = self._rebalanced("cost_dive_rebalanced")
+
+    def _dive(self, i: int, share: int) -> None:
+        """One price-and-dive plan from the pool, improved; the pool gets its nodes."""
+        p = self.p
+        dived, dive_work = pattern_dive(p, self.pool, self.budget, self.net, self.pi_res, share)
+        for key, value in dive_work.items():
+            self.work[key] = self.work.get(key, 0.0) + value if key != "dive_lp" else value
+        dived = greedy(p, "spread", start=dived)
+        self.costs[f"cost_dive_{i + 1}"] = _score(p, dived)
+        self.work["search_moves"] += improve(p, dived, self.plain, self.net)
+        add_nodes(self.pool, dived)
+        self._compete("dive", dived, f"cost_dive_{i + 1}_improved")
+
+    def finish(self, plan: Plan) -> None:
+        """The best plan's nodes and reasons, its method, lower bound and figures."""
+        p, net, best = self.p, self.net, self.best
+        net.fired()  # a solve the time limit cut short inside HiGHS is reported too
+        why, cover = enforce_topology(p, best)
+        _finish(p, best, plan, why, cover)
+        plan.method = self.best_method + (" (cut short by the time limit)" if net.hit else "")
+        plan.time_limit_hit = net.hit
+        # the bound is on objective prices; free reservations cost a tiny amount there
+        token = p.obj - p.price
+        ymax = np.minimum(most_nodes(p), float(p.demand.sum()))
+        nudge = float((token * np.where(token > 0, ymax, 0)).sum())
+        uncovered = float(np.maximum(p.demand - best.covered(), 0).sum())
+        bound = self.bound
+        if uncovered == 0:  # the fluid LP's bound holds for plans that cover every pod
+            bound = max(bound, self.fluid_bound)
+        plan.lower_bound = max(0.0, bound - p.penalty * uncovered - nudge)
+        plan.bound_is_proven = uncovered == 0 and plan.lower_bound > 0
+        relax = self.relax
+        plan.stats = {
+            "classes": p.n_classes,
+            "items": len(p.items),
+            "candidates": len(p.candidates),
+            "columns": len(self.cols),
+            "rounds": relax.rounds,
+            "knapsacks": relax.knapsacks,
+            "lp_value": relax.value,
+            "lp_converged": float(relax.exact),
+            "resource_bound": self.res_bound,
+            "fluid_bound": self.fluid_bound,
+            **self.work,
+            **self.costs,
+            "time_limit_hit": float(net.hit),
+            **self.clock,
+        }
+
+
 def plan_nodes(
     shapes: Sequence[PodShape],
     pools: Sequence[NodePool],
@@ -148,7 +363,6 @@ def plan_nodes(
     the budget. ``time_limit`` (seconds) is an outer safety net:
     if it fires, the search stops where it is and ``Plan.time_limit_hit`` is set.
     """
-    budget = budget or PlanBudget()
     net = SafetyNet(time_limit)
     plan = Plan()
     p = build_problem(
@@ -161,160 +375,13 @@ def plan_nodes(
         running_instances,
         plan,
     )
-    if p is None:
-        plan.seconds = net.elapsed()
-        return plan
-    clock = {"build_s": net.elapsed()}
-
-    def lap(name: str) -> None:
-        clock[name] = net.elapsed() - sum(clock.values())
-
-    res_bound, pi_res, lam = resource_prices(p)
-    bound = res_bound
-    plans: list[tuple[str, Packing]] = []
-    costs: dict[str, float] = {}
-    solves: Solves = {}  # the other fluid plans often start with the same LP solves
-    fluid, fluid_bound = fluid_packing(p, lam, budget, net, solves)
-    near = max(bound, fluid_bound)  # what "close to the bound" means for the choices below
-    variants: list[tuple[str, Packing]] = []  # fluid plans other than the cheapest
-    if fluid is not None:
-        plans.append(("fluid", greedy(p, "pod", start=fluid)))
-        costs["cost_fluid"] = _score(p, plans[-1][1])
-        # more fluid plans, other candidate sets and passes, while the best is not close
-        for i, (slack, passes, most) in enumerate(budget.fluid_variants):
-            if _gap(p, plans[0][1], near) <= target_gap or net.fired():
-                break
-            other = replace(budget, fluid_slack=slack, fluid_passes=passes, fluid_candidates=most)
-            alt, _ = fluid_packing(p, lam, other, net, solves)
-            if alt is not None:
-                pack = greedy(p, "pod", start=alt)
-                costs[f"cost_fluid_{i + 1}"] = _score(p, pack)
-                if _score(p, pack) < _score(p, plans[0][1]) - 1e-9:
-                    variants.append(plans[0])
-                    plans[0] = ("fluid", pack)
-                else:
-                    variants.append(("fluid", pack))
-    lap("fluid_s")
-    small = p.n_classes * len(p.candidates) <= SMALL_PROBLEM
-    if not plans or small or _gap(p, plans[0][1], near) > target_gap:
-        for i, rule in enumerate(("pod", "big", "spread", "balance")):
-            plans.append(("greedy", greedy(p, rule)))
-            costs[f"cost_greedy_{i}"] = _score(p, plans[-1][1])
-        lap("greedy_s")
-    # local search from the best start, and from the other fluid plans; on small problems
-    # also from the best greedy one (the plain path's start): a worse start sometimes ends
-    # cheaper
-    greedy_best = min(
-        (mp for mp in plans if mp[0] == "greedy"), key=lambda mp: _score(p, mp[1]), default=None
-    )
-    if small and fluid is not None and greedy_best is not None:
-        starts = [plans[0], greedy_best, *variants]
-    else:
-        starts = [min(plans, key=lambda mp: _score(p, mp[1])), *variants]
-    pool = Columns()  # every node of every plan: the pool of patterns for the dive
-    for _, pack in [*plans, *variants]:
-        add_nodes(pool, pack)
-    plain = replace(budget, search_rebalances=0)  # starts and dives: moves and swaps only
-    work = {"search_moves": float(sum(improve(p, pack, plain, net) for _, pack in starts))}
-    best_method, best = min(starts, key=lambda mp: _score(p, mp[1]))
-    costs["cost_improved"] = _score(p, best)
-    # not close: the best goes on with the local search's rebalances (a copy: the other
-    # starts stay as they were, and the dive's pool gets both)
-    if _gap(p, best, near) > budget.dive_gap and not net.fired():
-        best = _rebalanced(p, best, budget, net, work, costs, "cost_rebalanced")
-    lap("improve_s")
-    relax = Relaxation(bound=bound)
-    cols = Columns()
-    # column generation for small problems, or when there is no fluid plan and the greedy one
-    # is not close (on large ones the fluid plan is closer than LP rounding, and faster)
-    if (small or (fluid is None and _gap(p, best, near) > target_gap)) and not net.fired():
-        for _, pack in plans:
-            for n in range(pack.n):
-                cols.add(int(pack.cand[n]), pack.counts[n])
-        add_singletons(p, cols)
-        relax = column_generation(p, cols, budget, net, bound, pi_res)
-        bound = max(bound, relax.bound)
-        lap("lp_s")
-        if relax.y.size:
-            rounded = round_columns(p, cols, relax.y, budget.rounding_passes)
-            pack = greedy(p, "spread", start=rounded)
-            costs["cost_lp_rounding"] = _score(p, pack)
-            if _score(p, pack) < _score(p, best) - 1e-9:
-                best_method, best = "lp-rounding", pack
-        if (small or p.n_classes <= SMALL) and _gap(p, best, bound) > 1e-6 and not net.fired():
-            chosen = milp_columns(p, cols, relax, budget.milp_columns)
-            y = solve_milp(p, chosen, budget.milp_nodes, net)
-            if y is not None:
-                pack = greedy(p, "spread", start=decode(p, chosen, y))
-                costs["cost_milp"] = _score(p, pack)
-                if _score(p, pack) < _score(p, best) - 1e-9:
-                    best_method, best = "milp", pack
-        lap("milp_s")
-        if best_method in ("lp-rounding", "milp"):
-            work["search_moves"] += improve(p, best, budget, net)
-            lap("improve2_s")
-    # price and dive over the pool of every plan's nodes, while the best is not close (after
-    # column generation and the MILP on small problems, which often close the gap)
-    if _gap(p, best, max(near, bound)) > budget.dive_gap and not net.fired():
-        for _, pack in starts:
-            add_nodes(pool, pack)
-        for j, rows, vals in zip(cols.cand, cols.rows, cols.vals, strict=True):
-            pattern = np.zeros(p.n_classes, np.int64)
-            pattern[rows] = vals.astype(np.int64)
-            pool.add(j, pattern)  # the columns generated above
-        # each dive may price its share of the work; another dive from the pool the last one
-        # grew (its nodes after the local search included) while the plan is not close and
-        # its share pays for its first rounds (so on large problems there is one)
-        share = budget.dive_work // max(budget.dive_repeats, 1)
-        for i in range(budget.dive_repeats):
-            if i and (
-                _gap(p, best, max(near, bound)) <= budget.dive_gap
-                or share < budget.dive_rounds * round_work(p)
-                or net.fired()
-            ):
-                break
-            dived, dive_work = pattern_dive(p, pool, budget, net, pi_res, share)
-            for key, value in dive_work.items():
-                work[key] = work.get(key, 0.0) + value if key != "dive_lp" else value
-            dived = greedy(p, "spread", start=dived)
-            costs[f"cost_dive_{i + 1}"] = _score(p, dived)
-            work["search_moves"] += improve(p, dived, plain, net)
-            costs[f"cost_dive_{i + 1}_improved"] = _score(p, dived)
-            add_nodes(pool, dived)
-            if _score(p, dived) < _score(p, best) - 1e-9:
-                best_method, best = "dive", dived
-        lap("dive_s")
-        if _gap(p, best, max(near, bound)) > budget.dive_gap and not net.fired():
-            best = _rebalanced(p, best, budget, net, work, costs, "cost_dive_rebalanced")
-    net.fired()  # a solve the time limit cut short inside HiGHS is reported too
-    why, cover = enforce_topology(p, best)
-    _finish(p, best, plan, why, cover)
-    plan.method = best_method + (" (cut short by the time limit)" if net.hit else "")
-    plan.time_limit_hit = net.hit
-    # the bound is on objective prices; free reservations cost a tiny amount there
-    token = p.obj - p.price
-    ymax = np.minimum(most_nodes(p), float(p.demand.sum()))
-    nudge = float((token * np.where(token > 0, ymax, 0)).sum())
-    uncovered = float(np.maximum(p.demand - best.covered(), 0).sum())
-    if uncovered == 0:  # the fluid LP's bound holds for plans that cover every pod
-        bound = max(bound, fluid_bound)
-    plan.lower_bound = max(0.0, bound - p.penalty * uncovered - nudge)
-    plan.bound_is_proven = uncovered == 0 and plan.lower_bound > 0
-    plan.stats = {
-        "classes": p.n_classes,
-        "items": len(p.items),
-        "candidates": len(p.candidates),
-        "columns": len(cols),
-        "rounds": relax.rounds,
-        "knapsacks": relax.knapsacks,
-        "lp_value": relax.value,
-        "lp_converged": float(relax.exact),
-        "resource_bound": res_bound,
-        "fluid_bound": fluid_bound,
-        **work,
-        **costs,
-        "time_limit_hit": float(net.hit),
-        **clock,
-    }
+    if p is not None:
+        search = _Search(p, budget or PlanBudget(), net, target_gap)
+        search.fluid_plans()
+        search.greedy_plans()
+        search.improve_starts()
+        search.column_plans()
+        search.dives()
+        search.finish(plan)
     plan.seconds = net.elapsed()
     return plan

@@ -134,21 +134,13 @@ def _dominated(allowed: np.ndarray, cap: np.ndarray, obj: np.ndarray, L: np.ndar
     return dead
 
 
-def build_problem(
-    shapes: Sequence[PodShape],
-    pools: Sequence[NodePool],
-    catalog: Catalog,
-    offerings: Sequence[Offering],
-    pool_usage: Mapping[str, Mapping[str, int]],
-    account: AccountLimits | None,
-    running: Sequence[Instance],
-    plan: Plan,
-) -> Problem | None:
-    pools_by_name = {p.name: p for p in pools}
-    candidates = offering_candidates(pools, catalog, offerings, account)
-    resources = sorted({name for s in shapes for name, _ in s.requests} | {"pods"})
+def _sizes(
+    shapes: Sequence[PodShape], candidates: list[Candidate], resources: list[str]
+) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray]:
+    """Per shape the pods of one bundle (a pod set that shares one node is one bundle of all
+    its pods, else 1), and the sizes of a pod and of a bundle (S x R) and the candidates'
+    capacities (J x R), scaled together."""
     S, J = len(shapes), len(candidates)
-    # a pod set that shares one node is one bundle of all its pods (topology domains)
     wanted = [s.count if s.domain is not None and s.count > 1 else 1 for s in shapes]
     raw_size = [[s.request().get(r, 0) if r != "pods" else 1000 for r in resources] for s in shapes]
     raw_bundle = [[v * n for v in row] for row, n in zip(raw_size, wanted, strict=True)]
@@ -158,17 +150,45 @@ def build_problem(
         if shapes and candidates
         else np.zeros((2 * S + J, len(resources)), np.int64)
     )
-    ssize, bsize, cap = both[:S], both[S : 2 * S], both[2 * S :]
-    compat = np.zeros((S, J), bool)
-    bundle_ok = np.zeros((S, J), bool)
-    if S and J:
+    return wanted, both[:S], both[S : 2 * S], both[2 * S :]
+
+
+def _compatibility(
+    shapes: Sequence[PodShape],
+    candidates: list[Candidate],
+    pools: Mapping[str, NodePool],
+    wanted: list[int],
+    sizes: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """S x J: may a pod of the shape go on the candidate, and may a bundle of it (``sizes``:
+    a pod's, a bundle's and the candidates' capacities, as :func:`_sizes` gives them)."""
+    ssize, bsize, cap = sizes
+    compat = np.zeros((len(shapes), len(candidates)), bool)
+    bundle_ok = np.zeros((len(shapes), len(candidates)), bool)
+    if len(shapes) and len(candidates):
         fits = np.asarray((cap[None, :, :] >= ssize[:, None, :]).all(axis=2))
-        compat = _compat(shapes, candidates, pools_by_name, fits)
+        compat = _compat(shapes, candidates, pools, fits)
         if any(n > 1 for n in wanted):
             bfits = np.asarray((cap[None, :, :] >= bsize[:, None, :]).all(axis=2))
-            bundle_ok = _compat(shapes, candidates, pools_by_name, bfits)
-    unit = np.ones(S, np.int64)
-    one_zone = np.zeros(S, bool)
+            bundle_ok = _compat(shapes, candidates, pools, bfits)
+    return compat, bundle_ok
+
+
+def _units(
+    shapes: Sequence[PodShape],
+    wanted: list[int],
+    sizes: tuple[np.ndarray, np.ndarray],
+    fits: tuple[np.ndarray, np.ndarray],
+    plan: Plan,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per shape the pods of one planned unit (a bundle that shares a node, else 1) and
+    whether its pods must share one zone. A shape planned in bundles takes the bundle's size
+    and compatibility in place (``sizes``: a pod's and a bundle's; ``fits``: ``compat`` and
+    ``bundle_ok``); one no candidate holds is unplaceable with the reason."""
+    ssize, bsize = sizes
+    compat, bundle_ok = fits
+    unit = np.ones(len(shapes), np.int64)
+    one_zone = np.zeros(len(shapes), bool)
     for i, s in enumerate(shapes):
         if s.domain is None or wanted[i] <= 1:
             continue  # a single pod is in one domain of every level
@@ -187,6 +207,18 @@ def build_problem(
                     )
         elif s.domain_required:
             one_zone[i] = True
+    return unit, one_zone
+
+
+def _placeable(
+    shapes: Sequence[PodShape],
+    compat: np.ndarray,
+    pools: Sequence[NodePool],
+    catalog: Catalog,
+    plan: Plan,
+) -> list[int]:
+    """The shapes with pods some candidate holds, none of a gang with an unplaceable member;
+    each other shape with pods gets its reason in ``plan.unplaceable``."""
     placeable = [
         i
         for i, s in enumerate(shapes)
@@ -195,8 +227,7 @@ def build_problem(
     for i, s in enumerate(shapes):
         if s.count > 0 and not compat[i].any() and i not in plan.unplaceable:
             plan.unplaceable[i] = why_unplaceable(s, pools, catalog)
-    gangs = gang_members(shapes)
-    for gang, members in gangs.items():
+    for gang, members in gang_members(shapes).items():
         broken = [i for i in members if i in plan.unplaceable]
         if broken:
             for i in members:
@@ -206,13 +237,44 @@ def build_problem(
                         f"{broken[0]}: {plan.unplaceable[broken[0]]}"
                     )
             placeable = [i for i in placeable if i not in members]
-    if not placeable:
-        return None
-    price = np.array([c.price for c in candidates], float)
-    zones = np.array([c.offering.zone for c in candidates])
+    return placeable
+
+
+def _zone_prices(
+    shape: PodShape,
+    size: np.ndarray,
+    ok: np.ndarray,
+    cap: np.ndarray,
+    price: np.ndarray,
+    zone_mask: Mapping[str, np.ndarray],
+) -> dict[str, float]:
+    """Per zone, the cheapest price per pod of ``shape`` (pods of ``size`` on candidates
+    ``ok``), for a zone-spread or one-zone shape; else none."""
+    zone_prices: dict[str, float] = {}
+    if shape.zone_spread or shape.same_zone:
+        per_node = np.floor_divide(cap, np.maximum(size, 1)).min(axis=1)
+        per_node = np.minimum(per_node, min(shape.max_per_node or shape.count, shape.count))
+        per_pod = np.where(ok, price / np.maximum(per_node, 1), np.inf)
+        for z, mask in zone_mask.items():
+            best = float(per_pod[mask].min(initial=np.inf))
+            if np.isfinite(best):
+                zone_prices[z] = best
+    return zone_prices
+
+
+def _items(
+    shapes: Sequence[PodShape],
+    placeable: list[int],
+    planned: tuple[np.ndarray, np.ndarray],
+    arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    zone_mask: Mapping[str, np.ndarray],
+) -> tuple[list[Item], dict[int, list[str]]]:
+    """The items of the placeable shapes (one per zone when zonal, in planned units) and the
+    zones each zonal shape may use (``planned``: ``unit`` and ``one_zone``; ``arrays``: pod
+    sizes, compatibility, capacities and prices)."""
+    unit, one_zone = planned
+    ssize, compat, cap, price = arrays
     items: list[Item] = []
-    zone_names = sorted(set(zones.tolist()))
-    zone_mask = {z: zones == z for z in zone_names}
     domains: dict[int, list[str]] = {}
     for i in placeable:
         shape = shapes[i]
@@ -223,44 +285,40 @@ def build_problem(
                 same_zone=bool(one_zone[i]) or shape.same_zone,
                 max_per_node=None if unit[i] > 1 else shape.max_per_node,
             )
-        zone_prices: dict[str, float] = {}
+        zone_prices = _zone_prices(shape, ssize[i], compat[i], cap, price, zone_mask)
         if shape.zone_spread or shape.same_zone:
-            per_node = np.floor_divide(cap, np.maximum(ssize[i], 1)).min(axis=1)
-            per_node = np.minimum(per_node, min(shape.max_per_node or shape.count, shape.count))
-            per_pod = np.where(compat[i], price / np.maximum(per_node, 1), np.inf)
-            for z in zone_names:
-                best = float(per_pod[zone_mask[z]].min(initial=np.inf))
-                if np.isfinite(best):
-                    zone_prices[z] = best
             domains[i] = sorted(zone_prices)
         items.extend(split_items(i, shape, zone_prices))
-    anywhere = np.ones(len(zones), bool)
-    item_allowed = np.array(
-        [
-            compat[it.shape]
-            & (anywhere if it.zone is None else zone_mask.get(it.zone, zones == it.zone))
-            for it in items
-        ]
-    )
-    usage = account_usage(account, running, catalog) if account is not None else {}
-    limits = limit_rows(candidates, pools, pool_usage, account, usage)
-    # free capacity (reservations) costs a token amount, so no plan launches it for nothing
-    obj = np.where(price > 0, price, 1e-6 * max(1.0, float(price.max(initial=0.0))))
-    # same pool and type, same items, same limit use: only the cheapest offering matters
+    return items, domains
+
+
+def _kept(
+    candidates: list[Candidate],
+    item_allowed: np.ndarray,
+    cap: np.ndarray,
+    obj: np.ndarray,
+    limit_matrix: np.ndarray,
+) -> np.ndarray:
+    """The candidates worth keeping, in order: of those with the same pool and type, items
+    and limit use only the cheapest offering, and none another dominates."""
     cheapest: dict[tuple[object, ...], int] = {}
     packed = np.packbits(item_allowed.T, axis=1)
     for j in np.argsort(obj, kind="stable").tolist():
         c = candidates[j]
-        same = (c.pool, c.instance.name, packed[j].tobytes(), limits.matrix[:, j].tobytes())
+        same = (c.pool, c.instance.name, packed[j].tobytes(), limit_matrix[:, j].tobytes())
         cheapest.setdefault(same, j)
     keep = np.array(sorted(cheapest.values()), np.int64)
-    dead = _dominated(item_allowed[:, keep], cap[keep], obj[keep], limits.matrix[:, keep])
-    keep = keep[~dead]
-    candidates = [candidates[j] for j in keep]
-    cap, price, obj, item_allowed = cap[keep], price[keep], obj[keep], item_allowed[:, keep]
-    limits.matrix = limits.matrix[:, keep]
-    # merge items that pack identically into classes; a gang that is one bundle (one item of
-    # one unit) is all-or-nothing by itself, so it needs no identity of its own
+    dead = _dominated(item_allowed[:, keep], cap[keep], obj[keep], limit_matrix[:, keep])
+    kept: np.ndarray = keep[~dead]
+    return kept
+
+
+def _classes(
+    items: list[Item], ssize: np.ndarray, item_allowed: np.ndarray
+) -> tuple[list[Item], list[str], list[list[int]]]:
+    """Items that pack identically merged into classes: the items (a gang that is one bundle,
+    one item of one unit, is all-or-nothing by itself, so it keeps no gang), the gangs' names
+    and each class's items."""
     gang_items: dict[str, list[Item]] = {}
     for it in items:
         if it.gang is not None:
@@ -282,6 +340,55 @@ def build_problem(
             class_of[key] = len(class_items)
             class_items.append([])
         class_items[class_of[key]].append(k)
+    return items, gang_names, class_items
+
+
+def build_problem(
+    shapes: Sequence[PodShape],
+    pools: Sequence[NodePool],
+    catalog: Catalog,
+    offerings: Sequence[Offering],
+    pool_usage: Mapping[str, Mapping[str, int]],
+    account: AccountLimits | None,
+    running: Sequence[Instance],
+    plan: Plan,
+) -> Problem | None:
+    """The problem in arrays, or None when no shape can be planned (each unplaceable shape's
+    reason goes to ``plan.unplaceable``)."""
+    pools_by_name = {p.name: p for p in pools}
+    candidates = offering_candidates(pools, catalog, offerings, account)
+    resources = sorted({name for s in shapes for name, _ in s.requests} | {"pods"})
+    wanted, ssize, bsize, cap = _sizes(shapes, candidates, resources)
+    compat, bundle_ok = _compatibility(
+        shapes, candidates, pools_by_name, wanted, (ssize, bsize, cap)
+    )
+    unit, one_zone = _units(shapes, wanted, (ssize, bsize), (compat, bundle_ok), plan)
+    placeable = _placeable(shapes, compat, pools, catalog, plan)
+    if not placeable:
+        return None
+    price = np.array([c.price for c in candidates], float)
+    zones = np.array([c.offering.zone for c in candidates])
+    zone_mask = {z: zones == z for z in sorted(set(zones.tolist()))}
+    items, domains = _items(
+        shapes, placeable, (unit, one_zone), (ssize, compat, cap, price), zone_mask
+    )
+    anywhere = np.ones(len(zones), bool)
+    item_allowed = np.array(
+        [
+            compat[it.shape]
+            & (anywhere if it.zone is None else zone_mask.get(it.zone, zones == it.zone))
+            for it in items
+        ]
+    )
+    usage = account_usage(account, running, catalog) if account is not None else {}
+    limits = limit_rows(candidates, pools, pool_usage, account, usage)
+    # free capacity (reservations) costs a token amount, so no plan launches it for nothing
+    obj = np.where(price > 0, price, 1e-6 * max(1.0, float(price.max(initial=0.0))))
+    keep = _kept(candidates, item_allowed, cap, obj, limits.matrix)
+    candidates = [candidates[j] for j in keep]
+    cap, price, obj, item_allowed = cap[keep], price[keep], obj[keep], item_allowed[:, keep]
+    limits.matrix = limits.matrix[:, keep]
+    items, gang_names, class_items = _classes(items, ssize, item_allowed)
     first = [members[0] for members in class_items]
     size = ssize[[items[k].shape for k in first]]
     demand = np.array([sum(items[k].count for k in members) for members in class_items], np.int64)
