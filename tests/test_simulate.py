@@ -534,11 +534,20 @@ HELIOS_SUBCLUSTER = ["vcLJZ", "vcMod", "vcpDC", "vc8Sj", "vcTJs"]
 def test_policies_that_come_out_the_same_with_preemptions_say_so() -> None:
     """Issue 27 item 10: on the Helios sub-cluster, fair-share and borrow-quota came out the
     same with 92 preemptions, 74 of them reclaims, and the note said "nothing had to be
-    reclaimed". A note must match its own table."""
+    reclaimed". A note must match its own table.
+
+    Since fair share stopped taking a victim whose team would be back within its quota with
+    another victim of it waiting (a hunt's case), the two runs differ on that input (in
+    borrowed hours and waits, with 83 preemptions each); the note is checked on the borrow-quota run given twice, under
+    both policies' names, so that they come out the same by construction."""
+    from dataclasses import replace
+
     from fleetshare.simulate.report import coinciding
 
     options = {"days": 3, "start_day": 13, "clusters": HELIOS_SUBCLUSTER}
-    runs = run_variants(from_trace("helios", options), select(["fair-share", "borrow-quota"]))
+    fair, quota = select(["fair-share", "borrow-quota"])
+    (run,) = run_variants(from_trace("helios", options), [quota])
+    runs = [replace(run, variant=fair), run]
     (note,) = coinciding(runs)
     preemptions = runs[0].cluster["preemptions"]
     reclaims = runs[0].cluster["preemptions_by_reason"]["reclaim"]
