@@ -45,6 +45,7 @@ import dataclasses
 import json
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -345,15 +346,12 @@ SHARED_HEADER = [
 
 
 def shared_rows(
-    which: str,
-    shape: str,
-    seed: int,
-    today: dict[str, Any],
-    data: dict[str, Any],
-    gpus: float,
+    run_of: tuple[str, str, int], today: dict[str, Any], data: dict[str, Any], gpus: float
 ) -> list[str]:
-    """The shared scenario's options beside reactive as today (``today``: image pulled,
-    weights from object storage, the service alone on its pool)."""
+    """The shared scenario's options on ``run_of`` (set, shape, seed) beside reactive as
+    today (``today``: image pulled, weights from object storage, the service alone on its
+    pool)."""
+    which, shape, seed = run_of
     base = today["options"]["reactive"]
     base_slo = base["services"]["chat"]["slo"]["slo_violation_minutes"]
     base_paid = base["cluster"]["gpu_hours"]
@@ -444,13 +442,11 @@ def shared(args: argparse.Namespace, report: dict[str, Any], md: list[str]) -> N
         "",
         *SHARED_HEADER,
     ]
-    for which, plan in (("tuned", SHARED_TUNED_ON), ("held out", SHARED_HELD_OUT)):
-        for shape, seeds in plan:
-            for seed in seeds:
-                today, data = run_shared(tmp, shape, seed, SHARED)
-                report["shared"]["runs"][f"{shape}-{seed}"] = {"reactive": today, "shared": data}
-                md += shared_rows(which, shape, seed, today, data, SHARED["spare_gpus"])
-                print("\n".join(md[-5:]), flush=True)
+    for which, shape, seed in judged(SHARED_TUNED_ON, SHARED_HELD_OUT):
+        today, data = run_shared(tmp, shape, seed, SHARED)
+        report["shared"]["runs"][f"{shape}-{seed}"] = {"reactive": today, "shared": data}
+        md += shared_rows((which, shape, seed), today, data, SHARED["spare_gpus"])
+        print("\n".join(md[-5:]), flush=True)
 
 
 def tune_shared(args: argparse.Namespace) -> None:
@@ -475,11 +471,24 @@ def tune_shared(args: argparse.Namespace) -> None:
                 label = "| " + " / ".join(str(v) for v in settings.values()) + " "
                 md += [
                     label + r
-                    for r in shared_rows("tuned", shape, seed, today, data, settings["spare_gpus"])
+                    for r in shared_rows(
+                        ("tuned", shape, seed), today, data, settings["spare_gpus"]
+                    )
                 ]
                 print("\n".join(md[-5:]), flush=True)
     (args.out / "inference_slo_shared_tuning.json").write_text(json.dumps(report, indent=2) + "\n")
     (args.out / "inference_slo_shared_tuning.md").write_text("\n".join(md) + "\n")
+
+
+Plan = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+def judged(tuned: Plan, held_out: Plan) -> Iterator[tuple[str, str, int]]:
+    """``(set, shape, seed)`` of the tuned-on runs, then of the held-out ones."""
+    for which, plan in (("tuned", tuned), ("held out", held_out)):
+        for shape, seeds in plan:
+            for seed in seeds:
+                yield which, shape, seed
 
 
 def oos_row(which: str, shape: str, seed: int, data: dict[str, Any]) -> str:
@@ -522,14 +531,12 @@ def oos(args: argparse.Namespace) -> None:
         "meets target |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for which, plan in (("tuned", TUNED_ON), ("held out", HELD_OUT)):
-        for shape, seeds in plan:
-            for seed in seeds:
-                data = run(tmp, shape, seed, OOS_OPTIONS)
-                data["set"] = which
-                report["runs"][f"{shape}-{seed}"] = data
-                md.append(oos_row(which, shape, seed, data))
-                print(md[-1], flush=True)
+    for which, shape, seed in judged(TUNED_ON, HELD_OUT):
+        data = run(tmp, shape, seed, OOS_OPTIONS)
+        data["set"] = which
+        report["runs"][f"{shape}-{seed}"] = data
+        md.append(oos_row(which, shape, seed, data))
+        print(md[-1], flush=True)
     (args.out / "inference_slo_oos.json").write_text(json.dumps(report, indent=2) + "\n")
     (args.out / "inference_slo_oos.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
