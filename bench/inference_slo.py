@@ -35,6 +35,17 @@ uniform [0, 3 h): a differently shaped trace (~18 rps whose noise comes from how
 overlap, not from a pattern), seeds 1-3::
 
     .venv/bin/python bench/inference_slo.py --oos --out bench/results
+
+The main command also writes a second table: a node pool shared with a training team
+(issue 30 part 3, ``shared_scenario``): the ``research`` team borrows ``SHARED["spare_gpus"]``
+GPUs of the pool for gangs of replica-shaped training pods, always wanted, and replicas
+reclaim them at once; the nodes boot with the image and the weights (start-up = model load).
+Its settings were chosen on viral seeds 1-3 (``--tune-shared`` writes the grid,
+``inference_slo_shared_tuning.md``); ``--shared-gang N`` writes the same table with training
+jobs of N pods (a sensitivity, ``inference_slo_shared_gangN.md``)::
+
+    .venv/bin/python bench/inference_slo.py --tune-shared --out bench/results
+    .venv/bin/python bench/inference_slo.py --shared-gang 1 --out bench/results
 """
 
 from __future__ import annotations
@@ -418,11 +429,11 @@ def run_shared(
     return today, to_json(f"shared-{shape}-{seed}", results, notes)
 
 
-def shared(args: argparse.Namespace, report: dict[str, Any], md: list[str]) -> None:
+def shared(report: dict[str, Any], md: list[str], settings: dict[str, Any] = SHARED) -> None:
     """The pool shared with training (issue 30 part 3): tuned-on and held-out rows."""
     tmp = Path(tempfile.mkdtemp())
     report["shared"] = {
-        "settings": SHARED,
+        "settings": settings,
         "tuned_on": {shape: list(seeds) for shape, seeds in SHARED_TUNED_ON},
         "held_out": {shape: list(seeds) for shape, seeds in SHARED_HELD_OUT},
         "runs": {},
@@ -432,7 +443,9 @@ def shared(args: argparse.Namespace, report: dict[str, Any], md: list[str]) -> N
         "## A pool shared with training (issue 30 part 3)",
         "",
         f"Settings {SHARED} chosen on the `tuned` rows only (`--tune-shared`); `held out` rows "
-        "were run once, after the choice. `reactive`: the service alone on its pool as today "
+        "were run once, after the choice."
+        + ("" if settings == SHARED else f" This run (a sensitivity, not a choice): {settings}.")
+        + " `reactive`: the service alone on its pool as today "
         "(image pulled, weights from object storage); `*-preloaded`: the same with the shared "
         "pool's start-up (image and weights on the node's data disk); `shared`: replicas take "
         "the training's GPUs. Net inference GPU-h = pool GPU-h - training's useful GPU-h; "
@@ -443,9 +456,9 @@ def shared(args: argparse.Namespace, report: dict[str, Any], md: list[str]) -> N
         *SHARED_HEADER,
     ]
     for which, shape, seed in judged(SHARED_TUNED_ON, SHARED_HELD_OUT):
-        today, data = run_shared(tmp, shape, seed, SHARED)
+        today, data = run_shared(tmp, shape, seed, settings)
         report["shared"]["runs"][f"{shape}-{seed}"] = {"reactive": today, "shared": data}
-        md += shared_rows((which, shape, seed), today, data, SHARED["spare_gpus"])
+        md += shared_rows((which, shape, seed), today, data, settings["spare_gpus"])
         print("\n".join(md[-5:]), flush=True)
 
 
@@ -548,6 +561,9 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="*", default=list(PATTERNS))
     parser.add_argument("--oos", action="store_true", help="tuned-on / held-out table")
     parser.add_argument("--tune-shared", action="store_true", help="the shared pool's grid")
+    parser.add_argument(
+        "--shared-gang", type=int, help="the shared pool's table with training jobs of N pods"
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.oos:
@@ -555,6 +571,14 @@ def main() -> None:
         return
     if args.tune_shared:
         tune_shared(args)
+        return
+    if args.shared_gang is not None:
+        report = {"machine": machine()}
+        md = ["# The shared pool with training jobs of another size (issue 30 part 3)"]
+        shared(report, md, {**SHARED, "gang_pods": args.shared_gang})
+        name = f"inference_slo_shared_gang{args.shared_gang}"
+        (args.out / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+        (args.out / f"{name}.md").write_text("\n".join(md) + "\n")
         return
     tmp = Path(tempfile.mkdtemp())
     report: dict[str, Any] = {"machine": machine(), "runs": {}}
@@ -583,7 +607,7 @@ def main() -> None:
             report["runs"][f"{shape}-{seed}-training"] = data
             md += rows(shape, seed, data, "-training")
             print("\n".join(md[-len(OPTIONS) - 2 :]), flush=True)
-    shared(args, report, md)
+    shared(report, md)
     (args.out / "inference_slo.json").write_text(json.dumps(report, indent=2) + "\n")
     (args.out / "inference_slo.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
