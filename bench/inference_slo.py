@@ -350,7 +350,8 @@ SHARED_HEADER = [
     "reactive-preloaded | missed SLO % | p99 TTFT s | pool GPU-h | replica-held GPU-h | "
     "net inference GPU-h | extra % vs reactive | extra % replica-held | "
     "cluster GPU-h (dedicated world) | "
-    "training GPU-h run / lost / delayed / useful (dedicated) | % of spare trained | "
+    "training GPU-h run / lost (phases aligned) / delayed / useful (dedicated) | "
+    "% of spare trained | "
     "meets target (net / replica-held) |",
     "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
 ]
@@ -388,9 +389,9 @@ def shared_rows(
             net = book.net_inference
             world = f"{book.cluster} ({book.dedicated_cluster})"
             trained = (
-                f"{training['gpu_hours']} / {training['lost_gpu_hours']} / "
-                f"{training['delayed_gpu_hours']} / {training['useful_gpu_hours']} "
-                f"({book.dedicated_training})"
+                f"{training['gpu_hours']} / {training['lost_gpu_hours_independent_phases']} "
+                f"({training['lost_gpu_hours']}) / {training['delayed_gpu_hours']} / "
+                f"{book.training_useful} ({book.dedicated_training})"
             )
             share = f"{100 * run['cluster']['training_share_of_spare']:.1f}"
         fewer = None if slo == 0 else round(base_slo / slo, 2)
@@ -448,7 +449,9 @@ def shared(report: dict[str, Any], md: list[str], settings: dict[str, Any] = SHA
         + " `reactive`: the service alone on its pool as today "
         "(image pulled, weights from object storage); `*-preloaded`: the same with the shared "
         "pool's start-up (image and weights on the node's data disk); `shared`: replicas take "
-        "the training's GPUs. Net inference GPU-h = pool GPU-h - training's useful GPU-h; "
+        "the training's GPUs. Training lost and useful: jobs' checkpoints in independent "
+        "phases (expected; in brackets, as simulated: every job checkpointing from its first "
+        "placement, all together). Net inference GPU-h = pool GPU-h - training's useful GPU-h; "
         "extra % = net inference against reactive's GPU-h; the dedicated world = reactive's "
         "pool + a training pool of the spare GPUs, all useful. Definitions: docs/inference.md "
         '("A pool shared with training").',

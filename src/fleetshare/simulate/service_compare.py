@@ -153,6 +153,8 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
                 "lost_gpu_hours": round(done.lost, 2),
                 "delayed_gpu_hours": round(done.delayed, 2),
                 "useful_gpu_hours": round(done.ran - done.lost, 2),
+                "lost_gpu_hours_independent_phases": round(done.lost_independent, 2),
+                "useful_gpu_hours_independent_phases": round(done.ran - done.lost_independent, 2),
             }
         replica_hours += gpu_hours([(a, b, gpus) for p in replicas for a, b in p.held], from_, end)
         grid = np.arange(from_, end, 15.0)

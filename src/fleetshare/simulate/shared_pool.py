@@ -12,7 +12,15 @@ preempted: all of its GPU-hours are useful.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+USEFUL = {
+    "aligned": "useful_gpu_hours",
+    "independent": "useful_gpu_hours_independent_phases",
+}
+"""Which training output the useful GPU-hours come from: checkpoints counted from each job's
+first placement in the run (``aligned``: jobs placed together checkpoint together), or each
+job's first loss at half a checkpoint interval (``independent`` phases, expected)."""
 
 
 @dataclass(frozen=True)
@@ -22,7 +30,8 @@ class Ledger:
     cluster: float
     """The shared pool's paid GPU-hours."""
     training_useful: float
-    """Training run minus training lost (work since the last checkpoint, run again)."""
+    """Training run minus training lost (work since the last checkpoint, run again), the
+    checkpoints' phases as :data:`USEFUL` says."""
     net_inference: float
     """``cluster - training_useful``: every paid GPU-hour that did no lasting training
     (replicas, their start-up, idle spare, lost work) is charged to the service."""
@@ -46,16 +55,21 @@ class Ledger:
         return 100 * (self.cluster / self.dedicated_cluster - 1)
 
 
-def ledger(shared: dict[str, Any], reactive: dict[str, Any], training_gpus: float) -> Ledger:
+def ledger(
+    shared: dict[str, Any],
+    reactive: dict[str, Any],
+    training_gpus: float,
+    phases: Literal["aligned", "independent"] = "independent",
+) -> Ledger:
     """The ledger of a shared run (``shared``: its ``services`` and ``cluster`` output, one
     service whose headroom training holds) against ``reactive`` (the service alone on a
-    dedicated pool, same window)."""
+    dedicated pool, same window), the training's useful GPU-hours as ``phases`` says."""
     cluster = shared["cluster"]
     (service,) = shared["services"].values()
     start, end = cluster["window_seconds"]
     dedicated_training = training_gpus * (end - start) / 3600
     paid = cluster["gpu_hours"]
-    useful = service["training"]["useful_gpu_hours"]
+    useful = service["training"][USEFUL[phases]]
     inference = reactive["cluster"]["gpu_hours"]
     return Ledger(
         cluster=paid,
