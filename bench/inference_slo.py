@@ -35,6 +35,17 @@ uniform [0, 3 h): a differently shaped trace (~18 rps whose noise comes from how
 overlap, not from a pattern), seeds 1-3::
 
     .venv/bin/python bench/inference_slo.py --oos --out bench/results
+
+The main command also writes a second table: a node pool shared with a training team
+(issue 30 part 3, ``shared_scenario``): the ``research`` team borrows ``SHARED["spare_gpus"]``
+GPUs of the pool for gangs of replica-shaped training pods, always wanted, and replicas
+reclaim them at once; the nodes boot with the image and the weights (start-up = model load).
+Its settings were chosen on viral seeds 1-3 (``--tune-shared`` writes the grid,
+``inference_slo_shared_tuning.md``); ``--shared-gang N`` writes the same table with training
+jobs of N pods (a sensitivity, ``inference_slo_shared_gangN.md``)::
+
+    .venv/bin/python bench/inference_slo.py --tune-shared --out bench/results
+    .venv/bin/python bench/inference_slo.py --shared-gang 1 --out bench/results
 """
 
 from __future__ import annotations
@@ -45,13 +56,16 @@ import dataclasses
 import json
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from fleetshare.inference.forecast import DEFAULT_TREND
+from fleetshare.inference.startup import MODEL_LOAD
 from fleetshare.simulate.service_compare import compare, to_json
+from fleetshare.simulate.shared_pool import ledger
 from run_info import machine
 
 OPTIONS = ("reactive", "headroom", "forecast", "all")
@@ -208,6 +222,76 @@ def scenario(shape: str, seed: int, held_by: str = "placeholder") -> dict[str, A
     }
 
 
+SHARED: dict[str, Any] = {
+    "spare_gpus": 24,
+    "gang_pods": 4,
+    "weights": "local-disk",
+    "forecast_lead": "load",
+}
+"""The shared pool's settings, chosen on ``SHARED_TUNED_ON`` only (``--tune-shared``):
+``forecast_lead`` ``node`` is the forecast's default lead (node launch + pull + load + one
+poll), ``load`` the model load + one poll (a replica on a training node)."""
+SHARED_GRID: tuple[dict[str, Any], ...] = tuple(
+    {"spare_gpus": gpus, "gang_pods": 4, "weights": weights, "forecast_lead": lead}
+    for gpus in (12, 24)
+    for weights in ("local-disk", "object-storage")
+    for lead in ("node", "load")
+)
+SHARED_TUNED_ON = (("viral", (1, 2, 3)),)
+SHARED_HELD_OUT = (
+    ("viral", (4, 5, 6)),
+    ("office", (1, 2, 3)),
+    ("night-zero", (1, 2, 3)),
+    ("steady", (4, 5, 6)),
+)
+SHARED_NAMES = {
+    "reactive": "reactive-preloaded",
+    "forecast": "forecast-preloaded",
+    "headroom": "shared",
+    "all": "shared+forecast",
+}
+"""The shared scenario's options, as the tables name them (its start-up is preloaded)."""
+
+
+def shared_scenario(shape: str, seed: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """One node pool shared by the service and the ``research`` team's training.
+
+    ``research`` has no quota of its own and borrows up to ``spare_gpus`` GPUs of the
+    product team's unused quota (HyperPod task governance's idle-compute lending; Kueue's
+    cohort borrowing), so a replica (within its team's quota) reclaims a training gang at
+    once. The training is the service's headroom held by training (``held_by: training``,
+    ``team: research``): ``spare_gpus`` GPUs in gangs of ``gang_pods`` replica-shaped pods,
+    always wanted (a queue that always has work), checkpointing every 30 minutes. The nodes
+    boot with the service's image (and, with ``weights: local-disk``, its weights) on a
+    data disk: a replica's start-up is the model load, on a training node or a new one."""
+    data = scenario(shape, seed, "training")
+    gpus = settings["spare_gpus"]
+    data["name"] = f"slo-shared-{shape}-{seed}"
+    data["policy"]["teams"].append(
+        {
+            "name": "research",
+            "quota": [],
+            "borrow_limits": [{"resource": "nvidia.com/gpu", "absolute": gpus}],
+        }
+    )
+    service = data["services"][0]
+    service["startup"] = {
+        "profile": {"model_size": "8b", "image": "preloaded", "weights": settings["weights"]}
+    }
+    if settings["forecast_lead"] == "load":
+        load = MODEL_LOAD[("8b", settings["weights"])].seconds
+        service["forecast"] = {"lead_seconds": load + service["scaler"]["polling_interval_seconds"]}
+    service["headroom"] = {
+        "pods": gpus,
+        "held_by": "training",
+        "priority": "training",
+        "team": "research",
+        "gang_pods": settings["gang_pods"],
+        "checkpoint_seconds": 1800,
+    }
+    return data
+
+
 def meets(shape: str, row: dict[str, Any]) -> bool | None:
     """The issue's target for one option (None where it sets none)."""
     extra = row["extra_gpu_hours_percent"]
@@ -261,6 +345,168 @@ def run(tmp: Path, shape: str, seed: int, options: tuple[str, ...]) -> dict[str,
     return data
 
 
+SHARED_HEADER = [
+    "| set | traffic | seed | option | SLO-violation min | x fewer vs reactive | x fewer vs "
+    "reactive-preloaded | missed SLO % | p99 TTFT s | pool GPU-h | replica-held GPU-h | "
+    "net inference GPU-h | extra % vs reactive | extra % replica-held | "
+    "cluster GPU-h (dedicated world) | "
+    "training GPU-h run / lost (phases aligned) / delayed / useful (dedicated) | "
+    "% of spare trained | "
+    "meets target (net / replica-held) |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+]
+
+
+def shared_rows(
+    run_of: tuple[str, str, int], today: dict[str, Any], data: dict[str, Any], gpus: float
+) -> list[str]:
+    """The shared scenario's options on ``run_of`` (set, shape, seed) beside reactive as
+    today (``today``: image pulled, weights from object storage, the service alone on its
+    pool)."""
+    which, shape, seed = run_of
+    base = today["options"]["reactive"]
+    base_slo = base["services"]["chat"]["slo"]["slo_violation_minutes"]
+    base_paid = base["cluster"]["gpu_hours"]
+    pre_slo = data["options"]["reactive"]["services"]["chat"]["slo"]["slo_violation_minutes"]
+    out = [
+        f"| {which} | {shape} | {seed} | reactive | {base_slo} | 1.0 | - | "
+        f"{100 * base['services']['chat']['slo']['requests_missed_slo_share']:.2f} | "
+        f"{base['services']['chat']['slo']['ttft_seconds']['p99']} | {base_paid} | "
+        f"{base['cluster']['inference_gpu_hours']} | {base_paid} | +0.0 | +0.0 | "
+        f"{round(base_paid + gpus * _window_hours(base), 2)} | - | - | - |"
+    ]
+    for option, name in SHARED_NAMES.items():
+        run = data["options"][option]
+        s = run["services"]["chat"]
+        slo = s["slo"]["slo_violation_minutes"]
+        training = s.get("training")
+        if training is None:
+            net = run["cluster"]["gpu_hours"]
+            world = f"{round(net + gpus * _window_hours(run), 2)}"
+            trained = share = "-"
+        else:
+            book = ledger(run, base, gpus)
+            net = book.net_inference
+            world = f"{book.cluster} ({book.dedicated_cluster})"
+            trained = (
+                f"{training['gpu_hours']} / {training['lost_gpu_hours_independent_phases']} "
+                f"({training['lost_gpu_hours']}) / {training['delayed_gpu_hours']} / "
+                f"{book.training_useful} ({book.dedicated_training})"
+            )
+            share = f"{100 * run['cluster']['training_share_of_spare']:.1f}"
+        fewer = None if slo == 0 else round(base_slo / slo, 2)
+        extra = round(100 * (net / base_paid - 1), 1)
+        held = run["cluster"]["inference_gpu_hours"]
+        extra_held = round(100 * (held / base["cluster"]["inference_gpu_hours"] - 1), 1)
+        targets = [
+            meets(shape, {"extra_gpu_hours_percent": e, "fewer_slo_violation_minutes_x": fewer})
+            for e in (extra, extra_held)
+        ]
+        out.append(
+            f"| {which} | {shape} | {seed} | {name} | {slo} | {fewer} | "
+            f"{None if slo == 0 else round(pre_slo / slo, 2)} | "
+            f"{100 * s['slo']['requests_missed_slo_share']:.2f} | "
+            f"{s['slo']['ttft_seconds']['p99']} | {run['cluster']['gpu_hours']} | "
+            f"{held} | {net} | {extra:+} | {extra_held:+} | {world} | "
+            f"{trained} | {share} | "
+            f"{' / '.join('-' if t is None else ('yes' if t else 'no') for t in targets)} |"
+        )
+    return out
+
+
+def _window_hours(run: dict[str, Any]) -> float:
+    start, end = run["cluster"]["window_seconds"]
+    return float(end - start) / 3600
+
+
+def run_shared(
+    tmp: Path, shape: str, seed: int, settings: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Reactive as today, and the shared scenario's options, on one shape and seed."""
+    today = run(tmp, shape, seed, ("reactive",))
+    path = tmp / f"shared-{shape}-{seed}.yaml"
+    path.write_text(yaml.safe_dump(shared_scenario(shape, seed, settings), sort_keys=False))
+    results, notes = compare(path, tuple(SHARED_NAMES))
+    return today, to_json(f"shared-{shape}-{seed}", results, notes)
+
+
+def shared(report: dict[str, Any], md: list[str], settings: dict[str, Any] = SHARED) -> None:
+    """The pool shared with training (issue 30 part 3): tuned-on and held-out rows."""
+    tmp = Path(tempfile.mkdtemp())
+    report["shared"] = {
+        "settings": settings,
+        "tuned_on": {shape: list(seeds) for shape, seeds in SHARED_TUNED_ON},
+        "held_out": {shape: list(seeds) for shape, seeds in SHARED_HELD_OUT},
+        "runs": {},
+    }
+    md += [
+        "",
+        "## A pool shared with training (issue 30 part 3)",
+        "",
+        f"Settings {SHARED} chosen on the `tuned` rows only (`--tune-shared`); `held out` rows "
+        "were run once, after the choice."
+        + ("" if settings == SHARED else f" This run (a sensitivity, not a choice): {settings}.")
+        + " `reactive`: the service alone on its pool as today "
+        "(image pulled, weights from object storage); `*-preloaded`: the same with the shared "
+        "pool's start-up (image and weights on the node's data disk); `shared`: replicas take "
+        "the training's GPUs. Training lost and useful: jobs' checkpoints in independent "
+        "phases (expected; in brackets, as simulated: every job checkpointing from its first "
+        "placement, all together). Net inference GPU-h = pool GPU-h - training's useful GPU-h; "
+        "extra % = net inference against reactive's GPU-h; the dedicated world = reactive's "
+        "pool + a training pool of the spare GPUs, all useful. Definitions: docs/inference.md "
+        '("A pool shared with training").',
+        "",
+        *SHARED_HEADER,
+    ]
+    for which, shape, seed in judged(SHARED_TUNED_ON, SHARED_HELD_OUT):
+        today, data = run_shared(tmp, shape, seed, settings)
+        report["shared"]["runs"][f"{shape}-{seed}"] = {"reactive": today, "shared": data}
+        md += shared_rows((which, shape, seed), today, data, settings["spare_gpus"])
+        print("\n".join(md[-5:]), flush=True)
+
+
+def tune_shared(args: argparse.Namespace) -> None:
+    """The shared pool's settings on the traffic they are chosen on (viral, seeds 1-3)."""
+    tmp = Path(tempfile.mkdtemp())
+    report: dict[str, Any] = {"machine": machine(), "grid": list(SHARED_GRID), "runs": {}}
+    md = [
+        "# Choosing the shared pool's settings (issue 30 part 3)",
+        "",
+        "Viral ramp, seeds 1-3 only. Command: `python bench/inference_slo.py --tune-shared "
+        "--out bench/results`.",
+        "",
+        "| spare GPUs / gang / weights / forecast lead " + SHARED_HEADER[0][1:],
+        "|---" + SHARED_HEADER[1],
+    ]
+    for settings in SHARED_GRID:
+        for shape, seeds in SHARED_TUNED_ON:
+            for seed in seeds:
+                today, data = run_shared(tmp, shape, seed, settings)
+                key = "-".join(str(v) for v in (*settings.values(), shape, seed))
+                report["runs"][key] = {"settings": settings, "reactive": today, "shared": data}
+                label = "| " + " / ".join(str(v) for v in settings.values()) + " "
+                md += [
+                    label + r
+                    for r in shared_rows(
+                        ("tuned", shape, seed), today, data, settings["spare_gpus"]
+                    )
+                ]
+                print("\n".join(md[-5:]), flush=True)
+    (args.out / "inference_slo_shared_tuning.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out / "inference_slo_shared_tuning.md").write_text("\n".join(md) + "\n")
+
+
+Plan = tuple[tuple[str, tuple[int, ...]], ...]
+
+
+def judged(tuned: Plan, held_out: Plan) -> Iterator[tuple[str, str, int]]:
+    """``(set, shape, seed)`` of the tuned-on runs, then of the held-out ones."""
+    for which, plan in (("tuned", tuned), ("held out", held_out)):
+        for shape, seeds in plan:
+            for seed in seeds:
+                yield which, shape, seed
+
+
 def oos_row(which: str, shape: str, seed: int, data: dict[str, Any]) -> str:
     """One line of the out-of-sample table."""
     vs = data["versus_reactive"]
@@ -301,14 +547,12 @@ def oos(args: argparse.Namespace) -> None:
         "meets target |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for which, plan in (("tuned", TUNED_ON), ("held out", HELD_OUT)):
-        for shape, seeds in plan:
-            for seed in seeds:
-                data = run(tmp, shape, seed, OOS_OPTIONS)
-                data["set"] = which
-                report["runs"][f"{shape}-{seed}"] = data
-                md.append(oos_row(which, shape, seed, data))
-                print(md[-1], flush=True)
+    for which, shape, seed in judged(TUNED_ON, HELD_OUT):
+        data = run(tmp, shape, seed, OOS_OPTIONS)
+        data["set"] = which
+        report["runs"][f"{shape}-{seed}"] = data
+        md.append(oos_row(which, shape, seed, data))
+        print(md[-1], flush=True)
     (args.out / "inference_slo_oos.json").write_text(json.dumps(report, indent=2) + "\n")
     (args.out / "inference_slo_oos.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
@@ -319,10 +563,25 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--shapes", nargs="*", default=list(PATTERNS))
     parser.add_argument("--oos", action="store_true", help="tuned-on / held-out table")
+    parser.add_argument("--tune-shared", action="store_true", help="the shared pool's grid")
+    parser.add_argument(
+        "--shared-gang", type=int, help="the shared pool's table with training jobs of N pods"
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.oos:
         oos(args)
+        return
+    if args.tune_shared:
+        tune_shared(args)
+        return
+    if args.shared_gang is not None:
+        report = {"machine": machine()}
+        md = ["# The shared pool with training jobs of another size (issue 30 part 3)"]
+        shared(report, md, {**SHARED, "gang_pods": args.shared_gang})
+        name = f"inference_slo_shared_gang{args.shared_gang}"
+        (args.out / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+        (args.out / f"{name}.md").write_text("\n".join(md) + "\n")
         return
     tmp = Path(tempfile.mkdtemp())
     report: dict[str, Any] = {"machine": machine(), "runs": {}}
@@ -351,6 +610,7 @@ def main() -> None:
             report["runs"][f"{shape}-{seed}-training"] = data
             md += rows(shape, seed, data, "-training")
             print("\n".join(md[-len(OPTIONS) - 2 :]), flush=True)
+    shared(report, md)
     (args.out / "inference_slo.json").write_text(json.dumps(report, indent=2) + "\n")
     (args.out / "inference_slo.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))

@@ -105,6 +105,21 @@ class Service:
             return 0
         return h.pods + math.ceil(h.percent / 100 * replicas - 1e-9)
 
+    def headroom_workloads(self, replicas: int) -> int:
+        """Headroom workloads kept beside ``replicas`` wanted replicas: one per placeholder
+        pod, or per training gang of ``gang_pods`` (the pods rounded up to whole gangs)."""
+        return math.ceil(self.placeholders_for(replicas) / self.headroom_gang())
+
+    def headroom_gang(self) -> int:
+        """Pods per headroom workload (a training gang's; 1 for placeholders)."""
+        return self.headroom.gang_pods if self.headroom is not None else 1
+
+    def headroom_team(self) -> str:
+        """The team whose workloads hold the headroom (training's own team, else the
+        service's)."""
+        h = self.headroom
+        return h.team if h is not None and h.team is not None else self.team
+
 
 def floor_readings(floors: Sequence[FloorSpec], now: float, clock_start: datetime) -> list[Reading]:
     """KEDA's cron triggers at ``now`` (seconds since ``clock_start``): each floor whose window

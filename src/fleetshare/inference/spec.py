@@ -358,6 +358,25 @@ class HeadroomSpec(StrictModel):
         "pulled the service's image), checkpointing every checkpoint_seconds",
     )
     checkpoint_seconds: float = Field(default=1800, gt=0, le=7 * 86_400)
+    team: str | None = Field(
+        default=None,
+        min_length=1,
+        description="held_by training: the team whose training holds the headroom (default: "
+        "the service's team); another team's training is reclaimed as Kueue reclaims "
+        "borrowed quota, so that team should borrow it",
+    )
+    gang_pods: Count = Field(
+        default=1,
+        ge=1,
+        description="held_by training: pods per training job, placed and stopped together "
+        "(a gang); the headroom's pods are rounded up to whole gangs",
+    )
+
+    @model_validator(mode="after")
+    def _training_only(self) -> HeadroomSpec:
+        if self.held_by != "training" and (self.team is not None or self.gang_pods != 1):
+            raise ValueError("team and gang_pods are for held_by: training")
+        return self
 
 
 class FloorSpec(StrictModel):

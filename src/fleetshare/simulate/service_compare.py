@@ -96,7 +96,8 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
         serving = serving_steps([iv for p in replicas for iv in p.serving])
         sla = measure(s.traffic, serving, s.capacity_rps, s.needed, from_, end)
         gpus = s.gpus_per_replica()
-        headroom = gpu_hours([(a, b, gpus) for p in placeholders for a, b in p.held], from_, end)
+        held = gpus * s.headroom_gang()  # GPUs of one headroom workload
+        headroom = gpu_hours([(a, b, held) for p in placeholders for a, b in p.held], from_, end)
         starts = [st for p in replicas for st in p.starts if from_ <= st[0] and st[2] <= end]
         needed = sla.needed_replica_hours * gpus
         price = cheapest_replica_hour(s, scenario.spec.node_pools, scenario.catalog)
@@ -141,7 +142,7 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
         if s.headroom is not None and s.headroom.held_by == "training":
             done = training_in_headroom(
                 [(p.held, p.deleted_at) for p in placeholders],
-                gpus,
+                held,
                 s.headroom.checkpoint_seconds,
                 from_,
                 end,
@@ -151,6 +152,9 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
                 "gpu_hours": round(done.ran, 2),
                 "lost_gpu_hours": round(done.lost, 2),
                 "delayed_gpu_hours": round(done.delayed, 2),
+                "useful_gpu_hours": round(done.ran - done.lost, 2),
+                "lost_gpu_hours_independent_phases": round(done.lost_independent, 2),
+                "useful_gpu_hours_independent_phases": round(done.ran - done.lost_independent, 2),
             }
         replica_hours += gpu_hours([(a, b, gpus) for p in replicas for a, b in p.held], from_, end)
         grid = np.arange(from_, end, 15.0)
@@ -166,6 +170,7 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
         "needed_gpu_hours": round(needed_gpu_hours, 2),
         "idle_gpu_hours": round(paid - needed_gpu_hours, 2),
         "headroom_gpu_hours": round(headroom_total, 2),
+        "inference_gpu_hours": round(replica_hours, 2),
         "cost": round(cost, 2),
         "perfect_foresight_cost": round(lower_cost, 2),
         "nodes_launched": launched,

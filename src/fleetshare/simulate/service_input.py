@@ -113,6 +113,9 @@ def _build(spec: ServiceSpec, scenario: Scenario, base: Path, where: str) -> Ser
                 f"{where}.headroom.priority: {spec.headroom.priority} (weight {placeholder}) must "
                 f"be below the service's priority (weight {priority}) so replicas preempt it"
             )
+        team = spec.headroom.team
+        if team is not None and team not in {t.name for t in policy.teams}:
+            raise ScenarioError(f"{where}.headroom.team: unknown team {team!r}")
     if spec.forecast is not None and not any(t.metric == "rps" for t in scaler.triggers):
         raise ScenarioError(f"{where}.forecast: needs an rps trigger to size replicas by")
     pools = {p.name for p in scenario.spec.node_pools}

@@ -40,7 +40,8 @@ PREEMPTIBLE_LABEL = "fleetshare.io/preemptible"
 
 @dataclass
 class Pod:
-    """One replica or placeholder and its way to serving."""
+    """One replica or headroom workload (a placeholder, or a training gang) and its way to
+    serving."""
 
     name: str
     wanted_at: float
@@ -187,7 +188,7 @@ class ServiceRunner(Runner):
         state.scaler = decision.state
         before = len(state.live(False))
         self._scale(now, state, decision.replicas, placeholder=False)
-        self._scale(now, state, service.placeholders_for(decision.replicas), placeholder=True)
+        self._scale(now, state, service.headroom_workloads(decision.replicas), placeholder=True)
         state.decisions.append(
             {"at": now, "rps": rate, "replicas": decision.replicas, "serving": serving}
         )
@@ -229,8 +230,10 @@ class ServiceRunner(Runner):
             labels[KIND_LABEL] = "inference"
         wl = Workload(
             name=name,
-            team=service.team,
-            podsets=(service.pod,),
+            team=service.headroom_team() if placeholder else service.team,
+            podsets=(
+                replace(service.pod, count=service.headroom_gang()) if placeholder else service.pod,
+            ),
             submit_time=now,
             priority=service.placeholder_priority if placeholder else service.priority,
             priority_class=(

@@ -218,6 +218,9 @@ class Training:
     ran: float
     lost: float
     delayed: float
+    lost_independent: float
+    """``lost`` with each job's checkpoints in a phase of its own (see
+    :func:`training_in_headroom`)."""
 
 
 def training_in_headroom(
@@ -235,10 +238,16 @@ def training_in_headroom(
       headroom shrank), the work since its last checkpoint: ``(stop - placed) mod
       checkpoint`` (checkpoints every ``checkpoint`` seconds from each placement);
     * **delayed**: GPU-hours the pods waited to run again after such an end, until placed
-      again (or deleted, or ``end``).
+      again (or deleted, or ``end``);
+    * **lost_independent**: ``lost`` for jobs whose checkpoints keep phases of their own:
+      a job first placed with work since its last checkpoint uniform in ``[0, checkpoint)``
+      (it came from a queue whose jobs started at any time) loses ``checkpoint / 2`` at its
+      first end, expected; after a restart from its checkpoint, as ``lost``. (``lost``
+      checkpoints every job from its first placement: jobs placed together checkpoint
+      together.)
 
     Each counts where it falls in the window (a loss at its stop; a wait as its overlap)."""
-    ran = lost = delayed = 0.0
+    ran = lost = delayed = independent = 0.0
     for intervals, deleted in pods:
         for i, (a, b) in enumerate(intervals):
             ran += max(0.0, min(b, end) - max(a, start))
@@ -246,7 +255,9 @@ def training_in_headroom(
                 continue
             if start <= b:
                 lost += (b - a) % checkpoint
+                independent += checkpoint / 2 if i == 0 else (b - a) % checkpoint
             resumed = intervals[i + 1][0] if i + 1 < len(intervals) else None
             until = min(x for x in (resumed, deleted, end) if x is not None)
             delayed += max(0.0, min(until, end) - max(b, start))
-    return Training(ran * gpus / 3600, lost * gpus / 3600, delayed * gpus / 3600)
+    hours = gpus / 3600
+    return Training(ran * hours, lost * hours, delayed * hours, independent * hours)

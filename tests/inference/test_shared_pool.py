@@ -1,0 +1,126 @@
+"""A node pool shared by a service and another team's training (issue 30 part 3): the
+replicas reclaim the training's gangs at once, and the GPU-hours are booked against a
+dedicated world (simulate/shared_pool.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleetshare.scenario.loader import ScenarioError, load_scenario_data
+from fleetshare.simulate.service_compare import summarize
+from fleetshare.simulate.service_input import build_services
+from fleetshare.simulate.services import ServiceRun, run_services
+from fleetshare.simulate.shared_pool import ledger
+from fleetshare.simulate.sla import training_in_headroom
+
+from .test_service_run import _late, _scenario
+
+TRAINING = {
+    "pods": 2,
+    "held_by": "training",
+    "priority": "training",
+    "team": "research",
+    "gang_pods": 2,
+    "checkpoint_seconds": 300,
+}
+
+
+def _shared(tmp_path: Path, **service: Any) -> dict[str, Any]:
+    data = _scenario(tmp_path, **service)
+    data["policy"]["teams"].append(
+        {
+            "name": "research",
+            "quota": [],
+            "borrow_limits": [{"resource": "nvidia.com/gpu", "absolute": 2}],
+        }
+    )
+    return data
+
+
+def _run(tmp_path: Path, option: str, **service: Any) -> ServiceRun:
+    scenario = load_scenario_data(_shared(tmp_path, **service), tmp_path)
+    return run_services(scenario, build_services(scenario, tmp_path), option)
+
+
+def test_replicas_reclaim_another_teams_training_gang_by_hand(tmp_path: Path) -> None:
+    """research borrows 2 GPUs for one gang of two replica-shaped pods (checkpoint every
+    300 s) on the service's pool, whose nodes boot with the image. The gang is placed when
+    its nodes are Ready (91 s); at 600 s the two new replicas reclaim it at once and serve
+    after the model load alone (640 s). The gang ran 509 s and loses 509 mod 300 = 209 s on
+    both GPUs, waits 91 s for two new nodes (691 s) and runs to the end (1,109 s): ran 2 x
+    1,618 GPU-s, lost 2 x 209, delayed 2 x 91, useful 2 x 1,409. Paid: three nodes from 1 s
+    and two from 601 s = 7,795 GPU-s; replicas held 1,709 + 2 x 1,200 = 4,109 GPU-s."""
+    startup = {"image_pull_seconds": 100, "model_load_seconds": 40, "preloaded_pools": ["gpu"]}
+    run = _run(tmp_path, "headroom", headroom=TRAINING, startup=startup)
+    late = _late(run)
+    assert len(late) == 2
+    for wanted, placed, serving in late:
+        assert placed == wanted == 600  # took the training's GPUs at once
+        assert serving - placed == 40  # model load only: the node booted with the image
+    records = run.result.records
+    (gang,) = [r for n, r in records.items() if "-ph" in n]
+    assert gang.workload.team == "research" and gang.workload.pod_count == 2
+    assert [p["reason"] for p in gang.preemptions] == ["reclaim"]
+    result = summarize(run, load_scenario_data(_shared(tmp_path), tmp_path))
+    training = result.services["chat"]["training"]
+    assert training["gpu_hours"] == round(2 * 1618 / 3600, 2)
+    assert training["lost_gpu_hours"] == round(2 * 209 / 3600, 2)
+    assert training["delayed_gpu_hours"] == round(2 * 91 / 3600, 2)
+    assert training["useful_gpu_hours"] == round(2 * 1618 / 3600 - 2 * 209 / 3600, 2)
+    # with a phase of its own, the gang's first end loses half an interval (150 s), expected
+    assert training["lost_gpu_hours_independent_phases"] == round(2 * 150 / 3600, 2)
+    assert result.cluster["gpu_hours"] == round(7795 / 3600, 2)
+    assert result.cluster["inference_gpu_hours"] == round(4109 / 3600, 2)
+    assert result.services["chat"]["headroom_gpu_hours"] == round(2 * 1618 / 3600, 2)
+
+
+def test_the_ledger_against_a_dedicated_world_by_hand() -> None:
+    """A 10-hour window; the shared pool paid 130 GPU-h, its training ran 95 and lost 5
+    (useful 90), replicas held 30. The dedicated world: the service's pool paid 32 GPU-h and
+    a training pool of 10 GPUs runs 100 GPU-h, all useful. Net inference = 130 - 90 = 40
+    (+25 % on 32); the cluster 130 against 132 (-1.5 %). With the checkpoints' phases as
+    placed (aligned) the training lost 2 more: useful 88, net 42."""
+    useful = {"useful_gpu_hours": 88.0, "useful_gpu_hours_independent_phases": 90.0}
+    shared = {
+        "services": {"chat": {"training": useful}},
+        "cluster": {"window_seconds": [0, 36_000], "gpu_hours": 130.0, "inference_gpu_hours": 30.0},
+    }
+    reactive = {"cluster": {"gpu_hours": 32.0}}
+    book = ledger(shared, reactive, training_gpus=10)
+    assert (book.cluster, book.training_useful, book.net_inference) == (130.0, 90.0, 40.0)
+    assert book.replica_held == 30.0
+    assert (book.dedicated_cluster, book.dedicated_training) == (132.0, 100.0)
+    assert book.extra_net_inference_percent == pytest.approx(25.0)
+    assert book.extra_cluster_percent == pytest.approx(100 * (130 / 132 - 1))
+    aligned = ledger(shared, reactive, training_gpus=10, phases="aligned")
+    assert (aligned.training_useful, aligned.net_inference) == (88.0, 42.0)
+
+
+def test_training_team_and_gangs_are_checked(tmp_path: Path) -> None:
+    bad = {"pods": 2, "team": "research"}  # placeholders: no team of their own
+    with pytest.raises(ScenarioError, match="held_by: training"):
+        load_scenario_data(_shared(tmp_path, headroom=bad), tmp_path)
+    data = _shared(tmp_path, headroom={**TRAINING, "team": "nobody"})
+    scenario = load_scenario_data(data, tmp_path)
+    with pytest.raises(ScenarioError, match=r"headroom\.team: unknown team 'nobody'"):
+        build_services(scenario, tmp_path)
+
+
+def test_lost_work_with_independent_checkpoint_phases_by_hand() -> None:
+    """Checkpoints every 1,000 s, one GPU a job, window [0, 10,000). Job 1 runs 0-2,500,
+    is stopped, runs again 3,000-4,200, is stopped, and runs to the end. Aligned (from each
+    placement): it loses 500 and 200. Independent: its first end loses 500 expected (half
+    an interval, whatever its phase), its second 200 (it restarted from a checkpoint). Job
+    2 runs 0-9,000 and is deleted: 0 aligned, 500 expected."""
+    done = training_in_headroom(
+        [([(0, 2500), (3000, 4200), (4300, 10_000)], None), ([(0, 9000)], 9000)],
+        gpus=1,
+        checkpoint=1000,
+        start=0,
+        end=10_000,
+    )
+    assert done.lost == pytest.approx((500 + 200 + 0) / 3600)
+    assert done.lost_independent == pytest.approx((500 + 200 + 500) / 3600)
