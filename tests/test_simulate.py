@@ -538,8 +538,9 @@ def test_policies_that_come_out_the_same_with_preemptions_say_so() -> None:
 
     Since fair share stopped taking a victim whose team would be back within its quota with
     another victim of it waiting (a hunt's case), the two runs differ on that input (in
-    borrowed hours and waits, with 83 preemptions each); the note is checked on the borrow-quota run given twice, under
-    both policies' names, so that they come out the same by construction."""
+    borrowed hours and waits, with 83 preemptions each); the note is checked on the
+    borrow-quota run given twice, under both policies' names, so that they come out the same
+    by construction."""
     from dataclasses import replace
 
     from fleetshare.simulate.report import coinciding
