@@ -1,9 +1,10 @@
 """Replay a scenario on a virtual clock: the simulated backend of the control loop.
 
-The :class:`Runner` is a :class:`~fleetshare.control.cluster.Cluster`: it holds the simulated
-world (nodes, pending and running workloads, a simulated cloud) and an event queue of what
-happens to it (submissions, finishes, node events, policy changes, nodes joining, wake-ups).
-At each moment it applies those events, then lets the
+The :class:`Runner` is a :class:`~fleetshare.control.cluster.Cluster`: a
+:class:`~fleetshare.control.state.ClusterState` (nodes, pending and running workloads, timers)
+fed by a scenario (its submissions, node events and policy changes, set as timers; a simulated
+cloud), whose sink (:meth:`Runner._record`) keeps each workload's record and the event log.
+At each moment it applies the due timers, then lets the
 :class:`~fleetshare.control.loop.ControlLoop` observe, decide and act through it until nothing
 more changes at that moment. Preempted and evicted workloads go back to their queue with
 their original submit time and, when admitted again, run their whole duration again (no
@@ -12,10 +13,9 @@ checkpointing).
 
 from __future__ import annotations
 
-import heapq
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
@@ -25,7 +25,6 @@ from fleetshare.control.autoscaler import Autoscaler
 from fleetshare.control.changes import (
     Admitted,
     AutoscalerEvent,
-    AutoscalerNote,
     Change,
     Finished,
     NodeJoined,
@@ -33,14 +32,12 @@ from fleetshare.control.changes import (
     PendingReasonChanged,
     Preempted,
     Warned,
-    loop_time,
-    preemptor_team,
 )
 from fleetshare.control.clock import VirtualClock
 from fleetshare.control.loop import ControlLoop
+from fleetshare.control.state import FINISH, NODE, SUBMIT, WAKE, ClusterState
 from fleetshare.governance.admission import CycleCache, Engine
-from fleetshare.governance.queues import PendingBook, PendingView, new_in_substance, same_nodes
-from fleetshare.governance.snapshot import Admission, CycleResult, Pending, Running
+from fleetshare.governance.snapshot import Running
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import to_number
 from fleetshare.model.reason import PendingReason, Reason
@@ -114,11 +111,7 @@ class RunLimitError(ScenarioError):
     which, what still waits, and what the cluster did meanwhile)."""
 
 
-# at one instant: finishes, then node changes, then submits, then wake-ups
-_FINISH, _NODE, _SUBMIT, _WAKE = 0, 1, 2, 3
-
-
-class Runner:
+class Runner(ClusterState):
     """The simulated cluster: a scenario's world and events, driven by the control loop."""
 
     def __init__(
@@ -131,6 +124,7 @@ class Runner:
     ) -> None:
         """``cloud`` replaces the scenario's simulated cloud (e.g. an AWS adapter over a
         stubbed client); ``billing`` is then what the bill is read from."""
+        super().__init__(self._record)
         self.scenario = scenario
         self.reference = reference
         """Run the engine as first written: nothing carried between cycles, no shortcuts in
@@ -138,18 +132,11 @@ class Runner:
         self.cache = CycleCache()
         """Carried between this run's cycles (the engine's decisions do not depend on it)."""
         self.clock = VirtualClock()
-        self._node_view: tuple[Node, ...] = ()
-        self.nodes: dict[str, Node] = {n.name: n for n in scenario.nodes}
-        self._namespaces = {n.name: dict(n.labels) for n in scenario.spec.cluster.namespaces}
+        self.nodes = {n.name: n for n in scenario.nodes}
+        self.namespaces = {n.name: dict(n.labels) for n in scenario.spec.cluster.namespaces}
         self.records = {w.name: WorkloadRecord(w) for w in scenario.workloads}
-        self.pending = PendingBook()
-        self.running: dict[str, Running] = {}
         self.events: list[dict[str, Any]] = []
         self.warnings: list[str] = []
-        self._queue: list[tuple[float, int, int, Any]] = []
-        self._seq = 0
-        self._finish_version: dict[str, int] = {}
-        self._wakes: set[float] = set()
         self._progress = False
         self._progress_at = 0.0
         self._second_began = 0.0
@@ -161,11 +148,11 @@ class Runner:
         self.horizon = max(MIN_HORIZON_SECONDS, 2 * longest)
         """Simulated seconds without progress after which a run without ``until`` stops."""
         for wl in scenario.workloads:
-            self._push(wl.submit_time, _SUBMIT, wl)
+            self.push(wl.submit_time, SUBMIT, wl)
         for event in scenario.events:
-            self._push(event.at, _NODE, event)
+            self.push(event.at, NODE, event)
         for at, policy in scenario.policy_changes:
-            self._push(at, _NODE, policy)
+            self.push(at, NODE, policy)
         spec = scenario.spec
         self.cloud: SimulatedCloud | None = billing
         self.autoscaler: Autoscaler | None = None
@@ -183,7 +170,8 @@ class Runner:
             )
             if reference:
                 self.autoscaler.states = None
-            self._push(0.0, _WAKE, None)  # floors and headroom from the start
+            self.autoscaled = True
+            self.push(0.0, WAKE, None)  # floors and headroom from the start
         self.loop = ControlLoop(self, self._engine(scenario.policy), self.autoscaler)
 
     @property
@@ -199,17 +187,15 @@ class Runner:
             engine.cache = self.cache
         return engine
 
-    def _push(self, at: float, kind: int, payload: Any) -> None:
-        self._seq += 1
-        heapq.heappush(self._queue, (at, kind, self._seq, payload))
-
     def _log(self, at: float, event: str, **details: Any) -> None:
         self.events.append({"at": to_number_time(at), "event": event, **details})
 
     def _record(self, change: Change) -> None:
-        """The run's sink: a change the loop made, as an entry of the event log."""
+        """The run's sink: a change the loop made, in the workload's record and as an entry
+        of the event log."""
         match change:
             case Admitted(workload=wl, assignment=assignment):
+                self._admitted(change)
                 partial = {}
                 if assignment.counts:  # partial admission: the pods admitted
                     names = (ps.name for ps in wl.podsets)
@@ -221,11 +207,18 @@ class Runner:
                     **partial,
                 )  # fmt: skip
             case Preempted():
+                record = self.records[change.workload]
+                record.state = "preempted"
+                at = to_number_time(change.at)
+                record.preemptions.append({"at": at, "by": change.by, "reason": change.reason})
                 self._log(
                     change.at, "preempt", workload=change.workload, by=change.by,
                     reason=change.reason, message=change.message,
                 )  # fmt: skip
+                self._restarted(change.at, change.workload)
             case Finished():
+                record = self.records[change.workload]
+                record.state, record.finished_at = "finished", change.at
                 self._log(change.at, "finish", workload=change.workload)
             case PendingReasonChanged():
                 self._log(
@@ -243,26 +236,37 @@ class Runner:
             case _:
                 assert_never(change)
 
+    def _admitted(self, change: Admitted) -> None:
+        """An admission in the workload's record."""
+        wl, assignment, now = change.workload, change.assignment, change.at
+        record = self.records[wl.name]
+        record.state, record.admitted_at = "admitted", now
+        if record.first_admitted_at is None:
+            record.first_admitted_at = now
+        record.borrowed = dict(change.borrowed)
+        record.flavors = assignment.flavors
+        record.placement = assignment.placement
+        record.counts = assignment.counts or tuple(ps.count for ps in wl.podsets)
+
     # -- the clock -------------------------------------------------------------------------
 
     def run(self) -> RunResult:
         """Process every event (up to ``until``) and return the result."""
         now = 0.0
         until = self.scenario.until
-        while self._queue:
-            now = self._queue[0][0]
+        while (at := self.next_timer()) is not None:
+            now = at
             if until is not None and now > until:
                 now = until
                 break
             self.clock.advance_to(now)
             self._progress = False
-            while self._queue and self._queue[0][0] == now:
-                _, kind, _, payload = heapq.heappop(self._queue)
-                self._apply(now, kind, payload)
+            while (timer := self.pop_timer(now)) is not None:
+                self._apply(now, timer[1], timer[2])
             self.loop.reconcile(now)
             self._count_progress(now)
             self._settled(now)
-        self._final_positions()
+        self._final_reasons()
         return RunResult(
             self.scenario,
             self.records,
@@ -319,7 +323,8 @@ class Runner:
             recent = [p["reason"] for p in record.preemptions if p["at"] >= since]
             causes = ", ".join(f"{n:,} {r}" for r, n in Counter(recent).most_common(3))
             more = f" ({len(stuck) - 1:,} more waiting or running)" if len(stuck) > 1 else ""
-            why = f"; waits: {record.pending_reason}" if record.pending_reason else ""
+            waiting = self.waiting.get(first)
+            why = f"; waits: {waiting.reason}" if waiting else ""
             restarts = f", restarts: {causes}" if causes else ""
             parts.append(f"{first} is {record.state}{more}{restarts}{why}")
         if self.autoscaler is not None:
@@ -337,30 +342,24 @@ class Runner:
         """Called after each moment is settled (a hook for progress reports)."""
 
     def _apply(self, now: float, kind: int, payload: Any) -> None:
-        if kind == _WAKE:
+        if kind == WAKE:
             return  # time passing alone is no change: a guard that expires is its own reason
-        if kind != _FINISH:
+        if kind != FINISH:
             self.loop.world_changed()  # a submission, a node or a policy change
-        if kind != _FINISH and not isinstance(payload, Node):
+        if kind != FINISH and not isinstance(payload, Node):
             self._progress = True  # an input event (a launched node joining is none)
-        if kind == _SUBMIT:
+        if kind == SUBMIT:
             wl: Workload = payload
             self.pending.put(wl)
             self.records[wl.name].submitted = True
             self._log(now, "submit", workload=wl.name, team=wl.team, pods=wl.pod_count)
-        elif kind == _FINISH:
-            name, version = payload
-            if self._finish_version.get(name) == version and name in self.running:
-                del self.running[name]
-                record = self.records[name]
-                record.state, record.finished_at = "finished", now
-                self._record(Finished(now, name))
+        elif kind == FINISH:
+            if self.finish_due(now, payload):
                 self._progress = True
                 self.loop.world_changed()  # (a finish of a run that was preempted is none)
         elif isinstance(payload, Node):  # a launched node joins the cluster
             if self.loop.node_ready(payload.name):
-                self.nodes[payload.name] = payload
-                self._record(NodeJoined(now, payload.name))
+                self.join(payload, now)
         elif isinstance(payload, Policy):
             self.loop.set_engine(self._engine(payload))
             self._log(now, "policy", teams=[t.name for t in payload.teams])
@@ -382,10 +381,8 @@ class Runner:
                 continue
             node = found
             self._log(now, "node", action=event.action, node=name)
-            if event.action == "cordon":
-                self.nodes[name] = node.with_state(unschedulable=True)
-            elif event.action == "uncordon":
-                self.nodes[name] = node.with_state(unschedulable=False)
+            if event.action in ("cordon", "uncordon"):
+                self.cordon(name, event.action == "cordon")
             elif event.action == "recover":
                 self.nodes[name] = node.with_state(ready=True, healthy=True)
             else:  # fail or remove: the node's workloads are evicted and requeued
@@ -397,46 +394,9 @@ class Runner:
                     del self.nodes[name]
                     self.loop.node_gone(name, now, Reason("removed", "removed"))
                 reason = "node-removed" if event.action == "remove" else "node-failure"
-                self._evict_from(now, name, reason)
+                self.evict_from(name, reason, "", now)
 
-    def _evict_from(self, now: float, node: str, reason: str, message: str = "") -> None:
-        for running in list(self.running.values()):
-            on_node = node in running.assignment.nodes
-            if on_node:
-                self._requeue(now, running.workload, by=node, reason=reason, message=message)
-
-    def _requeue(self, now: float, wl: Workload, by: str, reason: str, message: str = "") -> None:
-        del self.running[wl.name]
-        self._finish_version[wl.name] = self._finish_version.get(wl.name, 0) + 1
-        self.pending.put(wl)
-        record = self.records[wl.name]
-        record.state = "preempted"
-        record.preemptions.append({"at": to_number_time(now), "by": by, "reason": reason})
-        by_team = preemptor_team(by, self.running, self.pending)
-        self._record(Preempted(now, wl.name, wl.team, by, by_team, reason, message))
-        self._restarted(now, wl.name)
-
-    # -- the Cluster backend: what the control loop observes -----------------------------
-
-    def node_list(self) -> tuple[Node, ...]:
-        """The nodes as a tuple, the same object as last time when no node changed (the
-        engine's cache then knows at a glance that its node state still holds)."""
-        self._node_view = same_nodes(tuple(self.nodes.values()), self._node_view)
-        return self._node_view
-
-    def running_workloads(self) -> dict[str, Running]:
-        return self.running
-
-    def pending_workloads(self) -> list[Workload]:
-        return list(self.pending.values())
-
-    def pending_for_cycle(self) -> PendingView:
-        """The pending workloads, with what changed since the last cycle (so that the
-        engine's cache need not compare the whole lists)."""
-        return self.pending.view(self)
-
-    def namespace_labels(self) -> dict[str, dict[str, str]]:
-        return self._namespaces
+    # -- the Cluster backend: what differs from the shared state ---------------------------
 
     def busy(self, now: float) -> bool:
         """Endless work (no duration) running alone keeps no one busy: with no ``until`` the
@@ -447,103 +407,18 @@ class Runner:
             bool(self.pending)
             or any(r.workload.duration is not None for r in self.running.values())
             or (until is not None and now < until)
-            or any(k != _WAKE for _, k, _, _ in self._queue)
+            or self.expecting()
         )
 
-    # -- ... and how it acts -------------------------------------------------------------------
-
-    def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
-        self._requeue(now, workload, by=by, reason=reason, message=message)
-
-    def admitting(self) -> bool:
-        return True
-
-    def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
-        for admission in admissions:
-            self.bind(admission, now)
-
-    def bind(self, admission: Admission, now: float) -> None:
-        wl = admission.workload
-        self.pending.take(wl.name)
-        self.running[wl.name] = Running(wl, admission.assignment, now)
-        record = self.records[wl.name]
-        record.state, record.admitted_at = "admitted", now
-        if record.first_admitted_at is None:
-            record.first_admitted_at = now
-        record.borrowed = dict(admission.borrowed)
-        record.pending_reason = record.queue_position = record.engine_reason = None
-        record.flavors = admission.assignment.flavors
-        record.placement = admission.assignment.placement
-        record.counts = admission.assignment.counts or tuple(ps.count for ps in wl.podsets)
-        self._record(Admitted(now, wl, admission.assignment, admission.borrowed))
-        if wl.duration is not None:
-            version = self._finish_version.get(wl.name, 0) + 1
-            self._finish_version[wl.name] = version
-            self._push(now + wl.duration, _FINISH, (wl.name, version))
-
-    def report_pending(self, result: CycleResult, now: float) -> None:
-        changed = result.pending_changed
-        if changed is not None and self.autoscaler is None:
-            # the others keep the reason they had: only their queue positions may differ,
-            # and those are set at the end of the run (_final_positions)
-            reports: Iterable[tuple[str, Pending]] = (
-                (name, result.pending[name]) for name in changed
-            )
-        else:
-            reports = result.pending.items()
-        for name, pending in reports:
+    def _final_reasons(self) -> None:
+        """Each waiting workload's reason and queue position in its record, as of the last
+        cycle (cycles with a cache report only the reasons that changed)."""
+        self.loop.last_cycle = None
+        self.settle_positions()
+        for name, waiting in self.waiting.items():
             record = self.records[name]
-            last = record.engine_reason
-            if new_in_substance(last, pending.reason):
-                # logged when the reason changes, not when only its numbers do (usage moving
-                # under a waiting job would log it every cycle); the record keeps the latest.
-                # Compared with the engine's last reason, not the record's (which carries the
-                # autoscaler's note: comparing with it logged every waiting job every cycle)
-                change = PendingReasonChanged(
-                    now, name, pending.workload.team, pending.reason, pending.position
-                )
-                self._record(change)
-            record.engine_reason = record.pending_reason = pending.reason
-            record.queue_position = pending.position
-
-    def note_pending(self, workload: str, note: AutoscalerNote) -> None:
-        record = self.records[workload]
-        text = note.message(loop_time)
-        if record.pending_reason and text not in record.pending_reason:
-            record.pending_reason = record.pending_reason.noted(text)
-
-    def join_node(self, node: Node, at: float) -> None:
-        self._push(at, _NODE, node)
-
-    def remove_node(self, name: str, reason: Reason, now: float) -> bool:
-        before = len(self.running)
-        self.nodes.pop(name, None)
-        message = reason.details
-        self._evict_from(now, name, reason.category, message)
-        return len(self.running) < before
-
-    def wake(self, at: float, now: float, *, unless_sooner: bool = False) -> None:
-        if unless_sooner and self._queue and self._queue[0][0] <= at:
-            return
-        if at > now and at not in self._wakes:
-            self._wakes.add(at)
-            self._push(at, _WAKE, None)
-
-    def warn(self, now: float, message: str) -> None:
-        self._record(Warned(now, message))
-
-    def log(self, now: float, event: str, **details: Any) -> None:
-        self._record(AutoscalerEvent(now, event, details))
-
-    def _final_positions(self) -> None:
-        """Cycles with a cache report only the pending workloads whose reason changed; the
-        others' queue positions are set here, from the last cycle (as if set every cycle)."""
-        last, self.loop.last_cycle = self.loop.last_cycle, None
-        if last is None or last.pending_changed is None or self.autoscaler is not None:
-            return
-        for name, pending in last.pending.items():
-            if name in self.pending:
-                self.records[name].queue_position = pending.position
+            record.pending_reason, record.queue_position = waiting.reason, waiting.position
+            record.engine_reason = waiting.engine
 
 
 def _span(seconds: float) -> str:

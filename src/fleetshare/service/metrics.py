@@ -160,11 +160,11 @@ class LoopMetrics:
         self.admitted.labels(workload.team).inc()
         self.wait.labels(workload.team).observe(max(0.0, waited))
 
-    def _evicted(self, workload: Workload, by_team: str | None, reason: str) -> None:
+    def _evicted(self, team: str, by_team: str | None, reason: str) -> None:
         kueue = PREEMPTION_REASON.get(reason)
         if kueue is not None:
             self.preempted.labels(by_team or "", kueue).inc()
-        self.evicted.labels(workload.team, "Preempted" if kueue else reason).inc()
+        self.evicted.labels(team, "Preempted" if kueue else reason).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -64,6 +64,7 @@ from fleetshare.autoscaling.simulated_cloud import SimulatedCloud
 from fleetshare.control.autoscaler import Autoscaler
 from fleetshare.control.clock import Clock, WallClock
 from fleetshare.control.loop import ControlLoop
+from fleetshare.control.state import FINISH, NODE, Waiting
 from fleetshare.governance.admission import CycleCache, Engine
 from fleetshare.governance.quota import compile_policy
 from fleetshare.governance.snapshot import Running
@@ -78,11 +79,8 @@ from fleetshare.service import nodepools, pg_writes
 from fleetshare.service import store as tables
 from fleetshare.service.auth import Principal
 from fleetshare.service.backend import (
-    FINISH,
-    JOIN,
     EmbeddedCluster,
     NodeInfo,
-    Waiting,
     assignment_from_json,
     node_from_row,
 )
@@ -325,6 +323,7 @@ class ControlPlane:
         at = self.unix(now)
         backend = self.backend
         self.cloud = self.autoscaler = None
+        backend.autoscaled = False
         with self.store.write("take-over") as conn:
             if not self.lease.check(conn):
                 raise LeaseLost("the lease went to another replica before the loop started")
@@ -392,6 +391,7 @@ class ControlPlane:
             pdbs=spec.pdbs,
             do_not_disrupt=spec.do_not_disrupt,
         )
+        self.backend.autoscaled = True
         if self.loop is not None:
             self.loop.autoscaler = self.autoscaler
 
@@ -636,7 +636,7 @@ class ControlPlane:
                 if timer == FINISH:
                     if backend.finish_due(at, item):
                         loop.world_changed()
-                elif timer == JOIN and loop.node_ready(item.name):
+                elif timer == NODE and loop.node_ready(item.name):
                     backend.add_node(item, self._node_info(item), at)
                     loop.world_changed()
             seconds = 0.0
@@ -736,6 +736,7 @@ class ControlPlane:
     def _make_view(self, now: float, steps: int) -> View:
         b = self.backend
         assert self.loop is not None
+        b.settle_positions()
         return View(
             now,
             self.loop.engine,
@@ -854,7 +855,7 @@ class ControlPlane:
             ):
                 if r.workload in f.pending:  # else admitted or gone since
                     reason = pending_reason(r.details)
-                    f.reasons[r.workload] = Waiting(reason, r.details["position"])
+                    f.reasons[r.workload] = Waiting(reason, r.details["position"], reason)
                     changed_any = True
             # every event up to top is committed (ids in commit order): the next refresh
             # starts after it, not after the last ``pending`` event (with none for a while,

@@ -41,7 +41,7 @@ from fleetshare.governance.snapshot import Running
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import Policy
 from fleetshare.scenario.loader import Scenario, ScenarioError, build_workload
-from fleetshare.scenario.runner import _FINISH, Runner, WorkloadRecord
+from fleetshare.scenario.runner import Runner, WorkloadRecord
 from fleetshare.scenario.schema import WorkloadSpec
 from fleetshare.service import store as tables
 from fleetshare.service.plane import ControlPlane, View
@@ -102,16 +102,13 @@ class _Runner(Runner):
                 flavors=entry.assignment.flavors,
                 placement=entry.assignment.placement,
             )
-            self.running[wl.name] = entry
+            self.resume(entry, remaining)
             self._log(0.0, "admit", workload=wl.name, flavors=[], borrowed={})
-            if remaining is not None:
-                self._finish_version[wl.name] = 1
-                self._push(remaining, _FINISH, (wl.name, 1))
 
     def _settled(self, now: float) -> None:
         if time.monotonic() > self.deadline:
             self.stopped_at = now
-            self._queue.clear()
+            self.clear_timers()
 
 
 _one_at_a_time = threading.Lock()

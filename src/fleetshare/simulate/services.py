@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fleetshare.control.changes import Change, Preempted
+from fleetshare.control.state import SUBMIT
 from fleetshare.governance.snapshot import Admission
 from fleetshare.inference.forecast import (
     Forecaster,
@@ -32,7 +34,7 @@ from fleetshare.inference.startup import node_ready
 from fleetshare.model.reason import Reason
 from fleetshare.model.workload import Workload
 from fleetshare.scenario.loader import Scenario
-from fleetshare.scenario.runner import _SUBMIT, Runner, RunResult, WorkloadRecord
+from fleetshare.scenario.runner import Runner, RunResult, WorkloadRecord
 
 KIND_LABEL = "fleetshare.io/kind"
 PREEMPTIBLE_LABEL = "fleetshare.io/preemptible"
@@ -157,7 +159,7 @@ class ServiceRunner(Runner):
         """Per node, when each service's image is (or will be) pulled there."""
         self.clock_start = scenario.spec.autoscaler.clock_start
         for i in range(len(self.services)):
-            self._push(0.0, _SUBMIT, _Tick(i))
+            self.push(0.0, SUBMIT, _Tick(i))
         self.end = max((s.traffic.end for s in services), default=0.0)
 
     # -- the scaler's tick -----------------------------------------------------------------
@@ -206,7 +208,7 @@ class ServiceRunner(Runner):
         if following < service.traffic.end and (
             self.scenario.until is None or following <= self.scenario.until
         ):
-            self._push(following, _SUBMIT, tick)
+            self.push(following, SUBMIT, tick)
 
     def _scale(self, now: float, state: ServiceState, wanted: int, *, placeholder: bool) -> None:
         live = state.live(placeholder)
@@ -255,11 +257,8 @@ class ServiceRunner(Runner):
         pod.deleted_at = now
         pod.stop(now)
         record = self.records[pod.name]
-        if self.pending.take(pod.name) is None and pod.name in self.running:
-            del self.running[pod.name]
-            self._finish_version[pod.name] = self._finish_version.get(pod.name, 0) + 1
+        self.cancel(pod.name)
         record.state, record.finished_at = "deleted", now
-        record.pending_reason = None
         self.loop.world_changed()
         self._log(now, "delete", workload=pod.name)
 
@@ -292,9 +291,14 @@ class ServiceRunner(Runner):
         managed = self.autoscaler.nodes.get(node) if self.autoscaler is not None else None
         return managed is not None and managed.pool in pools
 
-    def _requeue(self, now: float, wl: Workload, by: str, reason: str, message: str = "") -> None:
-        super()._requeue(now, wl, by, reason, message)
-        owned = self._owner.get(wl.name)
+    def _record(self, change: Change) -> None:
+        super()._record(change)
+        if isinstance(change, Preempted):
+            self._evicted(change.at, change.workload)
+
+    def _evicted(self, now: float, name: str) -> None:
+        """A replica or placeholder was evicted: it waits to be placed again."""
+        owned = self._owner.get(name)
         if owned is None:
             return
         pod = owned[1]

@@ -1,0 +1,181 @@
+"""The cluster state the scenario runner and the service's backend share
+(``control/state.py``): each rule a backend follows when it acts, as the typed changes its
+sink receives."""
+
+from __future__ import annotations
+
+from fleetshare.control.changes import (
+    Admitted,
+    AutoscalerNote,
+    Change,
+    Finished,
+    NodeJoined,
+    NodeLeft,
+    PendingReasonChanged,
+    Preempted,
+)
+from fleetshare.control.state import FINISH, NODE, SUBMIT, WAKE, ClusterState, FinishTimer
+from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Pending
+from fleetshare.model.node import Node
+from fleetshare.model.reason import PendingReason, Reason
+from fleetshare.model.workload import PodSet, Workload
+
+NODE_A = Node("a", {"cpu": 8000})
+
+
+def _state() -> tuple[ClusterState, list[Change]]:
+    changes: list[Change] = []
+    state = ClusterState(changes.append)
+    state.nodes["a"] = NODE_A
+    return state, changes
+
+
+def _job(name: str, team: str = "t", duration: float | None = 10.0) -> Workload:
+    return Workload(name, team, (PodSet("main", 1, {"cpu": 1000}),), duration=duration)
+
+
+def _admit(state: ClusterState, wl: Workload, now: float) -> None:
+    assignment = Assignment(("default",), ((("a", 1),),))
+    state.bind(Admission(wl, assignment, {}), now)
+
+
+def _run_timers(state: ClusterState, until: float) -> None:
+    for at, kind, payload in state.due(until):
+        if kind == FINISH:
+            assert isinstance(payload, FinishTimer)
+            state.finish_due(at, payload)
+
+
+def test_a_workload_admitted_again_finishes_at_the_end_of_its_second_run() -> None:
+    state, changes = _state()
+    wl = _job("w")
+    state.pending.put(wl)
+    _admit(state, wl, 0.0)
+    state.evict(wl, "big", "priority", "a higher priority", 5.0)
+    _admit(state, wl, 6.0)
+    _run_timers(state, 12.0)  # the first run's timer (t=10) does nothing
+    assert "w" in state.running
+    _run_timers(state, 16.0)
+    assert "w" not in state.running
+    assert [type(c) for c in changes] == [Admitted, Preempted, Admitted, Finished]
+    assert changes[-1].at == 16.0
+
+
+def test_a_cancelled_workload_does_not_finish_and_leaves_its_queue() -> None:
+    state, changes = _state()
+    running, waiting = _job("r"), _job("p")
+    state.pending.put(running)
+    state.pending.put(waiting)
+    _admit(state, running, 0.0)
+    assert state.cancel("r") and state.cancel("p") and not state.cancel("gone")
+    _run_timers(state, 100.0)
+    assert not state.running and not state.pending
+    assert [type(c) for c in changes] == [Admitted]
+
+
+def test_timers_at_one_instant_apply_finishes_nodes_submissions_then_wake_ups() -> None:
+    state, _ = _state()
+    state.wake(5.0, 0.0)
+    state.push(5.0, SUBMIT, "second submission")
+    state.push(5.0, SUBMIT, "third submission")
+    state.push(5.0, NODE, "node event")
+    state.push(5.0, FINISH, "finish")
+    state.push(4.0, SUBMIT, "first submission")
+    assert [(at, kind) for at, kind, _ in state.due(5.0)] == [
+        (4.0, SUBMIT),
+        (5.0, FINISH),
+        (5.0, NODE),
+        (5.0, SUBMIT),
+        (5.0, SUBMIT),
+        (5.0, WAKE),
+    ]
+    assert state.next_timer() is None
+
+
+def test_a_wake_up_is_set_once_in_the_future_and_not_when_a_timer_comes_sooner() -> None:
+    state, _ = _state()
+    state.wake(3.0, 5.0)  # in the past
+    state.wake(8.0, 5.0)
+    state.wake(8.0, 5.0)  # set already
+    state.wake(9.0, 5.0, unless_sooner=True)  # the loop runs at 8 anyway
+    assert [at for at, _, _ in state.due(10.0)] == [8.0]
+    assert not state.expecting()
+    state.wake(9.0, 5.0, unless_sooner=True)
+    assert state.next_timer() == 9.0 and not state.expecting()
+
+
+def test_a_node_that_leaves_requeues_its_work_by_the_node_for_the_reasons_category() -> None:
+    state, changes = _state()
+    wl = _job("w")
+    state.pending.put(wl)
+    _admit(state, wl, 0.0)
+    assert state.remove_node("a", Reason("spot-interruption", "reclaimed by the cloud"), 3.0)
+    assert "a" not in state.nodes and "w" in state.pending and not state.running
+    left, preempted = changes[1:]
+    assert isinstance(left, NodeLeft) and left.node == "a"
+    assert preempted == Preempted(
+        3.0, "w", "t", "a", None, "spot-interruption", "reclaimed by the cloud"
+    )
+    _run_timers(state, 20.0)
+    assert not any(isinstance(c, Finished) for c in changes)
+
+
+def test_a_preemption_names_the_preemptors_team() -> None:
+    state, changes = _state()
+    victim, preemptor = _job("v"), _job("big", team="other")
+    state.pending.put(victim)
+    _admit(state, victim, 0.0)
+    state.pending.put(preemptor)
+    state.evict(victim, "big", "reclaim", "its quota back", 1.0)
+    assert isinstance(changes[-1], Preempted) and changes[-1].by_team == "other"
+
+
+def _cycle(wl: Workload, reason: str, *, changed: bool = True) -> CycleResult:
+    pending = {wl.name: Pending(wl, PendingReason(reason, "quota"), 1)}
+    return CycleResult(pending=pending, pending_changed=[wl.name] if changed else [])
+
+
+def test_a_reason_is_reported_when_it_changes_in_substance_not_for_its_numbers() -> None:
+    state, changes = _state()
+    state.autoscaled = True  # every reason set again each cycle
+    wl = _job("w")
+    state.pending.put(wl)
+    state.report_pending(_cycle(wl, "not enough quota: needs 2"), 1.0)
+    note = AutoscalerNote("launching", ("n-1",), 1, ready_at=91.0)
+    state.note_pending("w", note)
+    state.note_pending("w", note)  # once
+    assert state.waiting["w"].reason == (
+        "not enough quota: needs 2; nodes launching for it: n-1 (ready at t=91)"
+    )
+    state.report_pending(_cycle(wl, "not enough quota: needs 3"), 2.0)  # only a number
+    assert state.waiting["w"].reason == "not enough quota: needs 3"  # the old note went
+    state.report_pending(_cycle(wl, "no node has room"), 3.0)
+    said = [(c.at, c.reason) for c in changes if isinstance(c, PendingReasonChanged)]
+    assert said == [(1.0, "not enough quota: needs 2"), (3.0, "no node has room")]
+
+
+def test_unreported_positions_are_the_last_cycles_once_settled() -> None:
+    state, _ = _state()
+    first, second = _job("a"), _job("b")
+    state.pending.put(first)
+    state.pending.put(second)
+    reason = PendingReason("no node has room", "capacity")
+    both = {"a": Pending(first, reason, 1), "b": Pending(second, reason, 2)}
+    state.report_pending(CycleResult(pending=both, pending_changed=["a", "b"]), 1.0)
+    state.cancel("a")
+    moved = {"b": Pending(second, reason, 1)}
+    state.report_pending(CycleResult(pending=moved, pending_changed=[]), 2.0)
+    assert state.waiting["b"].position == 2  # not reported: unchanged until settled
+    state.settle_positions()
+    assert state.waiting["b"].position == 1 and "a" not in state.waiting
+
+
+def test_a_joining_node_is_a_change() -> None:
+    state, changes = _state()
+    state.join(Node("b", {"cpu": 4000}), 7.0)
+    assert changes == [NodeJoined(7.0, "b")] and "b" in state.nodes
+    view = state.node_list()
+    state.cordon("b", False)  # uncordoned already: the same nodes
+    assert state.node_list() is view
+    state.cordon("b")
+    assert state.node_list() is not view and state.nodes["b"].unschedulable
