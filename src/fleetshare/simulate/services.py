@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fleetshare.control.changes import Change, Preempted
+from fleetshare.control.changes import Admitted, Change, NodeLeft, Preempted
 from fleetshare.control.state import SUBMIT
-from fleetshare.governance.snapshot import Admission
+from fleetshare.governance.snapshot import Assignment
 from fleetshare.inference.forecast import (
     Forecaster,
     SeasonalForecaster,
@@ -31,7 +31,6 @@ from fleetshare.inference.scaler import ScalerState, decide
 from fleetshare.inference.service import ROLE_LABEL, SERVICE_LABEL, Service, readings
 from fleetshare.inference.spec import ForecastSpec
 from fleetshare.inference.startup import node_ready
-from fleetshare.model.reason import Reason
 from fleetshare.model.workload import Workload
 from fleetshare.scenario.loader import Scenario
 from fleetshare.scenario.runner import Runner, RunResult, WorkloadRecord
@@ -264,13 +263,22 @@ class ServiceRunner(Runner):
 
     # -- what the loop does to replicas ------------------------------------------------------
 
-    def bind(self, admission: Admission, now: float) -> None:
-        super().bind(admission, now)
-        owned = self._owner.get(admission.workload.name)
+    def _record(self, change: Change) -> None:
+        super()._record(change)
+        if isinstance(change, Admitted):
+            self._placed(change.at, change.workload.name, change.assignment)
+        elif isinstance(change, Preempted):
+            self._evicted(change.at, change.workload)
+        elif isinstance(change, NodeLeft):  # its images go with it
+            self._images.pop(change.node, None)
+
+    def _placed(self, now: float, name: str, assignment: Assignment) -> None:
+        """A replica or placeholder was admitted: it starts on its node."""
+        owned = self._owner.get(name)
         if owned is None:
             return
         state, pod = owned
-        node = admission.assignment.placement[0][0][0]
+        node = assignment.placement[0][0][0]
         headroom = state.service.headroom
         if pod.placeholder and headroom is not None and headroom.held_by == "training":
             # training holding the headroom: it runs its own image, not the service's
@@ -291,11 +299,6 @@ class ServiceRunner(Runner):
         managed = self.autoscaler.nodes.get(node) if self.autoscaler is not None else None
         return managed is not None and managed.pool in pools
 
-    def _record(self, change: Change) -> None:
-        super()._record(change)
-        if isinstance(change, Preempted):
-            self._evicted(change.at, change.workload)
-
     def _evicted(self, now: float, name: str) -> None:
         """A replica or placeholder was evicted: it waits to be placed again."""
         owned = self._owner.get(name)
@@ -307,10 +310,6 @@ class ServiceRunner(Runner):
         pod.stop(now)
         pod.node = pod.admitted_at = pod.ready_at = None
         pod.since = now
-
-    def remove_node(self, name: str, reason: Reason, now: float) -> bool:
-        self._images.pop(name, None)
-        return super().remove_node(name, reason, now)
 
     def busy(self, now: float) -> bool:
         return now < self.end or super().busy(now)
