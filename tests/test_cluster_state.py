@@ -179,3 +179,22 @@ def test_a_joining_node_is_a_change() -> None:
     assert state.node_list() is view
     state.cordon("b")
     assert state.node_list() is not view and state.nodes["b"].unschedulable
+
+
+def test_the_runner_requeues_a_removed_nodes_work_and_warns_of_an_unknown_node() -> None:
+    """The scenario runner on the shared state: a removed node's work is requeued by the node
+    and runs its whole duration again; a node event naming no node is a warning with its time."""
+    from tests.conftest import run_case
+
+    policy = {"teams": [{"name": "a", "quota": [{"resources": {"cpu": 8}}]}]}
+    nodes = [{"name": "n", "count": 2, "allocatable": {"cpu": 4}}]
+    jobs = [{"name": "j", "team": "a", "requests": {"cpu": 4}, "duration": 100}]
+    events = [
+        {"at": 10, "action": "remove", "nodes": ["n-0"]},
+        {"at": 20, "action": "cordon", "nodes": ["nope"]},
+    ]
+    result = run_case(policy, nodes, jobs, events=events)
+    job = result["workloads"]["j"]
+    assert job["preemptions"] == [{"at": 10, "by": "n-0", "reason": "node-removed"}]
+    assert job["state"] == "finished" and job["finished_at"] == 110
+    assert "t=20: node event cordon names unknown nope" in result["warnings"]

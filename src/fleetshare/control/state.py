@@ -78,6 +78,11 @@ class Waiting:
     position: int
     engine: PendingReason
 
+    def shows(self, pending: Pending) -> bool:
+        """Whether this is ``pending``'s reason and position already (with an autoscaler,
+        most are, every cycle: the entry is kept)."""
+        return self.reason is pending.reason and self.position == pending.position
+
 
 class ClusterState:
     """Nodes, running and pending work, waiting reasons and timers; the shared half of a
@@ -278,7 +283,8 @@ class ClusterState:
                 # last reason, not the one with the autoscaler's note (every cycle again)
                 team = pending.workload.team
                 self._sink(PendingReasonChanged(now, name, team, pending.reason, pending.position))
-            self.waiting[name] = Waiting(pending.reason, pending.position, pending.reason)
+            if before is None or not before.shows(pending):
+                self.waiting[name] = Waiting(pending.reason, pending.position, pending.reason)
 
     def note_pending(self, workload: str, note: AutoscalerNote) -> None:
         """Add the autoscaler's note to a waiting workload's reason (once)."""

@@ -377,7 +377,7 @@ class Runner(ClusterState):
         for name in event.nodes:
             found = self.nodes.get(name)
             if found is None:
-                self.warnings.append(f"t={now:g}: node event {event.action} names unknown {name}")
+                self.warn(now, f"node event {event.action} names unknown {name}")
                 continue
             node = found
             self._log(now, "node", action=event.action, node=name)
