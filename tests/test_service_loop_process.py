@@ -99,18 +99,20 @@ def test_the_loop_process_admits_is_restarted_and_dies_with_the_server(tmp_path:
             # the killed loop process's counts carry over into its successor's: "first" and
             # meanwhile-0 for team-a, meanwhile-1 and -2 for team-b; two take-overs, each
             # acquiring the lease (the dead holder recognised), none lost
+            # (each count reaches /metrics with a report of the process that made it: wait for
+            # all of them, not for the first to arrive)
             def counted() -> bool:
                 text = client.get("/metrics").text
                 admitted = "fleetshare_admitted_workloads_total"
                 return (
                     sample_value(text, admitted, cluster_queue="team-a") == 2
                     and sample_value(text, admitted, cluster_queue="team-b") == 2
+                    and sample_value(text, ops, operation="take-over") == 2
+                    and sample_value(text, lease, to="acquired") == 2
                 )
 
             wait_for(counted)
             text = client.get("/metrics").text
-            assert sample_value(text, ops, operation="take-over") == 2
-            assert sample_value(text, lease, to="acquired") == 2
             assert sample_value(text, lease, to="lost") == 0
             _check_invariants(store)
             _usage_is_the_sum(client, store)
