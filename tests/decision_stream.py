@@ -86,6 +86,8 @@ class Recorder:
         self.inner = inner
         self.changes: list[Change] = []
         self._said: dict[str, PendingReason] = {}
+        self._forgotten: dict[str, PendingReason] = {}
+        """The reasons said before an admission, until the instant is settled."""
 
     @classmethod
     def attach(cls, loop: ControlLoop) -> Recorder:
@@ -100,13 +102,27 @@ class Recorder:
     def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
         for admission in admissions:
             wl = admission.workload
-            self._said.pop(wl.name, None)
+            said = self._said.pop(wl.name, None)
+            if said is not None:
+                self._forgotten[wl.name] = said
             self.changes.append(Admitted(now, wl, admission.assignment, admission.borrowed))
         self.inner.bind_all(admissions, now)
 
     def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
         self._preempted(workload, by, reason, message, now)
         self.inner.evict(workload, by, reason, message, now)
+
+    def forget(self, workload: Workload, now: float) -> None:
+        """An admission of this instant undone: it is no decision carried out (its reason
+        as said before it)."""
+        name = workload.name
+        at = max(i for i, c in enumerate(self.changes)
+                 if isinstance(c, Admitted) and c.workload.name == name)  # fmt: skip
+        del self.changes[at]
+        said = self._forgotten.pop(name, None)
+        if said is not None:
+            self._said[name] = said
+        self.inner.forget(workload, now)
 
     def _preempted(
         self, workload: Workload, by: str, reason: str, message: str, now: float
@@ -124,6 +140,10 @@ class Recorder:
                 self.changes.append(change)
             self._said[name] = pending.reason
         self.inner.report_pending(result, now)
+
+    def settle(self, now: float) -> None:
+        self._forgotten.clear()
+        self.inner.settle(now)
 
     def remove_node(self, name: str, reason: Reason, now: float) -> bool:
         before = dict(self.inner.running_workloads())

@@ -14,7 +14,15 @@ from fleetshare.control.changes import (
     PendingReasonChanged,
     Preempted,
 )
-from fleetshare.control.state import FINISH, NODE, SUBMIT, WAKE, ClusterState, FinishTimer
+from fleetshare.control.state import (
+    FINISH,
+    NODE,
+    SUBMIT,
+    WAKE,
+    ClusterState,
+    FinishTimer,
+    Waiting,
+)
 from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Pending
 from fleetshare.model.node import Node
 from fleetshare.model.reason import PendingReason, Reason
@@ -37,6 +45,7 @@ def _job(name: str, team: str = "t", duration: float | None = 10.0) -> Workload:
 def _admit(state: ClusterState, wl: Workload, now: float) -> None:
     assignment = Assignment(("default",), ((("a", 1),),))
     state.bind(Admission(wl, assignment, {}), now)
+    state.settle(now)
 
 
 def _run_timers(state: ClusterState, until: float) -> None:
@@ -198,3 +207,27 @@ def test_the_runner_requeues_a_removed_nodes_work_and_warns_of_an_unknown_node()
     assert job["preemptions"] == [{"at": 10, "by": "n-0", "reason": "node-removed"}]
     assert job["state"] == "finished" and job["finished_at"] == 110
     assert "t=20: node event cordon names unknown nope" in result["warnings"]
+
+
+def test_an_admission_forgotten_at_its_instant_is_never_carried_out() -> None:
+    """Kueue's cache assumes an admission and may forget it before it is applied: a later
+    cycle of the same instant preempting it undoes it; the sink hears neither the admission
+    nor an eviction, the workload waits again with the reason it had, and its finish timer
+    does nothing. The rest of the instant's changes keep their order."""
+    state, changes = _state()
+    wl, other = _job("w"), _job("o")
+    state.pending.put(wl)
+    state.pending.put(other)
+    reason = PendingReason("waits for quota", "quota")
+    state.waiting["w"] = Waiting(reason, 1, reason)
+    assignment = Assignment(("default",), ((("a", 1),),))
+    state.bind(Admission(wl, assignment, {}), 0.0)
+    state.bind(Admission(other, assignment, {}), 0.0)
+    assert changes == []  # assumed: nothing carried out before the instant is settled
+    state.forget(wl, 0.0)
+    state.settle(0.0)
+    assert [(type(c), getattr(c, "workload", None)) for c in changes] == [(Admitted, other)]
+    assert "w" in state.pending and "w" not in state.running
+    assert state.waiting["w"].reason is reason
+    _run_timers(state, 20.0)
+    assert [type(c) for c in changes] == [Admitted, Finished]  # only o's run ends

@@ -68,8 +68,21 @@ class Cluster(Protocol):
     # -- act -----------------------------------------------------------------------------------
 
     def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
-        """Start one cycle's admitted workloads on the nodes of their assignments, in order
-        (a backend may write them concurrently; its own state follows their order)."""
+        """Admit one cycle's workloads on the nodes of their assignments, in order: each is
+        *assumed* at once (running in the backend's view, no longer pending) and carried out
+        in the world at :meth:`settle` (a backend may write them concurrently then; its own
+        state follows their order)."""
+        ...
+
+    def forget(self, workload: Workload, now: float) -> None:
+        """Undo an admission of this instant, not carried out yet, that a later cycle of the
+        instant preempts (Kueue's cache "forget"): the workload waits again, as it did before
+        (its reason unchanged), and nothing is started only to be stopped."""
+        ...
+
+    def settle(self, now: float) -> None:
+        """The instant is settled (no cycle changes anything more): carry out its
+        admissions."""
         ...
 
     def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:

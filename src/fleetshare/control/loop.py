@@ -2,10 +2,14 @@
 
 One :meth:`ControlLoop.reconcile` settles a moment: admission cycles run until nothing more
 changes (preempted work is retried at once), then the autoscaler takes one step; when that
-step evicted work (a node removed), admission runs again. Every decision is a pure function
-of what was observed and ``now``; the backend (:class:`~fleetshare.control.cluster.Cluster`)
-and the cloud carry the effects out. The same loop drives the simulator (virtual clock) and,
-later, the service and the Kubernetes operator (wall clock).
+step evicted work (a node removed), admission runs again. Admissions are *assumed* until the
+moment is settled, as in Kueue's cache: a later cycle of the same moment that preempts one
+*forgets* it instead (it waits again, never started only to be stopped); then the backend
+carries the moment's admissions out (:meth:`~fleetshare.control.cluster.Cluster.settle`).
+Every decision is a pure function of what was observed and ``now``; the backend
+(:class:`~fleetshare.control.cluster.Cluster`) and the cloud carry the effects out. The same
+loop drives the simulator (virtual clock), the service and the Kubernetes operator (wall
+clock).
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ class ControlLoop:
         """Per workload preempted since the world last changed, by whom (``Snapshot``)."""
         self.preempted_at: dict[str, float] = {}
         """When each of those was last preempted."""
+        self.assumed: set[str] = set()
+        """The workloads admitted at the moment being settled (not carried out yet)."""
         self.fair_usage: UsageLedger | None = None
         """Local queues' usage, for teams with admission fair sharing (``fair_admission``)."""
         self._fair_teams: set[str] = set()
@@ -81,10 +87,14 @@ class ControlLoop:
     def reconcile(self, now: float) -> None:
         """Settle the moment ``now``: admit until stable, then autoscale, and again while the
         autoscaler evicts work."""
-        for _ in range(MAX_CYCLES_PER_INSTANT):
-            self.admit(now)
-            if self.autoscaler is None or not self.autoscale(now):
-                break
+        try:
+            for _ in range(MAX_CYCLES_PER_INSTANT):
+                self.admit(now)
+                if self.autoscaler is None or not self.autoscale(now):
+                    break
+        finally:
+            self.assumed.clear()
+            self.cluster.settle(now)
 
     def admit(self, now: float) -> None:
         """Admission cycles until one changes nothing; ask to be woken when a time-based
@@ -129,16 +139,26 @@ class ControlLoop:
             cluster.wake(result.wake_at, now, unless_sooner=True)
 
     def apply(self, now: float, result: CycleResult) -> None:
-        """Carry out one cycle's decisions: evictions first, then bindings."""
+        """Carry out one cycle's decisions: evictions first (forgetting the admissions of
+        this moment), then bindings (assumed until the moment is settled)."""
         cluster = self.cluster
         for preemption in result.preemptions:
             name = preemption.workload.name
             self.preempted_by.setdefault(name, set()).add(preemption.by)
             self.preempted_at[name] = now
-            cluster.evict(
-                preemption.workload, preemption.by, preemption.reason, preemption.message, now
-            )
+            if name in self.assumed:
+                self.assumed.discard(name)
+                cluster.forget(preemption.workload, now)
+            else:
+                cluster.evict(
+                    preemption.workload, preemption.by, preemption.reason, preemption.message,
+                    now,
+                )  # fmt: skip
         cluster.bind_all(result.admissions, now)
+        if result.admissions:
+            running = cluster.running_workloads()
+            names = (a.workload.name for a in result.admissions)
+            self.assumed.update(name for name in names if name in running)
         self.last_cycle = result
         cluster.report_pending(result, now)
 

@@ -100,6 +100,11 @@ class ClusterState:
         """An autoscaler notes the pending workloads after each cycle: every cycle then sets
         each one's reason again (the earlier note goes), not only those that changed."""
         self._sink = sink
+        self._held: list[Change] | None = None
+        """The changes since the first admission of the instant being reconciled, until
+        :meth:`settle` (None: changes go to the sink at once)."""
+        self._assumed: dict[str, Waiting | None] = {}
+        """The workloads admitted at this instant, with why each waited before."""
         self._timers: list[tuple[float, int, int, Any]] = []
         self._seq = 0
         self._versions: dict[str, int] = {}
@@ -107,6 +112,12 @@ class ClusterState:
         self._wakes: set[float] = set()
         self._node_view: tuple[Node, ...] = ()
         self._unsettled: CycleResult | None = None
+
+    def _emit(self, change: Change) -> None:
+        if self._held is None:
+            self._sink(change)
+        else:
+            self._held.append(change)
 
     # -- timers ------------------------------------------------------------------------------
 
@@ -155,7 +166,7 @@ class ClusterState:
             return False
         del self.running[name]
         del self._versions[name]
-        self._sink(Finished(at, name))
+        self._emit(Finished(at, name))
         return True
 
     # -- what a backend's world says ---------------------------------------------------------
@@ -181,7 +192,7 @@ class ClusterState:
     def join(self, node: Node, at: float) -> None:
         """A node joins the cluster."""
         self.nodes[node.name] = node
-        self._sink(NodeJoined(at, node.name))
+        self._emit(NodeJoined(at, node.name))
 
     def cordon(self, name: str, on: bool = True) -> None:
         """Cordon (``on``) or uncordon a node: a cordoned node takes no new work (it is not
@@ -244,24 +255,52 @@ class ClusterState:
             self.bind(admission, now)
 
     def bind(self, admission: Admission, now: float) -> None:
-        """Start an admitted workload on its nodes."""
+        """Start an admitted workload on its nodes: assumed at once (running, no longer
+        pending), carried out (``Admitted`` to the sink, with every change after it) at
+        :meth:`settle`, unless :meth:`forget` undoes it first."""
         workload = admission.workload
         self.pending.take(workload.name)
-        self.waiting.pop(workload.name, None)
+        if self._held is None:
+            self._held = []
+        self._assumed[workload.name] = self.waiting.pop(workload.name, None)
         self.running[workload.name] = Running(workload, admission.assignment, now)
-        self._sink(Admitted(now, workload, admission.assignment, admission.borrowed))
+        self._emit(Admitted(now, workload, admission.assignment, admission.borrowed))
         duration = workload.duration
         self._schedule_finish(workload, None if duration is None else now + duration)
 
     def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
         self._requeue(workload, by, reason, message, now)
 
+    def forget(self, workload: Workload, now: float) -> None:
+        """Undo an admission of this instant (Kueue's cache "forget"): the workload waits
+        again, with the reason it had, as if it had not been admitted; no change says it
+        ran or stopped."""
+        name = workload.name
+        del self.running[name]
+        self._versions.pop(name, None)
+        self.pending.put(workload)
+        waiting = self._assumed.pop(name, None)
+        if waiting is not None:
+            self.waiting[name] = waiting
+        assert self._held is not None, "only an admission of this instant is forgotten"
+        self._held = [
+            c for c in self._held if not (isinstance(c, Admitted) and c.workload.name == name)
+        ]
+
+    def settle(self, now: float) -> None:
+        """The instant is settled: its admissions are carried out (the held changes go to
+        the sink, in the order they were made)."""
+        held, self._held = self._held, None
+        self._assumed.clear()
+        for change in held or ():
+            self._sink(change)
+
     def _requeue(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
         del self.running[workload.name]
         self._versions.pop(workload.name, None)
         self.pending.put(workload)
         by_team = preemptor_team(by, self.running, self.pending)
-        self._sink(Preempted(now, workload.name, workload.team, by, by_team, reason, message))
+        self._emit(Preempted(now, workload.name, workload.team, by, by_team, reason, message))
 
     def report_pending(self, result: CycleResult, now: float) -> None:
         """Keep why each pending workload waits and its position. Only the workloads whose
@@ -282,7 +321,7 @@ class ClusterState:
                 # under a waiting job would say it every cycle); compared with the engine's
                 # last reason, not the one with the autoscaler's note (every cycle again)
                 team = pending.workload.team
-                self._sink(PendingReasonChanged(now, name, team, pending.reason, pending.position))
+                self._emit(PendingReasonChanged(now, name, team, pending.reason, pending.position))
             if before is None or not before.shows(pending):
                 self.waiting[name] = Waiting(pending.reason, pending.position, pending.reason)
 
@@ -301,7 +340,7 @@ class ClusterState:
     def remove_node(self, name: str, reason: Reason, now: float) -> bool:
         before = len(self.running)
         self.nodes.pop(name, None)
-        self._sink(NodeLeft(now, name, reason))
+        self._emit(NodeLeft(now, name, reason))
         self.evict_from(name, reason.category, reason.details, now)
         return len(self.running) < before
 
@@ -313,10 +352,10 @@ class ClusterState:
             self.push(at, WAKE, None)
 
     def warn(self, now: float, message: str) -> None:
-        self._sink(Warned(now, message))
+        self._emit(Warned(now, message))
 
     def log(self, now: float, event: str, **details: Any) -> None:
-        self._sink(AutoscalerEvent(now, event, details))
+        self._emit(AutoscalerEvent(now, event, details))
 
 
 __all__ = [

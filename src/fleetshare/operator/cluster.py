@@ -16,10 +16,11 @@ Acting:
   StatefulSet or LeaderWorkerSet) lose the ``fleetshare.io/admission`` scheduling gate and gain
   the node selector, and kube-scheduler binds them. The admission is recorded on the object
   in the same write (annotation ``operator.fleetshare.io/admission``), made conditional on
-  the resourceVersion the decision saw, so a stale view can never admit twice. The writes
-  go out in the background (:mod:`.writer`): the view counts each workload admitted as soon
-  as it is decided (assumed) and the answers are taken at the next refresh (a refusal puts
-  the workload back to pending).
+  the resourceVersion the decision saw, so a stale view can never admit twice. The view
+  counts each workload admitted as soon as it is decided (assumed); the writes are held
+  until the reconcile is settled (a later cycle of the reconcile that preempts one forgets
+  it: nothing is written), then go out in the background (:mod:`.writer`), and the answers
+  are taken at the next refresh (a refusal puts the workload back to pending).
 - ``evict`` preempts: a Job is suspended again (the job controller deletes its pods) and
   queued again, unless it finished since the view the decision read (it keeps its admission
   record); pods are evicted through the Eviction API (PodDisruptionBudgets apply) and,
@@ -224,6 +225,9 @@ class KubeCluster(HeldView):
         (:mod:`.writer`); None: each cycle's writes are sent before :meth:`bind_all` returns."""
         self._assumed: dict[str, Assumed] = {}
         """Admissions handed to the writer whose answer was not taken yet, by workload."""
+        self._held: dict[str, Send] = {}
+        """The admission writes of the reconcile in progress, in order: handed to the writer
+        at :meth:`settle` (the loop may forget one of them before)."""
         self._refused: list[str] = []
         self._deferred_evictions: list[tuple[str, tuple[str, str, str]]] = []
         self.reason_budget = WriteBudget(pending_writes_per_second, pending_writes)
@@ -728,27 +732,31 @@ class KubeCluster(HeldView):
     def admitting(self) -> bool:
         """False while ``writes_in_flight`` admission writes are outstanding: the loop runs
         no admission cycle until answers free room (the writer wakes it)."""
-        return self.writer is None or self.writer.room() > 0
+        return self.writer is None or self.writer.room() > len(self._held)
 
     def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
         """Admit one cycle's workloads, in the cycle's order.
 
         Each is *assumed* at once: counted as admitted (its quota reserved, no longer pending)
-        and its admission write handed to the background writer (:mod:`.writer`), which sends
-        the writes in this order, up to ``write_concurrency`` at a time; the reconcile does not
-        wait for them. The answers are taken at the next refresh: a landed write confirms the
+        and its admission write held until the reconcile is settled (:meth:`settle`; a later
+        cycle of the reconcile that preempts it forgets it, :meth:`forget`: nothing is written),
+        then handed to the background writer (:mod:`.writer`), which sends the writes in this
+        order, up to ``write_concurrency`` at a time; the reconcile does not wait for them.
+        The answers are taken at the next refresh: a landed write confirms the
         assumption, a refused one puts the workload back to pending, retried at a later
         reconcile. Beyond the writer's room (``writes_in_flight`` outstanding) the rest of the
         cycle's admissions are not carried out now: they stay pending, decided again at a later
-        reconcile. Without a writer (``writes_in_flight=0``) the writes are sent here, in
-        order, before this returns."""
+        reconcile. Without a writer (``writes_in_flight=0``) the writes are sent at
+        :meth:`settle`, in order, before it returns."""
         if not admissions:
             return
         if not self.may_act():
             self.blocked.update(a.workload.name for a in admissions)
             return
-        room = self.writer.room() if self.writer is not None else len(admissions)
-        answers: list[Answer] = []
+        room = (
+            max(0, self.writer.room() - len(self._held)) if self.writer is not None
+            else len(admissions)
+        )  # fmt: skip
         for admission in admissions[room:]:  # no room left: decided again later
             self.blocked.add(admission.workload.name)
         if len(admissions) > room and self.writer is not None:
@@ -781,12 +789,30 @@ class KubeCluster(HeldView):
                 del self._noting[name]  # its pending reason, not sent yet, would only move
                 # the object under the admission's write (a conflict, read and sent again)
             self._assumed[name] = Assumed(t.kind, admitted)
-            if self.writer is not None:
+            self._held[name] = send
+
+    def forget(self, workload: Workload, now: float) -> None:
+        """Undo an admission of this reconcile whose write is still held: nothing was
+        written; the workload is pending again (decided again by the cycles that follow)."""
+        name = workload.name
+        del self._held[name]
+        del self._assumed[name]
+        self.running.pop(name, None)
+        t = self.tracked[name]
+        t.phase, t.admitted = "pending", None
+        self.pending[name] = workload
+        log.info("admission of %s undone before it was written", name)
+
+    def settle(self, now: float) -> None:
+        """Hand the reconcile's admission writes to the writer, in order (without a writer:
+        send them here, in order, and take their answers)."""
+        held, self._held = self._held, {}
+        if self.writer is not None:
+            for name, send in held.items():
                 self.writer.submit(name, send)
-            else:
-                answers.append(send_now(name, send))
-        if answers:
-            self._take_answers(answers)
+            return
+        if held:
+            self._take_answers([send_now(name, send) for name, send in held.items()])
             self._settle_answers(now)  # blocks the refused until a later reconcile
 
     def _take_answers(self, answers: Sequence[Answer]) -> None:
@@ -994,6 +1020,9 @@ class KubeCluster(HeldView):
         t = self.tracked.get(workload.name)
         self.running.pop(workload.name, None)
         if t is None or not self.may_act():
+            return
+        if workload.name in self._held:  # not written yet: nothing to undo
+            self.forget(workload, now)
             return
         assumed = self._assumed.get(workload.name)
         if assumed is not None:
