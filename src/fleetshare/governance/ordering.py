@@ -172,19 +172,17 @@ class MergeKeys:
 
     def _cannot_borrow(self, team: str, usage: Mapping[FR, int]) -> bool:
         """Can ``team`` not borrow what ``usage`` would take beyond its quota now: it never
-        borrows, or a resource it would borrow has a borrowing limit of 0 (absolute, share of
-        quota or of idle compute)?"""
+        borrows a resource it would borrow (:meth:`QuotaNode.never_borrows`)?"""
         node = self._model.nodes[team]
         if not node.can_borrow:
             return True
         tree, governed = self._state.tree, self._model.governed
-        for fr, value in usage.items():
-            if fr not in governed or tree.usage(team, fr) + value <= tree.quota(team, fr):
-                continue
-            limit = node.borrowing_limit.get(fr)
-            if (limit is not None and limit.amount == 0) or node.idle_percent.get(fr) == 0:
-                return True
-        return False
+        return any(
+            fr in governed
+            and tree.usage(team, fr) + value > tree.quota(team, fr)
+            and node.never_borrows(fr)
+            for fr, value in usage.items()
+        )
 
     def may_preempt(self, wl: Workload, other: Workload) -> bool:
         """May ``wl`` preempt ``other``, of the same team, by the team's rule for its own work

@@ -75,6 +75,17 @@ class QuotaNode:
     weight: float = 1.0
     """Its fair-sharing weight (a team's ``fair_share_weight``, a group's)."""
 
+    def never_borrows(self, fr: FR) -> bool:
+        """Whether it may never borrow ``fr`` beyond its quota, whatever the cluster does: its
+        sharing strategy does not borrow, or its borrowing limit for ``fr`` is 0 (absolute,
+        a share of quota, or 0 % of idle compute)."""
+        limit = self.borrowing_limit.get(fr)
+        return (
+            not self.can_borrow
+            or (limit is not None and limit.amount == 0)
+            or self.idle_percent.get(fr) == 0
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Transformation:
