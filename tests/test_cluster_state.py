@@ -25,7 +25,7 @@ from fleetshare.control.state import (
 )
 from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Pending
 from fleetshare.model.node import Node
-from fleetshare.model.reason import PendingReason, Reason
+from fleetshare.model.reason import Gist, PendingReason, Reason
 from fleetshare.model.workload import PodSet, Workload
 
 NODE_A = Node("a", {"cpu": 8000})
@@ -139,8 +139,8 @@ def test_a_preemption_names_the_preemptors_team() -> None:
     assert isinstance(changes[-1], Preempted) and changes[-1].by_team == "other"
 
 
-def _cycle(wl: Workload, reason: str, *, changed: bool = True) -> CycleResult:
-    pending = {wl.name: Pending(wl, PendingReason(reason, "quota"), 1)}
+def _cycle(wl: Workload, reason: str, gist: Gist, *, changed: bool = True) -> CycleResult:
+    pending = {wl.name: Pending(wl, PendingReason(reason, "quota", gist), 1)}
     return CycleResult(pending=pending, pending_changed=[wl.name] if changed else [])
 
 
@@ -149,16 +149,18 @@ def test_a_reason_is_reported_when_it_changes_in_substance_not_for_its_numbers()
     state.autoscaled = True  # every reason set again each cycle
     wl = _job("w")
     state.pending.put(wl)
-    state.report_pending(_cycle(wl, "not enough quota: needs 2"), 1.0)
+    state.report_pending(_cycle(wl, "not enough quota: needs 2", ("short", "cpu")), 1.0)
     note = AutoscalerNote("launching", ("n-1",), 1, ready_at=91.0)
     state.note_pending("w", note)
     state.note_pending("w", note)  # once
     assert state.waiting["w"].reason == (
         "not enough quota: needs 2; nodes launching for it: n-1 (ready at t=91)"
     )
-    state.report_pending(_cycle(wl, "not enough quota: needs 3"), 2.0)  # only a number
+    state.report_pending(
+        _cycle(wl, "not enough quota: needs 3", ("short", "cpu")), 2.0
+    )  # only a number
     assert state.waiting["w"].reason == "not enough quota: needs 3"  # the old note went
-    state.report_pending(_cycle(wl, "no node has room"), 3.0)
+    state.report_pending(_cycle(wl, "no node has room", ("no-room", "x")), 3.0)
     said = [(c.at, c.reason) for c in changes if isinstance(c, PendingReasonChanged)]
     assert said == [(1.0, "not enough quota: needs 2"), (3.0, "no node has room")]
 

@@ -112,15 +112,6 @@ def test_a_reason_without_its_position_is_the_reason_with_it() -> None:
     assert {n: reason_of(lazy, n) for n in names if n in plain} == expected
 
 
-def test_a_reasons_gist_leaves_out_only_its_numbers() -> None:
-    from fleetshare.governance.queues import reason_gist
-
-    a = "not enough quota to borrow for cpu on rf: needs 1, q may take 0 (quota 20, 20 in use)"
-    b = "not enough quota to borrow for cpu on rf: needs 5, q may take 2.5 (quota 20, 17.5 in use)"
-    assert reason_gist(a) == reason_gist(b)
-    assert reason_gist(a) != reason_gist(a.replace("cpu", "memory"))
-
-
 def test_queue_positions_of_a_lazy_result_are_those_of_the_plain_cycle() -> None:
     """A team's pending work of several shapes: each workload's queue position (1 + the
     team's work still pending ahead of it) from the cycle's lazily built result, looked up one

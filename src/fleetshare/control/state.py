@@ -331,7 +331,7 @@ class ClusterState:
         text = note.message(loop_time)
         if waiting is not None and text not in waiting.reason:
             self.waiting[workload] = Waiting(
-                waiting.reason.noted(text), waiting.position, waiting.engine
+                waiting.reason.noted(text, note.gist), waiting.position, waiting.engine
             )
 
     def join_node(self, node: Node, at: float) -> None:

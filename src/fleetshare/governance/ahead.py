@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from fleetshare.governance.ordering import MergeKeys
 from fleetshare.governance.quota import QuotaModel
+from fleetshare.model.reason import PendingReason
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import ReclaimPolicy
 
@@ -141,16 +142,19 @@ class FailedAhead:
         ]
         return sorted(out, key=_rank)
 
-    def deferral(self, wl: Workload, keys: MergeKeys) -> str | None:
-        """Why ``wl`` waits for the next cycle, or None if it is tried now."""
+    def deferral(self, wl: Workload, keys: MergeKeys) -> PendingReason | None:
+        """Why ``wl`` waits for the next cycle (a ``queued`` reason, keyed by the team it
+        waits for, not by the workload ahead), or None if it is tried now."""
         if not self._before:
             return None
         failures = self._before.get(wl.team)
         ahead = failures.best if failures is not None else None
         if ahead is not None and keys.may_preempt(ahead, wl):
-            return (
+            return PendingReason(
                 f"waits for {ahead.name}, ahead of it in {wl.team}'s queue: room was freed in "
-                f"this cycle after {ahead.name} was tried"
+                f"this cycle after {ahead.name} was tried",
+                "queued",
+                ("ahead-tried", wl.team),
             )
         if not keys.prefix(wl)[0]:
             return None
@@ -163,13 +167,17 @@ class FailedAhead:
                 tried = tried if tried is not None and tried > wl.priority else None
                 preempted = preempted if preempted is not None and preempted > wl.priority else None
             if tried is not None:
-                return (
+                return PendingReason(
                     f"waits: room was freed in this cycle after work of {team} within its "
-                    f"quota was tried, and {team} may take back the quota this would borrow"
+                    f"quota was tried, and {team} may take back the quota this would borrow",
+                    "queued",
+                    ("reclaimable-by", team),
                 )
             if preempted is not None:
-                return (
+                return PendingReason(
                     f"waits: work of {team} was preempted in this cycle; it is tried first "
-                    "in the next cycle at this instant"
+                    "in the next cycle at this instant",
+                    "queued",
+                    ("preempted-work-of", team),
                 )
         return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from fleetshare.governance.quota import FR
 from fleetshare.model.quantity import format_quantity
+from fleetshare.model.reason import PendingReason
 
 
 def most_held(subtree: int, limit: int | None) -> int | None:
@@ -60,10 +61,14 @@ def ceiling(quota: int, usage: int, limit: int | None, by_idle: int | None) -> f
     return max(out, float(headroom))
 
 
-def limit_message(fr: FR, borrow: int, limit: int, why: str) -> str:
-    """Why a request is refused by a borrowing limit (``why``: the limit's origin)."""
+def limit_message(fr: FR, borrow: int, limit: int, why: str, origin: str) -> PendingReason:
+    """Why a request is refused by a borrowing limit (``why``: the limit's origin in words,
+    ``origin`` in a word: ``limit`` for a set limit, ``idle`` for percent of idle); a
+    ``quota`` reason keyed ``("borrow-limit", flavor, resource, origin)``."""
     q, res = format_quantity, fr[1]
-    return (
+    return PendingReason(
         f"borrow limit for {res} on {fr[0]}: would borrow {q(borrow, res)}, limit "
-        f"{q(limit, res)} ({why})"
+        f"{q(limit, res)} ({why})",
+        "quota",
+        ("borrow-limit", fr[0], res, origin),
     )

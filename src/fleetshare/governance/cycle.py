@@ -240,7 +240,7 @@ class Cycle:
             forgets = failed_preemption.forgets
             deferred = self._ahead.deferral(wl, self.keys)
             if deferred is not None:
-                self._pend(wl, PendingReason(deferred, "queued"))
+                self._pend(wl, deferred)
                 order.failed(wl, reserved=False)
                 continue
             kept = self._kept_for(wl)
@@ -251,10 +251,11 @@ class Cycle:
                 tree.add(team, usage, -1)
             if kept and wl.name in self._searched_at:  # a search found no room
                 self._searched_at[wl.name] = -1  # given again at the end: see there
-                keepers = ", ".join(sorted({team for team, _ in kept}))
+                keepers = sorted({team for team, _ in kept})
                 reason = self._explicit[wl.name][1]
                 self._pend(wl, reason.wrapped(f"{reason} (counting as in use the quota "
-                           f"{keepers} keeps for its own pending work within quota)"))  # fmt: skip
+                           f"{', '.join(keepers)} keeps for its own pending work within quota)",
+                           "quota-kept-for", *keepers))  # fmt: skip
             if len(result.admissions) == admitted:
                 order.failed(wl, reserved=failures.version != version)
                 self._ahead.failed(wl, self.keys.prefix(wl)[0] == 0)
@@ -327,6 +328,7 @@ class Cycle:
                     f"waits behind {head}: {wl.team} queues StrictFIFO and {head}, ahead in its "
                     "queue, cannot be admitted yet",
                     "queued",
+                    ("strict-fifo", wl.team),
                 ),
             )
             return
@@ -343,11 +345,12 @@ class Cycle:
     def _attempt(self, wl: Workload) -> None:
         rules = self.model.teams.get(wl.team)
         if rules is None:
-            self._pend(wl, PendingReason(f"team {wl.team!r} has no quota policy", "refused"))
+            message = f"team {wl.team!r} has no quota policy"
+            self._pend(wl, PendingReason(message, "refused", ("no-quota-policy", wl.team)))
             return
         refusal = rules.refusal(wl, self.snapshot.namespaces)
         if refusal is not None:
-            self._pend(wl, PendingReason(refusal, "refused"))
+            self._pend(wl, refusal)
             return
         flavors, split = self.flavors.admits(wl)
         if not flavors and (split is None or not all(split)):
@@ -399,7 +402,7 @@ class Cycle:
             ):
                 preempted.add(index)
                 if option.problem:
-                    problems.append(PendingReason(option.problem, "quota"))
+                    problems.append(option.problem)
                 if self.guard.held_by(wl, option) is None and self._try_preemption(wl, option):
                     return None, options
         if split is not None:  # pod sets admitted by different flavors: Kueue's assignment
@@ -421,17 +424,20 @@ class Cycle:
             if index in preempted:
                 continue
             if option.problem:
-                problems.append(PendingReason(option.problem, "quota"))
+                problems.append(option.problem)
             if self.guard.held_by(wl, option) is None and self._try_preemption(wl, option):
                 return None, options
         if self._held is None and options:
             # quota is checked before the nodes: say first when no node could ever hold a pod
             larger = [self.state.fit.larger_than_every_node(o.flavors, wl.podsets) for o in options]
-            if all(larger) and larger[0] not in self._too_large:
-                problems.insert(0, PendingReason(str(larger[0]), "too-large"))
+            first = larger[0]
+            if first is not None and all(larger) and first not in self._too_large:
+                problems.insert(0, PendingReason(str(first), "too-large", first.gist))
         if self._held is not None:
             return self._held, options
-        return joined(problems) if problems else PendingReason("does not fit", "capacity"), options
+        if not problems:
+            return PendingReason("does not fit", "capacity", ("does-not-fit",)), options
+        return joined(problems), options
 
     def _partially(self, wl: Workload, rules: TeamRules) -> bool:
         """Partial admission (``partial.py``): when ``wl`` does not fit whole and a pod set may
@@ -469,8 +475,7 @@ class Cycle:
         held = self.guard.held_by(wl, option)
         if held is not None:  # quota would allow it: the reservation is what stops it
             if self._held is None:
-                message = held_message(held, option.usage, self.snapshot.now, wl.team)
-                self._held = PendingReason(message, "held-back")
+                self._held = held_message(held, option.usage, self.snapshot.now, wl.team)
             return False
         plan = self.state.fit.place(option.flavors, wl.podsets)
         if isinstance(plan, NoFit):
@@ -478,8 +483,7 @@ class Cycle:
                 self._too_large.add(plan.too_large)
             index = next(i for i, ps in enumerate(wl.podsets) if ps.name == plan.podset)
             self._no_room.add((index, option.flavors[index]))
-            message = plan.message + self._overcommitted_note(wl, option)
-            problems.append(PendingReason(message, "capacity"))
+            problems.append(self._no_room_reason(wl, option, plan))
             return False
         if not self._probing:
             self._admit(wl, option, plan)
@@ -504,19 +508,20 @@ class Cycle:
             if self._try_place(wl, assigned, problems):
                 return True
 
-    def _overcommitted_note(self, wl: Workload, option: Option) -> str:
-        """For work within its quota that finds no room: whether that is because quotas
-        promise more than the nodes offer (the admin's over-commitment, not the team's
-        doing)."""
-        if option.mode != WITHIN:
-            return ""
-        over = self.state.overcommitted(option.usage)
+    def _no_room_reason(self, wl: Workload, option: Option, plan: NoFit) -> PendingReason:
+        """Why ``wl`` finds no room with ``option`` (a ``capacity`` reason, keyed as
+        ``plan``); for work within its quota, whether that is because quotas promise more
+        than the nodes offer (the admin's over-commitment, not the team's doing: keyed
+        ``("overcommitted", plan's key, flavor, resource)``)."""
+        over = self.state.overcommitted(option.usage) if option.mode == WITHIN else None
         if not over:
-            return ""
+            return PendingReason(plan.message, "capacity", plan.gist)
         flavor, resource = over[0]
-        return (
-            f" (the work is within {wl.team}'s quota, but quotas for {resource} on {flavor} add "
-            "up to more than its Ready nodes offer: it waits for capacity)"
+        return PendingReason(
+            f"{plan.message} (the work is within {wl.team}'s quota, but quotas for {resource} "
+            f"on {flavor} add up to more than its Ready nodes offer: it waits for capacity)",
+            "capacity",
+            ("overcommitted", plan.gist, flavor, resource),
         )
 
     # -- admission and preemption ----------------------------------------------------------
@@ -700,6 +705,7 @@ class Cycle:
                 f"waits for {ahead.name}, ahead of it in {wl.team}'s queue: {ahead.name} took "
                 f"the room that preempting for {wl.name} freed",
                 "queued",
+                ("handed-over", wl.team),
             ),
         )
         del self._explicit[ahead.name]
@@ -829,7 +835,8 @@ class Cycle:
                     now = reason
                 elif now is None:
                     now = reason.wrapped(
-                        f"{reason} (when it was tried; room was freed later in the cycle)"
+                        f"{reason} (when it was tried; room was freed later in the cycle)",
+                        "room-freed-later",
                     )
                 found = fresh[key] = now
             return found

@@ -113,7 +113,7 @@ def admissible_demand(
             tuple(f for f in rules.flavor_order if _compatible(ps, selectors[f]))
             for ps in wl.podsets
         ]
-        problems = []
+        problems: list[str] = []
         found: tuple[str, ...] | None = None
         for flavor in per[0]:  # every pod set on one flavor, in the team's order
             if any(flavor not in other for other in per[1:]):
@@ -130,9 +130,9 @@ def admissible_demand(
             if missing:
                 problems.append(f"no flavor matches the node selector of pod set {missing[0]!r}")
             else:
-                found, problem = _assign(state, wl, per, rules.charging)
-                if problem is not None:
-                    problems.append(problem)
+                found, short = _assign(state, wl, per, rules.charging)
+                if short is not None:
+                    problems.append(short)
                     found = None
         if found is None:
             blocked[wl.name] = "; ".join(problems) or "no flavor matches its node selector"

@@ -53,8 +53,8 @@ class Option:
     usage: dict[FR, int]
     mode: int
     """``WITHIN``, ``BORROWING`` or ``SHORT``."""
-    problem: str | None
-    """Why it is short of quota (None unless ``SHORT``)."""
+    problem: PendingReason | None
+    """Why it is short of quota (None unless ``SHORT``; a ``quota`` reason)."""
     within: bool
     """Within the team's own quota (whether or not that quota is lent out now)."""
 
@@ -219,7 +219,7 @@ class Flavors:
         stop_at_borrowing = self._model.teams[team].stop_at_borrowing
         taken: dict[FR, int] = {}
         chosen: list[str] = []
-        first_problem: str | None = None
+        first_problem: PendingReason | None = None
         for index, flavors in enumerate(split):
             pick: str | None = None
             borrowing: str | None = None
@@ -242,7 +242,10 @@ class Flavors:
                     trial = {fr: taken.get(fr, 0) + v for fr, v in need.items()}
                     problem = state.quota_problem(team, trial)
                     if problem is not None:
-                        first_problem = f"pod set {wl.podsets[index].name!r}: {problem}"
+                        name = wl.podsets[index].name
+                        first_problem = problem.wrapped(
+                            f"pod set {name!r}: {problem}", "pod-set", name
+                        )
             chosen.append(pick)
             for fr, v in self._podset_usage(wl, index, pick).items():
                 taken[fr] = taken.get(fr, 0) + v
@@ -269,15 +272,19 @@ class Flavors:
         no node admits it (``no-node``)."""
         unavailable = self._model.teams[wl.team].unavailable(wl)
         if unavailable is not None:
-            return PendingReason(unavailable, "refused")
+            return unavailable
         if not self._state.flavors_with_nodes:
-            return PendingReason("no Ready, schedulable nodes in the cluster", "no-node")
+            return PendingReason(
+                "no Ready, schedulable nodes in the cluster", "no-node", ("no-nodes",)
+            )
         for ps in wl.podsets:  # a topology request no flavor with nodes for it can take
             with_nodes = [f for f in self._candidates(wl) if len(self._state.fit.eligible(f, ps))]
             refusals = [self._model.topology_refusal(f, ps) for f in with_nodes]
             if with_nodes and all(refusals):
-                message = f"pod set {ps.name!r}: " + "; ".join(r for r in refusals if r)
-                return PendingReason(message, "no-node")
+                refused = [r for r in refusals if r]
+                message = f"pod set {ps.name!r}: " + "; ".join(refused)
+                gist = ("topology", ps.name, *(r.gist for r in refused))
+                return PendingReason(message, "no-node", gist)
         split = self.split(wl)
         if split is not None:
             for ps, flavors in zip(wl.podsets, split, strict=True):
@@ -287,9 +294,12 @@ class Flavors:
                         f"no Ready, schedulable node{wanted} admits pod set {ps.name!r} "
                         "(labels, affinity, taints)",
                         "no-node",
+                        ("no-node-admits", ps.name),
                     )
         selectors = {k: v for ps in wl.podsets for k, v in ps.node_selector.items()}
         wanted = f" matching {selectors}" if selectors else ""
         return PendingReason(
-            f"no Ready, schedulable node{wanted} admits every pod set (labels, taints)", "no-node"
+            f"no Ready, schedulable node{wanted} admits every pod set (labels, taints)",
+            "no-node",
+            ("no-node-admits-all",),
         )

@@ -57,7 +57,7 @@ HeadEntry = tuple[Key, str, str, int]
 stands for that many identical entries pushed in a row."""
 
 
-NO_REASON = PendingReason("", "unknown")
+NO_REASON = PendingReason("", "unknown", ())
 """A cursor's reason before it is settling anything."""
 
 

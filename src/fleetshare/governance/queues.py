@@ -17,11 +17,9 @@ their shape's reason; positions are computed on demand.
 
 from __future__ import annotations
 
-import functools
 import heapq
 import itertools
 import operator
-import re
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,7 +28,7 @@ from typing import Protocol, TypeVar
 from fleetshare.governance.preemption_cache import Attempt
 from fleetshare.governance.quota import FR, QuotaModel
 from fleetshare.governance.snapshot import Pending
-from fleetshare.model.reason import PendingReason
+from fleetshare.model.reason import Gist, PendingReason
 from fleetshare.model.workload import Workload
 from fleetshare.policy.schema import PreemptTeamTasks
 
@@ -41,22 +39,19 @@ _uids = itertools.count()
 ShapeKey = tuple[object, ...]
 
 
-_NUMBERS = re.compile(r"\d+(?:\.\d+)?")
+def reason_gist(reason: PendingReason) -> Gist:
+    """A pending reason without its amounts: the key its composer gave it
+    (:data:`~fleetshare.model.reason.Gist`), what tells a new reason from the same one with
+    other numbers (usage moving under a waiting workload changes only those), for whoever
+    reports reasons (the runner's log, the service's changes, the operator's annotations)."""
+    return reason.gist
 
 
-@functools.lru_cache(maxsize=1 << 16)
-def reason_gist(reason: str) -> str:
-    """A pending reason without its numbers: what tells a new reason from the same one with
-    other amounts (usage moving under a waiting workload changes only those), for whoever
-    reports reasons (the runner's log, the service's changes, the operator's annotations).
-    Many workloads share one reason: cached."""
-    return _NUMBERS.sub("#", reason)
-
-
-def new_in_substance(before: str | None, after: str) -> bool:
+def new_in_substance(before: PendingReason | None, after: PendingReason) -> bool:
     """Whether reason ``after`` says something new after ``before`` (None: none before), not
-    only other numbers: when the runner logs a reason and the service records it."""
-    return before is None or (before != after and reason_gist(before) != reason_gist(after))
+    only other numbers (their keys differ): when the runner logs a reason and the service
+    records it."""
+    return before is None or (before != after and before.gist != after.gist)
 
 
 def queue_key(wl: Workload) -> QueueKey:

@@ -23,6 +23,7 @@ from fleetshare.model.catalog import (
 from fleetshare.model.namespace import NamespaceLabels, labels_of
 from fleetshare.model.node import Node, NodeSelectorRequirement
 from fleetshare.model.quantity import MILLI, format_quantity, parse_quantity
+from fleetshare.model.reason import PendingReason
 from fleetshare.model.resources import CPU, MEMORY, MIG_PREFIX, PODS
 from fleetshare.model.workload import PodSet, Workload
 from fleetshare.placement.predicate import requirement_holds, selector_matches
@@ -252,30 +253,39 @@ class TeamRules:
         stopped = queue is not None and queue in self.queue_stops
         return not stopped and not self.outside(workload, namespaces)
 
-    def refusal(self, workload: Workload, namespaces: NamespaceLabels) -> str | None:
+    def refusal(self, workload: Workload, namespaces: NamespaceLabels) -> PendingReason | None:
         """Why ``workload`` may not be admitted in this team now, whatever quota and nodes
-        say (None: it may be): its quota is disabled, it or the workload's local queue is
-        stopped (Kueue: the ClusterQueue is inactive), or its namespace (with ``namespaces``'
-        labels) is not among those the team admits. The one place these are decided: the
-        cycle, the starvation guard and the demand count all ask it."""
+        say (None: it may be; a ``refused`` reason): its quota is disabled, it or the
+        workload's local queue is stopped (Kueue: the ClusterQueue is inactive), or its
+        namespace (with ``namespaces``' labels) is not among those the team admits. The one
+        place these are decided: the cycle, the starvation guard and the demand count all ask
+        it."""
         if not self.enabled:
-            return f"team {self.name}'s quota is disabled"
+            return PendingReason(
+                f"team {self.name}'s quota is disabled", "refused", ("disabled", self.name)
+            )
         if self.stop != StopPolicy.NONE:
-            return (
+            return PendingReason(
                 f"{self.name} is inactive: its stop policy is {self.stop.value} (it admits no "
-                "new work)"
+                "new work)",
+                "refused",
+                ("stopped", self.name, self.stop.value),
             )
         if self.queue_stops and workload.queue is not None:
             stop = self.queue_stops.get(workload.queue)
             if stop is not None and stop != StopPolicy.NONE:
-                return (
+                return PendingReason(
                     f"local queue {workload.queue} is inactive: its stop policy is "
-                    f"{stop.value} (it admits no new work)"
+                    f"{stop.value} (it admits no new work)",
+                    "refused",
+                    ("queue-stopped", workload.queue, stop.value),
                 )
         if self.outside(workload, namespaces):
-            return (
+            return PendingReason(
                 f"namespace {workload.namespace} does not match {self.name}'s namespace "
-                "selector (Kueue: workload namespace doesn't match ClusterQueue selector)"
+                "selector (Kueue: workload namespace doesn't match ClusterQueue selector)",
+                "refused",
+                ("namespace", workload.namespace, self.name),
             )
         return None
 
@@ -285,9 +295,10 @@ class TeamRules:
         the rest (StrictFIFO, admission fair sharing)."""
         return self.strict_fifo or self.fair_admission
 
-    def unavailable(self, workload: Workload) -> str | None:
-        """Why ``workload`` may not run in this team at all: it requests (a positive amount
-        of) a resource the team does not cover; None when it covers them all.
+    def unavailable(self, workload: Workload) -> PendingReason | None:
+        """Why ``workload`` may not run in this team at all (a ``refused`` reason): it
+        requests (a positive amount of) a resource the team does not cover; None when it
+        covers them all.
 
         Kueue leaves such work pending ("resource ... unavailable in ClusterQueue")."""
         if self.covered is None:
@@ -304,7 +315,11 @@ class TeamRules:
         if not missing:
             return None
         names = ", ".join(missing)
-        return f"resource {names} unavailable in {self.name} (not among its covered resources)"
+        return PendingReason(
+            f"resource {names} unavailable in {self.name} (not among its covered resources)",
+            "refused",
+            ("unavailable", self.name, *missing),
+        )
 
 
 @dataclass(frozen=True)
@@ -392,9 +407,10 @@ class QuotaModel:
             for f in self.flavors
         }
 
-    def topology_refusal(self, flavor: str, podset: PodSet) -> str | None:
+    def topology_refusal(self, flavor: str, podset: PodSet) -> PendingReason | None:
         """Why ``flavor`` cannot take ``podset``'s topology request (Kueue's
-        checkPodSetAndFlavorMatchForTAS), None when it can or the pod set asks for none."""
+        checkPodSetAndFlavorMatchForTAS; a ``no-node`` reason), None when it can or the pod
+        set asks for none."""
         level = podset.required_topology or podset.preferred_topology
         if level is None:
             return None
@@ -402,9 +418,17 @@ class QuotaModel:
         if levels is None:
             return None
         if not levels:
-            return f"flavor {flavor} does not support topology-aware scheduling"
+            return PendingReason(
+                f"flavor {flavor} does not support topology-aware scheduling",
+                "no-node",
+                ("no-topology", flavor),
+            )
         if level not in levels:
-            return f"flavor {flavor} does not contain the requested level {level}"
+            return PendingReason(
+                f"flavor {flavor} does not contain the requested level {level}",
+                "no-node",
+                ("no-level", flavor, level),
+            )
         return None
 
     def flavor_of(self, node: Node) -> str | None:

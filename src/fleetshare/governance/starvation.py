@@ -25,6 +25,7 @@ from fleetshare.governance.queues import QueueKey, Shape, queue_key
 from fleetshare.governance.quota import FR, QuotaModel
 from fleetshare.governance.state import CycleState, amount
 from fleetshare.model.namespace import NamespaceLabels
+from fleetshare.model.reason import PendingReason
 from fleetshare.model.workload import Workload
 from fleetshare.placement.fit import NoFit
 
@@ -105,16 +106,21 @@ def _key(wl: Workload) -> tuple[int, float, str]:
     return (-wl.priority, wl.submit_time, wl.name)
 
 
-def held_message(res: Reservation, usage: dict[FR, int], now: float, team: str) -> str:
-    """Why a workload of ``team`` waits behind a reservation. Its reason is its team's to
-    read, so another team's workload is not named (nor its team)."""
+def held_message(res: Reservation, usage: dict[FR, int], now: float, team: str) -> PendingReason:
+    """Why a workload of ``team`` waits behind a reservation (a ``held-back`` reason keyed
+    by whose the reservation is, its team's or another's, and the flavor and resources it
+    needs). Its reason is its team's to read, so another team's workload is not named (nor
+    its team)."""
     other = res.workload
     shared = sorted(usage.keys() & res.usage.keys())
     needs = ", ".join(amount(fr, res.usage[fr]) for fr in shared)
-    whom = other.name if other.team == team else "a workload of another team"
-    return (
+    own = other.team == team
+    whom = other.name if own else "a workload of another team"
+    return PendingReason(
         f"held back for {whom} (pending {now - other.submit_time:.0f}s), which needs "
-        f"{needs} on {shared[0][0]} first (starvation guard)"
+        f"{needs} on {shared[0][0]} first (starvation guard)",
+        "held-back",
+        ("held-back", own, shared[0][0], *(fr[1] for fr in shared)),
     )
 
 

@@ -19,7 +19,7 @@ from fleetshare.governance.snapshot import Running, Snapshot
 from fleetshare.governance.tree import QuotaTree
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import format_quantity
-from fleetshare.model.reason import Reason
+from fleetshare.model.reason import PendingReason, Reason
 from fleetshare.model.workload import PodSet, Workload
 from fleetshare.placement.fit import NodeFit, PlacementPlan
 from fleetshare.policy.schema import ClusterPolicy
@@ -354,8 +354,9 @@ class CycleState:
         """True when the request stays inside the team's own guaranteed quota."""
         return self.tree.within_quota(team, usage, self.model.governed)
 
-    def quota_problem(self, team: str, usage: Mapping[FR, int]) -> str | None:
-        """None when quota and borrowing rules allow the request, else why not."""
+    def quota_problem(self, team: str, usage: Mapping[FR, int]) -> PendingReason | None:
+        """None when quota and borrowing rules allow the request, else why not (a ``quota``
+        reason)."""
         tree = self.tree
         node = self.model.nodes[team]
         for fr, value in usage.items():
@@ -373,7 +374,7 @@ class CycleState:
                 limit = borrowing.idle_limit(idle, percent)
                 if borrow_after > limit:
                     why = f"{percent:g}% of {format_quantity(idle, fr[1])} idle"
-                    return borrowing.limit_message(fr, borrow_after, limit, why)
+                    return borrowing.limit_message(fr, borrow_after, limit, why, "idle")
         return None
 
     def ceiling(self, team: str, fr: FR) -> float:
@@ -394,11 +395,11 @@ class CycleState:
 
     def _explain_short(
         self, team: str, fr: FR, value: int, used: int, quota: int, available: int, borrow: int
-    ) -> str:
+    ) -> PendingReason:
         pool = self.tree.pool_available(fr)
         key = (team, fr, value, used, quota, available, borrow, pool)
         messages = self.memo.setdefault("short", {})
-        found: str | None = messages.get(key)
+        found: PendingReason | None = messages.get(key)
         if found is None:
             if len(messages) > 100_000:
                 messages.clear()
@@ -415,25 +416,31 @@ class CycleState:
         available: int,
         borrow: int,
         pool: int,
-    ) -> str:
+    ) -> PendingReason:
+        """Why ``team`` may not take ``value`` of ``fr`` (a ``quota`` reason), keyed by its
+        kind, the team, the flavor and the resource."""
         q = format_quantity
         res, flavor = fr[1], fr[0]
         if used + value <= quota:
-            return (
+            return PendingReason(
                 f"{team}'s quota of {amount(fr, quota)} on {flavor} is lent out: "
-                f"{q(available, res)} available now, needs {q(value, res)}"
+                f"{q(available, res)} available now, needs {q(value, res)}",
+                "quota",
+                ("lent-out", team, flavor, res),
             )
         limit = self.model.nodes[team].borrowing_limit.get(fr)
         if limit is not None and borrow > limit.amount:
             if limit.amount == 0 and not self.model.nodes[team].can_borrow:
-                return (
+                return PendingReason(
                     f"needs {amount(fr, value)} on {flavor} but only "
                     f"{q(max(0, quota - used), res)} of quota {q(quota, res)} is unused, and "
-                    f"{limit.why}"
+                    f"{limit.why}",
+                    "quota",
+                    ("may-not-borrow", team, flavor, res),
                 )
-            return borrowing.limit_message(fr, borrow, limit.amount, limit.why)
+            return borrowing.limit_message(fr, borrow, limit.amount, limit.why, "limit")
         unlent = 0 if self.cluster.idle_resource_sharing else self.tree.unallocated.get(fr, 0)
-        return (
+        return PendingReason(
             f"not enough quota to borrow for {res} on {flavor}: needs {q(value, res)}, {team} "
             f"may take {q(available, res)} (quota {q(quota, res)}, {q(used, res)} in use, "
             f"{q(max(0, pool), res)} of the quota in the cluster unused and lendable)"
@@ -441,7 +448,9 @@ class CycleState:
                 f"; {q(unlent, res)} unallocated is not lent: idle resource sharing is off"
                 if unlent
                 else ""
-            )
+            ),
+            "quota",
+            ("short-to-borrow", team, flavor, res, bool(unlent)),
         )
 
     def dominant_share(self, team: str, extra: Mapping[FR, int] | None = None) -> float:

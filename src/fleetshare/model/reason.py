@@ -9,12 +9,15 @@ before.
 A pending workload's reason is a :class:`PendingReason`: the message itself (a ``str``, as
 every reader of reasons had it) carrying a :data:`PendingCategory` set where the admission
 cycle decides it, so that reasons are counted by kind (the service's
-``fleetshare_pending_workloads_by_reason``) without reading a message.
+``fleetshare_pending_workloads_by_reason``) without reading a message, and its :data:`Gist`,
+what it says without its amounts, set where it is composed, so that "the same reason with
+other numbers" is found by comparing keys (``governance/queues.py`` ``new_in_substance``),
+never by reading the message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -74,29 +77,54 @@ A reason made of several options' problems (``"; "``-joined) has the category of
 PENDING_CATEGORIES: tuple[PendingCategory, ...] = get_args(PendingCategory)
 
 
+Gist = tuple[Hashable, ...]
+"""What a pending reason says without its amounts: its kind (a word), then its non-numeric
+subjects (team, flavor, resource, pod set, local queue, ...). Two reasons with equal keys
+differ at most in their numbers (usage, counts, times) and in which other workload they name
+(the one ahead, the one a reservation is for: who that is moves with the queue, as amounts
+move with usage). A key made of other reasons' keys holds each whole (a tuple in the tuple).
+"""
+
+WORDS = "words"
+"""The kind of the key of a reason given without one (read back from a store, made by hand):
+its whole message, so it is the same only as the same words."""
+
+
 class PendingReason(str):
-    """Why a workload waits: the message (this string) and its :data:`PendingCategory`.
-    Compares, hashes and serializes as the message."""
+    """Why a workload waits: the message (this string), its :data:`PendingCategory` and its
+    :data:`Gist` (``(WORDS, message)`` when not given). Compares, hashes and serializes as
+    the message; :func:`~fleetshare.governance.queues.new_in_substance` compares gists."""
 
     category: PendingCategory
+    gist: Gist
 
-    def __new__(cls, message: str, category: PendingCategory) -> PendingReason:
+    def __new__(
+        cls, message: str, category: PendingCategory, gist: Gist | None = None
+    ) -> PendingReason:
         made = super().__new__(cls, message)
         made.category = category
+        made.gist = (WORDS, message) if gist is None else gist
         return made
 
-    def __reduce__(self) -> tuple[Any, ...]:  # pickled and copied with its category
-        return (PendingReason, (str(self), self.category))
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled and copied with its category and gist
+        return (PendingReason, (str(self), self.category, self.gist))
 
-    def noted(self, note: str) -> PendingReason:
-        """The message with ``note`` after it (``"; "``), of the same category."""
-        return PendingReason(f"{self}; {note}", self.category)
+    def noted(self, note: str, gist: Gist) -> PendingReason:
+        """The message with ``note`` (of key ``gist``) after it (``"; "``), of the same
+        category; its key: ``("noted", self.gist, gist)``."""
+        return PendingReason(f"{self}; {note}", self.category, ("noted", self.gist, gist))
 
-    def wrapped(self, message: str) -> PendingReason:
-        """Another message for the same reason (a rewording, an addition)."""
-        return PendingReason(message, self.category)
+    def wrapped(self, message: str, kind: str, *subjects: Hashable) -> PendingReason:
+        """Another message for the same reason (a rewording, an addition) of the same
+        category; its key: ``(kind, self.gist, *subjects)``."""
+        return PendingReason(message, self.category, (kind, self.gist, *subjects))
 
 
 def joined(problems: list[PendingReason]) -> PendingReason:
-    """Several problems as one reason (each once, in order): the first one's category."""
-    return PendingReason("; ".join(dict.fromkeys(problems)), problems[0].category)
+    """Several problems as one reason (each once, in order): the first one's category; its
+    key: the one problem's, or ``("joined", *each problem's key)``."""
+    unique = list(dict.fromkeys(problems))
+    if len(unique) == 1:
+        return unique[0]
+    gist = ("joined", *(p.gist for p in unique))
+    return PendingReason("; ".join(unique), unique[0].category, gist)

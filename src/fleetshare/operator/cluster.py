@@ -61,7 +61,7 @@ from fleetshare.manifests.kinds import SuspendedKind
 from fleetshare.manifests.pods import read_pod_spec
 from fleetshare.manifests.values import Fields
 from fleetshare.model.node import INSTANCE_TYPE_LABEL, Node
-from fleetshare.model.reason import PendingReason, Reason
+from fleetshare.model.reason import Gist, PendingReason, Reason
 from fleetshare.model.workload import Workload
 from fleetshare.operator.budget import WriteBudget
 from fleetshare.operator.drain import cordon, evict_all, pods_on, refusal
@@ -204,10 +204,10 @@ class KubeCluster(HeldView):
         self.incremental = incremental
         """Follow the store's changes (:meth:`refresh`); False: read it all every time."""
         self._built = False
-        self._said: dict[str, str] = {}
+        self._said: dict[str, Gist] = {}
         """Per workload, the gist of the pending reason last written."""
         self._problems: dict[str, str] = {}
-        self._noted: dict[str, str] = {}
+        self._noted: dict[str, Gist] = {}
         """Per workload, the gist of the autoscaler's note last written."""
         self.claims: NodeClaims | None = None
         """The NodeClaims of the autoscaler's nodes (None without an autoscaler)."""
@@ -1260,10 +1260,11 @@ class KubeCluster(HeldView):
             gist = reason_gist(reason)
             obj = t.objects[0]
             said = self._said.get(name)
-            if said is None:
-                said = reason_gist(
-                    (obj["metadata"].get("annotations") or {}).get(PENDING_REASON, "")
-                )
+            if (
+                said is None
+                and (obj["metadata"].get("annotations") or {}).get(PENDING_REASON) == reason
+            ):
+                said = gist  # the object says this very reason already (the key is not kept there)
             if said == gist:
                 continue
             self._said[name] = gist
@@ -1293,13 +1294,13 @@ class KubeCluster(HeldView):
         the store; a refused one is queued again while its workload waits (its reason is read
         afresh when its turn comes)."""
         for answer in answers:
-            reason = self._noting.pop(answer.name, "")
+            reason = self._noting.pop(answer.name, None)
             t = self.tracked.get(answer.name)
             if answer.written and t is not None:
                 self._keep(t, answer.written[0])
             elif answer.error is not None:
                 log.debug("pending reason not written for %s: %s", answer.name, answer.error)
-                if self._said.get(answer.name) == reason_gist(reason):
+                if reason is not None and self._said.get(answer.name) == reason_gist(reason):
                     del self._said[answer.name]
                 if answer.name in self.pending:
                     self._unsaid.setdefault(answer.name, None)
@@ -1318,9 +1319,9 @@ class KubeCluster(HeldView):
         if t is None or not self.may_act():
             return
         text = note.message(_rfc3339)
-        if self._noted.get(workload) == reason_gist(text):
+        if self._noted.get(workload) == note.gist:
             return
-        self._noted[workload] = reason_gist(text)
+        self._noted[workload] = note.gist
         self._annotate(t, AUTOSCALER_NOTE, text)
 
     def _annotate(self, t: Tracked, key: str, text: str) -> None:

@@ -33,6 +33,7 @@ import numpy.typing as npt
 from fleetshare.model.catalog import GPU_PRODUCT_LABEL
 from fleetshare.model.node import Node
 from fleetshare.model.placement import PLACEMENTS
+from fleetshare.model.reason import Gist
 from fleetshare.model.resources import CPU, GPU, MEMORY
 from fleetshare.model.workload import PodSet
 from fleetshare.placement.gpu_share import (
@@ -91,14 +92,21 @@ class TooLarge:
             f"a pod of {self.podset!r} is larger than any {self.flavor} node ({self.nodes} nodes)"
         )
 
+    @property
+    def gist(self) -> Gist:
+        """What it says without the node count: ``("too-large", flavor, pod set)``."""
+        return ("too-large", self.flavor, self.podset)
+
 
 @dataclass(frozen=True, slots=True)
 class NoFit:
-    """Why a pod set does not fit; ``too_large`` when no node could ever hold its pod."""
+    """Why a pod set does not fit; ``too_large`` when no node could ever hold its pod;
+    ``gist`` what ``message`` says without its amounts (empty when not explained)."""
 
     podset: str
     message: str
     too_large: TooLarge | None = None
+    gist: Gist = ()
 
 
 class NodeFit:
@@ -298,6 +306,7 @@ class NodeFit:
                 podset.name,
                 f"no schedulable {flavor} node admits pod set "
                 f"{podset.name!r} (node selector / taints)",
+                gist=("no-eligible-node", flavor, podset.name),
             )
         vec = self._vector(podset.requests)
         if vec is None:
@@ -306,10 +315,18 @@ class NodeFit:
                 for r, amount in podset.requests.items()
                 if amount > 0 and r not in self.resources and r not in self.not_on_nodes
             ]
-            return NoFit(podset.name, f"no node offers {', '.join(missing)}")
+            return NoFit(
+                podset.name,
+                f"no node offers {', '.join(missing)}",
+                gist=("not-offered", podset.name, *missing),
+            )
         problem = request_problem(podset.requests, self.not_on_nodes)
         if problem is not None:
-            return NoFit(podset.name, f"pod set {podset.name!r} asks {problem}")
+            return NoFit(
+                podset.name,
+                f"pod set {podset.name!r} asks {problem}",
+                gist=("unplaceable-request", podset.name),
+            )
         whole, share = self._need(podset)
         counts = self._counts(rows, vec, whole, share)
         level, required = constraint(podset.required_topology, podset.preferred_topology)
@@ -483,7 +500,7 @@ class NodeFit:
         level, if any)."""
         too_large = self._too_large(flavor, podset, rows, vec)
         if too_large is not None:
-            return NoFit(podset.name, str(too_large), too_large)
+            return NoFit(podset.name, str(too_large), too_large, too_large.gist)
         room = int(np.minimum(counts, podset.count).sum())
         why = f"{flavor} nodes have room for {room} of {podset.count} pods of {podset.name!r} now"
         if required is not None:
@@ -492,7 +509,8 @@ class NodeFit:
                 f"all {podset.count} pods of {podset.name!r} (required topology "
                 f"{required}); {why}"
             )
-        return NoFit(podset.name, why)
+            return NoFit(podset.name, why, gist=("no-room-in", flavor, podset.name, required))
+        return NoFit(podset.name, why, gist=("no-room", flavor, podset.name))
 
     def _too_large(
         self, flavor: str, podset: PodSet, rows: IntArray, vec: tuple[IntArray, IntArray]

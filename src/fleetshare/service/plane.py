@@ -137,7 +137,8 @@ API_EVENTS = ("submit", "cancel", "policy", nodepools.POOLS_EVENT, *NODE_ACTIONS
 
 def pending_reason(details: Mapping[str, Any]) -> PendingReason:
     """The reason a ``pending`` event's details log, with its category (``unknown`` for an
-    event logged before reasons had categories)."""
+    event logged before reasons had categories); its key is its words (the log keeps no key:
+    what is read back is shown, never judged in substance)."""
     category = details.get("category")
     if category not in PENDING_CATEGORIES:
         return PendingReason(str(details["reason"]), "unknown")
