@@ -153,12 +153,6 @@ class RefusingCluster:
     def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
         raise AssertionError("nothing to evict")
 
-    def forget(self, workload: Workload, now: float) -> None:
-        raise AssertionError("nothing to forget")
-
-    def settle(self, now: float) -> None:
-        pass
-
     def report_pending(self, result: CycleResult, now: float) -> None:
         pass
 
