@@ -622,7 +622,7 @@ def tune_queue(args: argparse.Namespace) -> None:
         "then the best worst-seed x fewer, then the lowest mean net extra %. "
         "Here `x fewer vs reactive-preloaded` is against `queue-preloaded`.",
         "",
-        "| queue target " + SHARED_HEADER[0][1:],
+        "| queue target |" + SHARED_HEADER[0][1:],
         "|---" + SHARED_HEADER[1],
     ]
     judged: dict[tuple[float, str], list[tuple[str, Judged]]] = {}
