@@ -197,7 +197,7 @@ def _metric(fields: Fields, annotations: dict[str, str], key: str, path: str, hi
         if told not in get_args(Metric):
             raise fields.error(
                 f"metadata.annotations.{METRIC_ANNOTATION}{key}",
-                f"must be {', '.join(get_args(Metric))}, got {told!r}",
+                f"must be one of {', '.join(get_args(Metric))}, got {told!r}",
             )
         return told  # type: ignore[return-value]
     guessed = _guess(hint)
