@@ -363,6 +363,57 @@ def test_spread_is_trimmed_when_a_zone_is_capped() -> None:
     )
 
 
+def test_a_pool_limit_below_one_node_launches_none_of_that_type() -> None:
+    """A node pool's limit counts the allocatable of each node it would launch (milli-units):
+    a type whose one node passes what the limit leaves is not launched, even when a fraction
+    of a node would hold every pod (as Karpenter filters instance types by a NodePool's
+    remaining limits). Found by the property below: the fluid plan rounded its fraction of a
+    c6i.2xlarge (7910m) up to a node, past the pool's 4 cpu."""
+    pools = [NodePool(name="p", instance_types=["c6i.2xlarge"], limits={"cpu": 4})]
+    offerings = [o for o in offers("c6i") if o.instance_type == "c6i.2xlarge"]
+    shape = pods(12, cpu="250m", memory="512Mi")
+    plan = plan_nodes([shape], pools, CATALOG, offerings)
+    verify(plan, [shape], pools, offerings=offerings)
+    assert plan.nodes == [] and plan.hourly_cost == 0.0
+    assert plan.unplaceable[0] == (
+        "12 of 12 pods not planned: node pool 'p' limit cpu (4 cpu, 0 in use) blocks c6i.2xlarge"
+    )
+
+
+def test_an_account_quota_leaves_out_what_its_remaining_vcpus_cannot_hold() -> None:
+    """An account vCPU quota counts the vCPUs of each node launched on top of those its running
+    instances use: a launch that would pass it fails (EC2's VcpuLimitExceeded), so the plan
+    places the most pods the quota's remaining vCPUs hold and reports the rest unplaceable,
+    naming the quota. Found by a hunt over the property below: 10 of 18 vCPUs left, the fluid
+    plan rounded its fraction of an r6i.4xlarge (16 vCPU) up to a node."""
+    types = ["c6i.xlarge", "c6i.large", "m6i.2xlarge", "r6i.4xlarge"]
+    pools = [NodePool(name="p", instance_types=types, capacity_types=["on-demand", "reserved"])]
+    offerings = [
+        Offering(t, z, "on-demand", price)
+        for t, z, price in [
+            ("c6i.xlarge", "z1", 0.17),
+            ("c6i.xlarge", "z2", 0.17),
+            ("c6i.large", "z1", 0.085),
+            ("c6i.large", "z2", 0.085),
+            ("m6i.2xlarge", "z1", 0.4224),
+            ("r6i.4xlarge", "z1", 1.008),
+            ("r6i.4xlarge", "z2", 1.008),
+        ]
+    ]
+    limits = AccountLimits(
+        quotas=[ServiceQuota(name="std", families=["m6i", "c6i", "r6i"], max_vcpus=18)]
+    )
+    now = running("c6i.xlarge", 2)  # 8 of the 18 vCPUs in use
+    shape = pods(12, cpu="500m", memory="4Gi")
+    plan = plan_nodes(
+        [shape], pools, CATALOG, offerings, account_limits=limits, running_instances=now
+    )
+    verify(plan, [shape], pools, account=limits, instances=now, offerings=offerings)
+    # an m6i.2xlarge (8 vCPU) holds 7 of the pods; nothing else fits the 2 vCPUs left
+    assert [(la.instance_type, la.count) for la in plan.launches] == [("m6i.2xlarge", 1)]
+    assert plan.unplaceable[0].startswith("5 of 12 pods not planned: account quota 'std'")
+
+
 # -- property: any plan is feasible and within limits -------------------------------------------
 
 FAMILIES = ("m6i", "c6i", "r6i")
