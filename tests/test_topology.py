@@ -370,8 +370,8 @@ SIZES = [i.name for i in CATALOG if i.family in FAMILIES and i.vcpu <= 16]
 
 
 def _near(draw: st.DrawFn, wanted: int, spread: int) -> int:
-    """A limit anywhere in ``0..64``, or just above ``wanted``: where a fraction of a node fits
-    but a whole node may not (half the time each)."""
+    """A limit anywhere in ``0..64``, or ``wanted`` plus at most ``spread`` (the largest node):
+    where the pods fit a fraction of a node but a whole node may not (half the time each)."""
     if draw(st.booleans()):
         return draw(st.integers(0, 64))
     return wanted + draw(st.integers(0, spread))

@@ -19,7 +19,7 @@ Three kinds of account limits (:class:`AccountLimits`, pydantic like the node po
 Current usage comes from the running instances (:func:`account_usage`). Every limit becomes a
 *row*: per candidate node, how much of the limit one node uses, and the headroom left
 (:func:`limit_rows`); node-pool limits (``cpu``, ``memory``, ``nodes``, ...) are rows too. The
-optimiser never plans past a row's headroom.
+optimiser never plans past a row's headroom (:func:`nodes_within`, the one rule it applies).
 """
 
 from __future__ import annotations
