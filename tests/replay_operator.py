@@ -10,7 +10,10 @@ calls :meth:`Operator.reconcile` until a reconcile decides nothing more.
 
 Where the operator must differ, and how the replay makes up for it:
 
-- Its objects are JobSets (``jobset.x-k8s.io``: one replicated job per pod set), whose
+- Its objects are JobSets (``jobset.x-k8s.io``: one replicated job per pod set; a workload
+  sent to a Kueue LocalQueue ``ns/name`` is a JobSet in namespace ``ns`` labelled with the
+  queue's name, the namespace made if missing and kept, as Kueue's own test namespaces; the
+  others are in the replay's namespace, labelled with their team), whose
   controller does not run here: admitting one is its unsuspension with each pod set's flavor
   node selector, and the placement is the one decided. (A batch/v1 Job is run by the session's
   Job controller and bound by kube-scheduler in their own time, wherever kube-scheduler scores
@@ -37,14 +40,16 @@ from typing import Any
 
 from fleetshare.control.changes import Admitted, Preempted
 from fleetshare.control.clock import VirtualClock
-from fleetshare.manifests.kinds.base import TEAM_LABEL
+from fleetshare.manifests.kinds.base import QUEUE_LABEL, TEAM_LABEL
 from fleetshare.manifests.parse import FLEETSHARE_PRIORITY_LABEL
 from fleetshare.model.node import Node
 from fleetshare.model.workload import PodSet, Workload
 from fleetshare.operator.controller import CLUSTER_POLICIES, TEAMS, Operator, Settings
+from fleetshare.operator.crds import policy_objects
 from fleetshare.operator.kinds import RESOURCES
 from fleetshare.operator.kube import NODES, Kube, KubeError, Resource
 from fleetshare.operator.watch import Key, key_of
+from fleetshare.policy.schema import Policy
 from fleetshare.scenario.loader import Scenario
 from fleetshare.scenario.schema import NodeEvent
 from tests.decision_stream import Recorder
@@ -55,6 +60,8 @@ EPOCH = 1_800_000_000.0
 JOBSETS = RESOURCES["JobSet"]
 OWNER = "fleetshare-test"
 MAX_RECONCILES_PER_INSTANT = 20
+TOPOLOGY_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+TOPOLOGY_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 
 
 def rfc3339(unix: float) -> str:
@@ -95,6 +102,8 @@ class World:
 
     harness: Harness
     namespace: str
+    queues: tuple[str, ...]
+    """The namespaces of the LocalQueues the scenario's workloads are sent to."""
     kube: VirtualTimeKube
     operator: Operator
     clock: VirtualClock
@@ -103,13 +112,27 @@ class World:
     recorder: Recorder | None = None
     finish_at: dict[str, float] = field(default_factory=dict)
     """When each running workload finishes (virtual clock), by its scenario name."""
+    where: dict[str, str] = field(default_factory=dict)
+    """Each workload's namespace, by its scenario name."""
+
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        """Where the scenario's objects are (the operator watches these)."""
+        return (self.namespace, *self.queues)
 
     def rename(self, name: str) -> str:
         """A workload's or node's name in the scenario's words."""
-        return name.removeprefix(f"{self.namespace}/JobSet/").removeprefix(f"{self.namespace}-")
+        namespace, found, short = name.partition("/JobSet/")
+        if found and namespace in self.namespaces:
+            return short
+        return name.removeprefix(f"{self.namespace}-")
 
     def node_name(self, node: str) -> str:
         return f"{self.namespace}-{node}"
+
+    def namespace_of(self, wl: Workload) -> str:
+        """Where the workload's JobSet is: its LocalQueue's namespace, or the replay's."""
+        return wl.namespace or self.namespace
 
 
 def node_object(node: Node, name: str, owner: str) -> dict[str, Any]:
@@ -139,7 +162,8 @@ def node_status(node: Node) -> dict[str, Any]:
 
 
 def podset_job(podset: PodSet) -> dict[str, Any]:
-    """A replicated job of one pod set: its pods, requests and node selector."""
+    """A replicated job of one pod set: its pods, requests, node selector, tolerations and
+    topology request (Kueue's pod template annotations)."""
     requests = {r: f"{v}m" for r, v in podset.requests.items()}
     extended = {r: q for r, q in requests.items() if "/" in r}
     container = {"name": "main", "image": "registry.example/train:1",
@@ -153,15 +177,22 @@ def podset_job(podset: PodSet) -> dict[str, Any]:
                                ("effect", t.effect)) if v}
             for t in podset.tolerations
         ]  # fmt: skip
+    template: dict[str, Any] = {"spec": pod}
+    topology = {TOPOLOGY_REQUIRED: podset.required_topology,
+                TOPOLOGY_PREFERRED: podset.preferred_topology}  # fmt: skip
+    if any(topology.values()):
+        template["metadata"] = {"annotations": {k: v for k, v in topology.items() if v}}
     return {
         "name": podset.name, "replicas": 1,
         "template": {"spec": {"parallelism": podset.count, "completions": podset.count,
-                              "template": {"spec": pod}}},
+                              "template": template}},
     }  # fmt: skip
 
 
 def jobset(wl: Workload, namespace: str) -> dict[str, Any]:
-    labels = {TEAM_LABEL: wl.team}
+    """The workload's JobSet in ``namespace``: sent to its LocalQueue, or to its team."""
+    local = wl.queue.partition("/")[2] if wl.queue is not None else ""
+    labels = {QUEUE_LABEL: local} if local else {TEAM_LABEL: wl.team}
     if wl.priority_class is not None:
         labels[FLEETSHARE_PRIORITY_LABEL] = wl.priority_class
     return {
@@ -179,10 +210,10 @@ def feed(world: World, kind: str, res: Resource, **query: Any) -> None:
     """What a watch of ``res`` would deliver to the operator's store now: each object added,
     changed or deleted since it was last fed, in the API server's order."""
     store = world.operator.store
-    namespace = world.namespace if res.namespaced else None
-    items, _ = world.kube.list(res, namespace, **query)
+    namespaces = world.namespaces if res.namespaced else (None,)
+    items = [i for ns in namespaces for i in world.kube.list(res, ns, **query)[0]]
     if kind == "Namespace":
-        items = [i for i in items if i["metadata"]["name"] == world.namespace]
+        items = [i for i in items if i["metadata"]["name"] in world.namespaces]
     known = store.of(kind)
     fresh = {key_of(i): i for i in items}
     for key in [k for k in known if k not in fresh]:
@@ -202,18 +233,31 @@ def feed_all(world: World) -> None:
     feed(world, "JobSet", JOBSETS)
 
 
+def label_namespace(harness: Harness, name: str, labels: Mapping[str, str]) -> None:
+    """Namespace ``name`` made if missing, with ``labels`` (the scenario's) and no others
+    but the API server's own (what a namespace selector matches)."""
+    harness.ensure_namespace(name)
+    old = harness.kube.get(NAMESPACES, name)["metadata"].get("labels") or {}
+    gone = {k: None for k in old if k not in labels and not k.startswith("kubernetes.io/")}
+    harness.kube.patch(NAMESPACES, name, {"metadata": {"labels": {**gone, **labels}}})
+
+
 @contextlib.contextmanager
 def world_for(harness: Harness, scenario: Scenario) -> Iterator[World]:
     """The scenario's policy, nodes and namespace on the API server, and an operator for it
     (no leader election, writes in line); all of it removed at the end."""
     harness.delete_cluster_objects()
     namespace = harness.new_namespace("agree")
+    queues = tuple(sorted({ns for ns in (w.namespace for w in scenario.workloads) if ns}))
+    labelled = {n.name: n.labels for n in scenario.spec.cluster.namespaces}
+    for queue_namespace in queues:
+        label_namespace(harness, queue_namespace, labelled.get(queue_namespace, {}))
     kube = VirtualTimeKube(harness.plane.client().api)
     clock = VirtualClock(EPOCH)
-    settings = Settings(namespaces=(namespace,), install_crds=False, leader_elect=False,
+    settings = Settings(namespaces=(namespace, *queues), install_crds=False, leader_elect=False,
                         writes_in_flight=0, scaled_objects=False)  # fmt: skip
     operator = Operator(kube, settings, scenario.catalog, clock=clock)
-    world = World(harness, namespace, kube, operator, clock)
+    world = World(harness, namespace, queues, kube, operator, clock)
     try:
         apply_policy(harness, scenario.policy)
         for node in scenario.nodes:
@@ -229,6 +273,10 @@ def world_for(harness: Harness, scenario: Scenario) -> Iterator[World]:
         operator.cluster.close()
         operator.events.close()
         harness.delete_nodes(namespace)
+        for queue_namespace in queues:  # kept: its JobSets go
+            for item in harness.kube.list(JOBSETS, queue_namespace)[0]:
+                with contextlib.suppress(KubeError):
+                    harness.kube.delete(JOBSETS, item["metadata"]["name"], queue_namespace)
         with contextlib.suppress(KubeError):
             harness.kube.delete(NAMESPACES, namespace)
         harness.delete_cluster_objects()
@@ -266,16 +314,53 @@ def complete(world: World, name: str) -> None:
     condition = {"type": "Completed", "status": "True", "reason": "AllJobsCompleted",
                  "message": "jobset completed successfully", "lastTransitionTime": now}  # fmt: skip
     world.kube.patch(JOBSETS, name, {"status": {"conditions": [condition]}},
-                     world.namespace, sub="status")  # fmt: skip
+                     world.where[name], sub="status")  # fmt: skip
 
 
-def cordon(world: World, event: NodeEvent) -> None:
-    """An admin cordons or uncordons the event's nodes (nothing else is replayed)."""
-    if event.action not in ("cordon", "uncordon"):
-        raise ValueError(f"the replay cordons and uncordons nodes, not {event.action!r}")
+def ready_condition(ready: bool, at: float) -> dict[str, Any]:
+    """A Node's ``Ready`` condition as its kubelet reports it."""
+    reason, message = (("KubeletReady", "kubelet is posting ready status") if ready else
+                       ("KubeletNotReady", "container runtime is down"))  # fmt: skip
+    now = rfc3339(at)
+    return {"type": "Ready", "status": "True" if ready else "False", "reason": reason,
+            "message": message, "lastHeartbeatTime": now, "lastTransitionTime": now}  # fmt: skip
+
+
+def node_event(world: World, event: NodeEvent) -> None:
+    """An admin cordons or uncordons the event's nodes; or they fail or recover (their
+    kubelets report ``Ready`` False or True). Nothing else is replayed."""
     for node in event.nodes:
-        body = {"spec": {"unschedulable": event.action == "cordon"}}
-        world.harness.kube.patch(NODES, world.node_name(node), body)
+        name = world.node_name(node)
+        if event.action in ("cordon", "uncordon"):
+            body = {"spec": {"unschedulable": event.action == "cordon"}}
+            world.harness.kube.patch(NODES, name, body)
+        elif event.action in ("fail", "recover"):
+            condition = ready_condition(event.action == "recover", world.clock.now())
+            world.harness.kube.patch(NODES, name, {"status": {"conditions": [condition]}},
+                                     sub="status")  # fmt: skip
+        else:
+            raise ValueError(f"the replay cordons, uncordons, fails and recovers nodes, "
+                             f"not {event.action!r}")  # fmt: skip
+
+
+def change_policy(world: World, policy: Policy) -> None:
+    """An admin applies ``policy``: the ClusterPolicy and each Team replaced (as ``kubectl
+    replace`` does), the new Teams created and the Teams it no longer has deleted."""
+    kube = world.harness.kube
+    teams = {t["metadata"]["name"]: t for t in kube.list(TEAMS)[0]}
+    for obj in policy_objects(policy):
+        res = CLUSTER_POLICIES if obj["kind"] == "ClusterPolicy" else TEAMS
+        name = obj["metadata"]["name"]
+        old = teams.pop(name, None) if res is TEAMS else kube.get(CLUSTER_POLICIES, name)
+        if old is None:
+            kube.create(res, obj)
+        else:
+            version = old["metadata"]["resourceVersion"]
+            kube.replace(res, name, {**obj, "metadata": {"name": name, "resourceVersion": version}})
+    for name in teams:
+        kube.delete(TEAMS, name)
+    feed(world, "ClusterPolicy", CLUSTER_POLICIES)
+    feed(world, "Team", TEAMS)
 
 
 def replay(harness: Harness, scenario: Scenario, until: float) -> World:
@@ -285,12 +370,16 @@ def replay(harness: Harness, scenario: Scenario, until: float) -> World:
         feed_all(world)
         world.operator.reconcile()  # the loop is made with the policy: nothing to decide yet
         assert world.operator.loop is not None, "the policy objects are not valid"
-        world.recorder = Recorder.attach(world.operator.loop)
+        world.recorder = Recorder.attach(world.operator.loop, world.clock.now)
         world.durations = {w.name: w.duration for w in scenario.workloads}
         order = sorted(range(len(scenario.workloads)),
                        key=lambda i: (scenario.workloads[i].submit_time, i))  # fmt: skip
         queue = [scenario.workloads[i] for i in order]
-        events = sorted(scenario.events, key=lambda e: e.at)
+        # at one instant, as the runner: node events, then policy changes, in their order
+        events: list[tuple[float, NodeEvent | Policy]] = sorted(
+            [*((e.at, e) for e in scenario.events), *scenario.policy_changes],
+            key=lambda item: (item[0], isinstance(item[1], Policy)),
+        )
         while True:
             now = world.clock.now()
             times = [t for t in world.finish_at.values()]
@@ -300,7 +389,7 @@ def replay(harness: Harness, scenario: Scenario, until: float) -> World:
             if queue:
                 times.append(EPOCH + queue[0].submit_time)
             if events:
-                times.append(EPOCH + events[0].at)
+                times.append(EPOCH + events[0][0])
             if not times or min(times) - EPOCH > until:
                 break
             now = max(min(times), now)
@@ -309,13 +398,18 @@ def replay(harness: Harness, scenario: Scenario, until: float) -> World:
                 if at <= now:
                     del world.finish_at[name]
                     complete(world, name)
-            if events and EPOCH + events[0].at <= now:
-                while events and EPOCH + events[0].at <= now:
-                    cordon(world, events.pop(0))
+            if events and EPOCH + events[0][0] <= now:
+                while events and EPOCH + events[0][0] <= now:
+                    _, event = events.pop(0)
+                    if isinstance(event, Policy):
+                        change_policy(world, event)
+                    else:
+                        node_event(world, event)
                 feed(world, "Node", NODES, labelSelector=f"{OWNER}={world.namespace}")
             while queue and EPOCH + queue[0].submit_time <= now:
                 wl = queue.pop(0)
-                world.kube.created[(world.namespace, wl.name)] = rfc3339(EPOCH + wl.submit_time)
-                harness.kube.create(JOBSETS, jobset(wl, world.namespace), world.namespace)
+                namespace = world.where[wl.name] = world.namespace_of(wl)
+                world.kube.created[(namespace, wl.name)] = rfc3339(EPOCH + wl.submit_time)
+                harness.kube.create(JOBSETS, jobset(wl, namespace), namespace)
             settle(world)
         return world

@@ -4,9 +4,11 @@ The plane (:class:`~fleetshare.service.plane.ControlPlane`, its store on SQLite)
 :class:`~fleetshare.control.clock.VirtualClock`: each workload is submitted through the plane's
 own submission path (:meth:`ControlPlane.submit`, a committed row and its ``submit`` event) at
 its submit time, each node event of the scenario (cordon, uncordon) is an admin's node action
-(:meth:`ControlPlane.node_action`) at its time, and the clock moves to each input and each of
-the plane's timers (a finish, a node joining, a guard expiring) in turn, with a
-:meth:`ControlPlane.step` at each.
+(:meth:`ControlPlane.node_action`) at its time, each policy change is an admin's ``PUT
+/api/v1/policy`` at its time (the endpoint's own parsing, :func:`parse_policy`, and
+:meth:`ControlPlane.set_policy`: a new policy version in the store), and the clock moves to
+each input and each of the plane's timers (a finish, a node joining, a guard expiring) in
+turn, with a :meth:`ControlPlane.step` at each.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from fleetshare.control.clock import VirtualClock
 from fleetshare.scenario.loader import Scenario, load_scenario_data
-from fleetshare.scenario.schema import NodeEvent, WorkloadSpec
+from fleetshare.scenario.schema import NodeEvent, PolicyChange, WorkloadSpec
 from fleetshare.service import store as tables
+from fleetshare.service.api_policy import PolicyIn, parse_policy
 from fleetshare.service.auth import Principal
 from fleetshare.service.plane import ControlPlane
 from fleetshare.service.store import Store
@@ -37,15 +40,38 @@ def service_config(data: dict[str, Any], base: Path) -> Scenario:
     return load_scenario_data({**config, "cluster": cluster}, base)
 
 
-def inputs_of(scenario: Scenario) -> list[tuple[float, int, int, NodeEvent | WorkloadSpec]]:
-    """The scenario's node events (cordon and uncordon: what an admin does through the API)
-    and submissions in the order the runner applies them: by time, node events before
-    submissions, then in the scenario's order."""
+Input = NodeEvent | PolicyChange | WorkloadSpec
+
+
+def inputs_of(scenario: Scenario) -> list[tuple[float, int, int, Input]]:
+    """The scenario's node events (cordon and uncordon: what an admin does through the API),
+    policy changes and submissions in the order the runner applies them: by time, node events
+    and policy changes before submissions, then in the scenario's order."""
     events = [(e.at, 0, i, e) for i, e in enumerate(scenario.events)]
     if any(e.action not in ("cordon", "uncordon") for e in scenario.events):
         raise ValueError("the service's API cordons and uncordons nodes, nothing else")
-    specs = [(w.submit_at, 1, i, w) for i, w in enumerate(scenario.spec.workloads)]
-    return sorted([*events, *specs], key=lambda item: item[:3])
+    changes = [(c.at, 1, i, c) for i, c in enumerate(scenario.spec.policy_changes)]
+    specs = [(w.submit_at, 2, i, w) for i, w in enumerate(scenario.spec.workloads)]
+    return sorted([*events, *changes, *specs], key=lambda item: item[:3])
+
+
+def policy_body(scenario: Scenario, index: int) -> PolicyIn:
+    """The admin's ``PUT /api/v1/policy`` body for the scenario's policy change ``index``: the
+    policy as the scenario gives it (fleetshare's format; Kueue YAML or HyperPod JSON, inline);
+    the policy it loads to, in fleetshare's format, when the scenario overrides an imported
+    policy (``policy_overrides``: the endpoint has no such field) or names a file."""
+    spec = scenario.spec
+    change = spec.policy_changes[index]
+    if change.policy is not None:
+        return PolicyIn(policy=change.policy)
+    source = change.kueue if change.kueue is not None else change.hyperpod
+    if (not isinstance(source, str) or "\n" in source.strip()) and not spec.policy_overrides:
+        fmt = "kueue" if change.kueue is not None else "hyperpod"
+        return PolicyIn(format=fmt, policy=source, borrow_limit_reading=spec.hyperpod_borrow_limit)
+    # the loader keeps the changes sorted by time (a stable sort of the scenario's order)
+    order = sorted(range(len(spec.policy_changes)), key=lambda i: spec.policy_changes[i].at)
+    _, loaded = scenario.policy_changes[order.index(index)]
+    return PolicyIn(policy=loaded.model_dump(mode="json"))
 
 
 Written = tuple[float, str, str, str]
@@ -67,6 +93,19 @@ def written(plane: ControlPlane) -> list[Written]:
     ]
 
 
+def store_from(db: Path, clock_start: float) -> Store:
+    """A fresh SQLite store at ``db`` whose epoch (t = 0 of the plane's loop, Unix seconds) is
+    ``clock_start``: the scenario's t = 0, as the runner reads its cron schedules (disruption
+    budgets). A store takes the wall clock at its creation, so the time of day of the
+    service's t = 0 would be whenever the test runs."""
+    store = Store(f"sqlite:///{db}")
+    store.create()
+    with store.write("migrate") as conn:
+        meta = tables.meta
+        conn.execute(update(meta).where(meta.c.key == "epoch").values(value=repr(clock_start)))
+    return store
+
+
 def replay(
     scenario: Scenario, config: Scenario, db: Path, until: float
 ) -> tuple[Recorder, Outcome, list[Written]]:
@@ -75,10 +114,11 @@ def replay(
     at each submission and timer up to ``until``; what its loop decided, where the work was
     left, and the admissions and preemptions its store recorded."""
     clock = VirtualClock()
-    plane = ControlPlane(config, Store(f"sqlite:///{db}"), clock=clock)
+    store = store_from(db, config.spec.autoscaler.clock_start.timestamp())
+    plane = ControlPlane(config, store, clock=clock)
     try:
         assert plane.loop is not None, "the only replica holds the lease"
-        recorder = Recorder.attach(plane.loop)
+        recorder = Recorder.attach(plane.loop, clock.now)
         inputs = inputs_of(scenario)
         while True:
             times = [t for t in (plane.backend.next_timer(),) if t is not None]
@@ -91,10 +131,14 @@ def replay(
             now = max(min(times), clock.now())
             clock.advance_to(now)
             while inputs and inputs[0][0] <= now:
-                _, _, _, item = inputs.pop(0)
+                _, _, index, item = inputs.pop(0)
                 if isinstance(item, NodeEvent):
                     for node in item.nodes:
                         plane.node_action(node, item.action, ADMIN)
+                elif isinstance(item, PolicyChange):
+                    body = policy_body(scenario, index)
+                    original = None if body.format == "fleetshare" else body.policy
+                    plane.set_policy(parse_policy(body, plane), body.format, original, ADMIN)
                 else:
                     plane.submit(item, ADMIN)
             plane.step()
