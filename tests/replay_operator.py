@@ -53,7 +53,7 @@ from fleetshare.policy.schema import Policy
 from fleetshare.scenario.loader import Scenario
 from fleetshare.scenario.schema import NodeEvent
 from tests.decision_stream import Recorder
-from tests.kube_harness import NAMESPACES, Harness, apply_policy
+from tests.kube_harness import NAMESPACES, Harness, apply_policy, mark_ready
 
 EPOCH = 1_800_000_000.0
 """The virtual clock's zero, in Unix seconds (whole: scenario times add to it exactly)."""
@@ -235,7 +235,8 @@ def feed_all(world: World) -> None:
 
 def label_namespace(harness: Harness, name: str, labels: Mapping[str, str]) -> None:
     """Namespace ``name`` made if missing, with ``labels`` (the scenario's) and no others
-    but the API server's own (what a namespace selector matches)."""
+    but the API server's own (what a namespace selector matches; another scenario or test
+    may use the same namespace later)."""
     harness.ensure_namespace(name)
     old = harness.kube.get(NAMESPACES, name)["metadata"].get("labels") or {}
     gone = {k: None for k in old if k not in labels and not k.startswith("kubernetes.io/")}
@@ -273,10 +274,11 @@ def world_for(harness: Harness, scenario: Scenario) -> Iterator[World]:
         operator.cluster.close()
         operator.events.close()
         harness.delete_nodes(namespace)
-        for queue_namespace in queues:  # kept: its JobSets go
+        for queue_namespace in queues:  # kept, unlabelled: its JobSets go
             for item in harness.kube.list(JOBSETS, queue_namespace)[0]:
                 with contextlib.suppress(KubeError):
                     harness.kube.delete(JOBSETS, item["metadata"]["name"], queue_namespace)
+            label_namespace(harness, queue_namespace, {})
         with contextlib.suppress(KubeError):
             harness.kube.delete(NAMESPACES, namespace)
         harness.delete_cluster_objects()
@@ -317,27 +319,17 @@ def complete(world: World, name: str) -> None:
                      world.where[name], sub="status")  # fmt: skip
 
 
-def ready_condition(ready: bool, at: float) -> dict[str, Any]:
-    """A Node's ``Ready`` condition as its kubelet reports it."""
-    reason, message = (("KubeletReady", "kubelet is posting ready status") if ready else
-                       ("KubeletNotReady", "container runtime is down"))  # fmt: skip
-    now = rfc3339(at)
-    return {"type": "Ready", "status": "True" if ready else "False", "reason": reason,
-            "message": message, "lastHeartbeatTime": now, "lastTransitionTime": now}  # fmt: skip
-
-
 def node_event(world: World, event: NodeEvent) -> None:
     """An admin cordons or uncordons the event's nodes; or they fail or recover (their
-    kubelets report ``Ready`` False or True). Nothing else is replayed."""
+    kubelets report ``Ready`` False or True, and the not-ready taint comes and goes as the
+    node-lifecycle controller, not run here, would have it). Nothing else is replayed."""
     for node in event.nodes:
         name = world.node_name(node)
         if event.action in ("cordon", "uncordon"):
             body = {"spec": {"unschedulable": event.action == "cordon"}}
             world.harness.kube.patch(NODES, name, body)
         elif event.action in ("fail", "recover"):
-            condition = ready_condition(event.action == "recover", world.clock.now())
-            world.harness.kube.patch(NODES, name, {"status": {"conditions": [condition]}},
-                                     sub="status")  # fmt: skip
+            mark_ready(world.harness.kube, name, event.action == "recover")
         else:
             raise ValueError(f"the replay cordons, uncordons, fails and recovers nodes, "
                              f"not {event.action!r}")  # fmt: skip
