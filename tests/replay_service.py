@@ -14,6 +14,7 @@ node joining, a guard expiring) in turn, with a :meth:`ControlPlane.step` at eac
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,8 +61,10 @@ Input = NodeEvent | PolicyChange | WorkloadSpec | Objects
 
 def entry_objects(entry: Any, base: Path) -> list[dict[str, Any]]:
     """The objects of a ``manifests:`` entry (a file, YAML text, an object, or an entry with
-    settings), an entry's ``duration`` written into each object as fleetshare's annotation
-    (what a submission of the objects says it with) unless the object gives its own."""
+    settings), a copy, an entry's ``duration`` written into each object as fleetshare's
+    annotation (what a submission of the objects says it with) unless the object gives its
+    own. (An entry's ``queue`` and the scenario's ``manifest_defaults`` are not written: no
+    scenario replayed gives them.)"""
     duration = None
     if isinstance(entry, dict) and not ("apiVersion" in entry or "kind" in entry):
         spec = ManifestEntrySpec.model_validate(entry)
@@ -71,7 +74,7 @@ def entry_objects(entry: Any, base: Path) -> list[dict[str, Any]]:
         text = entry if "\n" in entry.strip() else (base / entry.strip()).read_text()
         objects = [d for d in yaml.safe_load_all(text) if d]
     else:
-        objects = [entry]
+        objects = [copy.deepcopy(entry)]
     for obj in objects:
         annotations = obj.setdefault("metadata", {}).setdefault("annotations", {})
         if duration is not None:
