@@ -503,6 +503,10 @@ class KubeCluster(ClusterState):
         self._problems.pop(name, None)
         return team, priority
 
+    def _local_queue(self, queue: str) -> str | None:
+        """The LocalQueue (``namespace/name``) a workload naming ``queue`` is sent to."""
+        return self.policy.local_queue_of(queue) if self.policy is not None else None
+
     @property
     def pod_classes(self) -> dict[str, PodPriorityClass]:
         """The cluster's PriorityClasses (``scheduling.k8s.io/v1``), by name."""
@@ -568,7 +572,7 @@ class KubeCluster(ClusterState):
             name=name, team=team, podsets=parsed.podsets,
             submit_time=timestamp(meta.get("creationTimestamp")), priority=priority,
             priority_class=parsed.priority_class, labels=dict(parsed.labels),
-            created=self._created(name),
+            created=self._created(name), queue=self._local_queue(parsed.queue),
         )  # fmt: skip
         return self._assume(Tracked(name, kind.kind, ns, [job], workload, phase,
                                     admission_of(job)))  # fmt: skip
@@ -600,6 +604,7 @@ class KubeCluster(ClusterState):
             name=name, team=team, podsets=parsed.podsets, submit_time=submit,
             priority=priority, priority_class=parsed.priority_class,
             labels=dict(parsed.labels), created=self._created(name),
+            queue=self._local_queue(parsed.queue),
         )  # fmt: skip
         t = self._assume(Tracked(name, "Pod", ns, pods, workload, phase, admitted))
         t.pod_podset = self._pod_podsets(t)
