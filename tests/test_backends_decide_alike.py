@@ -102,9 +102,7 @@ answers 422, the operator posts a ``NotGoverned`` Event, the simulator queues th
 reason), which is no decision to compare. Against the service, the node failures and
 recoveries are dropped (the service's API cannot say a node failed: it cordons, uncordons and
 drains); against the operator they are kept (a kubelet reports its node not ready, or ready
-again), but for a case whose pod sets select a flavor themselves (the open finding
-``own-node-selector-survives-eviction``, :data:`OPEN`), and partial admission is dropped (see
-:func:`governed`). 200 run through the runner
+again), and partial admission is dropped (see :func:`governed`). 200 run through the runner
 and the service (about 50-70 s) and 200 through the runner and the operator (about 160 s on a
 loaded 2-core machine: each replay makes a namespace, the policy's objects and the nodes, and
 creates, completes and reconciles per instant on the API server); with the bundled scenarios
@@ -147,12 +145,10 @@ CONTRACTS = Path(__file__).resolve().parent / "scenarios"
 """The contract scenarios: each states HyperPod's or Kueue's answer, or pins down a bug."""
 FOUND = Path(__file__).resolve().parent / "fixtures" / "agreement"
 """Disagreements the random scenarios found, minimised (each file says what it was)."""
-OPEN = {
-    "own-node-selector-survives-eviction": "the operator takes a pod set's own node selector "
-    "off its JobSet when it suspends it (operator/cluster.py _admit_suspended and "
-    "kinds/base.py restore_ops: one list of injected keys for all pod sets)",
-}
-"""Disagreements found and not fixed yet (a backend bug), by fixture: strict xfails."""
+OPEN: dict[str, str] = {}
+"""Disagreements found and not fixed yet (a backend bug), by fixture: strict xfails. (The
+last, ``own-node-selector-survives-eviction``, is fixed: the operator records the node-selector
+keys it injects per pod set, as Kueue's podSetInfo, ``SuspendedKind.injected``.)"""
 SERVICE = ["autoscaling-consolidation", "hyperpod-walkthrough", "hyperpod-walkthrough-json",
            "kueue-borrowing", "kueue-borrowing-limit", "kueue-fair-share",
            "kueue-lending-limit", "kueue-reclaim"]  # fmt: skip
@@ -225,8 +221,6 @@ def governed(case: Case, *, partial: bool = True, failures: bool = False) -> dic
             podset.pop("min_count", None)
     events = data["cluster"]["events"]
     given = NODE_ACTIONS + NODE_FAILURES if failures else NODE_ACTIONS
-    if failures and any(ps["node_selector"] for w in data["workloads"] for ps in w["podsets"]):
-        given = NODE_ACTIONS  # OPEN["own-node-selector-survives-eviction"]
     data["cluster"]["events"] = [e for e in events if e["action"] in given]
     return data
 

@@ -111,7 +111,7 @@ from fleetshare.operator.objects import (
     eviction_record,
     governed,
     group_complete,
-    injected_keys,
+    injected_by_podset,
     job_phase,
     job_started,
     node_from_object,
@@ -562,7 +562,7 @@ class KubeCluster(ClusterState):
         if (
             phase == "pending"
             and kind.suspended(job)
-            and injected_keys(job)
+            and injected_by_podset(job)
             and (kind is not JOB or suspension_settled(job))
             and self.may_act()
         ):
@@ -922,10 +922,9 @@ class KubeCluster(ClusterState):
         """Unsuspend with each pod set's node selector in its template (Kueue's way)."""
         kind = SUSPENDED[t.kind]
         by_podset = {ps.name: sel for ps, sel in zip(t.workload.podsets, selectors, strict=False)}
-        keys = sorted({k for sel in selectors for k in sel})
         annotations: dict[str, str | None] = {
-            ADMISSION: admitted.to_json(), INJECTED: json.dumps(keys),
-            PENDING_REASON: None, AUTOSCALER_NOTE: None, POD_COUNTS: None,
+            ADMISSION: admitted.to_json(), PENDING_REASON: None, AUTOSCALER_NOTE: None,
+            POD_COUNTS: None,
         }  # fmt: skip
         counts: dict[str, int] = {}
         if admitted.counts:  # partial admission: run with fewer pods, say how many were asked
@@ -935,7 +934,13 @@ class KubeCluster(ClusterState):
             annotations[POD_COUNTS] = json.dumps(asked, sort_keys=True)
 
         def patch(obj: dict[str, Any]) -> list[dict[str, Any]]:
-            return admission_ops(obj, kind, by_podset, injected_keys(obj), annotations, counts)
+            old = injected_by_podset(obj)
+            injected = kind.injected(obj, by_podset, old)  # per pod set, as Kueue's podSetInfo
+            noted = {
+                **annotations,
+                INJECTED: json.dumps(injected, sort_keys=True) if injected else None,
+            }
+            return admission_ops(obj, kind, by_podset, old, noted, counts)
 
         obj = t.objects[0]
         name = str(obj["metadata"]["name"])
@@ -1171,7 +1176,7 @@ class KubeCluster(ClusterState):
         reset); the annotation that named the keys goes with it."""
         meta = job["metadata"]
         ops = [
-            *kind.restore_ops(job, injected_keys(job)),
+            *kind.restore_ops(job, injected_by_podset(job)),
             *annotation_ops(job, {INJECTED: None}),
         ]
         try:
