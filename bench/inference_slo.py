@@ -867,6 +867,10 @@ def main_table(report: dict[str, Any], md: list[str], shapes: tuple[str, ...]) -
             print("\n".join(md[-len(OPTIONS) - 2 :]), flush=True)
 
 
+_CONTAINERS = ("runs", "shared", "queue", "oos", "shared_gang1")
+"""The keys of a report under which runs are kept by their key (``shape-seed``)."""
+
+
 def _backlogs(node: Any, key: str) -> Iterator[tuple[str, str, int, float]]:
     """``(run, option, waiting, oldest wait s)`` at the window's start of every option's
     service in ``node`` (a report or part of one; ``key`` names the run it is under)."""
@@ -884,7 +888,7 @@ def _backlogs(node: Any, key: str) -> Iterator[tuple[str, str, int, float]]:
         return
     for k, v in node.items():
         # the run's key is the first key below a "runs" (report, shared, queue, oos)
-        yield from _backlogs(v, key or ("" if k in ("runs", "shared", "queue", "oos") else k))
+        yield from _backlogs(v, key or ("" if k in _CONTAINERS else k))
 
 
 BACKLOG_SECTION = "## The backlog carried into the measured window"
@@ -941,6 +945,9 @@ def steady_only(args: argparse.Namespace) -> None:
     ]
     main_table(report, md, shapes)
     shared(report, md, shapes=shapes)
+    gang1 = {**SHARED, "gang_pods": 1}
+    md += ["", "### Training jobs of one pod (inference_slo_shared_gang1.md)"]
+    shared(report.setdefault("shared_gang1", {}), md, gang1, shapes)
     queue_table(report, md, shapes=shapes)
     md += ["", "## The forecast out of sample (inference_slo_oos.md)", "", *OOS_HEADER]
     oos_table(report["oos"], md, shapes)
