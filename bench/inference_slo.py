@@ -6,7 +6,9 @@ derived in docs/inference.md) under three traffic shapes, each with three seeds 
 draws the rate noise, the Poisson arrivals and the token counts; the token mix is the
 bundled minute of the Azure LLM inference trace 2023):
 
-* ``steady``: 30 rps with 10 % noise per minute, 6 hours;
+* ``steady``: 30 rps with 10 % noise per minute, 6 hours, measured from an hour in (the
+  other shapes from 30 minutes in): once the cold start's backlog has drained
+  (``MEASURE_FROM_OF``);
 * ``viral``: 6 rps, then tenfold within 5 minutes at 2 h (held), 6 hours;
 * ``night-zero``: office hours (60 rps, 09:00-17:00 UTC on the Monday), no traffic at night,
   scale to zero (``min_replicas: 0``): the first requests of the morning wait for a node.
@@ -57,6 +59,13 @@ and on the shared pool, with and without the forecast. The target was chosen on 
 
     .venv/bin/python bench/inference_slo.py --tune-queue --out bench/results
     .venv/bin/python bench/inference_slo.py --queue --out bench/results
+
+Every table ends with the backlog carried into the measured window (:func:`backlog_rows`).
+``--steady`` runs every table's steady rows alone (the first table, the shared pool with
+jobs of 4 and of 1 pod, the queue trigger, the out-of-sample rows) into
+``inference_slo_steady.md`` and ``.json``::
+
+    .venv/bin/python bench/inference_slo.py --steady --out bench/results
 """
 
 from __future__ import annotations
