@@ -954,9 +954,9 @@ def steady_only(args: argparse.Namespace) -> None:
     ]
     main_table(report, md, shapes)
     shared(report, md, shapes=shapes)
-    gang1 = {**SHARED, "gang_pods": 1}
-    md += ["", "### Training jobs of one pod (inference_slo_shared_gang1.md)"]
-    shared(report.setdefault("shared_gang1", {}), md, gang1, shapes)
+    at = len(md)
+    shared(report.setdefault("shared_gang1", {}), md, {**SHARED, "gang_pods": 1}, shapes)
+    md[at + 1] = "## The same with training jobs of one pod (inference_slo_shared_gang1.md)"
     queue_table(report, md, shapes=shapes)
     md += ["", "## The forecast out of sample (inference_slo_oos.md)", "", *OOS_HEADER]
     oos_table(report["oos"], md, shapes)
