@@ -249,6 +249,20 @@ class SloReport:
     e2e: dict[str, float | None]
     cold_start_requests: int
     cold_start_wait: dict[str, float | None]
+    waiting_at_start: int
+    """Requests waiting when the window begins: a backlog carried into it."""
+    oldest_wait_at_start: float
+    """How long the oldest of them had waited by then (0 when none)."""
+
+
+def carried_backlog(served: Served, start: float) -> tuple[int, float]:
+    """The requests that arrived before ``start`` and had not started by it (vLLM's
+    ``num_requests_waiting`` at ``start``), and how long the oldest had waited then."""
+    arrival = served.requests.arrival
+    waiting = (arrival < start) & ~(served.start < start)
+    if not waiting.any():
+        return 0, 0.0
+    return int(waiting.sum()), float(start - arrival[waiting].min())
 
 
 def _quantile(values: FloatArray, q: float) -> float | None:
@@ -332,7 +346,9 @@ def slo_report(
       TTFT includes unserved requests, censored at the horizon);
     * ``cold_start_requests`` / ``cold_start_wait``: the requests that arrived while no
       replica served (``serving_at_arrival`` is 0: scaled to zero, or not yet up) and their
-      wait in the queue before prefill (censored at the horizon when never served).
+      wait in the queue before prefill (censored at the horizon when never served);
+    * ``waiting_at_start`` / ``oldest_wait_at_start``: :func:`carried_backlog` at ``start``
+      (a cold start's backlog still draining when the window begins shows here).
     """
     arrival = served.requests.arrival
     inside = (arrival >= start) & (arrival < end)
@@ -340,6 +356,7 @@ def slo_report(
     missed = int((misses(served, slo) & inside).sum())
     cold = inside & (serving_at_arrival == 0)
     q = slo.percentile
+    carried, oldest = carried_backlog(served, start)
     return SloReport(
         requests=count,
         unserved=int((served.unserved & inside).sum()),
@@ -351,4 +368,6 @@ def slo_report(
         e2e=_summary(served.e2e()[inside], q),
         cold_start_requests=int(cold.sum()),
         cold_start_wait=_summary(served.wait()[cold], q),
+        waiting_at_start=carried,
+        oldest_wait_at_start=oldest,
     )
