@@ -57,10 +57,10 @@ image: $(STAMP)
 # tests are skipped with a warning; when they are there, missing them in a test is an error.
 test: lint typecheck
 	@if bash tools/kube/build.sh >/dev/null; then \
-		FLEETSHARE_KUBE_REQUIRED=1 $(BIN)/python -m pytest -q; \
+		FLEETSHARE_KUBE_REQUIRED=1 $(BIN)/python -m pytest -q --durations=20; \
 	else \
 		echo "WARNING: kube binaries could not be built; the operator API tests are SKIPPED" >&2; \
-		$(BIN)/python -m pytest -q; \
+		$(BIN)/python -m pytest -q --durations=20; \
 	fi
 
 bench: $(STAMP)

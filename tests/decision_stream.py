@@ -7,9 +7,11 @@ Every backend (the simulator's :class:`~fleetshare.scenario.runner.Runner`, the 
 :class:`~fleetshare.control.cluster.Cluster` protocol. A :class:`Recorder` stands in front of a
 loop's backend: it forwards every call and keeps what the loop told the backend to do as the
 typed changes of :mod:`fleetshare.control.changes` (``Admitted``, ``Preempted``,
-``PendingReasonChanged``). :func:`decisions` turns them into plain values to compare: the time,
-the workload, its flavors, nodes and pod counts; a preemption's victim, preemptor and reason
-category; a pending reason's category (never its message, which each sink words its own way).
+``PendingReasonChanged``), and the work the backend evicted itself because a node under it
+failed (a ``Preempted`` by the node, ``node-failure``). :func:`decisions` turns them into
+plain values to compare: the time, the workload, its flavors, nodes and pod counts; a
+preemption's victim, preemptor and reason category; a pending reason's category (never its
+message, which each sink words its own way).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from fleetshare.control.changes import (
 )
 from fleetshare.control.loop import ControlLoop
 from fleetshare.governance.queues import new_in_substance
-from fleetshare.governance.snapshot import Admission, CycleResult
+from fleetshare.governance.snapshot import Admission, CycleResult, Running
 from fleetshare.model.reason import PendingReason, Reason
 from fleetshare.model.workload import Workload
 
@@ -76,28 +78,56 @@ class Outcome:
     pending: frozenset[str]
 
 
+NODE_FAILURE = "node-failure"
+"""The category of an eviction the backend carried out itself: a node under the work failed."""
+
+
 class Recorder:
     """A :class:`~fleetshare.control.cluster.Cluster` in front of a loop's backend: every call
     goes through to it; the admissions, evictions and pending reasons the loop hands it are
     kept in :attr:`changes` (a pending reason when it changed in substance, the rule the
-    backends follow; an eviction by node removal as the backend carried it out)."""
+    backends follow; an eviction by node removal as the backend carried it out). With a clock
+    (``now``), also the work the backend evicted between two instants, outside the loop: when
+    its node failed (see :meth:`admitting`)."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, now: Callable[[], float] | None = None) -> None:
         self.inner = inner
         self.changes: list[Change] = []
         self._said: dict[str, PendingReason] = {}
         self._forgotten: dict[str, PendingReason] = {}
         """The reasons said before an admission, until the instant is settled."""
+        self._now = now
+        self._running: dict[str, Running] = {}
+        """The work running when the last instant was settled."""
+        self._settled = True
 
     @classmethod
-    def attach(cls, loop: ControlLoop) -> Recorder:
-        """Put a recorder in front of ``loop``'s backend."""
-        recorder = cls(loop.cluster)
+    def attach(cls, loop: ControlLoop, now: Callable[[], float] | None = None) -> Recorder:
+        """Put a recorder in front of ``loop``'s backend (``now``: the backend's clock)."""
+        recorder = cls(loop.cluster, now)
         loop.cluster = recorder  # type: ignore[assignment]  # a Cluster by forwarding
         return recorder
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
+
+    def admitting(self) -> bool:
+        """The first call of an instant's cycles: the work that ran when the last instant was
+        settled, is no longer running and waits again was evicted by the backend itself (the
+        loop evicts through :meth:`evict`): kept as preempted, in name order, by the first of
+        its nodes (by name) that is gone or not ready, for :data:`NODE_FAILURE`."""
+        if self._settled and self._now is not None:
+            self._settled = False
+            running = self.inner.running_workloads()
+            waiting = {w.name for w in self.inner.pending_workloads()}
+            nodes = {n.name: n for n in self.inner.node_list()}
+            for name in sorted(n for n in self._running if n not in running and n in waiting):
+                was = self._running[name]
+                lost = [n for n in sorted(was.assignment.nodes)
+                        if n not in nodes or not nodes[n].ready]  # fmt: skip
+                self._preempted(was.workload, lost[0] if lost else "", NODE_FAILURE, "",
+                                self._now())  # fmt: skip
+        return bool(self.inner.admitting())
 
     def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
         for admission in admissions:
@@ -144,6 +174,8 @@ class Recorder:
     def settle(self, now: float) -> None:
         self._forgotten.clear()
         self.inner.settle(now)
+        self._running = dict(self.inner.running_workloads())
+        self._settled = True
 
     def remove_node(self, name: str, reason: Reason, now: float) -> bool:
         before = dict(self.inner.running_workloads())

@@ -23,7 +23,7 @@ from fleetshare.control.state import (
     FinishTimer,
     Waiting,
 )
-from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Pending
+from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Pending, Running
 from fleetshare.model.node import Node
 from fleetshare.model.reason import Gist, PendingReason, Reason
 from fleetshare.model.workload import PodSet, Workload
@@ -139,7 +139,10 @@ def test_a_preemption_names_the_preemptors_team() -> None:
     assert isinstance(changes[-1], Preempted) and changes[-1].by_team == "other"
 
 
-def _cycle(wl: Workload, reason: str, gist: Gist, *, changed: bool = True) -> CycleResult:
+def _cycle(
+    wl: Workload, reason: str, gist: Gist | None = None, *, changed: bool = True
+) -> CycleResult:
+    """A cycle leaving ``wl`` pending for ``reason`` of key ``gist`` (None: its words)."""
     pending = {wl.name: Pending(wl, PendingReason(reason, "quota", gist), 1)}
     return CycleResult(pending=pending, pending_changed=[wl.name] if changed else [])
 
@@ -233,3 +236,111 @@ def test_an_admission_forgotten_at_its_instant_is_never_carried_out() -> None:
     assert state.waiting["w"].reason is reason
     _run_timers(state, 20.0)
     assert [type(c) for c in changes] == [Admitted, Finished]  # only o's run ends
+
+
+def test_blocked_work_waits_but_no_cycle_sees_it() -> None:
+    """A pending workload a backend blocks (the operator's: a write of theirs outstanding)
+    stays in the pending book; neither a cycle nor the autoscaler sees it until unblocked."""
+    state, _ = _state()
+    first, second = _job("a"), _job("b")
+    state.pending.put(first)
+    state.pending.put(second)
+    state.blocked.add("a")
+    assert list(state.pending_for_cycle()) == [second]
+    assert state.pending_workloads() == [second] and "a" in state.pending
+    state.blocked.clear()
+    assert list(state.pending_for_cycle()) == [first, second]
+
+
+def test_an_admission_the_world_refused_waits_again_without_a_change() -> None:
+    """Carried out, then refused by the world (the operator's write turned down): the
+    workload waits again, its finish timer does nothing, and no change says it stopped."""
+    state, changes = _state()
+    wl = _job("w")
+    state.pending.put(wl)
+    state.bind(Admission(wl, Assignment(("default",), ((("a", 1),),)), {}), 0.0)
+    assert list(state.assumed()) == ["w"]
+    state.settle(0.0)
+    assert not state.assumed() and [type(c) for c in changes] == [Admitted]
+    state.unbind(wl)
+    assert "w" in state.pending and "w" not in state.running
+    _run_timers(state, 20.0)
+    assert [type(c) for c in changes] == [Admitted]
+
+
+def test_a_backend_that_stops_work_its_own_way_evicts_a_nodes_work_through_it() -> None:
+    """A node's work is evicted through the backend's own eviction (the operator writes its
+    objects first), by the node, for the reason given; True when there was some."""
+
+    class Writing(ClusterState):
+        def __init__(self) -> None:
+            super().__init__(lambda change: None)
+            self.written: list[str] = []
+
+        def evict(self, workload: Workload, by: str, reason: str, message: str,
+                  now: float) -> None:  # fmt: skip
+            self.written.append(f"{workload.name} by {by}: {reason}")
+            super().evict(workload, by, reason, message, now)
+
+    state = Writing()
+    state.nodes["a"] = NODE_A
+    _admit(state, _job("w"), 0.0)
+    assert state.evict_from("a", "node-failure", "node a is NotReady", 1.0)
+    assert state.written == ["w by a: node-failure"] and "w" in state.pending
+    assert not state.evict_from("a", "node-failure", "", 2.0)
+
+
+def test_the_world_read_whole_keeps_the_reasons_of_what_still_waits() -> None:
+    """A backend reading its world whole (the operator after a policy change): what runs and
+    waits is as read, in that order; what left is gone with its reason; what still waits
+    keeps its reason (it is not said again)."""
+    state, changes = _state()
+    a, b, c = _job("a"), _job("b"), _job("c")
+    _admit(state, a, 0.0)
+    state.pending.put(b)
+    state.pending.put(c)
+    reason = PendingReason("no node has room", "capacity")
+    state.report_pending(CycleResult(pending={"b": Pending(b, reason, 1),
+                                              "c": Pending(c, reason, 2)}), 1.0)  # fmt: skip
+    running = {"c": Running(c, Assignment(("default",), ((("a", 1),),)), 2.0)}
+    state.read(running, [a, b])
+    assert list(state.running) == ["c"] and list(state.pending) == ["a", "b"]
+    assert set(state.waiting) == {"b"}
+    said = len(changes)
+    state.report_pending(CycleResult(pending={"b": Pending(b, reason, 1)}), 3.0)
+    assert len(changes) == said
+
+
+def test_a_note_is_new_when_it_says_something_new_not_for_its_times() -> None:
+    """The autoscaler's note, in the backend's words: new when it says something new in
+    substance since the last note of this wait, not when only its time moved; the last note
+    outlives a change of the engine's reason; an admission ends the wait and its notes."""
+    state, _ = _state()
+    state.when = lambda at: f"at {at:g} s"
+    wl = _job("w")
+    state.pending.put(wl)
+    state.report_pending(_cycle(wl, "no node has room"), 1.0)
+    first = AutoscalerNote("launching", ("n-1",), 1, ready_at=91.0)
+    assert state.noted("w", first)
+    assert (
+        state.waiting["w"].reason
+        == "no node has room; nodes launching for it: n-1 (ready at at 91 s)"
+    )
+    assert not state.noted("w", AutoscalerNote("launching", ("n-1",), 1, ready_at=95.0))
+    assert state.waiting["w"].reason.endswith("(ready at at 95 s)")  # one note, the latest
+    state.report_pending(_cycle(wl, "not enough quota"), 2.0)
+    assert not state.noted("w", first)  # the same note, the engine's reason new
+    assert state.noted("w", AutoscalerNote("cannot-add", reason="no pool fits"))
+    _admit(state, wl, 3.0)
+    state.evict(wl, "x", "priority", "", 4.0)
+    state.report_pending(_cycle(wl, "not enough quota"), 5.0)
+    assert state.noted("w", first)  # a new wait: its note is said again
+
+
+def test_a_warning_is_kept_once_among_the_recent_ones() -> None:
+    warnings: list[str] = []
+    assert ClusterState.keep_warning(warnings, "w")
+    assert not ClusterState.keep_warning(warnings, "w")
+    for i in range(120):
+        ClusterState.keep_warning(warnings, f"x{i}")
+    assert len(warnings) == 100 and ClusterState.keep_warning(warnings, "w")

@@ -231,7 +231,7 @@ def test_each_suspended_kind_runs_with_selectors_where_its_pods_get_them(
     assert kind.suspended(suspended) and mutation(suspended) == []
     selectors = {n: {"pool": n[-40:]} for n in names}
     record = {ADMISSION: Admitted((), (), 0.0, "t", {}).to_json(), INJECTED: '["pool"]'}
-    ops = admission_ops(suspended, kind, selectors, [], record)
+    ops = admission_ops(suspended, kind, selectors, {}, record)
     assert ops[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "7"}
     running = apply_ops(suspended, ops)
     assert not kind.suspended(running) and job_phase(running, kind) == "admitted"
@@ -245,7 +245,7 @@ def test_each_suspended_kind_runs_with_selectors_where_its_pods_get_them(
                 assert ps.node_selector.get("pool") == selectors[ps.name]["pool"], ps.name
     # the parser reads what the owner wrote: the injected keys are off
     assert parse_job(running, kind).podsets == parse_job(obj, kind).podsets
-    restored = apply_ops(running, kind.restore_ops(running, ["pool"]))
+    restored = apply_ops(running, kind.restore_ops(running, {"*": ["pool"]}))
     for path in paths.values():
         assert "pool" not in (get(restored, (*path, "nodeSelector")) or {})
     child = {"kind": "Pod", "metadata": {"name": "c", "labels": {"fleetshare.io/team": "t"},
@@ -281,7 +281,7 @@ def test_a_sparkapplication_with_a_shared_node_selector_gets_both_flavors_there(
     (spark,) = docs("sparkapplication.yaml")
     spark["spec"]["nodeSelector"] = {"disk": "ssd"}
     kind = SUSPENDED["SparkApplication"]
-    ops = kind.run_ops(spark, {"driver": {"pool": "cpu"}, "executor": {"zone": "a"}}, [])
+    ops = kind.run_ops(spark, {"driver": {"pool": "cpu"}, "executor": {"zone": "a"}}, {})
     assert apply_ops(spark, ops)["spec"]["nodeSelector"] == {"disk": "ssd", "pool": "cpu",
                                                              "zone": "a"}  # fmt: skip
     executor = {"kind": "Pod", "metadata": {"name": "exec-1", "labels": {
@@ -398,3 +398,34 @@ def test_the_kinds_table_lists_every_kind_of_the_registry() -> None:
     for kind in KINDS.values():
         assert kind.kind in rows, kind.kind
         assert f"`{kind.api_versions[0]}`" in rows[kind.kind], kind.kind
+
+
+def test_a_pod_sets_own_node_selector_survives_its_eviction() -> None:
+    """Kueue keeps each pod set's own node selector in the workload's podSetInfo and restores
+    it (``RestorePodSetsInfo``): the operator records the keys it injects per pod set, so a
+    pod set that selects its flavor itself keeps its selector when the job is suspended
+    again, while the key injected into the other pod set goes (found by the agreement test,
+    ``tests/fixtures/agreement/own-node-selector-survives-eviction.yaml``)."""
+    kind = SUSPENDED["JobSet"]
+    template = {"spec": {"containers": [{"name": "c", "image": "i"}]}}
+    pinned = copy.deepcopy(template)
+    pinned["spec"]["nodeSelector"] = {"pool": "pool-b"}
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "metadata": {"name": "w", "namespace": "ns", "resourceVersion": "7"},
+        "spec": {"suspend": True, "replicatedJobs": [
+            {"name": "pinned", "template": {"spec": {"template": pinned}}},
+            {"name": "free", "template": {"spec": {"template": template}}},
+        ]},
+    }  # fmt: skip
+    selectors = {"pinned": {"pool": "pool-b"}, "free": {"pool": "pool-b"}}
+    injected = kind.injected(jobset, selectors, {})
+    assert injected == {"free": ["pool"]}  # pinned's own selector already says pool-b
+    running = apply_ops(jobset, kind.run_ops(jobset, selectors, {}))
+    paths = kind.selector_paths(jobset)
+    restored = apply_ops(running, kind.restore_ops(running, injected))
+    assert get(restored, (*paths["pinned"], "nodeSelector")) == {"pool": "pool-b"}
+    assert get(restored, (*paths["free"], "nodeSelector")) == {}
+    # an earlier operator's record, one list for the whole object, still takes the key off all
+    everywhere = apply_ops(running, kind.restore_ops(running, {"*": ["pool"]}))
+    assert get(everywhere, (*paths["pinned"], "nodeSelector")) == {}

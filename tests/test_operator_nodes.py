@@ -144,6 +144,12 @@ class RefusingCluster:
     def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
         assert not admissions, "nothing to admit"
 
+    def forget(self, workload: Workload, now: float) -> None:
+        raise AssertionError("nothing admitted to forget")
+
+    def settle(self, now: float) -> None:
+        pass
+
     def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
         raise AssertionError("nothing to evict")
 

@@ -217,7 +217,7 @@ class World:
             "pending": sorted(self.cluster.pending),
             "running": {n: (r.assignment, r.admitted_at) for n, r in self.cluster.running.items()},
             "reasons": {n: p.reason for n, p in last.pending.items()},
-            "nodes": [(n.name, n.ready) for n in self.cluster.nodes],
+            "nodes": [(n.name, n.ready) for n in self.cluster.node_list()],
         }
 
 

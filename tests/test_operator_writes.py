@@ -144,6 +144,26 @@ def test_a_pending_reason_refused_in_the_background_is_said_again() -> None:
     assert store.of("Job")[("ns", "j000")]["metadata"]["annotations"][PENDING_REASON]
 
 
+def test_a_restarted_operator_writes_no_reason_the_objects_already_show() -> None:
+    """A new operator remembers nothing of the last one: each waiting Job's reason is new to
+    its cluster state, but the Jobs already show it, so none is written again."""
+    policy = load_policy({"teams": [{"name": "t", "quota": [{"resources": {"cpu": 64}}]}]})
+    engine = Engine(policy, load_catalog())
+    store = Store()
+    for i in range(3):
+        store.put("Job", _job(i))
+    ready = [{"type": "Ready", "status": "True"}]
+    allocatable = {"cpu": "1", "memory": "1Gi", "pods": "9"}
+    store.put("Node", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"},
+                       "status": {"allocatable": allocatable, "conditions": ready}})  # fmt: skip
+    kube = RecordingKube(store)
+    for now in (0.0, 1.0):  # the first operator, then the one after it
+        cluster = KubeCluster(kube, store, Events(kube), writes_in_flight=0)  # type: ignore[arg-type]
+        cluster.refresh(engine, now)
+        ControlLoop(cluster, engine).reconcile(now)
+        assert sorted(kube.patched) == ["j000", "j001", "j002"]
+
+
 class SlowEventKube:
     """Takes Events; the first one is held until :attr:`go` is set (a slow API server)."""
 

@@ -107,6 +107,18 @@ def test_unknown_target_and_unclear_metric_are_errors() -> None:
         import_scalers(_docs(deployment, keda))
     keda["metadata"]["annotations"] = {"fleetshare.io/metric.0": "rps"}
     assert import_scalers(_docs(deployment, keda))[0].scaler.triggers[0].metric == "rps"
+    # vLLM's num_requests_running: named by the annotation only (the guess says concurrency)
+    keda["spec"]["triggers"][0]["metadata"]["query"] = "sum(vllm:num_requests_running)"
+    assert import_scalers(_docs(deployment, keda))[0].scaler.triggers[0].metric == "rps"
+    keda["metadata"]["annotations"] = {}
+    assert import_scalers(_docs(deployment, keda))[0].scaler.triggers[0].metric == "concurrency"
+    keda["metadata"]["annotations"] = {"fleetshare.io/metric.0": "running"}
+    assert import_scalers(_docs(deployment, keda))[0].scaler.triggers[0].metric == "running"
+    keda["metadata"]["annotations"] = {"fleetshare.io/metric.0": "latency"}
+    with pytest.raises(
+        ManifestError, match=r"must be one of rps, concurrency, queue, running, got .latency."
+    ):
+        import_scalers(_docs(deployment, keda))
 
 
 def test_bad_behavior_and_metric_type_name_the_field() -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+from fleetshare.inference.serving import serve
 from fleetshare.scenario.loader import ScenarioError, load_scenario_data
 from fleetshare.simulate.service_compare import summarize
 from fleetshare.simulate.service_input import build_services
@@ -256,3 +258,60 @@ def test_training_holding_the_headroom_by_hand(tmp_path: Path) -> None:
     assert training["delayed_gpu_hours"] == round(2 * 91 / 3600, 2)
     assert result.cluster["spare_gpu_hours"] == round(7795 / 3600 - 4109 / 3600, 2)
     assert result.cluster["training_share_of_spare"] == round(3236 / 3686, 4)
+
+
+def _burst(tmp_path: Path) -> None:
+    """A trace of 30 requests in the first second (1,000 prompt tokens, 11 output tokens
+    each) and one at 600 s."""
+    rows = [f"2023-11-16 18:00:00.{i:02d}00000,1000,11" for i in range(30)]
+    rows.append("2023-11-16 18:10:00.0000000,1000,11")
+    (tmp_path / "burst.csv").write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n" + "\n".join(rows) + "\n"
+    )
+
+
+SERVING = {"prefill_tokens_per_second": 1000, "decode_seconds_per_token": 0.1, "max_sequences": 4}
+
+
+def test_a_queue_trigger_reads_the_serving_engines_waiting_requests(tmp_path: Path) -> None:
+    """The burst's rate is over by the second tick (the scaler reads the true rate, 0 at 15
+    s), but its 30 requests wait for the first replica (serving at 231 s). At 0 the service
+    activates: 1 replica. At 15 the queue trigger (target 5 a replica) reads 30 waiting:
+    ratio 30 / (5 x 1) = 6, proposal ceil(30 / 5) = 6 (the rps trigger proposes 0; the
+    largest wins), limited by the scale-up policies to max(1 + 4 pods, 2 x 1) = 5. At 30:
+    ratio 30 / 25 = 1.2, above the tolerance: 6. With the rps trigger alone it stays at 1.
+    The run's serving model agrees with the post-run one on the run's replicas."""
+    _burst(tmp_path)
+    fields: dict[str, Any] = {
+        "traffic": {"requests": {"file": "burst.csv"}},
+        "serving": SERVING,
+        "slo": {"ttft_seconds": 2},
+    }
+    triggers = [{"metric": "rps", "target": 10}, {"metric": "queue", "target": 5}]
+    run = _run(tmp_path, "reactive", scaler={"min_replicas": 1, "triggers": triggers}, **fields)
+    state = run.services[0]
+    wanted = {d["at"]: d["replicas"] for d in state.decisions}
+    assert (wanted[0.0], wanted[15.0], wanted[30.0], wanted[45.0]) == (1, 5, 6, 6)
+    alone = _run(tmp_path, "reactive", **fields).services[0]
+    assert {d["at"]: d["replicas"] for d in alone.decisions}[30.0] == 1
+    assert state.server is not None
+    service = state.service
+    assert service.requests is not None and service.serving is not None
+    intervals = [iv for p in state.pods.values() if not p.placeholder for iv in p.serving]
+    state.server.know(intervals, [], run.end + 1)
+    state.server.advance(run.end)
+    online = state.server.served(run.end)
+    post = serve(service.requests, intervals, service.serving, run.end)
+    assert np.array_equal(online.start, post.start, equal_nan=True)
+    assert np.array_equal(online.last, post.last, equal_nan=True)
+
+
+def test_a_running_trigger_needs_the_serving_model(tmp_path: Path) -> None:
+    triggers = [{"metric": "rps", "target": 10}, {"metric": "running", "target": 24}]
+    data = _scenario(tmp_path, scaler={"min_replicas": 1, "triggers": triggers})
+    scenario = load_scenario_data(data, tmp_path)
+    with pytest.raises(
+        ScenarioError,
+        match=r"services\[0\]\(chat\)\.scaler\.triggers\[1\]\.metric: running .* give serving",
+    ):
+        build_services(scenario, tmp_path)

@@ -67,6 +67,20 @@ def test_the_first_request_after_scale_to_zero_waits_for_the_replica() -> None:
     # the minute [0, 60) holds the late request (p99 of one value = 80.5 > 2): 1 minute;
     # [60, 120) holds the second, on time
     assert report.violation_minutes == pytest.approx(1.0)
+    assert (report.waiting_at_start, report.oldest_wait_at_start) == (0, 0.0)
+
+
+def test_the_backlog_carried_into_a_window_by_hand() -> None:
+    # one replica from 90 s (a cold start): the requests at 10 s and 30 s wait for it; the
+    # one at 95 s starts on arrival (the replica's second slot)
+    req = _requests((10.0, 500, 1), (30.0, 500, 1), (95.0, 500, 1))
+    served = serve(req, [(90.0, 200.0)], SPEC, horizon=200.0)
+    slo = SloSpec(ttft_seconds=2.0)
+    at_60 = slo_report(served, slo, np.array([0, 0, 1]), 60.0, 200.0)
+    # at 60 s both early requests wait, the oldest for 50 s: a backlog carried in
+    assert (at_60.waiting_at_start, at_60.oldest_wait_at_start) == (2, 50.0)
+    at_100 = slo_report(served, slo, np.array([0, 0, 1]), 100.0, 200.0)
+    assert (at_100.waiting_at_start, at_100.oldest_wait_at_start) == (0, 0.0)
 
 
 def test_requests_no_replica_starts_are_unserved_and_censored() -> None:

@@ -19,7 +19,7 @@ Three kinds of account limits (:class:`AccountLimits`, pydantic like the node po
 Current usage comes from the running instances (:func:`account_usage`). Every limit becomes a
 *row*: per candidate node, how much of the limit one node uses, and the headroom left
 (:func:`limit_rows`); node-pool limits (``cpu``, ``memory``, ``nodes``, ...) are rows too. The
-optimiser never plans past a row's headroom.
+optimiser never plans past a row's headroom (:func:`nodes_within`, the one rule it applies).
 """
 
 from __future__ import annotations
@@ -211,6 +211,25 @@ class LimitRows:
 
     def __len__(self) -> int:
         return len(self.labels)
+
+
+LIMIT_SLACK = 1e-9
+"""Rounding slack of the limit rule (headroom and use are floats)."""
+
+UNLIMITED = 2**62
+""":func:`nodes_within` for a candidate a row does not count (and its most for one it does)."""
+
+
+def nodes_within(use: np.ndarray, head: np.ndarray) -> np.ndarray:
+    """The limit rule: how many nodes of each candidate fit each row's headroom ``head``
+    (rows x candidates; ``use``: what one node of each candidate uses of each row, as
+    :attr:`LimitRows.matrix`). A node fits while its use of every row is within the row's
+    headroom: the pool's limits on allocatable resources (milli-units) or nodes, the vCPU
+    quotas, type counts and reservations less what running instances already use."""
+    pos = use > 0
+    most = np.floor((head[:, None] + LIMIT_SLACK) / np.where(pos, use, 1))
+    within: np.ndarray = np.where(pos, np.clip(most, 0, UNLIMITED), UNLIMITED).astype(np.int64)
+    return within
 
 
 def limit_rows(

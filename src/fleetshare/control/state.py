@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fleetshare.control.changes import (
@@ -47,10 +47,10 @@ from fleetshare.control.changes import (
     loop_time,
     preemptor_team,
 )
-from fleetshare.governance.queues import PendingBook, PendingView, new_in_substance, same_nodes
+from fleetshare.governance.queues import PendingBook, new_in_substance, same_nodes
 from fleetshare.governance.snapshot import Admission, CycleResult, Pending, Running
 from fleetshare.model.node import Node
-from fleetshare.model.reason import PendingReason, Reason
+from fleetshare.model.reason import Gist, PendingReason, Reason
 from fleetshare.model.workload import Workload
 
 FINISH, NODE, SUBMIT, WAKE = 0, 1, 2, 3
@@ -72,11 +72,14 @@ class FinishTimer:
 class Waiting:
     """Why a pending workload waits and its position in its team's queue: ``reason`` as shown
     (the engine's, with the autoscaler's note when there is one), ``engine`` the engine's
-    alone (what a change in substance is judged against)."""
+    alone (what a change in substance is judged against), ``note`` the key of the
+    autoscaler's last note of this wait (:attr:`AutoscalerNote.gist`: what a new note is
+    judged against)."""
 
     reason: PendingReason
     position: int
     engine: PendingReason
+    note: Gist | None = None
 
     def shows(self, pending: Pending) -> bool:
         """Whether this is ``pending``'s reason and position already (with an autoscaler,
@@ -96,9 +99,14 @@ class ClusterState:
         """Why each pending workload a cycle reported waits (set by :meth:`report_pending`)."""
         self.namespaces: dict[str, dict[str, str]] = {}
         """The namespaces with their labels (what namespace selectors match)."""
+        self.blocked: set[str] = set()
+        """Pending workloads no cycle may admit now (the operator's: a write of theirs is
+        outstanding or was refused); they stay in the pending book."""
         self.autoscaled = False
         """An autoscaler notes the pending workloads after each cycle: every cycle then sets
         each one's reason again (the earlier note goes), not only those that changed."""
+        self.when: Callable[[float], str] = loop_time
+        """How the backend writes a time in words (in the autoscaler's notes)."""
         self._sink = sink
         self._held: list[Change] | None = None
         """The changes since the first admission of the instant being reconciled, until
@@ -172,10 +180,28 @@ class ClusterState:
     # -- what a backend's world says ---------------------------------------------------------
 
     def resume(self, running: Running, finish_at: float | None) -> None:
-        """Work admitted before (a restart, a what-if's start) runs again, ending at
-        ``finish_at`` (None: until stopped)."""
-        self.running[running.workload.name] = running
+        """Work admitted before (a restart, a what-if's start, an admission the world shows)
+        runs, ending at ``finish_at`` (None: until stopped); it waits no more."""
+        name = running.workload.name
+        if self.pending.take(name) is not None:
+            self.waiting.pop(name, None)
+        self.running[name] = running
         self._schedule_finish(running.workload, finish_at)
+
+    def read(self, running: Mapping[str, Running], pending: Iterable[Workload]) -> None:
+        """The world read whole afresh (the operator's view after a policy change): these
+        run and these wait, in this order; what else ran or waited is gone, with its
+        waiting reason (no change is told: the world says so already)."""
+        for name in [n for n in self.running if n not in running]:
+            self.cancel(name)
+        self.running.clear()
+        self.running.update(running)
+        for name in list(self.pending):
+            self.pending.take(name)
+        for workload in pending:
+            self.pending.put(workload)
+        for name in [n for n in self.waiting if n not in self.pending]:
+            del self.waiting[name]
 
     def cancel(self, name: str) -> bool:
         """Drop a workload that was cancelled or deleted, running or pending; True when it
@@ -201,11 +227,13 @@ class ClusterState:
         if node is not None and node.unschedulable != on:
             self.nodes[name] = node.with_state(unschedulable=on)
 
-    def evict_from(self, node: str, reason: str, message: str, now: float) -> None:
-        """Requeue every workload with pods on ``node``, by the node, for ``reason``."""
-        for running in list(self.running.values()):
-            if node in running.assignment.nodes:
-                self._requeue(running.workload, node, reason, message, now)
+    def evict_from(self, node: str, reason: str, message: str, now: float) -> bool:
+        """Evict (:meth:`evict`) every workload with pods on ``node``, by the node, for
+        ``reason``; True when there was one."""
+        found = [r.workload for r in self.running.values() if node in r.assignment.nodes]
+        for workload in found:
+            self.evict(workload, node, reason, message, now)
+        return bool(found)
 
     def settle_positions(self) -> None:
         """The queue positions of the waiting workloads the last cycle did not report (their
@@ -218,7 +246,7 @@ class ClusterState:
             if name in pending and name not in changed:
                 position = pending[name].position
                 if position != waiting.position:
-                    self.waiting[name] = Waiting(waiting.reason, position, waiting.engine)
+                    self.waiting[name] = replace(waiting, position=position)
 
     # -- the Cluster protocol: observe -------------------------------------------------------
 
@@ -232,12 +260,19 @@ class ClusterState:
         return self.running
 
     def pending_workloads(self) -> list[Workload]:
-        return list(self.pending.values())
+        """The pending workloads but the :attr:`blocked`."""
+        if not self.blocked:
+            return list(self.pending.values())
+        return [w for n, w in self.pending.items() if n not in self.blocked]
 
-    def pending_for_cycle(self) -> PendingView:
-        """The pending workloads, with what changed since the last cycle (so that the
-        engine's cache need not compare the whole lists)."""
-        return self.pending.view(self)
+    def pending_for_cycle(self) -> Sequence[Workload]:
+        """The pending workloads but the :attr:`blocked`, with what changed since the last
+        cycle (so that the engine's cache need not compare the whole lists; with some
+        blocked, a plain list it compares in full)."""
+        view = self.pending.view(self)
+        if not self.blocked:
+            return view
+        return [w for w in view if w.name not in self.blocked]
 
     def namespace_labels(self) -> dict[str, dict[str, str]]:
         return self.namespaces
@@ -271,14 +306,16 @@ class ClusterState:
     def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
         self._requeue(workload, by, reason, message, now)
 
+    def assumed(self) -> Collection[str]:
+        """The workloads admitted at this instant, not carried out yet (until :meth:`settle`)."""
+        return self._assumed.keys()
+
     def forget(self, workload: Workload, now: float) -> None:
         """Undo an admission of this instant (Kueue's cache "forget"): the workload waits
         again, with the reason it had, as if it had not been admitted; no change says it
         ran or stopped."""
         name = workload.name
-        del self.running[name]
-        self._versions.pop(name, None)
-        self.pending.put(workload)
+        self.unbind(workload)
         waiting = self._assumed.pop(name, None)
         if waiting is not None:
             self.waiting[name] = waiting
@@ -286,6 +323,14 @@ class ClusterState:
         self._held = [
             c for c in self._held if not (isinstance(c, Admitted) and c.workload.name == name)
         ]
+
+    def unbind(self, workload: Workload) -> None:
+        """Undo an admission the world turned down after it was carried out (the operator's
+        admission write refused): the workload waits again as if it had not been admitted
+        (its finish timer dropped). No change says so: it never ran."""
+        self.running.pop(workload.name, None)
+        self._versions.pop(workload.name, None)
+        self.pending.put(workload)
 
     def settle(self, now: float) -> None:
         """The instant is settled: its admissions are carried out (the held changes go to
@@ -323,26 +368,34 @@ class ClusterState:
                 team = pending.workload.team
                 self._emit(PendingReasonChanged(now, name, team, pending.reason, pending.position))
             if before is None or not before.shows(pending):
-                self.waiting[name] = Waiting(pending.reason, pending.position, pending.reason)
+                note = before.note if before else None  # the last note of this wait
+                self.waiting[name] = Waiting(pending.reason, pending.position, pending.reason, note)
 
     def note_pending(self, workload: str, note: AutoscalerNote) -> None:
-        """Add the autoscaler's note to a waiting workload's reason (once)."""
+        """Add the autoscaler's note to a waiting workload's reason (once: :meth:`noted`)."""
+        self.noted(workload, note)
+
+    def noted(self, workload: str, note: AutoscalerNote) -> bool:
+        """The autoscaler's note on a waiting workload, added once: its reason as shown is
+        the engine's and this note, in :attr:`when`'s words. True when the note says
+        something new in substance since the last one of this wait (their keys differ,
+        :attr:`AutoscalerNote.gist`: when a backend that writes notes apart writes it)."""
         waiting = self.waiting.get(workload)
-        text = note.message(loop_time)
-        if waiting is not None and text not in waiting.reason:
-            self.waiting[workload] = Waiting(
-                waiting.reason.noted(text, note.gist), waiting.position, waiting.engine
-            )
+        if waiting is None:
+            return False
+        text = note.message(self.when)
+        if text not in waiting.reason:
+            reason = waiting.engine.noted(text, note.gist)
+            self.waiting[workload] = Waiting(reason, waiting.position, waiting.engine, note.gist)
+        return waiting.note != note.gist
 
     def join_node(self, node: Node, at: float) -> None:
         self.push(at, NODE, node)
 
     def remove_node(self, name: str, reason: Reason, now: float) -> bool:
-        before = len(self.running)
         self.nodes.pop(name, None)
         self._emit(NodeLeft(now, name, reason))
-        self.evict_from(name, reason.category, reason.details, now)
-        return len(self.running) < before
+        return self.evict_from(name, reason.category, reason.details, now)
 
     def wake(self, at: float, now: float, *, unless_sooner: bool = False) -> None:
         if unless_sooner and self._timers and self._timers[0][0] <= at:
@@ -353,6 +406,16 @@ class ClusterState:
 
     def warn(self, now: float, message: str) -> None:
         self._emit(Warned(now, message))
+
+    @staticmethod
+    def keep_warning(warnings: list[str], message: str) -> bool:
+        """Append ``message`` to a sink's ``warnings`` unless one of the last 20 says it
+        (the last 100 are kept); True when it was new."""
+        if message in warnings[-20:]:
+            return False
+        warnings.append(message)
+        del warnings[:-100]
+        return True
 
     def log(self, now: float, event: str, **details: Any) -> None:
         self._emit(AutoscalerEvent(now, event, details))

@@ -13,8 +13,9 @@ scaler object gives :class:`~fleetshare.inference.spec.ScalerSpec`:
 * HPA: ``minReplicas`` (1), ``maxReplicas``, ``behavior``, and ``Pods``, ``Object`` or
   ``External`` metrics with an ``AverageValue`` target.
 
-What a metric measures (rps, concurrency or queue) is told by the annotation
-``fleetshare.io/metric.<trigger name or index>`` on the scaler object, else guessed: queue
+What a metric measures (rps, concurrency, queue or running) is told by the annotation
+``fleetshare.io/metric.<trigger name or index>`` on the scaler object, else guessed (never
+running, which the annotation alone names, as the guess has always said concurrency): queue
 scalers (rabbitmq, aws-sqs-queue, kafka, redis lists...) measure a queue; otherwise a metric
 name or Prometheus query mentioning a queue, concurrency (in flight, running) or requests.
 Resource (CPU, memory) metrics, ``Value`` and ``Utilization`` targets are refused (the
@@ -26,7 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import ValidationError
 
@@ -193,10 +194,10 @@ def _guess(text: str) -> Metric | None:
 def _metric(fields: Fields, annotations: dict[str, str], key: str, path: str, hint: str) -> Metric:
     told = annotations.get(f"{METRIC_ANNOTATION}{key}")
     if told is not None:
-        if told not in ("rps", "concurrency", "queue"):
+        if told not in get_args(Metric):
             raise fields.error(
                 f"metadata.annotations.{METRIC_ANNOTATION}{key}",
-                f"must be rps, concurrency or queue, got {told!r}",
+                f"must be one of {', '.join(get_args(Metric))}, got {told!r}",
             )
         return told  # type: ignore[return-value]
     guessed = _guess(hint)

@@ -4,12 +4,13 @@ scaler takes at one moment (pure)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from fleetshare.autoscaling import cron
 from fleetshare.inference.forecast import Forecaster
+from fleetshare.inference.gauges import GAUGES
 from fleetshare.inference.request_trace import Requests
 from fleetshare.inference.scaler import Reading
 from fleetshare.inference.spec import (
@@ -64,6 +65,11 @@ class Service:
         if o is None:
             return self.traffic.at(now)
         return observed_rate(self.traffic, now, o.window_seconds, o.scrape_interval_seconds)
+
+    def reads_engine(self) -> bool:
+        """True when a trigger reads the serving engine's gauges (``queue`` or ``running``)
+        and the service has a serving model to run during the simulation."""
+        return self.serving is not None and any(t.metric in GAUGES for t in self.scaler.triggers)
 
     def gpus_per_replica(self) -> float:
         """GPUs one replica requests (whole GPUs; MIG slices are not counted)."""
@@ -135,19 +141,19 @@ def floor_readings(floors: Sequence[FloorSpec], now: float, clock_start: datetim
 def readings(
     service: Service,
     now: float,
-    queue: float,
+    measured: Mapping[str, float],
     clock_start: datetime,
     forecaster: Forecaster | None,
     history: Sequence[tuple[float, float]],
     lead: float,
 ) -> list[Reading]:
     """The scaler's inputs at ``now``: each trigger's metric (``rps``: the rate it reads,
-    :meth:`Service.seen_rate`;
-    ``concurrency``: rps x request_seconds, Little's law; ``queue``: the requests waiting),
-    each scheduled floor in its window as KEDA's cron trigger does (``min_replicas`` at a
-    target of 1), and the forecast rate ``lead`` seconds ahead against the rps target."""
+    :meth:`Service.seen_rate`; ``concurrency``: rps x request_seconds, Little's law;
+    ``queue`` (requests waiting) and ``running`` (requests running): as ``measured``), each
+    scheduled floor in its window as KEDA's cron trigger does (``min_replicas`` at a target
+    of 1), and the forecast rate ``lead`` seconds ahead against the rps target."""
     rate = service.seen_rate(now)
-    values = {"rps": rate, "concurrency": rate * service.request_seconds, "queue": queue}
+    values = {"rps": rate, "concurrency": rate * service.request_seconds, **measured}
     out = [Reading(values[t.metric], t.target, t.activation) for t in service.scaler.triggers]
     out += floor_readings(service.floors, now, clock_start)
     target = service.rps_target()

@@ -24,13 +24,17 @@ replica starts before ``horizon`` is **unserved**: its time to first token count
 Per request: **TTFT** (time to first token) = first token - arrival (queueing included);
 **TPOT** (time per output token) = (last token - first token) / (output - 1), for requests
 of two or more output tokens; **E2E** = last token - arrival.
+
+:class:`Server` runs the model as time goes (exactly: :func:`serve` is a ``Server`` told every
+replica at once), so that a scaler can read the requests waiting and running during a run.
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -82,11 +86,11 @@ class Served:
 class _Replica:
     """One serving interval of a replica: its slots' free times and its prefill engine."""
 
-    __slots__ = ("order", "prefill_free", "slots", "stop")
+    __slots__ = ("prefill_free", "slots", "stop")
 
-    def __init__(self, order: int, start: float, stop: float, slots: int) -> None:
-        self.order = order
-        self.stop = stop
+    def __init__(self, start: float, slots: int) -> None:
+        self.stop = math.inf
+        """When it stops (infinite while not yet known)."""
         self.prefill_free = start
         self.slots = [start] * slots
         """When each slot frees, sorted."""
@@ -94,6 +98,127 @@ class _Replica:
     def ready(self) -> float:
         """The soonest a request can start here."""
         return max(self.prefill_free, self.slots[0])
+
+
+class Server:
+    """The serving model run as time goes (the incremental form of :func:`serve`, exact):
+    told the replicas as they are known at some moment (:meth:`know`), it starts every
+    request that starts before that moment (:meth:`advance`), so that what a serving engine
+    exports can be read then (:meth:`waiting`, :meth:`running`).
+
+    Requests go, in arrival order, to the replica where they can start soonest; ties between
+    replicas idle alike go to the one whose serving interval sorts first by ``(ready, stop)``.
+    A replica's stop is not known while it serves, so the replicas that became ready at the
+    same moment are kept as one group whose ``i``-th member stops at the group's ``i``-th
+    stop in time order: which pod that is does not matter, only the intervals do. A request
+    that starts before ``now`` starts on a replica ready before ``now``; the replicas ready
+    before ``now`` are all known by then (placed earlier) and every one still serving stops
+    at ``now`` or later, so what :meth:`advance` decides up to ``now`` never changes."""
+
+    def __init__(self, requests: Requests, spec: ServingSpec, *, count_running: bool = False):
+        self.requests = requests
+        self.spec = spec
+        n = len(requests)
+        self.start = np.full(n, np.nan)
+        self.first = np.full(n, np.nan)
+        self.last = np.full(n, np.nan)
+        self._next = 0
+        """Requests ``[0, _next)`` have started."""
+        self._groups: dict[float, list[_Replica]] = {}
+        """Replicas by the moment they became ready, in the order of their stops."""
+        self._stopped: dict[float, int] = {}
+        self._heap: list[tuple[float, tuple[float, int], _Replica]] = []
+        self._ends: list[float] | None = [] if count_running else None
+        """Last-token times of started requests not yet seen finished (:meth:`running`)."""
+        self._arrival = requests.arrival.tolist()
+        self._prompt = requests.prompt.tolist()
+        self._output = requests.output.tolist()
+
+    def know(
+        self, stopped: Iterable[tuple[float, float]], serving: Iterable[float], now: float
+    ) -> None:
+        """The replicas as known at ``now``: ``stopped``, the ``[ready, stop)`` intervals of
+        replicas that stopped; ``serving``, the ready times of replicas serving or to serve
+        (their stop not yet known, ``now`` or later). Those ready before ``now`` are taken
+        (the others cannot start a request before ``now``); ``now`` must not go back."""
+        stops: dict[float, list[float]] = {}
+        for ready, stop in stopped:
+            if ready < now:
+                stops.setdefault(ready, []).append(stop)
+        members = {ready: len(s) for ready, s in stops.items()}
+        for ready in serving:
+            if ready < now:
+                members[ready] = members.get(ready, 0) + 1
+        for ready, count in members.items():
+            group = self._groups.setdefault(ready, [])
+            if len(group) != count and group:
+                raise ValueError(f"the replicas ready at {ready:g} changed after they were known")
+            if not group:
+                slots = self.spec.max_sequences
+                group += [_Replica(ready, slots) for _ in range(count)]
+                for i, replica in enumerate(group):
+                    heapq.heappush(self._heap, (ready, (ready, i), replica))
+            known = sorted(stops.get(ready, ()))
+            for i in range(self._stopped.get(ready, 0), len(known)):
+                group[i].stop = known[i]
+            self._stopped[ready] = len(known)
+
+    def advance(self, until: float) -> None:
+        """Start every request that starts before ``until``, in arrival order."""
+        heap = self._heap
+        arrival, prompt, output = self._arrival, self._prompt, self._output
+        spec = self.spec
+        prefill = spec.prefill_tokens_per_second
+        base, per_sequence = spec.decode_seconds_per_token, spec.decode_seconds_per_sequence
+        start, first, last, ends = self.start, self.first, self.last, self._ends
+        k, n = self._next, len(arrival)
+        while k < n:
+            while heap:
+                ready, _, replica = heap[0]
+                begin = max(arrival[k], ready)
+                if begin < replica.stop:
+                    break
+                heapq.heappop(heap)  # stopped before it could take this request: gone for good
+            else:
+                break  # no replica (yet): this request and all after it wait
+            if begin >= until:
+                break
+            _, order, replica = heapq.heappop(heap)
+            first_token = begin + prompt[k] / prefill
+            slots = replica.slots
+            slots.pop(0)  # the earliest free slot (free by ``begin``)
+            batch = len(slots) - bisect.bisect_right(slots, first_token) + 1
+            done = first_token + (output[k] - 1) * (base + per_sequence * (batch - 1))
+            bisect.insort(slots, done)
+            replica.prefill_free = first_token
+            start[k], first[k], last[k] = begin, first_token, done
+            if ends is not None:
+                heapq.heappush(ends, done)
+            heapq.heappush(heap, (replica.ready(), order, replica))
+            k += 1
+        self._next = k
+
+    def waiting(self, t: float) -> int:
+        """Requests waiting just before ``t`` (arrived before it, not started before it):
+        vLLM's ``num_requests_waiting``. Call after :meth:`advance` to ``t``."""
+        arrived = bisect.bisect_left(self._arrival, t)
+        return arrived - min(self._next, arrived)
+
+    def running(self, t: float) -> int:
+        """Requests holding a replica's slot just before ``t`` (started before it, last
+        token at ``t`` or later): vLLM's ``num_requests_running``. Call after
+        :meth:`advance` to ``t``, with ``t`` never going back (``count_running`` given)."""
+        ends = self._ends
+        if ends is None:
+            raise ValueError("running requests are counted only with count_running")
+        while ends and ends[0] < t:
+            heapq.heappop(ends)
+        return len(ends)
+
+    def served(self, horizon: float) -> Served:
+        """What happened to each request, served up to ``horizon`` (after :meth:`advance` to
+        it with every replica known): the requests not started are unserved."""
+        return Served(self.requests, self.start, self.first, self.last, horizon)
 
 
 def serve(
@@ -104,41 +229,10 @@ def serve(
 ) -> Served:
     """Serve ``requests`` on replicas serving over ``replicas`` (``[ready, stop)`` each, one
     entry per interval a replica served) as the module docstring describes."""
-    n = len(requests)
-    start = np.full(n, np.nan)
-    first = np.full(n, np.nan)
-    last = np.full(n, np.nan)
-    pool = [
-        _Replica(i, a, b, spec.max_sequences) for i, (a, b) in enumerate(sorted(replicas)) if b > a
-    ]
-    heap = [(r.ready(), r.order, r) for r in pool]
-    heapq.heapify(heap)
-    arrival = requests.arrival.tolist()
-    prompt = requests.prompt.tolist()
-    output = requests.output.tolist()
-    base, per_sequence = spec.decode_seconds_per_token, spec.decode_seconds_per_sequence
-    for k in range(n):
-        while heap:
-            ready, _, replica = heap[0]
-            begin = max(arrival[k], ready)
-            if begin < replica.stop:
-                break
-            heapq.heappop(heap)  # stopped before it could take this request: gone for good
-        else:
-            break  # no replica is left: this request and all after it are unserved
-        if begin >= horizon:
-            break
-        heapq.heappop(heap)
-        first_token = begin + prompt[k] / spec.prefill_tokens_per_second
-        slots = replica.slots
-        slots.pop(0)  # the earliest free slot (free by ``begin``)
-        batch = len(slots) - bisect.bisect_right(slots, first_token) + 1
-        done = first_token + (output[k] - 1) * (base + per_sequence * (batch - 1))
-        bisect.insort(slots, done)
-        replica.prefill_free = first_token
-        start[k], first[k], last[k] = begin, first_token, done
-        heapq.heappush(heap, (replica.ready(), replica.order, replica))
-    return Served(requests, start, first, last, horizon)
+    server = Server(requests, spec)
+    server.know(replicas, (), math.inf)
+    server.advance(horizon)
+    return server.served(horizon)
 
 
 @dataclass(frozen=True)
@@ -155,6 +249,20 @@ class SloReport:
     e2e: dict[str, float | None]
     cold_start_requests: int
     cold_start_wait: dict[str, float | None]
+    waiting_at_start: int
+    """Requests waiting when the window begins: a backlog carried into it."""
+    oldest_wait_at_start: float
+    """How long the oldest of them had waited by then (0 when none)."""
+
+
+def carried_backlog(served: Served, start: float) -> tuple[int, float]:
+    """The requests that arrived before ``start`` and had not started by it (vLLM's
+    ``num_requests_waiting`` at ``start``), and how long the oldest had waited then."""
+    arrival = served.requests.arrival
+    waiting = (arrival < start) & ~(served.start < start)
+    if not waiting.any():
+        return 0, 0.0
+    return int(waiting.sum()), float(start - arrival[waiting].min())
 
 
 def _quantile(values: FloatArray, q: float) -> float | None:
@@ -238,7 +346,9 @@ def slo_report(
       TTFT includes unserved requests, censored at the horizon);
     * ``cold_start_requests`` / ``cold_start_wait``: the requests that arrived while no
       replica served (``serving_at_arrival`` is 0: scaled to zero, or not yet up) and their
-      wait in the queue before prefill (censored at the horizon when never served).
+      wait in the queue before prefill (censored at the horizon when never served);
+    * ``waiting_at_start`` / ``oldest_wait_at_start``: :func:`carried_backlog` at ``start``
+      (a cold start's backlog still draining when the window begins shows here).
     """
     arrival = served.requests.arrival
     inside = (arrival >= start) & (arrival < end)
@@ -246,6 +356,7 @@ def slo_report(
     missed = int((misses(served, slo) & inside).sum())
     cold = inside & (serving_at_arrival == 0)
     q = slo.percentile
+    carried, oldest = carried_backlog(served, start)
     return SloReport(
         requests=count,
         unserved=int((served.unserved & inside).sum()),
@@ -257,4 +368,6 @@ def slo_report(
         e2e=_summary(served.e2e()[inside], q),
         cold_start_requests=int(cold.sum()),
         cold_start_wait=_summary(served.wait()[cold], q),
+        waiting_at_start=carried,
+        oldest_wait_at_start=oldest,
     )

@@ -19,8 +19,10 @@ from fleetshare.model.quantity import Quantities
 HOUR = 3600.0
 DAY = 86_400.0
 
-Metric = Literal["rps", "concurrency", "queue"]
-"""What a trigger measures: requests per second, requests in flight, requests waiting."""
+Metric = Literal["rps", "concurrency", "queue", "running"]
+"""What a trigger measures: requests per second, requests in flight (Little's law), requests
+waiting (with ``serving``: the serving engine's queue, vLLM's ``num_requests_waiting``), requests
+running (``serving`` only: vLLM's ``num_requests_running``)."""
 
 
 class ScalingPolicy(StrictModel):
@@ -100,8 +102,10 @@ class PrometheusQuery(StrictModel):
 
 class Trigger(StrictModel):
     """One metric and its target per replica (KEDA trigger / HPA metric with AverageValue);
-    the service is active while some trigger's value is above its ``activation``. A live
-    scaler reads it from ``prometheus``; the simulator computes it from the traffic."""
+    the service is active while some trigger's value is above its ``activation``; with
+    several triggers the largest proposal wins. A live scaler reads it from ``prometheus``;
+    the simulator computes it from the traffic (``queue`` and ``running``: from the serving
+    model run during the simulation, when the service has one)."""
 
     metric: Metric
     target: float = Field(gt=0, description="per replica")

@@ -1,36 +1,46 @@
 """The Kubernetes API as a :class:`~fleetshare.control.cluster.Cluster`: the control loop's
 live backend in the operator.
 
-:meth:`KubeCluster.refresh` derives the loop's view from the watched objects (a
-:class:`~fleetshare.operator.watch.Store`) before each reconcile: nodes from Node objects,
-governed workloads from Jobs and bare pods (pod groups), each pending, admitted or finished
-as the objects themselves say (:mod:`.objects`). Nothing else is remembered between
-reconciles but the creation order and which messages were already posted, so a restarted
-operator sees what the last one left.
+:class:`KubeCluster` is the shared :class:`~fleetshare.control.state.ClusterState` (nodes,
+running work, the pending book, why work waits; each rule there once: bind and forget, settle,
+requeue on eviction, a lost node's work evicted, a pending reason said when it changed in
+substance, the autoscaler's note once) with a feeder and a sink over the API server.
 
-Acting:
+The feeder, :meth:`KubeCluster.refresh`, reads the watched objects (a
+:class:`~fleetshare.operator.watch.Store`) into the state before each reconcile: nodes from
+Node objects, governed workloads from Jobs and bare pods (pod groups), each pending, admitted
+or finished as the objects themselves say (:mod:`.objects`). Nothing else is remembered between
+reconciles but the creation order and the writes not answered yet, so a restarted operator
+sees what the last one left. Workloads on a node that turned NotReady or went away are evicted
+(``node-failure``, :meth:`~fleetshare.control.state.ClusterState.evict_from`) and requeued
+before the cycle, as the simulator does when a node fails.
 
-- ``bind`` admits: a Job (or another kind admitted by suspension: the registry,
-  :mod:`fleetshare.manifests.kinds`) is run with each pod set's flavor node selector where its
-  pods get it (Kueue's ``RunWithPodSetsInfo``); pods (bare, of a pod group, of a Deployment,
-  StatefulSet or LeaderWorkerSet) lose the ``fleetshare.io/admission`` scheduling gate and gain
-  the node selector, and kube-scheduler binds them. The admission is recorded on the object
-  in the same write (annotation ``operator.fleetshare.io/admission``), made conditional on
-  the resourceVersion the decision saw, so a stale view can never admit twice. The view
-  counts each workload admitted as soon as it is decided (assumed); the writes are held
-  until the reconcile is settled (a later cycle of the reconcile that preempts one forgets
-  it: nothing is written), then go out in the background (:mod:`.writer`), and the answers
-  are taken at the next refresh (a refusal puts the workload back to pending).
+The sink and the acts (what only the operator has stays here):
+
+- An admission (``bind``) is assumed by the state at once; once the reconcile is settled the
+  sink turns each ``Admitted`` into its write: a Job (or another kind admitted by suspension:
+  the registry, :mod:`fleetshare.manifests.kinds`) is run with each pod set's flavor node
+  selector where its pods get it (Kueue's ``RunWithPodSetsInfo``); pods (bare, of a pod group,
+  of a Deployment, StatefulSet or LeaderWorkerSet) lose the ``fleetshare.io/admission``
+  scheduling gate and gain the node selector, and kube-scheduler binds them. The admission is
+  recorded on the object in the same write (annotation ``operator.fleetshare.io/admission``),
+  made conditional on the resourceVersion the decision saw, so a stale view can never admit
+  twice. The writes go out in the background (:mod:`.writer`), and the answers are taken at
+  the next refresh: a refusal puts the workload back to pending
+  (:meth:`~fleetshare.control.state.ClusterState.unbind`), blocked until a later reconcile.
 - ``evict`` preempts: a Job is suspended again (the job controller deletes its pods) and
-  queued again, unless it finished since the view the decision read (it keeps its admission
-  record); pods are evicted through the Eviction API (PodDisruptionBudgets apply) and,
-  being bare pods nobody recreates, leave. The reason goes to an Event, an annotation and,
-  for pods, a status condition.
-- Workloads on a node that turned NotReady or went away are evicted (``node-failure``) and
-  requeued before the cycle, as the simulator does when a node fails.
+  queued again by the shared rule, unless it finished since the view the decision read (it
+  keeps its admission record and leaves the view); pods are evicted through the Eviction API
+  (PodDisruptionBudgets apply) and, being bare pods nobody recreates, leave. The reason goes to
+  an Event, an annotation and, for pods, a status condition.
+- A pending reason the state says changed in substance is written as an annotation within a
+  write budget (:class:`~fleetshare.operator.budget.WriteBudget`), oldest first; the
+  autoscaler's note is an annotation of its own.
 - ``join_node`` writes the NodeClaim of a node the autoscaler launched (:mod:`.nodeclaims`);
   ``remove_node`` drains a node through the Eviction API (:mod:`.drain`), refusing
   (:class:`~fleetshare.control.cluster.RemovalRefused`) when a PodDisruptionBudget forbids it.
+- The operator keeps no timers: ``wake`` sets :attr:`KubeCluster.wake_at`, when the
+  controller reconciles next.
 """
 
 from __future__ import annotations
@@ -46,10 +56,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fleetshare.autoscaling.settings import PdbSpec
+from fleetshare.control import changes as ch
 from fleetshare.control.changes import AutoscalerNote
-from fleetshare.control.cluster import HeldView, RemovalRefused
+from fleetshare.control.cluster import RemovalRefused
+from fleetshare.control.state import ClusterState
 from fleetshare.governance.admission import Engine
-from fleetshare.governance.queues import reason_gist, reason_of
+from fleetshare.governance.queues import reason_of
 from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Pending, Running
 from fleetshare.manifests import (
     ManifestError,
@@ -61,7 +73,7 @@ from fleetshare.manifests.kinds import SuspendedKind
 from fleetshare.manifests.pods import read_pod_spec
 from fleetshare.manifests.values import Fields
 from fleetshare.model.node import INSTANCE_TYPE_LABEL, Node
-from fleetshare.model.reason import Gist, PendingReason, Reason
+from fleetshare.model.reason import PendingReason, Reason
 from fleetshare.model.workload import Workload
 from fleetshare.operator.budget import WriteBudget
 from fleetshare.operator.drain import cordon, evict_all, pods_on, refusal
@@ -99,7 +111,7 @@ from fleetshare.operator.objects import (
     eviction_record,
     governed,
     group_complete,
-    injected_keys,
+    injected_by_podset,
     job_phase,
     job_started,
     node_from_object,
@@ -161,8 +173,9 @@ class Assumed:
     the write's answer says it landed."""
 
 
-class KubeCluster(HeldView):
-    """The control loop's backend over the API server (see the module docstring)."""
+class KubeCluster(ClusterState):
+    """The control loop's backend over the API server: the shared cluster state, fed by
+    :meth:`refresh` and carried out by its sink (see the module docstring)."""
 
     def __init__(
         self,
@@ -178,6 +191,8 @@ class KubeCluster(HeldView):
         pending_writes_per_second: float = 2.0,
         incremental: bool = True,
     ) -> None:
+        super().__init__(self._sink)
+        self.when = _rfc3339  # loop times here are Unix times
         self.kube = kube
         self.store = store
         self.events = events
@@ -185,12 +200,7 @@ class KubeCluster(HeldView):
         """False once leadership is lost: nothing more is written."""
         self.engine: Engine | None = None
         self.policy: Policy | None = None
-        self.nodes: tuple[Node, ...] = ()
         self.tracked: dict[str, Tracked] = {}
-        self.pending: dict[str, Workload] = {}
-        self.running: dict[str, Running] = {}
-        self.blocked: set[str] = set()
-        """Workloads whose admission failed this reconcile (retried at the next)."""
         self.retry_soon = False
         self.wake_at: float | None = None
         self.warnings: list[str] = []
@@ -204,11 +214,7 @@ class KubeCluster(HeldView):
         self.incremental = incremental
         """Follow the store's changes (:meth:`refresh`); False: read it all every time."""
         self._built = False
-        self._said: dict[str, Gist] = {}
-        """Per workload, the gist of the pending reason last written."""
         self._problems: dict[str, str] = {}
-        self._noted: dict[str, Gist] = {}
-        """Per workload, the gist of the autoscaler's note last written."""
         self.claims: NodeClaims | None = None
         """The NodeClaims of the autoscaler's nodes (None without an autoscaler)."""
         self.pdbs: list[PdbSpec] = []
@@ -223,20 +229,19 @@ class KubeCluster(HeldView):
         )  # fmt: skip
         """Admission writes in the background, at most ``writes_in_flight`` unanswered
         (:mod:`.writer`); None: each cycle's writes are sent before :meth:`bind_all` returns."""
-        self._assumed: dict[str, Assumed] = {}
+        self._writing: dict[str, Assumed] = {}
         """Admissions handed to the writer whose answer was not taken yet, by workload."""
-        self._held: dict[str, Send] = {}
-        """The admission writes of the reconcile in progress, in order: handed to the writer
-        at :meth:`settle` (the loop may forget one of them before)."""
+        self._sends: list[tuple[str, Send]] = []
+        """The admission writes of the reconcile being settled, in order (:meth:`settle`)."""
         self._refused: list[str] = []
         self._deferred_evictions: list[tuple[str, tuple[str, str, str]]] = []
         self.reason_budget = WriteBudget(pending_writes_per_second, pending_writes)
         """Pending-reason annotations: ``pending_writes`` at once, ``pending_writes_per_second``
         on average (4 % of a 50 requests/s client), so they hardly hold admissions back."""
         self._unsaid: dict[str, None] = {}
-        """Workloads whose pending reason changed and was not written yet, oldest first (an
-        ordered set: with thousands waiting, usage moving changes every reason's numbers at
-        every cycle, so the reasons themselves are looked up only when a write may follow)."""
+        """Workloads whose pending reason changed in substance and was not written yet,
+        oldest first (an ordered set; each reason is looked up afresh when its write may
+        follow)."""
         self._reasons: Mapping[str, Pending] = {}
         """The last cycle's pending result: where the reasons of :attr:`_unsaid` are read."""
         self.notes = (
@@ -306,11 +311,7 @@ class KubeCluster(HeldView):
             t = self._pods(ns, ident, pods, now) if pods else None
             self._place(name, t, started, refs, retry, gone=not pods)
         if nodes_changed:
-            nodes = self._read_nodes()
-            if len(nodes) != len(self.nodes) or any(
-                a != b for a, b in zip(nodes, self.nodes, strict=True)
-            ):
-                self.nodes = nodes
+            self._take_nodes(self._read_nodes())
         self._requeue_lost(now, None if nodes_changed else started)
         if changes and self.store.of("PodDisruptionBudget"):
             self.pdbs = self._pdbs()
@@ -320,7 +321,7 @@ class KubeCluster(HeldView):
     def rebuild(self, engine: Engine, now: float) -> None:
         """Read the whole store into the loop's view (see :meth:`refresh`)."""
         self._begin(engine)
-        self.nodes = self._read_nodes()
+        self._take_nodes(self._read_nodes())
         self._owners = OwnerIndex.build(self.store, [*SUSPENDED, "Pod"])
         tracked: dict[str, Tracked] = {}
         objects = [(o, kind) for kind in SUSPENDED.values()
@@ -340,11 +341,12 @@ class KubeCluster(HeldView):
         self.tracked = tracked
         self._parsed = {k: v for k, v in self._parsed.items() if k in self._parse_used}
         self._parse_used = set()
-        self.pending = {n: t.workload for n, t in tracked.items() if t.phase == "pending"}
-        self.running = {}
-        for name, t in tracked.items():
-            if t.phase in ("admitted", "outside"):
-                self.running[name] = self._running(t)
+        running = {
+            name: self._running(t)
+            for name, t in tracked.items()
+            if t.phase in ("admitted", "outside")
+        }
+        self.read(running, (t.workload for t in tracked.values() if t.phase == "pending"))
         self._requeue_lost(now)
         self.pdbs = self._pdbs()
         self._built = True
@@ -355,18 +357,26 @@ class KubeCluster(HeldView):
         self.engine, self.policy = engine, engine.policy
         self.blocked.clear()
         # preempted while their write was being sent: not admitted again before its answer
-        self.blocked.update(n for n, a in self._assumed.items() if a.evicted is not None)
+        self.blocked.update(n for n, a in self._writing.items() if a.evicted is not None)
         self.retry_soon = False
 
     def _end(self) -> None:
         signature = (
-            tuple((n.name, n.schedulable) for n in self.nodes),
+            tuple((n.name, n.schedulable) for n in self.nodes.values()),
             frozenset(self.pending),
             frozenset(self.running),
         )
         self.changed = signature != self._signature
         self._signature = signature
         self._parse_used.clear()
+
+    def _take_nodes(self, nodes: tuple[Node, ...]) -> None:
+        """The Nodes as read (by name): the state's nodes replaced when one differs (else
+        they are kept, the same objects: the engine's cache sees at a glance they hold)."""
+        if len(nodes) != len(self.nodes) or any(
+            a != b for a, b in zip(nodes, self.nodes.values(), strict=True)
+        ):
+            self.nodes = {n.name: n for n in nodes}
 
     def _read_nodes(self) -> tuple[Node, ...]:
         return tuple(
@@ -431,22 +441,21 @@ class KubeCluster(HeldView):
         old = self.tracked.get(name)
         if t is None or t.phase not in ("pending", "admitted", "outside"):
             self.tracked.pop(name, None)
-            self.pending.pop(name, None)
-            self.running.pop(name, None)
+            self.cancel(name)
             return
         if old is not None and old.workload == t.workload:
             t.workload = old.workload
         self.tracked[name] = t
         if t.phase == "pending":
-            self.running.pop(name, None)
+            if name in self.running:
+                self.cancel(name)
             if self.pending.get(name) is not t.workload:
-                self.pending.pop(name, None)
-                self.pending[name] = t.workload
+                self.pending.take(name)  # a new object waits at the end, as a new arrival
+                self.pending.put(t.workload)
             return
-        self.pending.pop(name, None)
         running = self._running(t)
         if self.running.get(name) != running:
-            self.running[name] = running
+            self.resume(running, None)
             started.append(name)
 
     def _pdbs(self) -> list[PdbSpec]:
@@ -493,6 +502,10 @@ class KubeCluster(HeldView):
             return None
         self._problems.pop(name, None)
         return team, priority
+
+    def _local_queue(self, queue: str) -> str | None:
+        """The LocalQueue (``namespace/name``) a workload naming ``queue`` is sent to."""
+        return self.policy.local_queue_of(queue) if self.policy is not None else None
 
     @property
     def pod_classes(self) -> dict[str, PodPriorityClass]:
@@ -549,7 +562,7 @@ class KubeCluster(HeldView):
         if (
             phase == "pending"
             and kind.suspended(job)
-            and injected_keys(job)
+            and injected_by_podset(job)
             and (kind is not JOB or suspension_settled(job))
             and self.may_act()
         ):
@@ -559,7 +572,7 @@ class KubeCluster(HeldView):
             name=name, team=team, podsets=parsed.podsets,
             submit_time=timestamp(meta.get("creationTimestamp")), priority=priority,
             priority_class=parsed.priority_class, labels=dict(parsed.labels),
-            created=self._created(name),
+            created=self._created(name), queue=self._local_queue(parsed.queue),
         )  # fmt: skip
         return self._assume(Tracked(name, kind.kind, ns, [job], workload, phase,
                                     admission_of(job)))  # fmt: skip
@@ -591,6 +604,7 @@ class KubeCluster(HeldView):
             name=name, team=team, podsets=parsed.podsets, submit_time=submit,
             priority=priority, priority_class=parsed.priority_class,
             labels=dict(parsed.labels), created=self._created(name),
+            queue=self._local_queue(parsed.queue),
         )  # fmt: skip
         t = self._assume(Tracked(name, "Pod", ns, pods, workload, phase, admitted))
         t.pod_podset = self._pod_podsets(t)
@@ -598,7 +612,7 @@ class KubeCluster(HeldView):
             self._gate_late(t)
         elif (
             admitted is not None
-            and name not in self._assumed  # its own write is still being sent
+            and name not in self._writing  # its own write is still being sent
             and any(pod_gated(p) for p in live)
             and self.may_act()
         ):
@@ -621,7 +635,7 @@ class KubeCluster(HeldView):
         """``t`` as the loop counts it: admitted while an admission write for it is
         outstanding (the objects still say pending until the write lands), unless it was
         preempted meanwhile."""
-        assumed = self._assumed.get(t.name)
+        assumed = self._writing.get(t.name)
         if assumed is not None and assumed.evicted is None and t.phase == "pending":
             t.phase, t.admitted = "admitted", assumed.admitted
         return t
@@ -671,7 +685,7 @@ class KubeCluster(HeldView):
 
     def _flavor_of_nodes(self, placement: Sequence[tuple[str, int]]) -> str:
         assert self.engine is not None
-        nodes = {n.name: n for n in self.nodes}
+        nodes = self.nodes
         for node_name, _ in placement:
             node = nodes.get(node_name)
             if node is not None:
@@ -679,22 +693,20 @@ class KubeCluster(HeldView):
         return DEFAULT_FLAVOR
 
     def _requeue_lost(self, now: float, names: Sequence[str] | None = None) -> None:
-        """Work with pods on a node that is gone or NotReady is evicted and queued again
-        (only the workloads ``names`` are looked at, when given)."""
-        nodes = {n.name: n for n in self.nodes}
+        """The work of each node that is gone or NotReady is evicted and queued again, node
+        by node in name order (:meth:`~ClusterState.evict_from`): only the nodes of the
+        workloads ``names`` are looked at, when given (the others' nodes did not change)."""
+        nodes = self.nodes
         candidates = (
             list(self.running.values())
             if names is None
             else [self.running[n] for n in names if n in self.running]
         )
-        for running in candidates:
-            lost = sorted(
-                n for n in running.assignment.nodes if n not in nodes or not nodes[n].ready
-            )
-            if lost:
-                state = "deleted" if lost[0] not in nodes else "NotReady"
-                self.evict(running.workload, lost[0], NODE_FAILURE,
-                           f"node {lost[0]} is {state}", now)  # fmt: skip
+        lost = {n for r in candidates for n in r.assignment.nodes
+                if n not in nodes or not nodes[n].ready}  # fmt: skip
+        for node in sorted(lost):
+            state = "deleted" if node not in nodes else "NotReady"
+            self.evict_from(node, NODE_FAILURE, f"node {node} is {state}", now)
 
     # -- the Cluster protocol: observe ------------------------------------------------------------
 
@@ -706,16 +718,13 @@ class KubeCluster(HeldView):
             out[name] = {str(k): str(v) for k, v in labels.items()}
         return out
 
-    def busy(self, now: float) -> bool:
-        return bool(self.pending or self.running)
-
     # -- ... and act --------------------------------------------------------------------------
 
     def _selectors_of(self, t: Tracked, admitted: Admitted) -> list[dict[str, str]]:
         """Per pod set, the node labels its flavor stands for."""
         assert self.engine is not None
         model = self.engine.model
-        nodes = {n.name: n for n in self.nodes}
+        nodes = self.nodes
         out = []
         for flavor, placement in zip(admitted.flavors, admitted.placement, strict=False):
             explicit = next((f for f in model.flavors if f.name == flavor), None)
@@ -732,18 +741,19 @@ class KubeCluster(HeldView):
     def admitting(self) -> bool:
         """False while ``writes_in_flight`` admission writes are outstanding: the loop runs
         no admission cycle until answers free room (the writer wakes it)."""
-        return self.writer is None or self.writer.room() > len(self._held)
+        return self.writer is None or self.writer.room() > len(self.assumed())
 
     def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
         """Admit one cycle's workloads, in the cycle's order.
 
-        Each is *assumed* at once: counted as admitted (its quota reserved, no longer pending)
-        and its admission write held until the reconcile is settled (:meth:`settle`; a later
-        cycle of the reconcile that preempts it forgets it, :meth:`forget`: nothing is written),
-        then handed to the background writer (:mod:`.writer`), which sends the writes in this
-        order, up to ``write_concurrency`` at a time; the reconcile does not wait for them.
-        The answers are taken at the next refresh: a landed write confirms the
-        assumption, a refused one puts the workload back to pending, retried at a later
+        Each is *assumed* at once (:meth:`~ClusterState.bind`: counted as admitted, its quota
+        reserved, no longer pending) and its admission written when the reconcile is settled
+        (:meth:`settle`; a later cycle of the reconcile that preempts it forgets it,
+        :meth:`forget`: nothing is written): the sink hands the write to the background
+        writer (:mod:`.writer`), which sends the writes in this order, up to
+        ``write_concurrency`` at a time; the reconcile does not wait for them. The answers
+        are taken at the next refresh: a landed write confirms the assumption, a refused one
+        puts the workload back to pending (:meth:`~ClusterState.unbind`), retried at a later
         reconcile. Beyond the writer's room (``writes_in_flight`` outstanding) the rest of the
         cycle's admissions are not carried out now: they stay pending, decided again at a later
         reconcile. Without a writer (``writes_in_flight=0``) the writes are sent at
@@ -754,7 +764,7 @@ class KubeCluster(HeldView):
             self.blocked.update(a.workload.name for a in admissions)
             return
         room = (
-            max(0, self.writer.room() - len(self._held)) if self.writer is not None
+            max(0, self.writer.room() - len(self.assumed())) if self.writer is not None
             else len(admissions)
         )  # fmt: skip
         for admission in admissions[room:]:  # no room left: decided again later
@@ -764,56 +774,67 @@ class KubeCluster(HeldView):
                      len(admissions) - room, self.writer.outstanding())  # fmt: skip
             self.writer.full()
         for admission in admissions[:room]:
-            workload = admission.workload
-            name = workload.name
-            admitted = Admitted(
-                admission.assignment.flavors,
-                admission.assignment.placement,
-                now,
-                workload.team,
-                {k: v for k, v in admission.borrowed.items() if v},
-                admission.assignment.counts,
-            )
+            name = admission.workload.name
+            self.bind(admission, now)
             t = self.tracked[name]
-            send = functools.partial(
-                self._write_admission,
-                dataclasses.replace(t, objects=list(t.objects)),  # the writer's own copy
-                admitted,
-                self._selectors_of(t, admitted),
-            )
-            t.phase, t.admitted = "admitted", admitted
-            self.pending.pop(name, None)
-            self.running[name] = Running(workload, admission.assignment, now)
-            self._said.pop(name, None)
+            t.phase, t.admitted = "admitted", _record(admission, now)
             if self.notes is not None and name in self._noting and self.notes.cancel(name):
                 del self._noting[name]  # its pending reason, not sent yet, would only move
                 # the object under the admission's write (a conflict, read and sent again)
-            self._assumed[name] = Assumed(t.kind, admitted)
-            self._held[name] = send
 
     def forget(self, workload: Workload, now: float) -> None:
-        """Undo an admission of this reconcile whose write is still held: nothing was
-        written; the workload is pending again (decided again by the cycles that follow)."""
-        name = workload.name
-        del self._held[name]
-        del self._assumed[name]
-        self.running.pop(name, None)
-        t = self.tracked[name]
+        """Undo an admission of this reconcile not written yet (the shared rule): the
+        workload is pending again (decided again by the cycles that follow)."""
+        super().forget(workload, now)
+        t = self.tracked[workload.name]
         t.phase, t.admitted = "pending", None
-        self.pending[name] = workload
-        log.info("admission of %s undone before it was written", name)
+        log.info("admission of %s undone before it was written", workload.name)
 
     def settle(self, now: float) -> None:
-        """Hand the reconcile's admission writes to the writer, in order (without a writer:
-        send them here, in order, and take their answers)."""
-        held, self._held = self._held, {}
+        """Carry the reconcile's admissions out (the shared rule: its changes go to the sink,
+        in order; the pending reasons among them are written as the budget allows), then
+        hand their writes to the writer, in order (without a writer: send them here, in
+        order, and take their answers)."""
+        super().settle(now)
+        if self.may_act():  # the reasons the sink queued as the reconcile was settled
+            self._write_reasons()
+        sends, self._sends = self._sends, []
         if self.writer is not None:
-            for name, send in held.items():
+            for name, send in sends:
                 self.writer.submit(name, send)
             return
-        if held:
-            self._take_answers([send_now(name, send) for name, send in held.items()])
+        if sends:
+            self._take_answers([send_now(name, send) for name, send in sends])
             self._settle_answers(now)  # blocks the refused until a later reconcile
+
+    def _sink(self, change: ch.Change) -> None:
+        """The operator's sink: an admission becomes its write (sent by :meth:`settle`), a
+        pending reason changed in substance waits for the reason budget
+        (:meth:`report_pending`), a warning is logged; evictions were written by
+        :meth:`evict`, and nodes come and go in the API server (NodeClaims, drains)."""
+        match change:
+            case ch.Admitted(workload=workload):
+                name = workload.name
+                t = self.tracked[name]
+                admitted = t.admitted
+                assert admitted is not None
+                send = functools.partial(
+                    self._write_admission,
+                    dataclasses.replace(t, objects=list(t.objects)),  # the writer's own copy
+                    admitted,
+                    self._selectors_of(t, admitted),
+                )
+                self._writing[name] = Assumed(t.kind, admitted)
+                self._sends.append((name, send))
+            case ch.PendingReasonChanged():
+                self._unsaid[change.workload] = None
+            case ch.Warned():
+                if self.keep_warning(self.warnings, change.message):
+                    log.warning("%s", change.message)
+            case ch.AutoscalerEvent():
+                log.debug("%s %s", change.event, dict(change.details))
+            case _:
+                pass
 
     def _take_answers(self, answers: Sequence[Answer]) -> None:
         """Apply the writer's answers to the view: what landed goes to the store (the
@@ -823,7 +844,7 @@ class KubeCluster(HeldView):
         landed."""
         for answer in answers:
             name = answer.name
-            assumed = self._assumed.pop(name, None)
+            assumed = self._writing.pop(name, None)
             if assumed is None:
                 continue
             t = self.tracked.get(name)
@@ -847,8 +868,7 @@ class KubeCluster(HeldView):
                 self.store.changes.update(dict.fromkeys((t.kind, key_of(o)) for o in t.objects))
                 if t.admitted is assumed.admitted:  # still the assumption: undo it
                     t.phase, t.admitted = "pending", None
-                    self.running.pop(name, None)
-                    self.pending[name] = t.workload
+                    self.unbind(t.workload)
 
     def _settle_answers(self, now: float) -> None:
         """What the answers taken leave to do once the view is read: refused workloads wait
@@ -902,10 +922,9 @@ class KubeCluster(HeldView):
         """Unsuspend with each pod set's node selector in its template (Kueue's way)."""
         kind = SUSPENDED[t.kind]
         by_podset = {ps.name: sel for ps, sel in zip(t.workload.podsets, selectors, strict=False)}
-        keys = sorted({k for sel in selectors for k in sel})
         annotations: dict[str, str | None] = {
-            ADMISSION: admitted.to_json(), INJECTED: json.dumps(keys),
-            PENDING_REASON: None, AUTOSCALER_NOTE: None, POD_COUNTS: None,
+            ADMISSION: admitted.to_json(), PENDING_REASON: None, AUTOSCALER_NOTE: None,
+            POD_COUNTS: None,
         }  # fmt: skip
         counts: dict[str, int] = {}
         if admitted.counts:  # partial admission: run with fewer pods, say how many were asked
@@ -915,7 +934,13 @@ class KubeCluster(HeldView):
             annotations[POD_COUNTS] = json.dumps(asked, sort_keys=True)
 
         def patch(obj: dict[str, Any]) -> list[dict[str, Any]]:
-            return admission_ops(obj, kind, by_podset, injected_keys(obj), annotations, counts)
+            old = injected_by_podset(obj)
+            injected = kind.injected(obj, by_podset, old)  # per pod set, as Kueue's podSetInfo
+            noted = {
+                **annotations,
+                INJECTED: json.dumps(injected, sort_keys=True) if injected else None,
+            }
+            return admission_ops(obj, kind, by_podset, old, noted, counts)
 
         obj = t.objects[0]
         name = str(obj["metadata"]["name"])
@@ -1013,30 +1038,35 @@ class KubeCluster(HeldView):
             written.append(self._conditional(PODS, name, t.namespace, pod, body))
 
     def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
-        """Preempt ``workload`` (see the module docstring). One whose admission write is
-        still outstanding (assumed) is pending again at once: its write is withdrawn if not
-        sent yet (nothing was written, nothing to undo); if it is being sent, the eviction is
-        carried out when its answer says it landed (:meth:`_take_answers`)."""
-        t = self.tracked.get(workload.name)
-        self.running.pop(workload.name, None)
+        """Preempt ``workload`` (see the module docstring): its object is written, then the
+        shared rule requeues it (:meth:`~ClusterState.evict`). One admitted at this reconcile
+        is forgotten (nothing was written, nothing to undo). One whose admission write is
+        outstanding is pending again at once: its write is withdrawn if not sent yet; if it
+        is being sent, the eviction is carried out when its answer says it landed
+        (:meth:`_take_answers`). One that finished meanwhile, bare pods (nobody recreates
+        them) and one whose eviction failed leave the view instead (read again later)."""
+        name = workload.name
+        t = self.tracked.get(name)
         if t is None or not self.may_act():
+            self.cancel(name)
             return
-        if workload.name in self._held:  # not written yet: nothing to undo
+        if name in self.assumed():  # not written yet: nothing to undo
             self.forget(workload, now)
             return
-        assumed = self._assumed.get(workload.name)
+        assumed = self._writing.get(name)
         if assumed is not None:
-            if self.writer is not None and self.writer.cancel(workload.name):
-                del self._assumed[workload.name]
+            if self.writer is not None and self.writer.cancel(name):
+                del self._writing[name]
             else:
                 assumed.evicted = (by, reason, message)
             t.phase, t.admitted = "pending", None
-            self.pending[workload.name] = workload
-            self.blocked.add(workload.name)
+            super().evict(workload, by, reason, message, now)
+            self.blocked.add(name)
             log.info("evicted %s before its admission was written: %s (by %s)",
-                     workload.name, reason, by)  # fmt: skip
+                     name, reason, by)  # fmt: skip
             return
         text = message or reason
+        requeued = False
         try:
             kind = SUSPENDED.get(t.kind)
             if kind is not None:
@@ -1044,14 +1074,16 @@ class KubeCluster(HeldView):
                     t, kind, lambda job: eviction_record(job, reason, by, text, now)
                 ):
                     log.info("%s finished before its eviction (%s, by %s): left as it is",
-                             workload.name, reason, by)  # fmt: skip
+                             name, reason, by)  # fmt: skip
                     t.phase = "finished"
+                    self.cancel(name)
                     return
                 t.phase, t.admitted = "pending", None
-                self.pending[workload.name] = workload
+                super().evict(workload, by, reason, message, now)
+                requeued = True
                 if kind is JOB:
                     self._job_condition(t, reason, text)
-                    self.blocked.add(workload.name)  # the job controller settles it first
+                    self.blocked.add(name)  # the job controller settles it first
                 # other kinds wait in their place at once, as in the simulator: their next
                 # admission's patch replaces the node selector this one injected
             else:
@@ -1069,11 +1101,13 @@ class KubeCluster(HeldView):
                             raise
                 t.phase = "finished"
         except KubeError as exc:
-            log.warning("eviction of %s failed: %s", workload.name, exc)
+            log.warning("eviction of %s failed: %s", name, exc)
             self.retry_soon = True
+        if not requeued:
+            self.cancel(name)
         event = "Preempted" if reason not in (NODE_FAILURE,) else "Evicted"
         self.events.post(t.objects[0], "Warning", event, f"{reason}: {text} (by {by})")
-        log.info("evicted %s: %s (%s, by %s)", workload.name, reason, text, by)
+        log.info("evicted %s: %s (%s, by %s)", name, reason, text, by)
 
     def _suspend(
         self, t: Tracked, kind: SuspendedKind, record: Callable[[dict[str, Any]], str]
@@ -1142,7 +1176,7 @@ class KubeCluster(HeldView):
         reset); the annotation that named the keys goes with it."""
         meta = job["metadata"]
         ops = [
-            *kind.restore_ops(job, injected_keys(job)),
+            *kind.restore_ops(job, injected_by_podset(job)),
             *annotation_ops(job, {INJECTED: None}),
         ]
         try:
@@ -1236,17 +1270,23 @@ class KubeCluster(HeldView):
         return bool((t.objects[0]["metadata"].get("annotations") or {}).get(PENDING_REASON))
 
     def report_pending(self, result: CycleResult, now: float) -> None:
-        """Queue each changed pending reason, then write what the budget allows (a token
-        bucket: ``pending_writes`` at once, refilled at ``pending_writes_per_second``;
-        oldest first): with thousands waiting, the reasons catch up over the next
-        reconciles instead of taking the client's requests from admissions (Kueue updates
-        the pending condition only of the queue heads it tried)."""
+        """Keep why each pending workload waits (the shared rule: a reason changed in
+        substance goes to the sink, which queues it), then write what the budget allows (a
+        token bucket: ``pending_writes`` at once, refilled at ``pending_writes_per_second``;
+        oldest first), each reason read afresh from the last cycle: with thousands waiting,
+        the reasons catch up over the next reconciles instead of taking the client's requests
+        from admissions (Kueue updates the pending condition only of the queue heads it
+        tried). A reason the object already shows is not written again (a restart)."""
         if not self.may_act():
             return
         self.reason_budget.refill(now)
-        changed = result.pending_changed
-        self._unsaid.update(dict.fromkeys(changed if changed is not None else result.pending))
+        super().report_pending(result, now)
         self._reasons = result.pending
+        self._write_reasons()
+
+    def _write_reasons(self) -> None:
+        """Write the queued pending reasons the budget allows, oldest first (see
+        :meth:`report_pending`)."""
         notes = self.notes
         while self._unsaid and self.reason_budget.tokens >= 1:
             name = next(iter(self._unsaid))
@@ -1257,17 +1297,9 @@ class KubeCluster(HeldView):
             reason = reason_of(self._reasons, name)
             if t is None or name not in self.pending or reason is None:
                 continue
-            gist = reason_gist(reason)
             obj = t.objects[0]
-            said = self._said.get(name)
-            if (
-                said is None
-                and (obj["metadata"].get("annotations") or {}).get(PENDING_REASON) == reason
-            ):
-                said = gist  # the object says this very reason already (the key is not kept there)
-            if said == gist:
+            if (obj["metadata"].get("annotations") or {}).get(PENDING_REASON) == reason[:1000]:
                 continue
-            self._said[name] = gist
             self.reason_budget.take()
             if notes is None:
                 self._annotate(t, PENDING_REASON, reason)
@@ -1294,14 +1326,12 @@ class KubeCluster(HeldView):
         the store; a refused one is queued again while its workload waits (its reason is read
         afresh when its turn comes)."""
         for answer in answers:
-            reason = self._noting.pop(answer.name, None)
+            self._noting.pop(answer.name, None)
             t = self.tracked.get(answer.name)
             if answer.written and t is not None:
                 self._keep(t, answer.written[0])
             elif answer.error is not None:
                 log.debug("pending reason not written for %s: %s", answer.name, answer.error)
-                if reason is not None and self._said.get(answer.name) == reason_gist(reason):
-                    del self._said[answer.name]
                 if answer.name in self.pending:
                     self._unsaid.setdefault(answer.name, None)
 
@@ -1313,16 +1343,11 @@ class KubeCluster(HeldView):
 
     def note_pending(self, workload: str, note: AutoscalerNote) -> None:
         """What the autoscaler does for a pending workload: the annotation
-        ``operator.fleetshare.io/autoscaler`` (written when its gist changes), its times as
-        timestamps (loop times here are Unix times)."""
+        ``operator.fleetshare.io/autoscaler``, written when the note says something new in
+        substance (the shared rule, :meth:`~ClusterState.noted`), its times as timestamps."""
         t = self.tracked.get(workload)
-        if t is None or not self.may_act():
-            return
-        text = note.message(_rfc3339)
-        if self._noted.get(workload) == note.gist:
-            return
-        self._noted[workload] = note.gist
-        self._annotate(t, AUTOSCALER_NOTE, text)
+        if t is not None and self.may_act() and self.noted(workload, note):
+            self._annotate(t, AUTOSCALER_NOTE, note.message(self.when))
 
     def _annotate(self, t: Tracked, key: str, text: str) -> None:
         """Write annotation ``key`` (at most 1,000 characters of ``text``) on ``t``'s first
@@ -1362,12 +1387,7 @@ class KubeCluster(HeldView):
                     raise RemovalRefused(blocked)
         except KubeError as exc:
             raise RemovalRefused(f"drain of {name} failed: {exc}") from exc
-        message = reason.details
-        evicted = False
-        for running in list(self.running.values()):
-            if name in running.assignment.nodes:
-                self.evict(running.workload, name, reason.category, message, now)
-                evicted = True
+        evicted = self.evict_from(name, reason.category, reason.details, now)
         for problem in evict_all(self.kube, pods_on(self.store, name), force=forced):
             self.warn(now, f"draining {name}: {problem}")
         if self.claims is not None:
@@ -1379,21 +1399,22 @@ class KubeCluster(HeldView):
         return evicted
 
     def wake(self, at: float, now: float, *, unless_sooner: bool = False) -> None:
+        """The operator keeps no timers: the controller sleeps until :attr:`wake_at`, the
+        soonest wake-up asked for since the last reconcile (a sooner one wins anyway)."""
         if at > now and (self.wake_at is None or at < self.wake_at):
             self.wake_at = at
-
-    def warn(self, now: float, message: str) -> None:
-        if message not in self.warnings[-20:]:
-            self.warnings.append(message)
-            del self.warnings[:-100]
-            log.warning("%s", message)
-
-    def log(self, now: float, event: str, **details: Any) -> None:
-        log.debug("%s %s", event, details)
 
 
 GroupKey = tuple[str, str]
 """(namespace, "group:NAME" or "pod:NAME"): governed bare pods admitted together."""
+
+
+def _record(admission: Admission, now: float) -> Admitted:
+    """The admission record written on a workload's object (its borrowing above zero)."""
+    assignment = admission.assignment
+    borrowed = {k: v for k, v in admission.borrowed.items() if v}
+    return Admitted(assignment.flavors, assignment.placement, now, admission.workload.team,
+                    borrowed, assignment.counts)  # fmt: skip
 
 
 def _job_name(kind: SuspendedKind, namespace: str, name: str) -> str:

@@ -507,7 +507,7 @@ class Operator:
             return None
         if now < self._status_next:
             return self._status_next
-        statuses = team_status(engine, cluster.nodes, list(cluster.running.values()),
+        statuses = team_status(engine, cluster.node_list(), list(cluster.running.values()),
                                list(cluster.pending.values()), now)  # fmt: skip
         interval = self.settings.status_interval_seconds
         budget = self._status_budget

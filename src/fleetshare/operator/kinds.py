@@ -13,11 +13,11 @@ watched only where their CRDs are installed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from fleetshare.manifests.kinds import KINDS, POD_GROUPS, SUSPENDED, SuspendedKind, WorkloadKind
-from fleetshare.manifests.kinds.base import Ops, pointer
+from fleetshare.manifests.kinds.base import Injected, Ops, pointer
 from fleetshare.manifests.kinds.job import COMPLETION_INDEX, JOB, job_pods_succeeded
 from fleetshare.operator.kube import Resource
 
@@ -53,7 +53,7 @@ def admission_ops(
     obj: Mapping[str, Any],
     kind: SuspendedKind,
     selectors: Mapping[str, Mapping[str, str]],
-    old_keys: Sequence[str],
+    old_keys: Injected,
     annotations: Mapping[str, str | None],
     counts: Mapping[str, int] | None = None,
 ) -> Ops:

@@ -231,15 +231,34 @@ def written_counts(obj: Mapping[str, Any]) -> dict[str, int]:
     return {str(k): int(v) for k, v in counts.items() if isinstance(v, int)}
 
 
-def injected_keys(obj: Mapping[str, Any]) -> list[str]:
+def _injected(obj: Mapping[str, Any]) -> Any:
     text = _annotations(obj).get(INJECTED)
     if not text:
-        return []
+        return None
     try:
-        keys = json.loads(text)
+        return json.loads(text)
     except ValueError:
-        return []
+        return None
+
+
+def injected_keys(obj: Mapping[str, Any]) -> list[str]:
+    """The node-selector keys the operator added to a pod's own selector when it ungated it."""
+    keys = _injected(obj)
     return [str(k) for k in keys] if isinstance(keys, list) else []
+
+
+def injected_by_podset(obj: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The node-selector keys the operator injected into a suspended kind's pod sets at its
+    admission, per pod set (:data:`~fleetshare.manifests.kinds.base.Injected`; a list written
+    by an earlier operator for the whole object reads as ``"*"``)."""
+    keys = _injected(obj)
+    if isinstance(keys, list):
+        return {"*": [str(k) for k in keys]} if keys else {}
+    if isinstance(keys, dict):
+        return {
+            str(n): [str(k) for k in ks] for n, ks in keys.items() if isinstance(ks, list) and ks
+        }
+    return {}
 
 
 def _clean(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -286,7 +305,7 @@ def parse_job(job: Mapping[str, Any], kind: SuspendedKind = JOB) -> Parsed:
     :meth:`~SuspendedKind.restore_ops`; a requeued job is free to take another flavor), and
     the counts a partial admission lowered given back (:data:`POD_COUNTS`). Raises
     :class:`ManifestError`."""
-    restored = apply_ops(job, kind.restore_ops(job, injected_keys(job)))
+    restored = apply_ops(job, kind.restore_ops(job, injected_by_podset(job)))
     restored = apply_ops(restored, kind.resize_ops(restored, written_counts(job)))
     return _parsed([_clean(restored)], _where(job))
 

@@ -65,10 +65,8 @@ class EmbeddedCluster(ClusterState):
             case ch.NodeLeft():
                 self.node_info.pop(change.node, None)
             case ch.Warned():
-                if change.message in self.warnings[-20:]:
+                if not self.keep_warning(self.warnings, change.message):
                     return
-                self.warnings.append(change.message)
-                del self.warnings[:-100]
         self.changes.append(change)
 
     # -- changes from outside the loop ----------------------------------------------------------

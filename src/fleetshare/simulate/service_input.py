@@ -116,6 +116,13 @@ def _build(spec: ServiceSpec, scenario: Scenario, base: Path, where: str) -> Ser
         team = spec.headroom.team
         if team is not None and team not in {t.name for t in policy.teams}:
             raise ScenarioError(f"{where}.headroom.team: unknown team {team!r}")
+    for i, trigger in enumerate(scaler.triggers):
+        if trigger.metric == "running" and spec.serving is None:
+            at = "manifest" if spec.manifest is not None else f"scaler.triggers[{i}].metric"
+            raise ScenarioError(
+                f"{where}.{at}: running (requests running, vLLM's num_requests_running) is "
+                "read from the serving model: give serving and slo"
+            )
     if spec.forecast is not None and not any(t.metric == "rps" for t in scaler.triggers):
         raise ScenarioError(f"{where}.forecast: needs an rps trigger to size replicas by")
     pools = {p.name for p in scenario.spec.node_pools}

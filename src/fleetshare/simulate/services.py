@@ -27,8 +27,10 @@ from fleetshare.inference.forecast import (
     TrendForecaster,
     TrendSettings,
 )
+from fleetshare.inference.gauges import RUNNING, WAITING, Scrape, avg_over_time, scrape_times
 from fleetshare.inference.scaler import ScalerState, decide
 from fleetshare.inference.service import ROLE_LABEL, SERVICE_LABEL, Service, readings
+from fleetshare.inference.serving import Server
 from fleetshare.inference.spec import ForecastSpec
 from fleetshare.inference.startup import node_ready
 from fleetshare.model.workload import Workload
@@ -86,6 +88,11 @@ class ServiceState:
     pods: dict[str, Pod] = field(default_factory=dict)
     serial: int = 0
     queue: float = 0.0
+    """The fluid queue (services without a serving model): requests beyond capacity."""
+    server: Server | None = None
+    """The serving model run as the simulation goes, when a trigger reads its gauges."""
+    scrapes: list[Scrape] = field(default_factory=list)
+    scraped_to: float = -1.0
     last_tick: float | None = None
     history: list[tuple[float, float]] = field(default_factory=list)
     decisions: list[dict[str, Any]] = field(default_factory=list)
@@ -146,11 +153,16 @@ class ServiceRunner(Runner):
         self.services: list[ServiceState] = []
         for service in services:
             f = service.forecast
+            server = None
+            if service.reads_engine():
+                assert service.requests is not None and service.serving is not None
+                server = Server(service.requests, service.serving, count_running=True)
             self.services.append(
                 ServiceState(
                     service,
                     _forecaster(f) if f is not None else None,
                     lead_seconds(service, latency),
+                    server=server,
                 )
             )
         self._owner: dict[str, tuple[ServiceState, Pod]] = {}
@@ -182,8 +194,9 @@ class ServiceRunner(Runner):
         state.last_tick = now
         state.history.append((now, service.seen_rate(now)))
         state.history = [h for h in state.history if h[0] > now - 86_400.0]
+        measured = {WAITING: state.queue} if state.server is None else _gauges(now, state)
         got = readings(
-            service, now, state.queue, self.clock_start, state.forecaster, state.history, state.lead
+            service, now, measured, self.clock_start, state.forecaster, state.history, state.lead
         )
         decision = decide(service.scaler, state.scaler, now, got)
         state.scaler = decision.state
@@ -320,6 +333,30 @@ class ServiceRunner(Runner):
             for pod in state.pods.values():
                 if pod.deleted_at is None:
                     pod.stop(end)
+
+
+def _gauges(now: float, state: ServiceState) -> dict[str, float]:
+    """The serving engine's gauges as the scaler reads them at ``now``: the serving model is
+    told the replicas as they are now and run up to each scrape since the last tick
+    (inference/gauges.py); without ``observed_rate``, their true values now."""
+    server = state.server
+    assert server is not None
+    replicas = state.live(False)
+    server.know(
+        [iv for p in state.pods.values() if not p.placeholder for iv in p.serving],
+        [p.ready_at for p in replicas if p.ready_at is not None],
+        now,
+    )
+    o = state.service.observed
+    if o is None:
+        server.advance(now)
+        return {WAITING: server.waiting(now), RUNNING: server.running(now)}
+    for at in scrape_times(state.scraped_to, now, o.scrape_interval_seconds):
+        server.advance(at)
+        state.scrapes.append(Scrape(at, server.waiting(at), server.running(at)))
+    state.scraped_to = now
+    state.scrapes = [s for s in state.scrapes if s.at > now - o.window_seconds]
+    return avg_over_time(state.scrapes, now, o.window_seconds)
 
 
 def _serial(name: str) -> int:

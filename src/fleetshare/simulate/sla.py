@@ -203,6 +203,8 @@ def request_slo(
         "e2e_seconds": _round3(report.e2e),
         "cold_start_requests": report.cold_start_requests,
         "cold_start_wait_seconds": _round3(report.cold_start_wait),
+        "waiting_at_window_start": report.waiting_at_start,
+        "oldest_wait_at_window_start_seconds": round(report.oldest_wait_at_start, 3),
     }
 
 

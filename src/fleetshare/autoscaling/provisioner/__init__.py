@@ -5,7 +5,8 @@ The problem is variable-sized bin packing with prices, zones and limits. Pods ar
 *item* per zone (``topology.py``); items that pack identically are merged into *classes*. A
 *candidate* is one way to buy a node: a pool, an instance type and an offering, or a capacity
 reservation. Limits (node pools, account quotas, reservations: ``account_limits.py``) are rows
-``L y <= headroom`` that no plan exceeds. The modules, in the order :func:`plan_nodes` uses them:
+``L y <= headroom`` that no plan exceeds (every phase opens nodes through ``Packing``, which
+allows none past the headroom). The modules, in the order :func:`plan_nodes` uses them:
 
 - ``candidates``: candidates per pool and offering, compatibility, launched nodes' labels;
 - ``problem``: the item x candidate problem in arrays, classes, dominated candidates dropped;

@@ -264,13 +264,12 @@ def decode(p: Problem, cols: Columns, y: np.ndarray) -> Packing:
         if count <= 0:
             continue
         rows = pack.open(cols.cand[col], int(count))
-        start = rows.start
         for c, v in zip(cols.rows[col], cols.vals[col], strict=True):
-            per = np.full(int(count), int(v), np.int64)
+            per = np.full(rows.stop - rows.start, int(v), np.int64)
             before = np.cumsum(per) - per
             take = np.clip(need[c] - before, 0, per)
             if take.any():
-                pack.add(slice(start, start + int(count)), int(c), take)
+                pack.add(rows, int(c), take)
                 need[c] -= int(take.sum())
     pack.compact()
     return pack
@@ -297,11 +296,10 @@ def round_columns(p: Problem, cols: Columns, y: np.ndarray, passes: int) -> Pack
         y = solved[1]
         if not np.floor(y + 1e-6).any():
             break
-    L = p.limits.matrix
     for k in np.argsort(-y, kind="stable"):
         if y[k] <= 1e-9 or not need.any():
             break
-        if len(L) and (L[:, cols.cand[k]] > pack.head + 1e-9).any():
+        if pack.rooms()[cols.cand[k]] == 0:
             continue
         one = np.zeros(len(y))
         one[k] = 1
@@ -311,9 +309,10 @@ def round_columns(p: Problem, cols: Columns, y: np.ndarray, passes: int) -> Pack
 
 def _take(pack: Packing, cols: Columns, counts: np.ndarray, need: np.ndarray) -> None:
     """Open ``counts[k]`` nodes of every column k, each with the column's pods while ``need``
-    (reduced in place) asks for them; nodes left empty are not opened."""
+    (reduced in place) asks for them and the limit rows allow; nodes left empty are not
+    opened."""
     for k in np.flatnonzero(counts > 0):
-        n = int(counts[k])
+        n = min(int(counts[k]), int(pack.rooms()[cols.cand[k]]))
         rows_c, vals = cols.rows[k], cols.vals[k].astype(np.int64)
         per = np.minimum(vals[None, :], 0).repeat(n, axis=0)
         for i in range(n):

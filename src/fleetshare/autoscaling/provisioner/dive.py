@@ -65,17 +65,16 @@ def _round_up(
     """One node of each column ``y`` uses at least ``least`` (none that much: of the most used
     one) that the limits allow (most used first), taken together while their pods are needed.
     Returns whether a node was opened."""
-    L = p.limits.matrix
     chosen = np.flatnonzero((y > 1e-9) & (y >= least - 1e-9))
     if not len(chosen) and (y > 1e-9).any():
         chosen = np.array([int(np.argmax(y))])
-    head = pack.head.copy()
+    trial = Packing(p)  # the headroom left after the nodes chosen so far
+    trial.head = pack.head.copy()
     one = np.zeros(len(y))
     for k in chosen[np.argsort(-y[chosen], kind="stable")].tolist():
-        if len(L):
-            if (L[:, cols.cand[k]] > head + 1e-9).any():
-                continue
-            head -= L[:, cols.cand[k]]
+        if not trial.rooms()[cols.cand[k]]:
+            continue
+        trial.open(cols.cand[k], 1)
         one[k] = 1
     before = pack.n
     _take(pack, cols, one, need)

@@ -15,8 +15,9 @@ plan (:func:`~fleetshare.autoscaling.provisioner.bound.covering_dual_bound`, che
 candidates). Each pass takes the whole nodes of the solution (rounded down) with their share
 of its pods, packs them evenly (capped classes first), puts the pods still needed into the
 room left, and solves again for the rest, over the candidates the first solve used and each
-class's cheapest. What is left after the passes is the caller's to fill (the greedy), which
-also right-sizes every node.
+class's cheapest; when no whole node is left, one node of the largest fraction the limit rows
+allow (a fraction of a node within a limit is no node within it). What is left after the
+passes is the caller's to fill (the greedy), which also right-sizes every node.
 """
 
 from __future__ import annotations
@@ -279,8 +280,11 @@ def fluid_packing(
         if i == 0:
             bound = solved.bound
         whole = np.floor(y + 1e-6).astype(np.int64)
-        if not whole.any():  # only fractions left: the largest becomes one node
-            whole[int(np.argmax(y))] = 1
+        if not whole.any():  # only fractions left: the largest the limits allow becomes a node
+            allowed = np.where(pack.rooms()[keep] > 0, y, 0.0)
+            if not (allowed > 1e-9).any():
+                break  # the caller's greedy places what the limits allow
+            whole[int(np.argmax(allowed))] = 1
         share = pods * np.where(y > 1e-9, whole / np.maximum(y, 1e-9), 0)[:, None]
         take = np.minimum(
             np.floor(share + 1e-9).astype(np.int64), whole[:, None] * p.fit[:, keep].T

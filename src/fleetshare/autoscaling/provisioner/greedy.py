@@ -50,7 +50,6 @@ def fill(p: Problem, pack: Packing, need: np.ndarray, rule: str, open_new: bool 
     """Put ``need`` pods per class on the open nodes (first fit, or shared evenly for the
     ``spread`` rule), opening new nodes as needed (unless ``open_new`` is false); ``need`` is
     reduced by what is placed."""
-    L = p.limits.matrix
     capw = (p.cap / p.capref).sum(axis=1)
     for c in _order(p, np.flatnonzero(need > 0), rule):
         left = int(need[c])
@@ -83,9 +82,8 @@ def fill(p: Problem, pack: Packing, need: np.ndarray, rule: str, open_new: bool 
         need[c] = left
         while left > 0 and open_new:
             per = p.fit[c]
-            ok = per > 0
-            if len(L):
-                ok &= (pack.head[:, None] + 1e-9 >= L).all(axis=0)
+            room = pack.rooms()
+            ok = (per > 0) & (room > 0)
             if not ok.any():
                 break
             if rule != "pod":
@@ -94,14 +92,8 @@ def fill(p: Problem, pack: Packing, need: np.ndarray, rule: str, open_new: bool 
             else:
                 score = np.where(ok, p.obj / np.minimum(left, np.maximum(per, 1)), np.inf)
                 j = int(np.lexsort((-per, score))[0])
-            k = -(-left // int(per[j]))
-            if len(L):
-                col = L[:, j]
-                pos = col > 0
-                if pos.any():
-                    k = min(k, int(np.floor((pack.head[pos] + 1e-9) / col[pos]).min()))
-            k = max(k, 1)
-            rows = pack.open(j, k)
+            rows = pack.open(j, min(-(-left // int(per[j])), int(room[j])))
+            k = rows.stop - rows.start
             if rule in ("spread", "balance"):
                 amounts = even_shares(np.full(k, int(per[j]), np.int64), left, np.zeros(k))
             else:

@@ -42,7 +42,6 @@ def improve(p: Problem, pack: Packing, budget: PlanBudget, net: SafetyNet) -> in
     the passes go on from the nodes that exchanged; the search ends when there is nothing
     to exchange, or when the budget (``search_passes``, ``search_moves``; swaps:
     ``search_swap_work``, ``search_swaps_per_move``) is spent. Returns the moves tried."""
-    L = p.limits.matrix
     swaps = SwapBudget(budget.search_swap_work, budget.search_swaps_per_move)
     norm = p.size / p.capref
     tried = 0
@@ -68,15 +67,12 @@ def improve(p: Problem, pack: Packing, budget: PlanBudget, net: SafetyNet) -> in
             tried += 1
             cur = int(pack.cand[n])
             ok = _node_allowed(p, pack, n) & (p.obj < p.obj[cur] - 1e-12)
-            if len(L):
-                ok &= ((pack.head + L[:, cur])[:, None] + 1e-9 >= L).all(axis=0)
+            ok &= pack.rooms(instead_of=cur) > 0
             spare = _spare(p, pack, n, closed)  # the same for every target: a failed try is undone
             for j in [*_targets(p, pack, n, ok, budget.search_targets), -1]:
                 if _shrink(p, pack, n, j, norm, closed, swaps, touched, spare):
                     if j >= 0:
-                        if len(L):
-                            pack.head += L[:, cur] - L[:, j]
-                        pack.cand[n] = j
+                        pack.move(n, j)
                     else:
                         closed[n] = True
                     improved = True

@@ -1,11 +1,17 @@
 """A packing: open nodes (a candidate each) with the pods of every class on them, the limit
 headroom they leave, and right-sizing every node to the cheapest candidate that holds its pods.
+
+Every phase plans within the limits through :meth:`Packing.rooms` (the rule:
+:func:`~fleetshare.autoscaling.account_limits.nodes_within`), and :meth:`Packing.open` never
+opens more nodes than the headroom allows, so no plan passes a limit, whichever phase (or
+fallback) made it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from fleetshare.autoscaling.account_limits import UNLIMITED, nodes_within
 from fleetshare.autoscaling.provisioner.problem import Problem
 
 
@@ -42,8 +48,22 @@ class Packing:
         used[: self.n] = self.used[: self.n]
         self.counts, self.used = counts, used
 
+    def rooms(self, instead_of: int | None = None) -> np.ndarray:
+        """Per candidate, how many more nodes of it the limit rows allow (:func:`nodes_within`;
+        :data:`UNLIMITED` when no row counts it); ``instead_of``: as replacements of a node of
+        that candidate, whose use of the limits comes back first."""
+        L = self.p.limits.matrix
+        if not len(L):
+            return np.full(len(self.p.obj), UNLIMITED, np.int64)
+        head = self.head if instead_of is None else self.head + L[:, instead_of]
+        rooms: np.ndarray = nodes_within(L, head).min(axis=0)
+        return rooms
+
     def open(self, j: int, k: int) -> slice:
-        """Open ``k`` empty nodes of candidate ``j``."""
+        """Open ``k`` empty nodes of candidate ``j``, or as many as the limit rows allow
+        (:meth:`rooms`): the rows opened."""
+        if len(self.p.limits):
+            k = max(0, min(k, int(self.rooms()[j])))
         self._grow(k)
         rows = slice(self.n, self.n + k)
         self.cand[rows] = j
@@ -57,6 +77,12 @@ class Packing:
     def add(self, rows: slice | np.ndarray, c: int, amounts: np.ndarray) -> None:
         self.counts[rows, c] += amounts
         self.used[rows] += amounts[:, None] * self.p.size[c][None, :]
+
+    def move(self, n: int, j: int) -> None:
+        """Node ``n`` becomes a node of candidate ``j`` (its use of the limits with it)."""
+        if len(self.p.limits):
+            self.head += self.p.limits.matrix[:, self.cand[n]] - self.p.limits.matrix[:, j]
+        self.cand[n] = j
 
     def covered(self) -> np.ndarray:
         return np.asarray(self.counts[: self.n].sum(axis=0))
@@ -92,7 +118,7 @@ class Packing:
         self.compact()
         if not self.n:
             return
-        L = p.limits.matrix
+        limited = len(p.limits) > 0
         onehot = np.zeros((p.n_classes, len(p.allowed_rows)), bool)
         onehot[np.arange(p.n_classes), p.allowed_id] = True
         present = (self.counts[: self.n] > 0).astype(np.int64) @ onehot.astype(np.int64) > 0
@@ -104,15 +130,14 @@ class Packing:
             for start in range(0, len(nodes), 256):
                 chunk = nodes[start : start + 256]
                 feas = ok[None, :] & (p.cap[None, :, :] >= self.used[chunk][:, None, :]).all(axis=2)
-                if not len(L):
+                if not limited:
                     feas[np.arange(len(chunk)), self.cand[chunk]] = True
                     self.cand[chunk] = np.argmin(np.where(feas, p.obj[None, :], np.inf), axis=1)
                     continue
                 for a, n in enumerate(chunk):
                     cur = int(self.cand[n])
-                    f = feas[a] & ((self.head + L[:, cur])[:, None] + 1e-9 >= L).all(axis=0)
+                    f = feas[a] & (self.rooms(instead_of=cur) > 0)
                     f[cur] = True
                     j = int(np.argmin(np.where(f, p.obj, np.inf)))
                     if p.obj[j] < p.obj[cur] - 1e-12:
-                        self.head += L[:, cur] - L[:, j]
-                        self.cand[n] = j
+                        self.move(n, j)

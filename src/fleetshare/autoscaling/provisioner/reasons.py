@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fleetshare.autoscaling.account_limits import describe_row
+from fleetshare.autoscaling.account_limits import describe_row, nodes_within
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.provisioner.candidates import fits_count
 from fleetshare.autoscaling.topology import PodShape
@@ -31,7 +31,7 @@ def blocking_reason(p: Problem, pack: Packing, c: int) -> str:
     planned = L[:, pack.cand[: pack.n]].sum(axis=1)
     blocked: dict[int, list[str]] = {}
     for j in fits:
-        rows = np.flatnonzero(L[:, j] > pack.head + 1e-9)
+        rows = np.flatnonzero(nodes_within(L[:, [j]], pack.head)[:, 0] == 0)
         if not len(rows):
             return fallback
         for row in rows.tolist():

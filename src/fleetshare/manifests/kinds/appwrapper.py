@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fleetshare.manifests.kinds.base import (
+    Injected,
     KindPods,
     Ops,
     Path,
@@ -23,6 +24,7 @@ from fleetshare.manifests.kinds.base import (
     RawPodSet,
     SuspendedKind,
     get,
+    injected_for,
     pointer,
     spec_of,
     true_condition,
@@ -155,7 +157,7 @@ class AppWrapper(SuspendedKind):
         self,
         obj: Mapping[str, Any],
         selectors: Mapping[str, Mapping[str, str]],
-        old_keys: Sequence[str],
+        old_keys: Injected,
     ) -> Ops:
         ops = self.suspend_ops(obj, False)
         name, n = _name(obj), 0
@@ -163,8 +165,9 @@ class AppWrapper(SuspendedKind):
             infos = []
             for j in range(len(paths)):
                 current = get(obj, ("spec", "components", i, "podSetInfos", j)) or {}
+                drop = injected_for(old_keys, f"{name}-{n}")
                 selector = {k: v for k, v in (current.get("nodeSelector") or {}).items()
-                            if k not in old_keys}  # fmt: skip
+                            if k not in drop}  # fmt: skip
                 selector.update(selectors.get(f"{name}-{n}", {}))
                 infos.append({**current, "nodeSelector": selector})
                 n += 1

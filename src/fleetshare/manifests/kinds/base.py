@@ -34,6 +34,17 @@ Path = tuple[str | int, ...]
 """A field path in an object: keys and list indexes."""
 Ops = list[dict[str, Any]]
 """A JSON patch (RFC 6902)."""
+Injected = Mapping[str, Sequence[str]]
+"""The node-selector keys injected at admission, per pod set (Kueue keeps each pod set's own
+node selector in the workload's podSetInfo); ``"*"`` names keys injected into every pod set
+(what an operator before this record wrote: one list for the whole object)."""
+
+
+def injected_for(injected: Injected, podset: str) -> Sequence[str]:
+    """The keys injected into ``podset``'s node selector."""
+    return injected.get(podset) or injected.get("*") or ()
+
+
 Admission = Literal["suspend", "gate", "pods", "jobs"]
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 TEAM_LABEL = "fleetshare.io/team"
@@ -241,24 +252,50 @@ class SuspendedKind(PodSetKind):
         (a pod spec; a SparkApplication's driver or executor spec), by the names :meth:`read`
         gives."""
 
+    def _owners_selectors(
+        self, obj: Mapping[str, Any], old: Injected
+    ) -> dict[Path, dict[str, str]]:
+        """Each node-selector map the pod sets' pods get, as its owner wrote it: the keys
+        injected before (``old``, of every pod set sharing the map) taken off."""
+        paths = self.selector_paths(obj)
+        out: dict[Path, dict[str, str]] = {}
+        for path in dict.fromkeys(paths.values()):
+            if not isinstance(get(obj, path), Mapping):
+                continue
+            drop = {k for n, p in paths.items() if p == path for k in injected_for(old, n)}
+            current = get(obj, (*path, "nodeSelector")) or {}
+            out[path] = {k: v for k, v in current.items() if k not in drop}
+        return out
+
+    def injected(
+        self, obj: Mapping[str, Any], selectors: Mapping[str, Mapping[str, str]], old: Injected
+    ) -> dict[str, list[str]]:
+        """The keys :meth:`run_ops` injects per pod set: those of ``selectors[name]`` its
+        owner's node selector does not already hold with that value (a pod set that selects
+        its flavor itself keeps its own selector when it is preempted)."""
+        owners = self._owners_selectors(obj, old)
+        out: dict[str, list[str]] = {}
+        for name, path in self.selector_paths(obj).items():
+            own = owners.get(path, {})  # none yet (an AppWrapper's podSetInfos): all injected
+            keys = sorted(k for k, v in selectors.get(name, {}).items() if own.get(k) != v)
+            if keys:
+                out[name] = keys
+        return out
+
     def run_ops(
         self,
         obj: Mapping[str, Any],
         selectors: Mapping[str, Mapping[str, str]],
-        old_keys: Sequence[str],
+        old_keys: Injected,
     ) -> Ops:
         """Kueue's ``RunWithPodSetsInfo``: unsuspend, each pod set's node selector given
         ``selectors[name]`` in place of the keys injected before (``old_keys``); pod sets
         sharing one node selector (a SparkApplication's ``spec.nodeSelector``) get the union."""
         ops = self.suspend_ops(obj, False)
-        merged: dict[Path, dict[str, str]] = {}
+        merged = self._owners_selectors(obj, old_keys)
         for name, path in self.selector_paths(obj).items():
-            if not isinstance(get(obj, path), Mapping):
-                continue
-            if path not in merged:
-                current = get(obj, (*path, "nodeSelector")) or {}
-                merged[path] = {k: v for k, v in current.items() if k not in old_keys}
-            merged[path].update(selectors.get(name, {}))
+            if path in merged:
+                merged[path].update(selectors.get(name, {}))
         for path, selector in merged.items():
             ops.append({"op": "add", "path": pointer((*path, "nodeSelector")), "value": selector})
         return ops
@@ -270,16 +307,13 @@ class SuspendedKind(PodSetKind):
         apply to (only a Job's pod set has a minimum count)."""
         return []
 
-    def restore_ops(self, obj: Mapping[str, Any], old_keys: Sequence[str]) -> Ops:
+    def restore_ops(self, obj: Mapping[str, Any], old_keys: Injected) -> Ops:
         """Kueue's ``RestorePodSetsInfo``: the node selector keys injected at admission
-        (``old_keys``) taken off, so the object shows what its owner wrote."""
+        (``old_keys``, per pod set) taken off, so the object shows what its owner wrote."""
         ops: Ops = []
-        for path in self.selector_paths(obj).values():
+        for path, kept in self._owners_selectors(obj, old_keys).items():
             current = get(obj, (*path, "nodeSelector"))
-            if not isinstance(current, Mapping) or not current:
-                continue
-            kept = {k: v for k, v in current.items() if k not in old_keys}
-            if kept != current:
+            if isinstance(current, Mapping) and current and kept != current:
                 ops.append({"op": "add", "path": pointer((*path, "nodeSelector")), "value": kept})
         return ops
 
