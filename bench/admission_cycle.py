@@ -22,7 +22,6 @@ import gc
 import json
 import math
 import os
-import re
 import resource
 import statistics
 import subprocess
@@ -400,22 +399,15 @@ def build_cluster(args: argparse.Namespace) -> Cluster:
 
 # -- measuring one size --------------------------------------------------------------------------
 
-_REASONS = (
-    ("starvation guard", re.compile(r"starvation guard")),
-    ("lent out", re.compile(r"is lent out")),
-    ("borrow limit", re.compile(r"borrow limit for|does not borrow")),
-    ("not enough idle", re.compile(r"not enough idle")),
-    ("no room on nodes", re.compile(r"nodes have room for")),
-    ("no eligible node", re.compile(r"no Ready, schedulable node|admits pod set")),
-    ("larger than any node", re.compile(r"larger than any")),
-)
-
 
 def _reason_kind(reason: str) -> str:
-    for label, pattern in _REASONS:
-        if pattern.search(reason):
-            return label
-    return "other"
+    """A pending reason's kind, as its composer keyed it (the first word of its typed key,
+    :data:`~fleetshare.model.reason.Gist`; a joined or noted reason by its first problem's):
+    no message is read back."""
+    gist = getattr(reason, "gist", None)
+    while gist and gist[0] in ("joined", "noted") and len(gist) > 1 and isinstance(gist[1], tuple):
+        gist = gist[1]
+    return str(gist[0]) if gist else "other"
 
 
 def _summary(result: CycleResult) -> dict[str, Any]:
