@@ -25,7 +25,7 @@ from fleetshare.control.state import (
 )
 from fleetshare.governance.snapshot import Admission, Assignment, CycleResult, Pending, Running
 from fleetshare.model.node import Node
-from fleetshare.model.reason import Gist, PendingReason, Reason
+from fleetshare.model.reason import Gist, Keyed, PendingReason, Reason
 from fleetshare.model.workload import PodSet, Workload
 
 NODE_A = Node("a", {"cpu": 8000})
@@ -330,7 +330,7 @@ def test_a_note_is_new_when_it_says_something_new_not_for_its_times() -> None:
     assert state.waiting["w"].reason.endswith("(ready at at 95 s)")  # one note, the latest
     state.report_pending(_cycle(wl, "not enough quota"), 2.0)
     assert not state.noted("w", first)  # the same note, the engine's reason new
-    assert state.noted("w", AutoscalerNote("cannot-add", reason="no pool fits"))
+    assert state.noted("w", AutoscalerNote("cannot-add", reason=Keyed("no pool fits")))
     _admit(state, wl, 3.0)
     state.evict(wl, "x", "priority", "", 4.0)
     state.report_pending(_cycle(wl, "not enough quota"), 5.0)

@@ -205,6 +205,9 @@ class LimitRows:
     headroom: np.ndarray
     labels: list[str] = field(default_factory=list)
     """Human description of each row for reasons."""
+    keys: list[tuple[str, ...]] = field(default_factory=list)
+    """What each row limits, without its amounts (a reason's key): ``("pool", pool,
+    resource)``, ``("quota", name)``, ``("type", instance type)``, ``("reservation", id)``."""
     limit: list[float] = field(default_factory=list)
     used: list[float] = field(default_factory=list)
     unit: list[str] = field(default_factory=list)
@@ -248,11 +251,14 @@ def limit_rows(
     out = LimitRows(np.zeros((0, len(candidates))), np.zeros(0))
     heads: list[float] = []
 
-    def add(row: list[float], limit: float, used: float, label: str, unit: str) -> None:
+    def add(
+        row: list[float], limit: float, used: float, label: str, unit: str, key: tuple[str, ...]
+    ) -> None:
         if any(v > 0 for v in row):
             rows.append(np.array(row, float))
             heads.append(max(0.0, limit - used))
             out.labels.append(label)
+            out.keys.append(key)
             out.limit.append(limit)
             out.used.append(used)
             out.unit.append(unit)
@@ -272,7 +278,8 @@ def limit_rows(
                     for c, m in zip(candidates, mine, strict=True)
                 ]
                 unit = resource
-            add(row, limit, used, f"node pool '{pool.name}' limit {resource}", unit)
+            label = f"node pool '{pool.name}' limit {resource}"
+            add(row, limit, used, label, unit, ("pool", pool.name, resource))
     if account is not None:
         for q in account.quotas:
             row = [
@@ -287,6 +294,7 @@ def limit_rows(
                 usage.get(f"quota:{q.name}", 0),
                 f"account quota '{q.name}'",
                 "vCPU",
+                ("quota", q.name),
             )
         for itype, most in sorted(account.instance_limits.items()):
             row = [1.0 if c.instance.name == _ec2(itype) else 0.0 for c in candidates]
@@ -296,6 +304,7 @@ def limit_rows(
                 usage.get(f"type:{_ec2(itype)}", 0),
                 f"instance limit {itype}",
                 "instances",
+                ("type", _ec2(itype)),
             )
         for r in account.reservations:
             row = [1.0 if c.reservation == r.id else 0.0 for c in candidates]
@@ -305,6 +314,7 @@ def limit_rows(
                 usage.get(f"reservation:{r.id}", 0),
                 f"capacity reservation '{r.id}'",
                 "instances",
+                ("reservation", r.id),
             )
     if rows:
         out.matrix = np.vstack(rows)

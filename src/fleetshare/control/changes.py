@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fleetshare.governance.snapshot import Assignment, Running
-from fleetshare.model.reason import Gist, PendingReason, Reason
+from fleetshare.model.reason import Gist, Keyed, PendingReason, Reason
 from fleetshare.model.resources import Resources
 from fleetshare.model.workload import Workload
 
@@ -120,28 +120,32 @@ Change = (
 """Every change a backend records."""
 
 
+NO_REASON = Keyed("", ("none",))
+"""The reason of a note that gives none (``launching``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class AutoscalerNote:
     """What the autoscaler does about a pending workload: ``launching`` nodes for it
     (``nodes``, the first few of ``count``, all Ready at ``ready_at``),
     ``cannot-add`` nodes for it, or launches none because ``quota-blocked``; ``reason`` says
-    why for the last two. Typed already: its :attr:`gist` is made of its fields, and each
-    sink writes the time in its own words (:meth:`message`)."""
+    why for the last two (keyed where the provisioner or the demand count composed it).
+    Typed already: its :attr:`gist` is made of its fields, and each sink writes the time in
+    its own words (:meth:`message`)."""
 
     kind: Literal["launching", "cannot-add", "quota-blocked"]
     nodes: tuple[str, ...] = ()
     count: int = 0
     ready_at: float = 0.0
-    reason: str = ""
+    reason: Keyed = NO_REASON
 
     @property
     def gist(self) -> Gist:
-        """What the note says without its amounts (the count and the time): its kind and the
-        nodes it names, or its kind and its reason's words (the provisioner's and the demand
-        count's reasons are not keyed yet: another number there is another note)."""
+        """What the note says without its amounts (the count and the time, the numbers its
+        reason quotes): its kind and the nodes it names, or its kind and its reason's key."""
         if self.kind == "launching":
             return (self.kind, self.nodes)
-        return (self.kind, self.reason)
+        return (self.kind, self.reason.gist)
 
     def message(self, when: Callable[[float], str]) -> str:
         """The note in words, a sink's ``when`` writing the time (``t=91``, a timestamp)."""

@@ -20,10 +20,14 @@ from fleetshare.governance.snapshot import Snapshot
 from fleetshare.governance.state import CycleState, StateCache, podset_usage, usage_of
 from fleetshare.model.catalog import ec2_name
 from fleetshare.model.node import INSTANCE_TYPE_LABEL
+from fleetshare.model.reason import PendingReason, joined
 from fleetshare.model.workload import PodSet, Workload
 from fleetshare.placement.gpu_slots import request_problem
 from fleetshare.placement.predicate import label_value
 from fleetshare.policy.schema import DEFAULT_FLAVOR
+
+NO_FLAVOR = PendingReason("no flavor matches its node selector", "no-node", ("no-flavor-matches",))
+"""Why quota would not admit a workload none of whose team's flavors its pod sets match."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +68,9 @@ def admissible_demand(
     nominated: Collection[str] = (),
     stuck: Collection[str] = (),
     cache: StateCache | None = None,
-) -> tuple[list[Demand], dict[str, str]]:
-    """Pending workloads quota would admit now, and why each of the others would not.
+) -> tuple[list[Demand], dict[str, PendingReason]]:
+    """Pending workloads quota would admit now, and why each of the others would not (each
+    reason keyed where it is composed: by the team's rules, the quota, or here).
 
     ``nominated`` workloads (already waiting for nodes being launched) take their quota on
     paper but are not returned again. ``stuck`` workloads (no node can be bought for them,
@@ -78,7 +83,7 @@ def admissible_demand(
     else:
         state = cache.state(engine.model, engine.policy.cluster, snapshot)
     out: list[Demand] = []
-    blocked: dict[str, str] = {}
+    blocked: dict[str, PendingReason] = {}
     teams = engine.model.teams
     selectors: dict[str, dict[str, str]] = {}
 
@@ -96,7 +101,9 @@ def admissible_demand(
             continue
         rules = teams.get(wl.team)
         if rules is None or not rules.enabled:
-            blocked[wl.name] = f"team {wl.team!r} has no enabled quota"
+            blocked[wl.name] = PendingReason(
+                f"team {wl.team!r} has no enabled quota", "refused", ("no-quota-policy", wl.team)
+            )
             continue
         refusal = rules.refusal(wl, snapshot.namespaces)
         if refusal is not None:
@@ -113,7 +120,7 @@ def admissible_demand(
             tuple(f for f in rules.flavor_order if _compatible(ps, selectors[f]))
             for ps in wl.podsets
         ]
-        problems: list[str] = []
+        problems: list[PendingReason] = []
         found: tuple[str, ...] | None = None
         for flavor in per[0]:  # every pod set on one flavor, in the team's order
             if any(flavor not in other for other in per[1:]):
@@ -128,14 +135,21 @@ def admissible_demand(
             # pod sets on different flavors: Kueue's assignment (see flavors.py)
             missing = [ps.name for ps, flavors in zip(wl.podsets, per, strict=True) if not flavors]
             if missing:
-                problems.append(f"no flavor matches the node selector of pod set {missing[0]!r}")
+                problems.append(
+                    PendingReason(
+                        f"no flavor matches the node selector of pod set {missing[0]!r}",
+                        "no-node",
+                        ("no-flavor-matches", missing[0]),
+                    )
+                )
             else:
                 found, short = _assign(state, wl, per, rules.charging)
                 if short is not None:
                     problems.append(short)
                     found = None
         if found is None:
-            blocked[wl.name] = "; ".join(problems) or "no flavor matches its node selector"
+            # each problem once already (each names its flavor or pod set): joined keeps the words
+            blocked[wl.name] = joined(problems) if problems else NO_FLAVOR
             continue
         usage = usage_of(wl, found, rules.charging)
         within = state.within_nominal(wl.team, usage)
@@ -145,13 +159,17 @@ def admissible_demand(
     return out, blocked
 
 
-def _unservable(wl: Workload, quota_only: frozenset[str]) -> str | None:
+def _unservable(wl: Workload, quota_only: frozenset[str]) -> PendingReason | None:
     """Why no node, bought or not, can ever hold a pod of ``wl`` as asked (a GPU request
     neither whole nor a share of one GPU; part of a MIG slice); None when nodes could."""
     for podset in wl.podsets:
         problem = request_problem(podset.requests, quota_only)
         if problem is not None:
-            return f"pod set {podset.name!r} asks {problem}"
+            return PendingReason(
+                f"pod set {podset.name!r} asks {problem}",
+                "refused",
+                ("unplaceable-request", podset.name),
+            )
     return None
 
 
@@ -160,13 +178,13 @@ def _assign(
     wl: Workload,
     per: list[tuple[str, ...]],
     charging: Charging,
-) -> tuple[tuple[str, ...], str | None]:
+) -> tuple[tuple[str, ...], PendingReason | None]:
     """Pod set by pod set, the first compatible flavor whose quota takes it on top of the pod
     sets before it; and why the workload is short of quota (None: it is not)."""
     taken: dict[FR, int] = {}
     chosen: list[str] = []
     for podset, flavors in zip(wl.podsets, per, strict=True):
-        first: str | None = None
+        first: PendingReason | None = None
         for flavor in flavors:
             need = podset_usage(podset, flavor, charging)
             trial = {fr: taken.get(fr, 0) + v for fr, v in need.items()}
@@ -175,7 +193,8 @@ def _assign(
                 break
             first = first or problem
         else:
-            return (), f"pod set {podset.name!r}: {first}"
+            assert first is not None  # every pod set has a compatible flavor (checked before)
+            return (), first.wrapped(f"pod set {podset.name!r}: {first}", "pod-set", podset.name)
         chosen.append(flavor)
         for fr, v in need.items():
             taken[fr] = taken.get(fr, 0) + v

@@ -12,14 +12,17 @@ cycle decides it, so that reasons are counted by kind (the service's
 ``fleetshare_pending_workloads_by_reason``) without reading a message, and its :data:`Gist`,
 what it says without its amounts, set where it is composed, so that "the same reason with
 other numbers" is found by comparing keys (``governance/queues.py`` ``new_in_substance``),
-never by reading the message.
+never by reading the message. What the autoscaler says of pending work (why no node can be
+bought for it, why quota would not admit it) is a :class:`Keyed` message: a message with its
+gist and no category (a :class:`PendingReason` is one), so that its note is new only when its
+key is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Self, get_args
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,20 +93,35 @@ WORDS = "words"
 its whole message, so it is the same only as the same words."""
 
 
-class PendingReason(str):
+class Keyed(str):
+    """A message (this string) with its :data:`Gist` (``(WORDS, message)`` when not given):
+    what the autoscaler says of pending work (why no node can be bought for it, why quota
+    would not admit it), keyed where it is composed. Compares, hashes and serializes as the
+    message."""
+
+    gist: Gist
+
+    def __new__(cls, message: str, gist: Gist | None = None) -> Self:
+        made = super().__new__(cls, message)
+        made.gist = (WORDS, message) if gist is None else gist
+        return made
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled and copied with its gist
+        return (Keyed, (str(self), self.gist))
+
+
+class PendingReason(Keyed):
     """Why a workload waits: the message (this string), its :data:`PendingCategory` and its
     :data:`Gist` (``(WORDS, message)`` when not given). Compares, hashes and serializes as
     the message; :func:`~fleetshare.governance.queues.new_in_substance` compares gists."""
 
     category: PendingCategory
-    gist: Gist
 
     def __new__(
         cls, message: str, category: PendingCategory, gist: Gist | None = None
     ) -> PendingReason:
-        made = super().__new__(cls, message)
+        made = super().__new__(cls, message, gist)
         made.category = category
-        made.gist = (WORDS, message) if gist is None else gist
         return made
 
     def __reduce__(self) -> tuple[Any, ...]:  # pickled and copied with its category and gist

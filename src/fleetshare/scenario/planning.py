@@ -16,6 +16,7 @@ from fleetshare.inputs import MAX_TOTAL_NODES, MAX_TOTAL_PODS, InputError, load_
 from fleetshare.model.catalog import Catalog
 from fleetshare.model.node import Node
 from fleetshare.model.quantity import to_number
+from fleetshare.model.reason import Keyed
 from fleetshare.model.resources import render
 from fleetshare.model.workload import Workload
 from fleetshare.placement.fit import NodeFit, NoFit, PlacementPlan
@@ -226,7 +227,9 @@ def run_plan(
     refused = [s for i, s in enumerate(shapes) if asks[i] is not None]
     plan = plan_nodes(kept, pools, catalog, simulated_offerings(catalog, pools))
     if refused:
-        reasons = [f"asks {asks[i]}" for i in asks if asks[i] is not None]
+        reasons = [
+            Keyed(f"asks {asks[i]}", ("unplaceable-request",)) for i in asks if asks[i] is not None
+        ]
         unplaceable = {**plan.unplaceable, **{len(kept) + j: r for j, r in enumerate(reasons)}}
         plan = replace(plan, unplaceable=unplaceable)
     return plan, kept + refused, fits_now

@@ -29,18 +29,19 @@ from fleetshare.autoscaling.provisioner.greedy import greedy
 from fleetshare.autoscaling.provisioner.local_search import improve
 from fleetshare.autoscaling.provisioner.packing import Packing
 from fleetshare.autoscaling.provisioner.problem import Problem, build_problem
-from fleetshare.autoscaling.provisioner.reasons import NOT_PLANNED
+from fleetshare.autoscaling.provisioner.reasons import NOT_PLANNED, not_planned
 from fleetshare.autoscaling.provisioner.result import Launch, Plan, PlannedNode
 from fleetshare.autoscaling.provisioner.topology_check import enforce_topology
 from fleetshare.autoscaling.topology import PodShape
 from fleetshare.model.catalog import Catalog
+from fleetshare.model.reason import Keyed
 
 SMALL_PROBLEM = 20_000
 """Problems with at most this many (class, candidate) pairs always run column generation."""
 
 
 def _finish(
-    p: Problem, pack: Packing, plan: Plan, why: Mapping[int, str], cover: np.ndarray
+    p: Problem, pack: Packing, plan: Plan, why: Mapping[int, Keyed], cover: np.ndarray
 ) -> None:
     """Reasons for pods left out, the planned nodes with their pods, launches and cost."""
     missing: dict[int, int] = {}
@@ -49,8 +50,7 @@ def _finish(
             gone = (it.count - int(cover[k])) * int(p.unit[it.shape])
             missing[it.shape] = missing.get(it.shape, 0) + gone
     for s, n in sorted(missing.items()):
-        reason = why.get(s, NOT_PLANNED)
-        plan.unplaceable[s] = f"{n} of {p.shapes[s].count} pods not planned: {reason}"
+        plan.unplaceable[s] = not_planned(n, p.shapes[s].count, why.get(s, NOT_PLANNED))
     # per node, which shapes: hand each class's pods on the nodes to its items in order
     per_node: list[dict[int, int]] = [{} for _ in range(pack.n)]
     for c, members in enumerate(p.class_items):

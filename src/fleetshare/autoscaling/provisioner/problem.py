@@ -20,11 +20,12 @@ from fleetshare.autoscaling.account_limits import (
 from fleetshare.autoscaling.cloud import Instance, Offering
 from fleetshare.autoscaling.nodepool import NodePool
 from fleetshare.autoscaling.provisioner.candidates import Candidate, labels_ok, offering_candidates
-from fleetshare.autoscaling.provisioner.reasons import why_unplaceable
+from fleetshare.autoscaling.provisioner.reasons import gang_not_planned, why_unplaceable
 from fleetshare.autoscaling.provisioner.result import Plan
 from fleetshare.autoscaling.topology import Item, PodShape, gang_members, split_items
 from fleetshare.model.catalog import Catalog
 from fleetshare.model.node import HOSTNAME_LABEL, ZONE_LABEL
+from fleetshare.model.reason import Keyed
 from fleetshare.model.resources import GPU, is_accelerator
 
 
@@ -201,9 +202,10 @@ def _units(
                 unit[i] = wanted[i]
                 ssize[i], compat[i] = bsize[i], bundle_ok[i]
                 if not compat[i].any() and single:
-                    plan.unplaceable[i] = (
+                    plan.unplaceable[i] = Keyed(
                         f"no instance type a pool may launch holds all {s.count} pods on one "
-                        f"node (required topology {s.domain})"
+                        f"node (required topology {s.domain})",
+                        ("none-holds-all-on-one-node", s.domain),
                     )
         elif s.domain_required:
             one_zone[i] = True
@@ -232,9 +234,8 @@ def _placeable(
         if broken:
             for i in members:
                 if shapes[i].count > 0 and i not in plan.unplaceable:
-                    plan.unplaceable[i] = (
-                        f"gang '{gang}' cannot be planned in full, so none of it is: shape "
-                        f"{broken[0]}: {plan.unplaceable[broken[0]]}"
+                    plan.unplaceable[i] = gang_not_planned(
+                        gang, broken[0], plan.unplaceable[broken[0]]
                     )
             placeable = [i for i in placeable if i not in members]
     return placeable

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fleetshare.model.reason import Keyed
+
 
 @dataclass(frozen=True, slots=True)
 class Launch:
@@ -43,8 +45,9 @@ class Plan:
     method: str = "none"
     """Which plan won: ``greedy``, ``lp-rounding`` or ``milp`` (``none``: nothing to plan);
     followed by ``(cut short by the time limit)`` when the safety net fired."""
-    unplaceable: dict[int, str] = field(default_factory=dict)
-    """Shape index -> why (some of) its pods are not planned."""
+    unplaceable: dict[int, Keyed] = field(default_factory=dict)
+    """Shape index -> why (some of) its pods are not planned (keyed where composed:
+    ``provisioner/reasons.py``)."""
     seconds: float = 0.0
     nodes: list[PlannedNode] = field(default_factory=list)
     """Every planned node with its pods (``launches`` aggregates these)."""

@@ -8,8 +8,15 @@ import numpy as np
 
 from fleetshare.autoscaling.provisioner.packing import Packing
 from fleetshare.autoscaling.provisioner.problem import Problem
-from fleetshare.autoscaling.provisioner.reasons import blocking_reason
+from fleetshare.autoscaling.provisioner.reasons import blocking_reason, gang_not_planned
 from fleetshare.autoscaling.topology import spread_cap
+from fleetshare.model.reason import Keyed
+
+BLOCKED = Keyed("blocked", ("blocked",))
+"""Why a zone of a spread cannot take its pods when no limit is found to block it."""
+
+GANG_NOT_PLANNED = Keyed("not planned", ("gang-member-not-planned",))
+"""Why a gang's member is short when no reason was found for it."""
 
 
 def _item_coverage(p: Problem, covered: np.ndarray) -> np.ndarray:
@@ -23,7 +30,7 @@ def _item_coverage(p: Problem, covered: np.ndarray) -> np.ndarray:
     return out
 
 
-def enforce_topology(p: Problem, pack: Packing) -> tuple[dict[int, str], np.ndarray]:
+def enforce_topology(p: Problem, pack: Packing) -> tuple[dict[int, Keyed], np.ndarray]:
     """Trim zone spreads that fell short and drop gangs not placed in full.
 
     Returns, per shape with pods left out, why (limits that block more nodes, the spread, or
@@ -31,7 +38,7 @@ def enforce_topology(p: Problem, pack: Packing) -> tuple[dict[int, str], np.ndar
     planned in the end.
     """
     cover = _item_coverage(p, pack.covered())
-    why: dict[int, str] = {}
+    why: dict[int, Keyed] = {}
     for k, it in enumerate(p.items):
         if cover[k] < it.count and it.shape not in why:
             why[it.shape] = blocking_reason(p, pack, int(p.item_class[k]))
@@ -49,9 +56,11 @@ def enforce_topology(p: Problem, pack: Packing) -> tuple[dict[int, str], np.ndar
         for k in ks:
             removal[k] = placed[str(p.items[k].zone)] - kept[str(p.items[k].zone)]
         short = [str(p.items[k].zone) for k in ks if cover[k] < p.items[k].count]
-        why[s] = (
+        cause = why.get(s, BLOCKED)
+        why[s] = Keyed(
             f"zone spread (maxSkew 1): zone {', '.join(short)} cannot take all its pods "
-            f"({why.get(s, 'blocked')}), so no zone may run more than one pod above the emptiest"
+            f"({cause}), so no zone may run more than one pod above the emptiest",
+            ("zone-spread", tuple(short), cause.gist),
         )
     cover = cover - removal
     for gang in p.gangs:
@@ -59,10 +68,7 @@ def enforce_topology(p: Problem, pack: Packing) -> tuple[dict[int, str], np.ndar
         if all(cover[k] == p.items[k].count for k in ks):
             continue
         root = next(p.items[k].shape for k in ks if cover[k] < p.items[k].count)
-        text = (
-            f"gang '{gang}' cannot be planned in full, so none of it is: shape {root}: "
-            f"{why.get(root, 'not planned')}"
-        )
+        text = gang_not_planned(gang, root, why.get(root, GANG_NOT_PLANNED))
         for k in ks:
             removal[k] += cover[k]
             why[p.items[k].shape] = text

@@ -28,7 +28,7 @@ from fleetshare.governance.snapshot import Running, Snapshot
 from fleetshare.governance.state import StateCache
 from fleetshare.model.catalog import Catalog
 from fleetshare.model.node import Node
-from fleetshare.model.reason import Reason
+from fleetshare.model.reason import Keyed, PendingReason, Reason
 from fleetshare.model.workload import Workload
 
 
@@ -113,12 +113,12 @@ class Autoscaler:
         return self.disruptor.blocked
 
     @property
-    def unplaceable(self) -> dict[str, str]:
+    def unplaceable(self) -> dict[str, Keyed]:
         """Workload -> why no pool can run it (latest planning)."""
         return self.provisioner.unplaceable
 
     @property
-    def quota_blocked(self) -> dict[str, str]:
+    def quota_blocked(self) -> dict[str, PendingReason]:
         """Pending workload -> the quota reason no node is launched for it."""
         return self.provisioner.quota_blocked
 

@@ -16,7 +16,7 @@ from fleetshare.control.autoscaler.step import Step, removal
 from fleetshare.control.changes import AutoscalerNote
 from fleetshare.governance.snapshot import Running
 from fleetshare.model.node import Node
-from fleetshare.model.reason import Reason
+from fleetshare.model.reason import Keyed, Reason
 
 SHOWN_NODES = 5
 """A pending workload's note names at most this many of the nodes launching for it."""
@@ -188,8 +188,8 @@ class NodeBook:
     def notes(
         self,
         workloads: Iterable[str],
-        unplaceable: Mapping[str, str],
-        quota_blocked: Mapping[str, str],
+        unplaceable: Mapping[str, Keyed],
+        quota_blocked: Mapping[str, Keyed],
     ) -> dict[str, AutoscalerNote]:
         """What the autoscaler does about each pending workload that it does something about,
         in one pass over the launching nodes: nodes launch for it, none can be added
@@ -210,8 +210,8 @@ class NodeBook:
 def _note(
     workload: str,
     launching: Sequence[tuple[list[ManagedNode], float]],
-    unplaceable: Mapping[str, str],
-    quota_blocked: Mapping[str, str],
+    unplaceable: Mapping[str, Keyed],
+    quota_blocked: Mapping[str, Keyed],
 ) -> AutoscalerNote | None:
     if launching:
         ready = max(at for _, at in launching)

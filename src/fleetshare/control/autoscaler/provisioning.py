@@ -18,6 +18,7 @@ from fleetshare.governance.admission import Engine
 from fleetshare.governance.demand import Demand, admissible_demand
 from fleetshare.governance.snapshot import Snapshot
 from fleetshare.governance.state import StateCache
+from fleetshare.model.reason import Keyed, PendingReason
 from fleetshare.placement.first_fit import Room
 from fleetshare.placement.topology import constraint
 
@@ -94,10 +95,10 @@ class Provisioner:
         self.short_since: dict[str, float] = {}
         """Workload -> the first step, before its first admission, at which quota would have
         admitted it but no node had room (it was demand): under-provisioning."""
-        self.unplaceable: dict[str, str] = {}
+        self.unplaceable: dict[str, Keyed] = {}
         """Workload -> why no pool can run it (latest planning)."""
         self.plans: list[Plan] = []
-        self.quota_blocked: dict[str, str] = {}
+        self.quota_blocked: dict[str, PendingReason] = {}
         """Pending workload -> the quota reason no node is launched for it."""
 
     def node_gone(self) -> None:
