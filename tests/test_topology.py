@@ -138,7 +138,7 @@ def verify(
             if resource == "nodes":
                 assert len(mine) + used_now <= limit // 1000
             else:
-                total = sum(CATALOG.get(n.instance_type).allocatable.get(resource, 0) for n in mine)
+                total = sum(CATALOG.get(n.instance_type).capacity.get(resource, 0) for n in mine)
                 assert total + used_now <= limit
     if account is not None:
         usage = account_usage(account, instances, CATALOG)
@@ -539,11 +539,11 @@ def test_any_plan_holds_its_pods_and_respects_every_limit(case: dict[str, object
 
 
 def test_a_pool_limit_below_one_node_launches_none_of_that_type() -> None:
-    """A node pool's limit counts the allocatable of each node it would launch (milli-units):
+    """A node pool's limit counts the capacity of each node it would launch (milli-units):
     a type whose one node passes what the limit leaves is not launched, even when a fraction
     of a node would hold every pod (as Karpenter filters instance types by a NodePool's
-    remaining limits). The fluid plan used to round its fraction of a c6i.2xlarge (7910m) up
-    to a node, past the pool's 4 cpu."""
+    remaining limits). The fluid plan used to round its fraction of a c6i.2xlarge (8 vCPUs)
+    up to a node, past the pool's 4 cpu."""
     plan = plan_case(POOL_CPU_BELOW_ONE_NODE)
     assert plan.nodes == [] and plan.hourly_cost == 0.0
     assert plan.unplaceable[0] == (

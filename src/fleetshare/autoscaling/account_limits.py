@@ -18,7 +18,8 @@ Three kinds of account limits (:class:`AccountLimits`, pydantic like the node po
 
 Current usage comes from the running instances (:func:`account_usage`). Every limit becomes a
 *row*: per candidate node, how much of the limit one node uses, and the headroom left
-(:func:`limit_rows`); node-pool limits (``cpu``, ``memory``, ``nodes``, ...) are rows too. The
+(:func:`limit_rows`); node-pool limits (``cpu``, ``memory``, ``nodes``, ...) are rows too, a
+node counting its type's capacity against them (as Karpenter: ``InstanceType.capacity``). The
 optimiser never plans past a row's headroom (:func:`nodes_within`, the one rule it applies).
 """
 
@@ -227,8 +228,9 @@ def nodes_within(use: np.ndarray, head: np.ndarray) -> np.ndarray:
     """The limit rule: how many nodes of each candidate fit each row's headroom ``head``
     (rows x candidates; ``use``: what one node of each candidate uses of each row, as
     :attr:`LimitRows.matrix`). A node fits while its use of every row is within the row's
-    headroom: the pool's limits on allocatable resources (milli-units) or nodes, the vCPU
-    quotas, type counts and reservations less what running instances already use."""
+    headroom: the pool's limits on resources (milli-units of each node's capacity, as
+    Karpenter counts them) or nodes, the vCPU quotas, type counts and reservations less what
+    running instances already use."""
     pos = use > 0
     most = np.floor((head[:, None] + LIMIT_SLACK) / np.where(pos, use, 1))
     within: np.ndarray = np.where(pos, np.clip(most, 0, UNLIMITED), UNLIMITED).astype(np.int64)
@@ -274,7 +276,7 @@ def limit_rows(
                 limit, used, unit = limit // 1000, used, "nodes"  # usage counts nodes
             else:
                 row = [
-                    float(c.instance.allocatable.get(resource, 0)) if m else 0.0
+                    float(c.instance.capacity.get(resource, 0)) if m else 0.0
                     for c, m in zip(candidates, mine, strict=True)
                 ]
                 unit = resource

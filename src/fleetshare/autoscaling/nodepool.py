@@ -263,37 +263,46 @@ NODES = "nodes"
 """The pool limit on its number of nodes (a count, not milli-units, in usage)."""
 
 
+def counted(
+    catalog: Catalog, instance_type: str | None, allocatable: Mapping[str, int]
+) -> Mapping[str, int]:
+    """What a node counts against its pool's limits: its instance type's capacity
+    (:attr:`InstanceType.capacity`), as Karpenter counts a NodePool's nodes and filters the
+    types it may launch by their capacity; its ``allocatable`` when the catalog does not know
+    its type."""
+    if instance_type is not None and instance_type in catalog:
+        return catalog.get(instance_type).capacity
+    return allocatable
+
+
 def pool_usage(
     members: Iterable[tuple[str, Mapping[str, int]]],
 ) -> dict[str, dict[str, int]]:
-    """What each pool's nodes use of its limits, from (pool, allocatable) pairs: ``nodes`` as
-    a count, resources in milli-units. The one usage every limit check reads."""
+    """What each pool's nodes use of its limits, from (pool, :func:`counted`) pairs: ``nodes``
+    as a count, resources in milli-units. The one usage every limit check reads."""
     usage: dict[str, dict[str, int]] = {}
-    for pool, allocatable in members:
-        used = usage.setdefault(pool, {NODES: 0})
-        used[NODES] += 1
-        for resource, amount in allocatable.items():
-            used[resource] = used.get(resource, 0) + amount
+    for pool, capacity in members:
+        add_node(usage.setdefault(pool, {NODES: 0}), capacity)
     return usage
 
 
 def limit_passed(
-    pool: NodePool, used: Mapping[str, int], allocatable: Mapping[str, int]
+    pool: NodePool, used: Mapping[str, int], capacity: Mapping[str, int]
 ) -> str | None:
-    """The pool limit one more node with ``allocatable`` would pass, or None."""
+    """The pool limit one more node of ``capacity`` would pass, or None."""
     for resource in pool.limits:
         limit = pool.limit_of(resource)
         assert limit is not None
         if resource == NODES:
             if used.get(NODES, 0) + 1 > limit // 1000:
                 return resource
-        elif used.get(resource, 0) + allocatable.get(resource, 0) > limit:
+        elif used.get(resource, 0) + capacity.get(resource, 0) > limit:
             return resource
     return None
 
 
-def add_node(used: dict[str, int], allocatable: Mapping[str, int]) -> None:
-    """Count one more node in a pool's ``used`` (as :func:`pool_usage` counts)."""
+def add_node(used: dict[str, int], capacity: Mapping[str, int]) -> None:
+    """Count one more node of ``capacity`` in a pool's ``used`` (as :func:`pool_usage`)."""
     used[NODES] = used.get(NODES, 0) + 1
-    for resource, amount in allocatable.items():
+    for resource, amount in capacity.items():
         used[resource] = used.get(resource, 0) + amount

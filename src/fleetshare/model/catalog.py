@@ -25,6 +25,13 @@ PODS = "pods"
 AMD_GPU = "amd.com/gpu"
 SAGEMAKER_PREFIX = "ml."
 
+VM_MEMORY_OVERHEAD_PERMILLE = 75
+"""The share of an instance's memory the VM keeps, per mille (Karpenter's default
+``VM_MEMORY_OVERHEAD_PERCENT``, 0.075): not part of a node's capacity."""
+
+ARM_RESERVED_MIB = 64
+"""Memory an arm64 (Graviton) instance keeps for its CMA (karpenter-provider-aws ``memory``)."""
+
 _NEURON_NAMES = ("inferentia", "trainium")  # prefixes: inferentia2, trainium2 are Neuron too
 
 _A100_40GB = {"1g.5gb": 7, "1g.10gb": 4, "2g.10gb": 3, "3g.20gb": 2, "4g.20gb": 1, "7g.40gb": 1}
@@ -71,7 +78,8 @@ class InstanceType:
 
     ``gpu_memory_mib`` is per GPU. ``allocatable`` is what Kubernetes can schedule on a node of
     this type after system overhead, in milli-units: keys ``cpu``, ``memory``, ``pods``, plus
-    ``nvidia.com/gpu`` / ``aws.amazon.com/neuron`` when non-zero. Treat it as read-only: catalog
+    ``nvidia.com/gpu`` / ``aws.amazon.com/neuron`` when non-zero; ``capacity`` is what a node of
+    it has before the kubelet's share (:func:`capacity_of`). Treat both as read-only: catalog
     entries are shared. ``price_per_hour`` is on-demand USD in us-east-1, ``None`` when unpriced.
     """
 
@@ -89,6 +97,10 @@ class InstanceType:
     efa: int
     allocatable: Resources = field(hash=False)
     price_per_hour: float | None
+    capacity: Resources = field(init=False, hash=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "capacity", capacity_of(self))
 
     @property
     def accelerator_resource(self) -> str | None:
@@ -112,6 +124,21 @@ class InstanceType:
     def accelerator_count_total(self) -> int:
         """Physical accelerator devices: GPUs plus Trainium/Inferentia/other accelerator chips."""
         return self.gpu_count + self.accelerator_count
+
+
+def capacity_of(instance: InstanceType) -> Resources:
+    """What a node of ``instance`` has before the kubelet keeps its share, in milli-units, as
+    Karpenter's AWS provider estimates a type's ``Capacity`` (what a NodePool's ``spec.limits``
+    count): ``cpu`` its vCPUs; ``memory`` its memory less an arm64 instance's
+    :data:`ARM_RESERVED_MIB`, less :data:`VM_MEMORY_OVERHEAD_PERMILLE` of that (rounded up to
+    a MiB); the rest as allocatable (pods, accelerators: the kubelet keeps none). Never less
+    than allocatable (a made-up type's)."""
+    mib = instance.memory_mib - (ARM_RESERVED_MIB if instance.arch == "arm64" else 0)
+    mib -= -(-mib * VM_MEMORY_OVERHEAD_PERMILLE // 1000)  # the overhead rounded up
+    out = dict(instance.allocatable)
+    out[CPU] = max(out.get(CPU, 0), instance.vcpu * MILLI)
+    out[MEMORY] = max(out.get(MEMORY, 0), mib * 2**20 * MILLI)
+    return out
 
 
 def mig_profiles(instance: InstanceType) -> dict[str, int]:

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from fleetshare.autoscaling.nodepool import PoolSet
+from fleetshare.autoscaling.nodepool import PoolSet, counted
 from fleetshare.service import nodepools
 from fleetshare.service.auth import Principal
 from fleetshare.service.plane import NODE_ACTIONS, ControlPlane, PoolProblems
@@ -59,7 +59,7 @@ def router(plane: ControlPlane, principal: Callable[..., Awaitable[Principal]]) 
         row, pools = plane.pools_in_force()
         view = plane.current_view()
         members = [
-            (info.pool, node.allocatable)
+            (info.pool, counted(plane.catalog, node.instance_type, node.allocatable))
             for node in view.nodes
             if (info := view.node_info.get(node.name)) is not None and info.pool is not None
         ]

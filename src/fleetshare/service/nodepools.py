@@ -104,8 +104,8 @@ class PoolStatus:
 def status(
     pools: Sequence[NodePool], members: Iterable[tuple[str, Mapping[str, int]]]
 ) -> list[PoolStatus]:
-    """Each pool's status from its nodes' ``(pool, allocatable)`` pairs (the usage every
-    limit check reads, :func:`~fleetshare.autoscaling.nodepool.pool_usage`)."""
+    """Each pool's status from its nodes' ``(pool, counted)`` pairs (the usage every limit
+    check reads, :func:`~fleetshare.autoscaling.nodepool.pool_usage`: each node's capacity)."""
     usage = pool_usage(members)
     out = []
     for pool in pools:

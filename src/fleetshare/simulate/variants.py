@@ -342,13 +342,15 @@ def autoscale_pools(
 
 
 def _autoscale_pool(nodes: Sequence[Node], instance_type: str, catalog: Catalog) -> NodePool:
-    resource = GPU if catalog.get(instance_type).gpu_count else CPU
+    stand_in = catalog.get(instance_type)
+    resource = GPU if stand_in.gpu_count else CPU
     capacity = sum(n.allocatable.get(resource, 0) for n in nodes)
-    per_node = catalog.get(instance_type).allocatable.get(resource, 0)
+    per_node = stand_in.allocatable.get(resource, 0)
     limits: dict[str, str | int | float] = {}
     if capacity and per_node:
-        count = -(-capacity // per_node)
-        limits[resource] = format_quantity(count * per_node, resource)
+        count = -(-capacity // per_node)  # stand-in nodes that offer as much
+        # a pool's limits count each node's capacity (nodepool.counted): ``count`` of them
+        limits[resource] = format_quantity(count * stand_in.capacity[resource], resource)
     from fleetshare.autoscaling.nodepool import NodePool
 
     return NodePool.model_validate(

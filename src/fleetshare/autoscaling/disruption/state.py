@@ -17,7 +17,7 @@ from fleetshare.autoscaling.disruption.types import (
     PodView,
     Replacement,
 )
-from fleetshare.autoscaling.nodepool import NODES, NodePool
+from fleetshare.autoscaling.nodepool import NODES, NodePool, counted
 from fleetshare.autoscaling.nodepool import pool_usage as usage_of
 from fleetshare.autoscaling.provisioner import (
     Candidate,
@@ -277,9 +277,10 @@ def pool_usage(state: State, pools: Iterable[str], removed: set[str]) -> dict[st
     """What each pool's other nodes use of its limits (see :func:`~.nodepool.pool_usage`)."""
     wanted = list(pools)
     usage = {pool: {NODES: 0} for pool in wanted}
+    catalog = state.catalog
     usage.update(
         usage_of(
-            (node.pool, node.allocatable)
+            (node.pool, counted(catalog, node.instance_type, node.allocatable))
             for pool in wanted
             for node in state.pool_nodes(pool)
             if node.name not in removed

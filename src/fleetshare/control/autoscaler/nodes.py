@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fleetshare.autoscaling.cloud import Instance
-from fleetshare.autoscaling.nodepool import NodePool, pool_usage
+from fleetshare.autoscaling.nodepool import NodePool, counted, pool_usage
 from fleetshare.autoscaling.provisioner import launch_labels, pool_taints
 from fleetshare.control.autoscaler.setup import Setup
 from fleetshare.control.autoscaler.step import Step, removal
@@ -182,8 +182,12 @@ class NodeBook:
         return {w for names, _ in self.launching_groups() for w in names}
 
     def usage(self) -> dict[str, dict[str, int]]:
-        """Each pool's nodes and resources in use (:func:`pool_usage`)."""
-        return pool_usage((m.pool, m.node.allocatable) for m in self.live())
+        """Each pool's nodes and what they count against its limits (:func:`pool_usage`)."""
+        catalog = self.setup.catalog
+        return pool_usage(
+            (m.pool, counted(catalog, m.instance.instance_type, m.node.allocatable))
+            for m in self.live()
+        )
 
     def notes(
         self,

@@ -279,16 +279,16 @@ class Provisioner:
         for launch in launches:
             pool = self.setup.pools[launch.pool]
             ceiling = bounds(pool, now, self.setup.settings.clock_start)[1]
-            allocatable = self.setup.catalog.get(launch.instance_type).allocatable
+            capacity = self.setup.catalog.get(launch.instance_type).capacity
             mine = usage.setdefault(pool.name, {NODES: 0})
             count = 0
             for _ in range(launch.count):
                 if ceiling is not None and mine[NODES] >= ceiling:
                     break
-                if limit_passed(pool, mine, allocatable) is not None:
+                if limit_passed(pool, mine, capacity) is not None:
                     break
                 count += 1
-                add_node(mine, allocatable)
+                add_node(mine, capacity)
             if count:
                 out.append(replace(launch, count=count))
         return out
