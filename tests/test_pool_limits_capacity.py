@@ -3,11 +3,17 @@ do: a user who writes ``limits: {cpu: 1000}`` gets the cut-off Karpenter would g
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from fleetshare.autoscaling.cloud import Offering
 from fleetshare.autoscaling.nodepool import NodePool, counted
 from fleetshare.autoscaling.provisioner import PodShape, plan_nodes
 from fleetshare.model.catalog import load_catalog
 from fleetshare.model.resources import parse_resources
+from fleetshare.scenario.loader import load_scenario_data
+from fleetshare.scenario.report import to_json
+from fleetshare.scenario.runner import run_scenario
 from fleetshare.service.nodepools import status
 
 CATALOG = load_catalog()
@@ -30,6 +36,37 @@ def test_a_cpu_limit_of_1000_launches_the_nodes_whose_vcpus_it_holds() -> None:
         ("c6i.xlarge", 250)
     ]
     assert plan.unplaceable[0].startswith("50 of 300 pods not planned: node pool 'cpu' limit cpu")
+
+
+def _job(name: str, at: float, duration: float) -> dict[str, Any]:
+    return {"name": name, "team": "t", "at": at, "duration": duration,
+            "requests": {"cpu": 3, "memory": "1Gi"}}  # fmt: skip
+
+
+def test_the_nodes_a_pool_has_count_their_capacity_before_the_next_launch() -> None:
+    """Two c6i.xlarge running under ``cpu: 11900m`` use 8 of it (their vCPUs, not their
+    7840m allocatable): a third (4 more) would pass it, so the job that needs one waits,
+    told which limit blocks it."""
+    quota = [{"resources": {"cpu": 100, "memory": "400Gi"}}]
+    data = {
+        "name": "pool-cpu-limit",
+        "cluster": {"nodes": []},
+        "policy": {"teams": [{"name": "t", "quota": quota}]},
+        "node_pools": [
+            {"name": "cpu", "instance_types": ["c6i.xlarge"], "limits": {"cpu": "11900m"}}
+        ],
+        "cloud": {"seed": 1, "launch_latency_seconds": 90},
+        "workloads": [_job("a", 0, 10_000), _job("b", 0, 10_000), _job("c", 1000, 100)],
+        "until": 5000,
+    }
+    result = to_json(run_scenario(load_scenario_data(data, Path("."))))
+    assert [node["instance_type"] for node in result["nodes"]] == ["c6i.xlarge"] * 2
+    waiting = result["workloads"]["c"]
+    assert waiting["state"] == "pending"
+    assert waiting["pending_reason"].endswith(
+        "the autoscaler cannot add nodes for it: 1 of 1 pods not planned: "
+        "node pool 'cpu' limit cpu (11.9 cpu, 8 in use) blocks c6i.xlarge"
+    )
 
 
 def test_a_pool_shows_its_nodes_capacity_against_its_limits() -> None:
