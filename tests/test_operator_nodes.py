@@ -69,13 +69,15 @@ def test_claim_of_a_launched_node_in_karpenters_shape() -> None:
         "karpenter.sh/nodepool": ["cpu"],
     }
     assert claim["spec"]["resources"]["requests"]["cpu"] == "3920m"  # exact, not rounded
-    launched = claim_status(managed, None, False)
+    launched = claim_status(managed, None, False, CATALOG)
+    # what its pool's limits count (Karpenter's NodeClaim status.capacity), and what pods get
+    assert (launched["capacity"]["cpu"], launched["allocatable"]["cpu"]) == ("4", "3920m")
     assert launched["providerID"] == provider_id(managed.instance)
     assert provider_id(managed.instance) == f"aws:///us-east-1a/{managed.instance.id}"
     states = {c["type"]: c["status"] for c in launched["conditions"]}
     assert states == {"Launched": "True", "Registered": "False", "Initialized": "False"}
     node = {"metadata": {"name": "cpu-m5.xlarge-7"}}
-    ready = claim_status(managed, node, True)
+    ready = claim_status(managed, node, True, CATALOG)
     assert ready["nodeName"] == "cpu-m5.xlarge-7"
     assert {c["type"]: c["status"] for c in ready["conditions"]}["Initialized"] == "True"
     # a new launch never takes an adopted node's name

@@ -31,8 +31,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from fleetshare.autoscaling.cloud import Instance
+from fleetshare.autoscaling.nodepool import counted
 from fleetshare.control.autoscaler import Autoscaler, ManagedNode
 from fleetshare.control.loop import ControlLoop
+from fleetshare.model.catalog import Catalog
 from fleetshare.model.node import INSTANCE_TYPE_LABEL, ZONE_LABEL
 from fleetshare.model.reason import Reason
 from fleetshare.operator.crds import API_VERSION
@@ -105,15 +107,18 @@ def _condition(kind: str, ok: bool, reason: str, message: str = "") -> dict[str,
 
 
 def claim_status(
-    managed: ManagedNode, node: Mapping[str, Any] | None, ready: bool
+    managed: ManagedNode, node: Mapping[str, Any] | None, ready: bool, catalog: Catalog
 ) -> dict[str, Any]:
-    """The status a claim should show: launched (always, once it exists), registered when its
-    Node exists, initialized when that Node is Ready. Condition times are added on write."""
+    """The status a claim should show: its capacity (what its pool's limits count,
+    :func:`~fleetshare.autoscaling.nodepool.counted`) and allocatable; launched (always,
+    once it exists), registered when its Node exists, initialized when that Node is Ready.
+    Condition times are added on write."""
     registered = node is not None
+    capacity = counted(catalog, managed.instance.instance_type, managed.node.allocatable)
     return {
         "providerID": provider_id(managed.instance),
         "nodeName": str(node["metadata"]["name"]) if node is not None else "",
-        "capacity": _amounts(managed.node.allocatable),
+        "capacity": _amounts(capacity),
         "allocatable": _amounts(managed.node.allocatable),
         "pricePerHour": f"{managed.instance.price_per_hour:.6g}",
         "launchReason": managed.reason[:500],
@@ -188,7 +193,7 @@ class NodeClaims:
         ready: bool,
     ) -> None:  # fmt: skip
         old = claim.get("status") or {}
-        status = claim_status(managed, node, ready)
+        status = claim_status(managed, node, ready, self.autoscaler.setup.catalog)
         if _same_status(old, status):
             return
         try:
