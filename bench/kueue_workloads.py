@@ -16,13 +16,16 @@ What it does, as Kueue's scheduler and ClusterQueue controller do:
 - each Workload is a fleetshare workload (:func:`workload_of`): its LocalQueue's team, its pod
   sets' counts and requests, ``spec.priority`` (order kept), the server's creation time;
 - fleetshare's engine and control loop decide (the operator's: :class:`ControlLoop`, the
-  incremental cycle cache), on one node per flavor of the summed nominal quotas (Kueue admits
-  by quota alone; fleetshare places pods, so the node never binds before the quota does);
-- an admission is one status write (:func:`admission_status`: ``status.admission`` with each
-  pod set's flavors and usage, ``QuotaReserved`` and ``Admitted`` True, ``Evicted`` and
-  ``Preempted`` False again), sent in the background (the operator's
-  :class:`~fleetshare.operator.writer.AdmissionWriter`), conditional on the resourceVersion
-  the decision saw;
+  incremental cycle cache) over the shared cluster state (:class:`WorkloadCluster` is a
+  :class:`~fleetshare.control.state.ClusterState`, as the runner, the service and the
+  operator are), on one node per flavor of the summed nominal quotas (Kueue admits by quota
+  alone; fleetshare places pods, so the node never binds before the quota does);
+- an admission is assumed until the reconcile is settled (one a later cycle of it preempts is
+  forgotten: nothing written), then one status write (:func:`admission_status`:
+  ``status.admission`` with each pod set's flavors and usage, ``QuotaReserved`` and
+  ``Admitted`` True, ``Evicted`` and ``Preempted`` False again), sent in the background (the
+  operator's :class:`~fleetshare.operator.writer.AdmissionWriter`), conditional on the
+  resourceVersion the decision saw;
 - a preemption is one status write (:func:`eviction_status`: ``Evicted`` and ``Preempted``
   True); the runner then takes the reservation off, and the workload waits again;
 - each ClusterQueue's status (``flavorsReservation``, ``flavorsUsage``, pending, reserving
@@ -48,7 +51,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +61,9 @@ for _p in (str(ROOT / "src"), str(HERE)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from fleetshare.control.cluster import HeldView  # noqa: E402
+from fleetshare.control.changes import Admitted, Change, Warned  # noqa: E402
 from fleetshare.control.loop import ControlLoop  # noqa: E402
+from fleetshare.control.state import ClusterState  # noqa: E402
 from fleetshare.governance.admission import CycleCache, Engine  # noqa: E402
 from fleetshare.governance.snapshot import Admission, CycleResult, Running  # noqa: E402
 from fleetshare.manifests import ManifestError  # noqa: E402
@@ -67,7 +71,6 @@ from fleetshare.manifests.pods import read_pod_spec  # noqa: E402
 from fleetshare.manifests.values import Fields  # noqa: E402
 from fleetshare.model.node import Node  # noqa: E402
 from fleetshare.model.quantity import MILLI, parse_quantity  # noqa: E402
-from fleetshare.model.reason import Reason  # noqa: E402
 from fleetshare.model.workload import PodSet, Workload  # noqa: E402
 from fleetshare.operator.kube import Kube, KubeError, Resource  # noqa: E402
 from fleetshare.operator.objects import timestamp  # noqa: E402
@@ -345,35 +348,41 @@ class Tracked:
     phase: Phase
 
 
-@dataclass
-class WorkloadCluster(HeldView):
-    """The :class:`~fleetshare.control.cluster.Cluster` over Kueue's Workloads."""
+class WorkloadCluster(ClusterState):
+    """The :class:`~fleetshare.control.cluster.Cluster` over Kueue's Workloads: the shared
+    :class:`~fleetshare.control.state.ClusterState` (bind and forget, settle, requeue), fed by
+    :meth:`refresh` from the watched Workloads, its sink turning each ``Admitted`` into a
+    status write when the reconcile is settled; evictions are status writes of their own."""
 
-    kube: Kube
-    store: Store
-    writer: AdmissionWriter
-    policy: Policy | None = None
-    nodes: list[Node] = field(default_factory=list)
-    tracked: dict[str, Tracked] = field(default_factory=dict)
-    pending: dict[str, Workload] = field(default_factory=dict)
-    running: dict[str, Running] = field(default_factory=dict)
-    blocked: set[str] = field(default_factory=set)
-    assumed: dict[str, Running] = field(default_factory=dict)
-    evict_after: dict[str, tuple[str, str]] = field(default_factory=dict)
-    evictions_waiting: list[tuple[str, Tracked, str, str]] = field(default_factory=list)
-    """Evictions decided while the writer was full, in order: written before any admission."""
-    evicting: set[str] = field(default_factory=set)
-    """Evicted: out of the view until their object says so (``Evicted`` True, or the runner
-    took the reservation off), whatever older versions the watch still brings."""
-    wake_at: float | None = None
-    order: itertools.count[int] = field(default_factory=itertools.count)
-    created: dict[str, int] = field(default_factory=dict)
-    admissions: int = 0
-    evictions: int = 0
-    refused: int = 0
+    def __init__(self, kube: Kube, store: Store, writer: AdmissionWriter) -> None:
+        super().__init__(self._sink)
+        self.kube = kube
+        self.store = store
+        self.writer = writer
+        self.policy: Policy | None = None
+        self.tracked: dict[str, Tracked] = {}
+        self.writing: dict[str, Running] = {}
+        """Admissions handed to the writer whose answer was not taken yet."""
+        self.evict_after: dict[str, tuple[str, str]] = {}
+        self.evictions_waiting: list[tuple[str, Tracked, str, str]] = []
+        """Evictions decided while the writer was full, in order: written before any
+        admission."""
+        self.evicting: set[str] = set()
+        """Evicted: out of the view until their object says so (``Evicted`` True, or the
+        runner took the reservation off), whatever older versions the watch still brings."""
+        self.wake_at: float | None = None
+        self.order = itertools.count()
+        self.created: dict[str, int] = {}
+        self.admissions = 0
+        self.evictions = 0
+        self.refused = 0
 
     def name_of(self, key: Key) -> str:
         return f"{key[0]}/{key[1]}"
+
+    def room(self) -> int:
+        """How many more writes may be handed over, the assumed admissions' counted."""
+        return max(0, self.writer.room() - len(self.assumed()))
 
     def refresh(self, policy: Policy, rebuild: bool) -> bool:
         """Take the writes' answers, then read the Workloads the watches changed (all of
@@ -387,25 +396,25 @@ class WorkloadCluster(HeldView):
                 else [k for kind, k in changes if kind == "Workload"])  # fmt: skip
         for key in keys:
             self._read(key)
-        self.blocked.update(n for n in self.assumed if n in self.evict_after)
+        self.blocked.update(n for n in self.writing if n in self.evict_after)
         return bool(keys)
 
     def _read(self, key: Key) -> None:
         name = self.name_of(key)
         obj = self.store.of("Workload").get(key)
-        self.pending.pop(name, None)
-        if name in self.assumed:  # its admission write is outstanding: it stays admitted
+        if name in self.writing:  # its admission write is outstanding: it stays admitted
             if obj is not None:
                 self.tracked[name].obj = obj
             return
-        self.running.pop(name, None)
         phase = "finished" if obj is None else phase_of(obj)
         if obj is None or phase == "finished":
             self.tracked.pop(name, None)
             self.evicting.discard(name)
+            self.cancel(name)
             return
         if name in self.evicting:
             if phase == "admitted":  # the watch has not brought the eviction yet
+                self.cancel(name)
                 return
             self.evicting.discard(name)
         assert self.policy is not None
@@ -417,16 +426,24 @@ class WorkloadCluster(HeldView):
         except (KeyError, ManifestError) as exc:
             log.debug("%s not governed: %s", name, exc)
             self.tracked.pop(name, None)
+            self.cancel(name)
             return
         if old is not None and old.workload == workload:
             workload = old.workload
         t = Tracked(obj, workload, phase)
         self.tracked[name] = t
         if t.phase == "admitted":
-            self.running[name] = self._running(t)
+            running = self._running(t)
+            if self.running.get(name) != running:
+                self.resume(running, None)
         elif t.phase == "pending":
-            self.pending[name] = workload
-        # evicting: the runner takes the reservation off; not counted, not admitted yet
+            if name in self.running:
+                self.cancel(name)
+            if self.pending.get(name) is not workload:
+                self.pending.take(name)
+                self.pending.put(workload)
+        else:  # evicting: the runner takes the reservation off; not counted, not admitted yet
+            self.cancel(name)
 
     def _running(self, t: Tracked) -> Running:
         from fleetshare.governance.snapshot import Assignment
@@ -436,21 +453,20 @@ class WorkloadCluster(HeldView):
         flavors = tuple(
             str(next(iter((s.get("flavors") or {}).values()), "")) for s in sets
         ) or tuple("" for _ in t.workload.podsets)
-        node = {n.name: n for n in self.nodes}
         placement = tuple(
-            ((self._node_of(f, node), ps.count),) for f, ps in zip(flavors, t.workload.podsets,
-                                                                  strict=False)
+            ((self._node_of(f), ps.count),) for f, ps in zip(flavors, t.workload.podsets,
+                                                             strict=False)
         )  # fmt: skip
         at = timestamp((conditions(t.obj).get("QuotaReserved") or {}).get("lastTransitionTime"))
         return Running(t.workload, Assignment(flavors, placement), at)
 
-    def _node_of(self, flavor: str, nodes: Mapping[str, Node]) -> str:
+    def _node_of(self, flavor: str) -> str:
         name = f"quota-{flavor or 'default'}"
-        return name if name in nodes else (self.nodes[0].name if self.nodes else name)
+        return name if name in self.nodes else next(iter(self.nodes), name)
 
     def _answer(self, answer: Answer) -> None:
         name = answer.name
-        running = self.assumed.pop(name, None)
+        running = self.writing.pop(name, None)
         for obj in answer.written:
             self.store.put("Workload", obj)
         if answer.error is not None:
@@ -465,10 +481,11 @@ class WorkloadCluster(HeldView):
             self.refused += 1
             log.info("admission of %s not written (%s): decided again", name, answer.error)
             self.evict_after.pop(name, None)
-            self.running.pop(name, None)
             t = self.tracked.get(name)
-            if t is not None:
-                self.pending[name] = t.workload
+            if t is None:
+                self.cancel(name)
+            else:
+                self.unbind(t.workload)
                 self.store.changes[("Workload", key_of(t.obj))] = None
             self.blocked.add(name)
             return
@@ -479,39 +496,43 @@ class WorkloadCluster(HeldView):
                 t.obj = answer.written[-1]
                 self._send_eviction(name, t, reason, message)
 
-    # observe (the rest: HeldView)
-    def namespace_labels(self) -> dict[str, dict[str, str]]:
-        return {}
-
-    def busy(self, now: float) -> bool:
-        return bool(self.pending or self.running)
-
+    # observe (the rest: ClusterState)
     def admitting(self) -> bool:
-        return self.writer.room() > 0
+        return self.room() > 0
 
     # act
     def bind_all(self, admissions: Sequence[Admission], now: float) -> None:
-        while self.evictions_waiting and self.writer.room() > 0:
+        """Assume the admissions the writer has room for (:meth:`ClusterState.bind`; written
+        when the reconcile is settled, by :meth:`_sink`); the rest are decided again later."""
+        while self.evictions_waiting and self.room() > 0:
             waiting = self.evictions_waiting.pop(0)
             self._send_eviction(*waiting)
-        room = self.writer.room()
+        room = self.room()
         for admission in admissions[room:]:
             self.blocked.add(admission.workload.name)
         if len(admissions) > room:
             self.writer.full()
         for admission in admissions[:room]:
-            name = admission.workload.name
-            t = self.tracked[name]
-            running = Running(admission.workload, admission.assignment, now)
-            self.pending.pop(name, None)
-            self.running[name] = running
-            self.assumed[name] = running
-            self.admissions += 1
-            assert self.policy is not None
-            cq = self._cluster_queue(admission.workload.team)
-            body = admission_status(t.obj, admission, cq, rfc3339(time.time()))
-            ns, wname = key_of(t.obj)
-            self.writer.submit(name, self._patch(ns, wname, body))
+            self.bind(admission, now)
+
+    def _sink(self, change: Change) -> None:
+        """An admission carried out is its status write, handed to the writer; the rest
+        (preemptions, written by :meth:`evict`; pending reasons, warnings) is not written."""
+        match change:
+            case Admitted(workload=workload):
+                name = workload.name
+                t = self.tracked[name]
+                self.writing[name] = Running(workload, change.assignment, change.at)
+                self.admissions += 1
+                cq = self._cluster_queue(workload.team)
+                admission = Admission(workload, change.assignment, change.borrowed)
+                body = admission_status(t.obj, admission, cq, rfc3339(time.time()))
+                ns, wname = key_of(t.obj)
+                self.writer.submit(name, self._patch(ns, wname, body))
+            case Warned():
+                log.debug("%s", change.message)
+            case _:
+                pass
 
     def _cluster_queue(self, team: str) -> str:
         return team  # fleetshare import kueue names each ClusterQueue's team after it
@@ -523,28 +544,34 @@ class WorkloadCluster(HeldView):
         return send
 
     def evict(self, workload: Workload, by: str, reason: str, message: str, now: float) -> None:
+        """Preempt a workload admitted at an earlier reconcile: its eviction written (it
+        leaves the view until the runner takes its reservation off); one whose admission
+        write is outstanding waits again at once when the write is withdrawn, else is
+        evicted once the write's answer is taken."""
         name = workload.name
-        self.running.pop(name, None)
         t = self.tracked.get(name)
         if t is None:
+            self.cancel(name)
             return
         self.evictions += 1
         text = f"Preempted to accommodate {by}: {message or reason}"
-        if name in self.assumed:  # its admission is outstanding
+        if name in self.writing:  # its admission is outstanding
             if self.writer.cancel(name):
-                del self.assumed[name]
-                self.pending[name] = workload
+                del self.writing[name]
+                super().evict(workload, by, reason, message, now)  # waits again
             else:
+                self.cancel(name)
                 self.evict_after[name] = (reason, text)
             self.blocked.add(name)
             return
+        self.cancel(name)
         t.phase = "evicting"
         self._send_eviction(name, t, reason, text)
 
     def _send_eviction(self, name: str, t: Tracked, reason: str, text: str) -> None:
         if name in self.evicting or any(w[0] == name for w in self.evictions_waiting):
             return  # its eviction is written or waiting already
-        if self.writer.room() <= 0:  # decided: written as soon as the writer has room
+        if self.room() <= 0:  # decided: written as soon as the writer has room
             self.evictions_waiting.append((name, t, reason, text))
             self.writer.full()
             return
@@ -554,25 +581,12 @@ class WorkloadCluster(HeldView):
         self.writer.submit(f"{name}#evict", self._patch(ns, wname, body))
 
     def report_pending(self, result: CycleResult, now: float) -> None:
+        """No pending reason is kept or written (the runner's recorder reads none)."""
         return None
-
-    def note_pending(self, workload: str, note: str) -> None:
-        return None
-
-    def join_node(self, node: Node, at: float) -> None:
-        return None
-
-    def remove_node(self, name: str, reason: Reason, now: float) -> bool:
-        return False
 
     def wake(self, at: float, now: float, *, unless_sooner: bool = False) -> None:
+        """No timers here: the governor reconciles next at :attr:`wake_at` at the latest."""
         self.wake_at = at if self.wake_at is None else min(self.wake_at, at)
-
-    def warn(self, now: float, message: str) -> None:
-        log.debug("%s", message)
-
-    def log(self, now: float, event: str, **details: Any) -> None:
-        return None
 
 
 class Governor:
@@ -615,7 +629,7 @@ class Governor:
             return (self.loop.engine if self.loop else None), False
         engine = Engine(policy, self.catalog)
         engine.cache = self.cache
-        self.cluster.nodes = quota_nodes(policy)
+        self.cluster.nodes = {n.name: n for n in quota_nodes(policy)}
         if self.loop is None:
             self.loop = ControlLoop(self.cluster, engine)
         else:

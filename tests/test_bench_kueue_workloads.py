@@ -5,12 +5,14 @@ an eviction and a ClusterQueue's status are the writes Kueue's runner and record
 
 from __future__ import annotations
 
+import copy
 from types import ModuleType
 from typing import Any
 
 import pytest
 
 from fleetshare.governance.snapshot import Admission, Assignment, Running
+from fleetshare.operator.writer import Answer, send_now
 from fleetshare.traces.kueue_generator import cohorts_apart
 from tests.bench_modules import bench_module
 
@@ -210,3 +212,143 @@ def test_cluster_queue_writes_wait_their_second_and_the_budget(kw: ModuleType) -
     assert kw.queues_due(last, 11.0, 2) == (["c", "b"], 11.6)
     assert kw.queues_due(last, 11.0, 0) == ([], 11.6)
     assert kw.queues_due({"a": 10.0}, 12.0, 1) == (["a"], None)
+
+
+# -- the backend: the shared cluster state over Kueue's Workloads ------------------------------
+
+
+class FakeKube:
+    """The API server's answer to a Workload's status patch: the Workload with that status,
+    one resourceVersion later."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def patch(self, res: Any, name: str, body: dict[str, Any], ns: str, sub: str) -> Any:
+        obj = copy.deepcopy(self.store.of("Workload")[(ns, name)])
+        obj["status"] = {**obj.get("status", {}), **body["status"]}
+        obj["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
+        return obj
+
+
+class FakeWriter:
+    """The admission writer, sending what it was handed only when told (:meth:`send`)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.queued: list[tuple[str, Any]] = []
+        self.answers: list[Answer] = []
+
+    def room(self) -> int:
+        return self.limit - len(self.queued) - len(self.answers)
+
+    def full(self) -> None:
+        pass
+
+    def submit(self, name: str, send: Any) -> None:
+        assert self.room() > 0, "admission writer full"
+        self.queued.append((name, send))
+
+    def cancel(self, name: str) -> bool:
+        kept = [(n, s) for n, s in self.queued if n != name]
+        cancelled, self.queued = len(kept) < len(self.queued), kept
+        return cancelled
+
+    def take(self) -> list[Answer]:
+        answers, self.answers = self.answers, []
+        return answers
+
+    def send(self) -> None:
+        self.answers += [send_now(name, send) for name, send in self.queued]
+        self.queued = []
+
+
+def named(name: str, cpu: str, priority: int, ns: str = "cq-0-0-cohort-0") -> dict[str, Any]:
+    obj = workload(ns=ns, cpu=cpu, priority=priority)
+    obj["metadata"].update(name=name, uid=f"u-{name}")
+    return obj
+
+
+class Governed:
+    """A :class:`WorkloadCluster` under the control loop, as the governor wires it, on one
+    cohort of two ClusterQueues (20 CPUs each, borrowing from each other); its writes are
+    stamped at :data:`NOW`, the loop's first turn a second later."""
+
+    def __init__(self, kw: ModuleType, monkeypatch: pytest.MonkeyPatch, limit: int = 10) -> None:
+        from fleetshare.control.loop import ControlLoop
+        from fleetshare.governance.admission import Engine
+        from fleetshare.model.catalog import load_catalog
+        from fleetshare.operator.watch import Store
+
+        self.store = Store()
+        self.writer = FakeWriter(limit)
+        self.cluster = kw.WorkloadCluster(FakeKube(self.store), self.store, self.writer)
+        self.policy = kw.policy_of(queues(cohorts=1))
+        self.cluster.nodes = {n.name: n for n in kw.quota_nodes(self.policy)}
+        self.loop = ControlLoop(self.cluster, Engine(self.policy, load_catalog()))
+        monkeypatch.setattr(kw, "rfc3339", lambda unix: NOW)
+        self.now = 1_796_623_200.0  # NOW
+
+    def submit(self, *objs: dict[str, Any]) -> None:
+        for obj in objs:
+            self.store.put("Workload", obj)
+
+    def reconcile(self) -> list[str]:
+        """One turn of the governor; the writes it handed to the writer."""
+        self.now += 1.0
+        self.cluster.refresh(self.policy, False)
+        self.loop.reconcile(self.now)
+        return [name for name, _ in self.writer.queued]
+
+    def written(self) -> list[str]:
+        """The writes handed over so far land (the answers are taken at the next turn)."""
+        names = [name for name, _ in self.writer.queued]
+        self.writer.send()
+        return names
+
+
+NS = "cq-0-0-cohort-0"
+
+
+def test_admissions_are_written_when_the_reconcile_is_settled_within_the_writers_room(
+    kw: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's room counts the admissions assumed and not written yet: beyond it the
+    rest waits for a later turn (never a write the writer refuses)."""
+    g = Governed(kw, monkeypatch, limit=1)
+    g.submit(named("a", "5", 100), named("b", "5", 100))
+    assert g.reconcile() == [f"{NS}/a"]
+    assert set(g.cluster.running) == {f"{NS}/a"} and set(g.cluster.pending) == {f"{NS}/b"}
+    assert g.cluster.admissions == 1
+    g.written()
+    assert g.reconcile() == [f"{NS}/b"]  # a's answer taken: room again
+    a = g.store.of("Workload")[(NS, "a")]
+    assert kw.phase_of(a) == "admitted" and set(g.cluster.running) == {f"{NS}/a", f"{NS}/b"}
+
+
+def test_a_preempted_workload_is_an_eviction_write_and_waits_once_released(
+    kw: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Work admitted at an earlier turn is preempted by a status write; it is out of the view
+    (neither running nor waiting) until the runner takes its reservation off, then waits."""
+    g = Governed(kw, monkeypatch)
+    g.submit(named("low", "20", 100), named("other", "20", 100, ns="cq-0-1-cohort-0"))
+    g.reconcile()
+    g.written()
+    g.submit(named("high", "20", 200))  # the cohort is full: low must go
+    assert g.reconcile() == [f"{NS}/low#evict", f"{NS}/high"]
+    assert f"{NS}/low" not in g.cluster.running and f"{NS}/low" not in g.cluster.pending
+    assert g.cluster.evictions == 1
+    g.written()
+    g.reconcile()
+    low = g.store.of("Workload")[(NS, "low")]
+    assert kw.phase_of(low) == "evicting" and f"{NS}/low" not in g.cluster.pending
+    released = copy.deepcopy(low)  # the runner takes the reservation off
+    released["status"]["conditions"] = [
+        c for c in released["status"]["conditions"] if c["type"] != "QuotaReserved"
+    ]
+    released["metadata"]["resourceVersion"] = "99"
+    g.submit(released)
+    assert g.reconcile() == []
+    assert f"{NS}/low" in g.cluster.pending
+    assert set(g.cluster.running) == {f"{NS}/high", "cq-0-1-cohort-0/other"}

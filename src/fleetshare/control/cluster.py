@@ -120,26 +120,3 @@ class Cluster(Protocol):
     def log(self, now: float, event: str, **details: Any) -> None:
         """Append to the event log."""
         ...
-
-
-class HeldView:
-    """The observing half of a :class:`Cluster` whose view is held in attributes: the
-    ``nodes``, the ``running`` and ``pending`` workloads by name, and the ``blocked`` ones
-    (pending, but no cycle may admit them now: a write of theirs is outstanding)."""
-
-    nodes: Sequence[Node]
-    running: dict[str, Running]
-    pending: dict[str, Workload]
-    blocked: set[str]
-
-    def node_list(self) -> Sequence[Node]:
-        return self.nodes
-
-    def running_workloads(self) -> Mapping[str, Running]:
-        return self.running
-
-    def pending_workloads(self) -> Sequence[Workload]:
-        return [w for n, w in self.pending.items() if n not in self.blocked]
-
-    def pending_for_cycle(self) -> Sequence[Workload]:
-        return self.pending_workloads()

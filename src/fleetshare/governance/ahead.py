@@ -13,7 +13,9 @@ meanwhile, which is work started only to be preempted. So:
     MergeKeys.may_preempt`: a higher priority, or with ``LowerOrNewerEqualPriority`` an older
     one of the same priority), or
   - when it must borrow, another team's work within that team's quota, which takes lent
-    quota back (reclaim ``Any``; ``LowerPriority``: when it has the higher priority).
+    quota back (reclaim ``Any``; ``LowerPriority``: when it has the higher priority): a
+    team whose quota it would borrow (:attr:`~fleetshare.governance.quota.QuotaModel.
+    lenders`; not one of another root cohort, which shares nothing with it).
 
   Work preempted in the cycle counts as failed before the eviction, within its quota: it is
   pending again in the next cycle, and goes first there.
@@ -158,10 +160,11 @@ class FailedAhead:
             )
         if not keys.prefix(wl)[0]:
             return None
+        lenders = self._model.lenders.get(wl.team, frozenset())
         for team, failures in sorted(self._before.items()):
             rules = self._model.teams.get(team)
-            if team == wl.team or rules is None or rules.reclaim == ReclaimPolicy.NEVER:
-                continue
+            if team not in lenders or rules is None or rules.reclaim == ReclaimPolicy.NEVER:
+                continue  # only a team whose quota this would borrow may take it back
             tried, preempted = failures.highest_within, failures.highest_victim
             if rules.reclaim == ReclaimPolicy.LOWER_PRIORITY:
                 tried = tried if tried is not None and tried > wl.priority else None

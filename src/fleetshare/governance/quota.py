@@ -9,7 +9,7 @@ AcceleratorPartition) are resolved against the instance catalog.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -399,6 +399,39 @@ class QuotaModel:
         return not self.governed or any(
             fr not in limits or limits[fr].amount > 0 for fr in self.governed
         )
+
+    def _may_lend(self, name: str) -> bool:
+        node = self.nodes[name]
+        limits = node.lending_limit
+        return node.can_lend and (
+            not self.governed or any(fr not in limits or limits[fr] > 0 for fr in self.governed)
+        )
+
+    @cached_property
+    def lenders(self) -> dict[str, frozenset[str]]:
+        """Per team, the other teams whose quota its borrowing may take (and who may take it
+        back): a team's quota goes up through the groups that may lend, up to the first that
+        lends nothing (all of it: the cluster root), and its borrowing through the groups
+        that may borrow, likewise; each must reach where the other stands. The Kueue
+        importer's root cohorts, which borrow and lend nothing, keep their teams' quota among
+        themselves."""
+
+        def stop(team: str, may: Callable[[str], bool]) -> str | None:
+            return next((g for g in self.ancestors(team) if not may(g)), None)
+
+        under: dict[str | None, set[str]] = {}
+        lent_to: dict[str | None, set[str]] = {}
+        for team in self.teams:
+            for node in (None, *self.ancestors(team)):
+                under.setdefault(node, set()).add(team)
+            if self._may_lend(team):
+                lent_to.setdefault(stop(team, self._may_lend), set()).add(team)
+        out: dict[str, frozenset[str]] = {}
+        for team in self.teams:
+            reach = under[stop(team, self._may_borrow)]
+            found = set().union(*(lent_to.get(n, ()) for n in (None, *self.ancestors(team))))
+            out[team] = frozenset((found & reach) - {team})
+        return out
 
     @cached_property
     def _topology_levels(self) -> dict[str, tuple[str, ...] | None]:
