@@ -807,7 +807,10 @@ NET_SENSITIVITY: tuple[dict[str, Any], ...] = tuple(
 NET_TUNED_ON = (("viral", (1, 2, 3)),)
 NET_HELD_OUT = SHARED_HELD_OUT
 NET_NAMES = {"all": "shared+forecast"}
-NET: dict[str, Any] = {"levers": NET_OFF, "option": "shared+forecast"}
+NET: dict[str, Any] = {
+    "levers": {**NET_OFF, "grace": 60.0, "consolidate_after": 30.0},
+    "option": "shared+forecast",
+}
 """The levers and option chosen on ``NET_TUNED_ON`` only (``--tune-net``, :func:`choose`)."""
 
 
@@ -837,20 +840,27 @@ NET_HEADER = [
 ]
 
 
+def _label(levers: dict[str, Any]) -> str:
+    return " / ".join("-" if v is None else str(v) for v in levers.values())
+
+
 def net_row(
     run_of: tuple[str, str, int],
     levers: dict[str, Any],
     base: dict[str, Any],
     out: dict[str, Any],
     name: str,
+    same_pool: dict[str, Any] | None = None,
 ) -> str:
-    """One option of a shared run, its net extra GPU-hours in parts (``net_extra``)."""
+    """One option of a shared run, its net extra GPU-hours in parts (``net_extra``); with
+    ``same_pool`` (reactive as today but with the levers' ``consolidateAfter``), the net
+    extra % against it too."""
     which, shape, seed = run_of
     gpus = SHARED["spare_gpus"]
     j = judge(base, out, gpus)
     book = ledger(out, base, gpus)
     parts = net_extra(out, base)
-    label = " / ".join("-" if v is None else str(v) for v in levers.values())
+    label = _label(levers)
     return (
         f"| {which} | {shape} | {seed} | {label} | {name} | "
         f"{out['services']['chat']['slo']['slo_violation_minutes']} | {j.fewer} | {j.net} | "
@@ -859,25 +869,47 @@ def net_row(
         f"({parts.delayed:.2f}) | {book.training_useful} ({book.dedicated_training}) | "
         f"{100 * out['cluster']['training_share_of_spare']:.1f} | "
         f"{' / '.join('-' if t is None else ('yes' if t else 'no') for t in j.targets(shape))} |"
+        + (
+            ""
+            if same_pool is None
+            else f" {same_pool['cluster']['gpu_hours']} | "
+            f"{100 * (j.net / same_pool['cluster']['gpu_hours'] - 1):+.1f} |"
+        )
     )
 
 
 def net_runs(
-    tmp: Path, run_of: tuple[str, str, int], grid: tuple[dict[str, Any], ...], md: list[str]
+    tmp: Path,
+    run_of: tuple[str, str, int],
+    grid: tuple[dict[str, Any], ...],
+    md: list[str],
+    same_pool: bool = False,
 ) -> tuple[dict[str, Any], list[tuple[dict[str, Any], dict[str, Any]]]]:
     """Reactive as today and each of ``grid``'s levers on one shape and seed, their rows
-    appended to ``md``."""
+    appended to ``md``; with ``same_pool``, also against reactive with each lever's
+    ``consolidateAfter`` (one more column). Returns the runs by name (for the report) and
+    each lever's run."""
     _, shape, seed = run_of
     today = run(tmp, shape, seed, ("reactive",))
     base = today["options"]["reactive"]
+    runs: dict[str, Any] = {"reactive": today}
     done = []
     for levers in grid:
         data = compared(tmp, net_scenario(shape, seed, levers), tuple(NET_NAMES))
         done.append((levers, data))
+        runs["levers " + _label(levers)] = data
+        after = levers["consolidate_after"]
+        key = f"reactive, consolidate_after {after:g}"
+        if same_pool and key not in runs:
+            alone = scenario(shape, seed)
+            alone["name"] = f"{alone['name']}-consolidate{after:g}"
+            alone["node_pools"][0]["disruption"]["consolidate_after_seconds"] = after
+            runs[key] = compared(tmp, alone, ("reactive",))
+        same = runs[key]["options"]["reactive"] if key in runs else None
         for option, name in NET_NAMES.items():
-            md.append(net_row(run_of, levers, base, data["options"][option], name))
+            md.append(net_row(run_of, levers, base, data["options"][option], name, same))
         print("\n".join(md[-len(NET_NAMES) :]), flush=True)
-    return today, done
+    return runs, done
 
 
 NET_NOTE = (
@@ -912,10 +944,9 @@ def tune_net(args: argparse.Namespace) -> None:
     judged: dict[tuple[int, str], list[tuple[str, Judged]]] = {}
     gpus = SHARED["spare_gpus"]
     for run_of in judged_runs(NET_TUNED_ON, ()):
-        today, done = net_runs(tmp, run_of, NET_GRID + NET_SENSITIVITY, md)
-        base = today["options"]["reactive"]
-        key = f"{run_of[1]}-{run_of[2]}"
-        report["runs"][key] = {"reactive": today, "levers": [d for _, d in done]}
+        runs, done = net_runs(tmp, run_of, NET_GRID + NET_SENSITIVITY, md)
+        base = runs["reactive"]["options"]["reactive"]
+        report["runs"][f"{run_of[1]}-{run_of[2]}"] = runs
         for i, (_, data) in enumerate(done[: len(NET_GRID)]):
             for option, name in NET_NAMES.items():
                 judged.setdefault((i, name), []).append(
@@ -941,17 +972,18 @@ def net(args: argparse.Namespace) -> None:
         "only (`--tune-net`, inference_slo_net_tuning.md); `held out` rows were run once, "
         "after the choice. Beside them the shared pool without a lever. Steady from "
         f"{MEASURE_FROM_OF['steady']} s, the other shapes from {MEASURE_FROM_SECONDS} s. "
-        "Command: `python bench/inference_slo.py --net --out bench/results`. " + NET_NOTE,
+        "Command: `python bench/inference_slo.py --net --out bench/results`. "
+        + NET_NOTE
+        + " The last two columns: reactive as today but with the row's consolidateAfter "
+        "(its pool GPU-h), and the net extra % against it (the lever applied to both).",
         "",
-        *NET_HEADER,
+        NET_HEADER[0] + " reactive GPU-h, same consolidateAfter | extra % net vs it |",
+        NET_HEADER[1] + "---|---|",
     ]
     grid = (NET_OFF,) if NET["levers"] == NET_OFF else (NET_OFF, NET["levers"])
     for run_of in judged_runs(NET_TUNED_ON, NET_HELD_OUT):
-        today, done = net_runs(tmp, run_of, grid, md)
-        report["runs"][f"{run_of[1]}-{run_of[2]}"] = {
-            "reactive": today,
-            "levers": [d for _, d in done],
-        }
+        runs, _ = net_runs(tmp, run_of, grid, md, same_pool=True)
+        report["runs"][f"{run_of[1]}-{run_of[2]}"] = runs
     md += ["", *backlog_rows(report)]
     (args.out / "inference_slo_net.json").write_text(json.dumps(report, indent=2) + "\n")
     (args.out / "inference_slo_net.md").write_text("\n".join(md) + "\n")
