@@ -826,6 +826,9 @@ def net_scenario(shape: str, seed: int, levers: dict[str, Any]) -> dict[str, Any
             release = min(levers["save"], levers["grace"])
             service["forecast"]["lead_seconds"] += release
     data["node_pools"][0]["disruption"]["consolidate_after_seconds"] = levers["consolidate_after"]
+    # the run stops where the traffic and the measured window end (nothing after it counts):
+    # with consolidateAfter 30 s, steady seed 4's gangs and nodes churned on past it
+    data["until"] = HOURS_OF.get(shape, HOURS) * 3600
     return data
 
 
