@@ -66,6 +66,19 @@ jobs of 4 and of 1 pod, the queue trigger, the out-of-sample rows) into
 ``inference_slo_steady.md`` and ``.json``::
 
     .venv/bin/python bench/inference_slo.py --steady --out bench/results
+
+``--tune-net`` accounts for the shared pool's net extra GPU-hours in parts (replicas,
+launching, waiting for a gang, empty nodes, training lost; ``net_extra``) and tries the
+levers that cut it (``NET_GRID``: the training's termination grace period, in which it saves
+its state; the pool's ``consolidateAfter``) on viral seeds 1-3, choosing by ``choose``
+(``inference_slo_net_tuning.md``); ``--net`` runs the choice (``NET``) on the tuned and
+held-out rows beside no lever (``inference_slo_net.md``); ``--net-grace`` the grace alone on
+the held-out rows, a measurement made after the choice's steady rows were seen
+(``inference_slo_net_grace.md``)::
+
+    .venv/bin/python bench/inference_slo.py --tune-net --out bench/results
+    .venv/bin/python bench/inference_slo.py --net --out bench/results
+    .venv/bin/python bench/inference_slo.py --net-grace --out bench/results
 """
 
 from __future__ import annotations
@@ -995,7 +1008,7 @@ def net(args: argparse.Namespace) -> None:
 
 NET_GRACE: dict[str, Any] = {**NET_OFF, "grace": 60.0}
 """The grace alone (the runner-up of ``--tune-net``), run on the held-out rows after the
-chosen levers' steady run did not end (``--net-grace``): a measurement, not a choice."""
+chosen levers' steady rows were seen (``--net-grace``): a measurement, not a choice."""
 
 
 def net_grace(args: argparse.Namespace) -> None:
@@ -1008,9 +1021,10 @@ def net_grace(args: argparse.Namespace) -> None:
         f"Levers {NET_GRACE} (the training saves its state within a 60 s grace; the pool's "
         "consolidateAfter as before, 300 s), `shared+forecast`, on the held-out rows only. Not "
         "the choice of `--tune-net` (grace and consolidateAfter 30 s): run after that choice's "
-        "steady run did not end (inference_slo_net.md), as a measurement, not a choice; the "
-        "grace alone was the runner-up on the tuned rows (+4.8-9.0 % against +6.1-9.8 % net, "
-        "the same minutes). Steady also without a lever. Command: `python "
+        "held-out steady rows were seen (inference_slo_net.md: +7.9-16.9 % net, its short "
+        "consolidateAfter costing launches and gangs' waits), as a measurement, not a choice; "
+        "the grace alone was the runner-up on the tuned rows (+6.1-9.8 % net against "
+        "+4.8-9.0 %, the same minutes). Steady also without a lever. Command: `python "
         "bench/inference_slo.py --net-grace --out bench/results`. " + NET_NOTE,
         "",
         *NET_HEADER,
