@@ -124,3 +124,37 @@ def test_lost_work_with_independent_checkpoint_phases_by_hand() -> None:
     )
     assert done.lost == pytest.approx((500 + 200 + 0) / 3600)
     assert done.lost_independent == pytest.approx((500 + 200 + 500) / 3600)
+
+
+@pytest.mark.parametrize(
+    ("save", "serving_at", "lost", "lost_independent"),
+    [(20, 660, 0, 0), (90, 700, 209, 150)],
+)
+def test_a_training_job_saves_its_state_in_its_grace_period_by_hand(
+    tmp_path: Path, save: float, serving_at: float, lost: float, lost_independent: float
+) -> None:
+    """The run above with the gang's pods given a 60 s termination grace period. A save of
+    20 s fits: the gang releases its GPUs at 620, the replicas that reclaimed them at 600
+    serve after the save and the model load (660), and the gang loses no work. A save of
+    90 s does not fit: it is killed at the grace (660), the replicas serve at 700 and the
+    gang loses its work since the last checkpoint as if stopped at once (209 s aligned,
+    150 s with a phase of its own)."""
+    startup = {"image_pull_seconds": 100, "model_load_seconds": 40, "preloaded_pools": ["gpu"]}
+    headroom = {**TRAINING, "termination_grace_seconds": 60, "save_seconds": save}
+    run = _run(tmp_path, "headroom", headroom=headroom, startup=startup)
+    late = _late(run)
+    assert late == [(600, 600, serving_at)] * 2
+    result = summarize(run, load_scenario_data(_shared(tmp_path), tmp_path))
+    training = result.services["chat"]["training"]
+    assert training["gpu_hours"] == round(2 * 1618 / 3600, 2)
+    assert training["lost_gpu_hours"] == round(2 * lost / 3600, 2)
+    assert training["lost_gpu_hours_independent_phases"] == round(2 * lost_independent / 3600, 2)
+    assert training["delayed_gpu_hours"] == round(2 * 91 / 3600, 2)
+    # the replicas hold their GPUs from the reclaim, the save included
+    assert result.cluster["inference_gpu_hours"] == round(4109 / 3600, 2)
+
+
+def test_a_grace_period_is_for_training_only(tmp_path: Path) -> None:
+    bad = {"pods": 2, "termination_grace_seconds": 30}
+    with pytest.raises(ScenarioError, match="held_by: training"):
+        load_scenario_data(_shared(tmp_path, headroom=bad), tmp_path)

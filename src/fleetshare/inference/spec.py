@@ -376,11 +376,47 @@ class HeadroomSpec(StrictModel):
         "(a gang); the headroom's pods are rounded up to whole gangs",
     )
 
+    termination_grace_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        le=3600,
+        description="held_by training: the training's pods' terminationGracePeriodSeconds: a "
+        "stopped job saves its state on SIGTERM (save_seconds) and releases its GPUs when "
+        "saved, or at the grace if the save does not fit (its work since the last checkpoint "
+        "then lost); a replica on those GPUs starts when they are released. Unset: stopped at "
+        "once, the work since the last checkpoint lost",
+    )
+    save_seconds: float = Field(
+        default=30,
+        ge=0,
+        le=3600,
+        description="held_by training, with termination_grace_seconds: how long the job takes "
+        "to save its state on SIGTERM",
+    )
+
     @model_validator(mode="after")
     def _training_only(self) -> HeadroomSpec:
-        if self.held_by != "training" and (self.team is not None or self.gang_pods != 1):
-            raise ValueError("team and gang_pods are for held_by: training")
+        if self.held_by != "training" and (
+            self.team is not None
+            or self.gang_pods != 1
+            or self.termination_grace_seconds is not None
+        ):
+            raise ValueError(
+                "team, gang_pods and termination_grace_seconds are for held_by: training"
+            )
         return self
+
+    def release_seconds(self) -> float:
+        """How long a stopped training job holds its GPUs: the save, at most the grace (0
+        without a grace period)."""
+        grace = self.termination_grace_seconds
+        return 0.0 if grace is None else min(self.save_seconds, grace)
+
+    def saved_on_stop(self) -> bool:
+        """True when a stopped training job saves its state within its grace period (it
+        loses no work)."""
+        grace = self.termination_grace_seconds
+        return grace is not None and self.save_seconds <= grace
 
 
 class FloorSpec(StrictModel):

@@ -17,6 +17,7 @@ from fleetshare.model.catalog import Catalog
 from fleetshare.model.resources import GPU
 from fleetshare.placement.first_fit import Room
 from fleetshare.scenario.loader import Scenario, ScenarioError, load_scenario
+from fleetshare.simulate.idle_gpus import NodeSpan, split_idle
 from fleetshare.simulate.metrics import percentiles
 from fleetshare.simulate.service_input import build_services
 from fleetshare.simulate.services import ServiceRun, run_services
@@ -86,6 +87,9 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
     cost = cloud.cost(end) - cloud.cost(start) if cloud is not None else 0.0
     services: dict[str, dict[str, Any]] = {}
     curves: dict[str, dict[str, list[float]]] = {}
+    held: list[tuple[float, float, float]] = []
+    waiting: list[tuple[float, float, float]] = []
+    headroom_pods: set[str] = set()
     needed_gpu_hours = headroom_total = lower_cost = training_ran = replica_hours = 0.0
     for state in run.services:
         s = state.service
@@ -96,8 +100,10 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
         serving = serving_steps([iv for p in replicas for iv in p.serving])
         sla = measure(s.traffic, serving, s.capacity_rps, s.needed, from_, end)
         gpus = s.gpus_per_replica()
-        held = gpus * s.headroom_gang()  # GPUs of one headroom workload
-        headroom = gpu_hours([(a, b, held) for p in placeholders for a, b in p.held], from_, end)
+        held_gpus = gpus * s.headroom_gang()  # GPUs of one headroom workload
+        headroom = gpu_hours(
+            [(a, b, held_gpus) for p in placeholders for a, b in p.held], from_, end
+        )
         starts = [st for p in replicas for st in p.starts if from_ <= st[0] and st[2] <= end]
         needed = sla.needed_replica_hours * gpus
         price = cheapest_replica_hour(s, scenario.spec.node_pools, scenario.catalog)
@@ -142,10 +148,11 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
         if s.headroom is not None and s.headroom.held_by == "training":
             done = training_in_headroom(
                 [(p.held, p.deleted_at) for p in placeholders],
-                held,
+                held_gpus,
                 s.headroom.checkpoint_seconds,
                 from_,
                 end,
+                saved=s.headroom.saved_on_stop(),
             )
             training_ran += done.ran
             services[s.name]["training"] = {
@@ -157,6 +164,10 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
                 "useful_gpu_hours_independent_phases": round(done.ran - done.lost_independent, 2),
             }
         replica_hours += gpu_hours([(a, b, gpus) for p in replicas for a, b in p.held], from_, end)
+        held += [(a, b, gpus) for p in replicas for a, b in p.held]
+        held += [(a, b, held_gpus) for p in placeholders for a, b in p.held]
+        waiting += [(a, b, held_gpus) for p in placeholders for a, b in p.waited(end)]
+        headroom_pods.update(p.name for p in placeholders)
         grid = np.arange(from_, end, 15.0)
         curves[s.name] = {
             "t": [float(t) for t in grid],
@@ -175,6 +186,22 @@ def summarize(run: ServiceRun, scenario: Scenario) -> OptionResult:
         "perfect_foresight_cost": round(lower_cost, 2),
         "nodes_launched": launched,
         "nodes_terminated": terminated,
+        "idle_split_gpu_hours": split_idle(
+            [
+                NodeSpan(
+                    m.instance.launched_at,
+                    m.ready_at,
+                    m.terminated_at if m.terminated_at is not None else end,
+                    m.node.allocatable.get(GPU, 0) / 1000,
+                    bool(m.for_workloads) and set(m.for_workloads) <= headroom_pods,
+                )
+                for m in nodes
+            ],
+            held,
+            waiting,
+            start,
+            end,
+        ).rounded(),
     }
     if any(s.service.headroom and s.service.headroom.held_by == "training" for s in run.services):
         spare = paid - replica_hours

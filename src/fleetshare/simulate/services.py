@@ -62,6 +62,8 @@ class Pod:
     """(wanted or requeued, placed, serving) of each time it came to serve."""
     since: float = 0.0
     """When it was last wanted (created, or evicted and queued again)."""
+    nodes: tuple[str, ...] = ()
+    """The nodes it is placed on (a training gang's every node)."""
 
     def stop(self, now: float) -> None:
         """It leaves its node at ``now`` (deleted, evicted, or the run ends)."""
@@ -69,6 +71,19 @@ class Pod:
             self.held.append((self.admitted_at, now))
         if self.ready_at is not None and self.ready_at <= now:
             self.serving.append((self.ready_at, now))
+
+    def waited(self, end: float) -> list[tuple[float, float]]:
+        """The intervals it waited to be placed (from wanted, and after each stop it did not
+        ask for: evicted), up to its deletion or ``end``."""
+        out, since = [], self.wanted_at
+        for a, b in self.held:
+            if a > since:
+                out.append((since, a))
+            since = b
+        until = min(end, self.deleted_at if self.deleted_at is not None else end)
+        if since < until:
+            out.append((since, until))
+        return out
 
     def stage(self, now: float) -> int:
         """0 not placed, 1 placed and starting, 2 serving."""
@@ -168,6 +183,8 @@ class ServiceRunner(Runner):
         self._owner: dict[str, tuple[ServiceState, Pod]] = {}
         self._images: dict[str, dict[str, float]] = {}
         """Per node, when each service's image is (or will be) pulled there."""
+        self._released: dict[str, float] = {}
+        """Per node, when a stopped training job saving its state releases its GPUs."""
         self.clock_start = scenario.spec.autoscaler.clock_start
         for i in range(len(self.services)):
             self.push(0.0, SUBMIT, _Tick(i))
@@ -265,7 +282,17 @@ class ServiceRunner(Runner):
         self.loop.world_changed()
         self._log(now, "submit", workload=name, team=wl.team, pods=1)
 
+    def _release(self, now: float, state: ServiceState, pod: Pod) -> None:
+        """A training job stopped at ``now`` (reclaimed or deleted) saves its state on SIGTERM
+        before its GPUs are free (with ``headroom.termination_grace_seconds``)."""
+        headroom = state.service.headroom
+        if pod.placeholder and pod.admitted_at is not None and headroom is not None:
+            release = headroom.release_seconds()
+            for node in pod.nodes if release > 0 else ():
+                self._released[node] = max(self._released.get(node, now), now + release)
+
     def _delete(self, now: float, state: ServiceState, pod: Pod) -> None:
+        self._release(now, state, pod)
         pod.deleted_at = now
         pod.stop(now)
         record = self.records[pod.name]
@@ -284,6 +311,7 @@ class ServiceRunner(Runner):
             self._evicted(change.at, change.workload)
         elif isinstance(change, NodeLeft):  # its images go with it
             self._images.pop(change.node, None)
+            self._released.pop(change.node, None)
 
     def _placed(self, now: float, name: str, assignment: Assignment) -> None:
         """A replica or placeholder was admitted: it starts on its node."""
@@ -292,17 +320,20 @@ class ServiceRunner(Runner):
             return
         state, pod = owned
         node = assignment.placement[0][0][0]
+        pod.nodes = tuple(sorted(assignment.nodes))
         headroom = state.service.headroom
         if pod.placeholder and headroom is not None and headroom.held_by == "training":
             # training holding the headroom: it runs its own image, not the service's
             pod.node, pod.admitted_at, pod.ready_at = node, now, now
             return
+        # a stopped training job saving its state holds the GPUs until it is done
+        begin = max(now, self._released.get(node, now))
         images = self._images.setdefault(node, {})
         startup = state.service.startup
         pull = 0.0 if self._preloaded(node, startup.preloaded_pools) else startup.image_pull_seconds
-        pulled = images.setdefault(state.service.name, now + pull)
+        pulled = images.setdefault(state.service.name, begin + pull)
         pod.node, pod.admitted_at = node, now
-        pod.ready_at = max(now, pulled) + startup.model_load_seconds
+        pod.ready_at = max(begin, pulled) + startup.model_load_seconds
         if not pod.placeholder:
             pod.starts.append((pod.since, now, pod.ready_at))
 
@@ -317,7 +348,8 @@ class ServiceRunner(Runner):
         owned = self._owner.get(name)
         if owned is None:
             return
-        pod = owned[1]
+        state, pod = owned
+        self._release(now, state, pod)
         if (pod.ready_at is None or pod.ready_at > now) and pod.starts and not pod.placeholder:
             pod.starts.pop()  # it never came to serve that time
         pod.stop(now)

@@ -80,3 +80,57 @@ def ledger(
         dedicated_training=round(dedicated_training, 2),
         dedicated_inference=inference,
     )
+
+
+@dataclass(frozen=True)
+class NetExtra:
+    """A shared run's net inference GPU-hours beyond reactive's pool, in its parts (each
+    the shared run's figure less reactive's where reactive has one); they add up to
+    ``net_inference - reactive's pool GPU-h`` (to the outputs' rounding)."""
+
+    replicas: float
+    """Replica-held GPU-h beyond reactive's replica-held GPU-h."""
+    launching: float
+    """Idle GPU-h of nodes launching (for replicas or for the training), beyond reactive's."""
+    waiting_for_a_gang: float
+    """Idle GPU-h of Ready nodes kept for a training job that waits for the rest of its
+    gang's nodes."""
+    empty: float
+    """Idle GPU-h of empty Ready nodes (until consolidation), beyond reactive's."""
+    lost: float
+    """Training work lost (run again), the checkpoints' phases as :data:`USEFUL` says."""
+    delayed: float
+    """Beside the sum, not in it: GPU-h the training waited to run again (its own cost in
+    time; the pool's part of it is the idle above)."""
+
+    @property
+    def total(self) -> float:
+        return self.replicas + self.launching + self.waiting_for_a_gang + self.empty + self.lost
+
+
+def net_extra(
+    shared: dict[str, Any],
+    reactive: dict[str, Any],
+    phases: Literal["aligned", "independent"] = "independent",
+) -> NetExtra:
+    """The parts of a shared run's net extra (``shared``: its ``services`` and ``cluster``
+    output, one service whose headroom training holds) against ``reactive`` (the service
+    alone on a dedicated pool, same window): net - reactive's pool = (held - reactive's
+    held) + (idle - reactive's idle) + lost, where idle = pool - held - training run."""
+    (service,) = shared["services"].values()
+    training = service["training"]
+    idle, base = shared["cluster"]["idle_split_gpu_hours"], reactive["cluster"]
+    base_idle = base["idle_split_gpu_hours"]
+    lost = training["gpu_hours"] - training[USEFUL[phases]]
+
+    def beyond(*keys: str) -> float:
+        return round(sum(float(idle[k]) - float(base_idle[k]) for k in keys), 2)
+
+    return NetExtra(
+        replicas=round(shared["cluster"]["inference_gpu_hours"] - base["inference_gpu_hours"], 2),
+        launching=beyond("launching_for_replicas", "launching_for_headroom"),
+        waiting_for_a_gang=beyond("waiting_for_a_gang"),
+        empty=beyond("empty"),
+        lost=round(lost, 2),
+        delayed=training["delayed_gpu_hours"],
+    )

@@ -231,6 +231,7 @@ def training_in_headroom(
     checkpoint: float,
     start: float,
     end: float,
+    saved: bool = False,
 ) -> Training:
     """Training pods holding the headroom (``pods``: each one's placed intervals, oldest
     first, and when it was deleted, if it was), over ``[start, end)``:
@@ -248,6 +249,9 @@ def training_in_headroom(
       checkpoints every job from its first placement: jobs placed together checkpoint
       together.)
 
+    ``saved``: every job saves its state when it is stopped (checkpoint on preemption,
+    within its termination grace period): nothing is lost, either way.
+
     Each counts where it falls in the window (a loss at its stop; a wait as its overlap)."""
     ran = lost = delayed = independent = 0.0
     for intervals, deleted in pods:
@@ -255,7 +259,7 @@ def training_in_headroom(
             ran += max(0.0, min(b, end) - max(a, start))
             if b >= end:
                 continue
-            if start <= b:
+            if start <= b and not saved:
                 lost += (b - a) % checkpoint
                 independent += checkpoint / 2 if i == 0 else (b - a) % checkpoint
             resumed = intervals[i + 1][0] if i + 1 < len(intervals) else None
