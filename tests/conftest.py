@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer.main
+import typer.testing
 
 from fleetshare.scenario.loader import Scenario, build_workloads, load_scenario_data
 from fleetshare.scenario.report import to_json
@@ -23,8 +25,25 @@ FUZZ_INPUTS = pytest.StashKey[dict[str, int]]()
 """Generated inputs the fuzz tests ran, per kind (``tests/test_fuzz_inputs.py``)."""
 
 
+_COMMANDS: dict[int, tuple[typer.Typer, Any]] = {}
+
+
+def _command_of(app: typer.Typer) -> Any:
+    """The click command of ``app``, built once. typer's ``CliRunner.invoke`` builds it
+    again at every call (fleetshare's: 25-60 ms, every option of every command read from its
+    signature) and the tests invoke the CLI in-process thousands of times (the fuzz tests
+    alone 1,400); a click command is reusable (each call gets a context of its own), and
+    the tree is made from the app's registered commands, fixed once ``fleetshare.cli`` is
+    imported. The app is kept so that its id is not reused."""
+    hit = _COMMANDS.get(id(app))
+    if hit is None:
+        hit = _COMMANDS[id(app)] = (app, typer.main.get_command(app))
+    return hit[1]
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[FUZZ_INPUTS] = {}
+    typer.testing._get_command = _command_of  # type: ignore[attr-defined,assignment]
 
 
 def _fuzz_summary(terminalreporter: Any, config: pytest.Config) -> None:

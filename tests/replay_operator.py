@@ -308,7 +308,7 @@ def world_for(harness: Harness, scenario: Scenario, jobs: bool = False) -> Itera
     labelled = {n.name: n.labels for n in scenario.spec.cluster.namespaces}
     for queue_namespace in queues:
         label_namespace(harness, queue_namespace, labelled.get(queue_namespace, {}))
-    kube = VirtualTimeKube(harness.plane.client().api)
+    kube = VirtualTimeKube(harness.kube.api)  # the harness's connections, set up once
     clock = VirtualClock(EPOCH)
     settings = Settings(namespaces=(namespace, *queues), install_crds=False, leader_elect=False,
                         writes_in_flight=0, scaled_objects=False)  # fmt: skip

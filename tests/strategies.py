@@ -20,6 +20,7 @@ Two families:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -341,6 +342,45 @@ def _lending_limit() -> st.SearchStrategy[LimitDesc]:
     return st.builds(LimitDesc, st.just("lending"), st.integers(0, 3), st.sampled_from((GPU, "*")))
 
 
+# The strategies a case draws from, each built once: hypothesis validates a strategy object
+# the first time it is drawn from, and one built anew at every draw (``st.builds``, ``|``,
+# ``.map``) was validated again each time, most of the time a case took to generate. The
+# same strategies, the same draws: the same cases.
+
+
+def _tens(x: int) -> int:
+    return x * 10
+
+
+BORROW_LIMITS = st.lists(_borrow_limit(), max_size=2)
+LENDING_LIMITS = st.lists(_lending_limit(), max_size=1)
+THRESHOLDS = st.none() | st.integers(0, 100)
+DURATIONS = st.none() | st.integers(3, 30).map(_tens)
+
+
+@functools.cache
+def _default_class(n_classes: int) -> st.SearchStrategy[int | None]:
+    return st.none() | st.integers(0, n_classes - 1)
+
+
+@functools.cache
+def _priority_class(names: tuple[str, ...]) -> st.SearchStrategy[str | None]:
+    return st.none() | st.sampled_from(list(names))
+
+
+@functools.cache
+def _node_events(nodes: tuple[str, ...]) -> st.SearchStrategy[list[EventDesc]]:
+    return st.lists(
+        st.builds(
+            EventDesc,
+            st.integers(0, 30).map(_tens),
+            st.sampled_from(("cordon", "uncordon", "fail", "recover")),
+            st.sampled_from(list(nodes)),
+        ),
+        max_size=3,
+    )
+
+
 @st.composite
 def cases(
     draw: st.DrawFn,
@@ -393,8 +433,8 @@ def cases(
                 name=name,
                 quota=quotas[name],
                 sharing=draw(st.sampled_from(("LendAndBorrow",) * 4 + ("Lend", "DontLend"))),
-                borrow_limits=tuple(draw(st.lists(_borrow_limit(), max_size=2))),
-                lending_limits=tuple(draw(st.lists(_lending_limit(), max_size=1))),
+                borrow_limits=tuple(draw(BORROW_LIMITS)),
+                lending_limits=tuple(draw(LENDING_LIMITS)),
                 weight=draw(st.sampled_from((1.0, 2.0, 0.5, 0.0))),
                 preempt_team_tasks=draw(
                     st.sampled_from(("LowerPriority", "Never", "LowerOrNewerEqualPriority"))
@@ -412,7 +452,7 @@ def cases(
                 team,
                 strict_fifo=draw(st.sampled_from((False, False, True))),
                 borrow_within=borrow,
-                borrow_threshold=draw(st.none() | st.integers(0, 100)) if borrow else None,
+                borrow_threshold=draw(THRESHOLDS) if borrow else None,
                 stop=draw(st.sampled_from(("None",) * 6 + ("Hold", "HoldAndDrain"))),
             )
     groups: tuple[tuple[str, float], ...] = ()
@@ -425,7 +465,7 @@ def cases(
     weights = draw(
         st.lists(st.integers(0, 100), min_size=n_classes, max_size=n_classes, unique=True)
     )
-    default = draw(st.none() | st.integers(0, n_classes - 1))
+    default = draw(_default_class(n_classes))
     classes = tuple((f"pc{i}", w, i == default) for i, w in enumerate(weights))
 
     team_choices = names if friendly else [*names * 6, GHOST_TEAM]
@@ -459,28 +499,16 @@ def cases(
             WorkloadDesc(
                 name=f"w{i}",
                 team=draw(st.sampled_from(team_choices)),
-                priority_class=draw(st.none() | st.sampled_from([c[0] for c in classes])),
+                priority_class=draw(_priority_class(tuple(c[0] for c in classes))),
                 submit_at=draw(st.integers(0, 2 if contended else 12)) * 10,
-                duration=draw(st.none() | st.integers(3, 30).map(lambda x: x * 10)),
+                duration=draw(DURATIONS),
                 podsets=tuple(podsets),
             )
         )
 
     event_list: tuple[EventDesc, ...] = ()
     if events and not friendly:
-        event_list = tuple(
-            draw(
-                st.lists(
-                    st.builds(
-                        EventDesc,
-                        st.integers(0, 30).map(lambda x: x * 10),
-                        st.sampled_from(("cordon", "uncordon", "fail", "recover")),
-                        st.sampled_from([n.name for n in nodes]),
-                    ),
-                    max_size=3,
-                )
-            )
-        )
+        event_list = tuple(draw(_node_events(tuple(n.name for n in nodes))))
 
     return Case(
         mode=mode,

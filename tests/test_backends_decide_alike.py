@@ -103,10 +103,10 @@ reason), which is no decision to compare. Against the service, the node failures
 recoveries are dropped (the service's API cannot say a node failed: it cordons, uncordons and
 drains); against the operator they are kept (a kubelet reports its node not ready, or ready
 again), and partial admission is dropped (see :func:`governed`). 200 run through the runner
-and the service (about 50-70 s) and 200 through the runner and the operator (about 160 s on a
-loaded 2-core machine: each replay makes a namespace, the policy's objects and the nodes, and
+and the service (about 25-30 s) and 200 through the runner and the operator (about 65-85 s on
+a loaded 2-core machine: each replay makes a namespace, the policy's objects and the nodes, and
 creates, completes and reconciles per instant on the API server); with the bundled scenarios
-and the fixtures, the module takes about 4-5 minutes. The examples are derandomized: the same
+and the fixtures, the module takes about 2 minutes. The examples are derandomized: the same
 ones every run, reported unshrunk (the message holds the scenario's document, to be minimised
 into ``tests/fixtures/agreement/``). ``FLEETSHARE_AGREEMENT_EXAMPLES=N`` runs N on each side;
 ``FLEETSHARE_AGREEMENT_RANDOM=1`` draws new ones (a hunt).

@@ -117,6 +117,39 @@ def test_deep_nesting(tmp_path: Path) -> None:
     one_error_line(out, "nested more than")
 
 
+def test_the_linear_yaml_scanner_reads_as_pyyamls() -> None:
+    """fleetshare's loader keeps PyYAML's possible simple keys in linear time (deep flow
+    nesting took seconds): on texts that exercise them (keys on one line or not, longer than
+    1,024 characters, required and not, flow nesting deep and shallow) it gives PyYAML's
+    result or PyYAML's error, word for word."""
+    import yaml
+
+    from fleetshare import inputs
+
+    class Plain(yaml.SafeLoader):
+        pass
+
+    Plain.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, inputs._mapping)
+
+    def read(text: str, loader: type[yaml.SafeLoader]) -> tuple[str, str]:
+        try:
+            return "ok", repr(list(yaml.load_all(text, Loader=loader)))
+        except RecursionError:
+            return "recursion", ""
+        except yaml.YAMLError as exc:
+            return type(exc).__name__, str(exc)
+
+    texts = [
+        "a: 1\nb: [c, {d: e}]\n", "? a\n: b\n", "[a, b]: c\n", "x" * 2000 + ": 1\n",
+        "'" + "x" * 1100 + "': 1\n", "key\n: value\n", "- a\n- b: c\n  d: e\n",
+        "a:\n  b\n  c: d\n", "{a: b\nc: d}\n", "a: [b, c: d]\n", "a: b: c\n",
+        "[" * 300 + "]" * 300, "{" * 200 + "}" * 200, "a: " + "[" * 1100, "[" * 5000 + "]" * 5000,
+        "a: [" + "x" * 1100 + ": 1]\n", "- [a, b]: c\n  [d]: e\n",
+    ]  # fmt: skip
+    for text in texts:
+        assert read(text, inputs._Loader) == read(text, Plain), text[:80]
+
+
 def test_a_billion_laughs_is_refused_at_once(tmp_path: Path) -> None:
     """Aliases of aliases: nine levels of nine would be 387 million values to walk."""
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]

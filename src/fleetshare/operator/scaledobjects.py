@@ -146,9 +146,17 @@ class ScaledObjects:
         self.kube = kube
         self.events = events
         self.may_act = may_act
-        self.client = client or httpx.Client()
+        self._client = client
         self.pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scaler")
         self.tracked: dict[Key, _Tracked] = {}
+
+    @property
+    def client(self) -> httpx.Client:
+        """The client of the Prometheus queries, made when the first scaler is (its TLS set-up
+        takes tens of milliseconds: an operator that never sees a ScaledObject skips it)."""
+        if self._client is None:
+            self._client = httpx.Client()
+        return self._client
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

@@ -56,6 +56,7 @@ The loader is deterministic; ``seed`` matters only with ``end_order="random"``.
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Sequence
 from pathlib import Path
@@ -174,7 +175,28 @@ def vc_files(folder: Path, clusters: Sequence[str] | None = None) -> list[Path]:
 
 
 def read_vc(path: Path) -> VcSeries:
-    """Read one ``vc*.csv.gz`` (numpy, a few tens of milliseconds)."""
+    """Read one ``vc*.csv.gz`` (numpy, 60 ms for a month): kept, read-only, for the process
+    by path, size and modification time (a load reads all 16 VCs, 1 s, and runs of several
+    windows, policies or sweeps in one process load the trace again each time). A file that
+    cannot be looked at is read as before, to say why."""
+    try:
+        where, stat = path.resolve(), path.stat()
+    except OSError:
+        return _read_vc(path)
+    return _read_vc_kept(path, where, (stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=16)
+def _read_vc_kept(path: Path, where: Path, version: tuple[int, int, int, int]) -> VcSeries:
+    """:func:`_read_vc` of ``path`` (its messages name it as given), kept per file and
+    version (``where`` it resolves to: one month's VCs); its arrays read-only."""
+    series = _read_vc(path)
+    for values in (series.times, *series.columns.values()):
+        values.flags.writeable = False
+    return series
+
+
+def _read_vc(path: Path) -> VcSeries:
     with io.StringIO(read_gzip_text(path)) as f:
         header = f.readline().rstrip("\n").split(",")
         lines = f.read().splitlines()
