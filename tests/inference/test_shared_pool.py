@@ -158,3 +158,55 @@ def test_a_grace_period_is_for_training_only(tmp_path: Path) -> None:
     bad = {"pods": 2, "termination_grace_seconds": 30}
     with pytest.raises(ScenarioError, match="held_by: training"):
         load_scenario_data(_shared(tmp_path, headroom=bad), tmp_path)
+
+
+def _stepped(tmp_path: Path, pool: dict[str, Any], cloud: dict[str, Any]) -> ServiceRun:
+    """The run above with 10 -> 20 rps at 600 s (one replica reclaims the gang), the pool's
+    disruption ``pool`` and ``cloud`` settings, to the traffic's end."""
+    startup = {"image_pull_seconds": 100, "model_load_seconds": 40, "preloaded_pools": ["gpu"]}
+    data = _shared(tmp_path, headroom=TRAINING, startup=startup)
+    (tmp_path / "t.csv").write_text("time,rps\n0,10\n600,20\n")
+    data["node_pools"][0].update(pool)
+    data["cloud"].update(cloud)
+    data["until"] = 1800  # the traffic's end: before the fix the runs went on churning
+    scenario = load_scenario_data(data, tmp_path)
+    return run_services(scenario, build_services(scenario, tmp_path), "headroom")
+
+
+def _events(run: ServiceRun, kind: str) -> list[dict[str, Any]]:
+    return [e for e in run.result.events if e["event"] == kind]
+
+
+def test_consolidation_moves_no_replica_into_the_room_a_reclaimed_gang_waits_on(
+    tmp_path: Path,
+) -> None:
+    """The pool's default consolidation (WhenEmptyOrUnderutilized, 30 s). At 600 s chat-r3
+    reclaims the gang on nodes 2-3; the gang counts on node 3, free, and a new node (Ready at
+    691). Node 3 is nominated for it, so consolidation does not move chat-r1 from node 1 onto
+    it (Karpenter simulates the pending pods with the candidate's, ``SimulateScheduling``):
+    the gang runs again at 691 on nodes 3-4. Before, chat-r1 moved onto node 3 at 615, the
+    gang bought another node, chat-r3 moved onto node 4 at 735, and so on: the run stopped
+    with chat-r3 restarted 501 times by consolidation and 970 nodes launched."""
+    run = _stepped(tmp_path, {}, {})
+    assert [e["node"] for e in _events(run, "launch")] == [
+        f"gpu-g5.xlarge-{i}" for i in (1, 2, 3, 4)
+    ]
+    assert [p["workload"] for p in _events(run, "preempt")] == ["chat-ph2"]  # the reclaim alone
+    gang = [e["at"] for e in _events(run, "admit") if e["workload"] == "chat-ph2"]
+    assert gang == [91, 691]
+
+
+def test_a_gang_keeps_its_ready_node_until_the_node_it_waits_for_is_up(tmp_path: Path) -> None:
+    """Consolidation of empty nodes only (WhenEmpty, 30 s), nodes Ready 150 s after launch
+    where the cloud's nominal latency is 90 s. The reclaimed gang counts on node 3 and on a
+    node launched at 601, Ready at 751: node 3 stays nominated until then plus the 30 s, and
+    the gang runs again at 751. Before, node 3 was held to 601 + 90 + 30 = 721 only, removed
+    as empty then, the gang bought a node again at 752 whose wait ended the same way, and so
+    on, one node every 150 s (11 launches to 1,800 s instead of 4)."""
+    pool = {"disruption": {"consolidation_policy": "WhenEmpty", "consolidate_after_seconds": 30}}
+    run = _stepped(tmp_path, pool, {"launch_latency_by_type": {"g5.xlarge": 150}})
+    assert len(_events(run, "launch")) == 4
+    terminated = [e for e in _events(run, "node") if e["action"] == "terminate"]
+    assert all(e["at"] >= 1800 for e in terminated)
+    gang = [e["at"] for e in _events(run, "admit") if e["workload"] == "chat-ph2"]
+    assert gang == [151, 751]

@@ -170,13 +170,20 @@ def _free_capacity(allocatable: Mapping[str, int]) -> dict[str, int]:
 
 
 def existing_targets(state: State, removed: set[str], evicted: Sequence[PodView]) -> list[Room]:
-    """Nodes that may take evicted pods, with free capacity (evicted pods' requests freed)."""
+    """Nodes that may take evicted pods, with free capacity (evicted pods' requests freed).
+
+    A nominated node (:func:`node_nominated`) is none: pending work counts on its room.
+    Karpenter's scheduling simulation for a disruption places the pending pods beside the
+    candidates' pods (``SimulateScheduling``: "start by getting all pending pods"), so room a
+    pending pod was nominated to is not free for them. Counting it free, consolidation moved a
+    replica onto the node a reclaimed training gang waited on, the gang bought a node, the
+    next replica moved onto that one, and so on for ever."""
     back: dict[str, list[PodView]] = {}
     for pod in {p.name: p for p in evicted}.values():
         back.setdefault(pod.node, []).append(pod)
     out = []
     for name, (used, labels, taints) in state.rooms().items():
-        if name in removed:
+        if name in removed or node_nominated(state.nodes[name], state) is not None:
             continue
         free = dict(used)
         for pod in back.get(name, ()):

@@ -174,10 +174,11 @@ class Provisioner:
         :data:`MAX_REPLANS` plans)."""
         used: set[str] = set()
         wanted = shapes(demand, free, used)
-        self._hold(used, now)
+        self._hold(used, now + self.setup.latency)
         wanted += self.headroom.shapes(free)
         if not wanted:
             return
+        before = set(self.book.nodes)
         if self.retry_stuck:  # a fresh try for stuck work: what this plan leaves out is free
             self.retry_stuck = False
             tried = {w for shape in wanted for w in shape.workloads}
@@ -190,6 +191,9 @@ class Provisioner:
             failed = yield from self.launcher.launch(
                 now, allowed, "provisioning", tuple(planned), out
             )
+            launched = [self.book.nodes[n] for n in set(self.book.nodes) - before]
+            if launched:  # the work waits for those nodes: its room stays nominated till then
+                self._hold(used, max(m.ready_at for m in launched))
             if not failed:
                 out.log.append(
                     {
@@ -261,15 +265,21 @@ class Provisioner:
             )
         return allowed
 
-    def _hold(self, names: set[str], now: float) -> None:
-        """Nodes whose room pending work counts on are not removed as empty meanwhile
-        (until the nodes launched with them are up, plus the pool's consolidate-after)."""
-        latency = self.setup.latency
+    def _hold(self, names: set[str], ready: float) -> None:
+        """Nominate the nodes whose room pending work counts on: no voluntary disruption
+        removes them, and consolidation moves no pod into their room, until ``ready`` (when
+        the nodes launched with them are expected up) plus the pool's consolidate-after.
+        Karpenter nominates the nodes a scheduling pass counts on and nominates them again at
+        every pass while the pods wait (``Results.Record``: ``NominateNodeForPod``); its
+        disruption skips a nominated node (``NewCandidate``: "state node is nominated for a
+        pending pod"). Held only to the cloud's nominal latency, a Ready node a reclaimed gang
+        counts on was removed as empty before the node it waits for came up
+        (``launch_latency_by_type`` above the nominal latency), and bought again, for ever."""
         for name in names:
             managed = self.book.nodes.get(name)
             if managed is not None:
                 after = self.setup.pools[managed.pool].disruption.consolidate_after_seconds
-                managed.held_until = max(managed.held_until, now + latency + after)
+                managed.held_until = max(managed.held_until, ready + after)
 
     def _within_limits(self, launches: Sequence[Launch], now: float) -> list[Launch]:
         """The launches, cut where they would pass a pool's limits or ceiling (a last check
