@@ -1039,6 +1039,37 @@ def net_grace(args: argparse.Namespace) -> None:
     print("\n".join(md))
 
 
+NET_FRESH = (("viral", (7, 8, 9, 10, 11, 12)), ("steady", (7, 8, 9)))
+"""Seeds no table had shown when the grace alone was picked (``--net-fresh``): its check out
+of sample, since ``--net-grace`` ran after the held-out steady rows were seen."""
+
+
+def net_fresh(args: argparse.Namespace) -> None:
+    """``--net-fresh``: :data:`NET_GRACE` (and no lever) on :data:`NET_FRESH`, run once."""
+    tmp = Path(tempfile.mkdtemp())
+    report: dict[str, Any] = {"machine": machine(), "levers": NET_GRACE, "runs": {}}
+    md = [
+        "# The grace period alone on fresh seeds (issue 30)",
+        "",
+        f"Levers {NET_GRACE}, `shared+forecast`, beside no lever, on seeds no earlier table "
+        "showed (viral 7-12, steady 7-9), run once after the grace alone was picked "
+        "(inference_slo_net_grace.md, which was run after the held-out steady rows were seen): "
+        "the out-of-sample check of that pick. Command: `python bench/inference_slo.py "
+        "--net-fresh --out bench/results`. " + NET_NOTE,
+        "",
+        *NET_HEADER,
+    ]
+    for shape, seeds in NET_FRESH:
+        for seed in seeds:
+            run_of = ("fresh", shape, seed)
+            runs, _ = net_runs(tmp, run_of, (NET_OFF, NET_GRACE), md)
+            report["runs"][f"{shape}-{seed}"] = runs
+            _write(args.out / "inference_slo_net_fresh", report, md)
+    md += ["", *backlog_rows(report)]
+    _write(args.out / "inference_slo_net_fresh", report, md)
+    print("\n".join(md))
+
+
 def _write(stem: Path, report: dict[str, Any], md: list[str]) -> None:
     """The report as ``stem``.json and the table as ``stem``.md."""
     stem.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
@@ -1266,6 +1297,9 @@ def main() -> None:
     parser.add_argument(
         "--net-grace", action="store_true", help="the grace period alone on the held-out rows"
     )
+    parser.add_argument(
+        "--net-fresh", action="store_true", help="the grace period alone on fresh seeds"
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.oos:
@@ -1291,6 +1325,9 @@ def main() -> None:
         return
     if args.net_grace:
         net_grace(args)
+        return
+    if args.net_fresh:
+        net_fresh(args)
         return
     if args.shared_gang is not None:
         report = {"machine": machine()}
