@@ -1045,13 +1045,15 @@ of sample, since ``--net-grace`` ran after the held-out steady rows were seen.""
 
 
 def net_fresh(args: argparse.Namespace) -> None:
-    """``--net-fresh``: :data:`NET_GRACE` (and no lever) on :data:`NET_FRESH`, run once."""
+    """``--net-fresh``: :data:`NET_GRACE`, no lever and the chosen levers on :data:`NET_FRESH`,
+    run once."""
     tmp = Path(tempfile.mkdtemp())
     report: dict[str, Any] = {"machine": machine(), "levers": NET_GRACE, "runs": {}}
     md = [
         "# The grace period alone on fresh seeds (issue 30)",
         "",
-        f"Levers {NET_GRACE}, `shared+forecast`, beside no lever, on seeds no earlier table "
+        f"Levers {NET_GRACE}, `shared+forecast`, beside no lever and the levers "
+        f"`--tune-net` chose ({NET['levers']}), on seeds no earlier table "
         "showed (viral 7-12, steady 7-9), run once after the grace alone was picked "
         "(inference_slo_net_grace.md, which was run after the held-out steady rows were seen): "
         "the out-of-sample check of that pick. Command: `python bench/inference_slo.py "
@@ -1062,7 +1064,7 @@ def net_fresh(args: argparse.Namespace) -> None:
     for shape, seeds in NET_FRESH:
         for seed in seeds:
             run_of = ("fresh", shape, seed)
-            runs, _ = net_runs(tmp, run_of, (NET_OFF, NET_GRACE), md)
+            runs, _ = net_runs(tmp, run_of, (NET_OFF, NET_GRACE, NET["levers"]), md)
             report["runs"][f"{shape}-{seed}"] = runs
             _write(args.out / "inference_slo_net_fresh", report, md)
     md += ["", *backlog_rows(report)]
